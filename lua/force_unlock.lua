@@ -1,0 +1,13 @@
+-- force_unlock.lua: delete a lock whoever holds it, and wake its waiters.
+--
+-- KEYS[1]  lock key
+-- ARGV[1]  release channel
+--
+-- Returns 1 if a lock was deleted, 0 if there was none.
+-- Raises WRONGTYPE if KEYS[1] exists but is not a hash.
+if redis.call('hlen', KEYS[1]) == 0 then
+  return 0
+end
+redis.call('del', KEYS[1])
+redis.call('publish', ARGV[1], 'released')
+return 1

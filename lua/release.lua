@@ -1,0 +1,24 @@
+-- release.lua: drop one hold of a reentrant hash lock.
+--
+-- KEYS[1]  lock key
+-- ARGV[1]  owner id
+-- ARGV[2]  lease in milliseconds (re-applied while holds remain)
+-- ARGV[3]  release channel, told when the lock becomes free
+--
+-- Returns the owner's remaining hold count (0: the key was deleted and the
+-- channel told), or -1 if the owner holds nothing.
+local key, owner = KEYS[1], ARGV[1]
+if redis.call('hexists', key, owner) == 0 then
+  return -1
+end
+local count = redis.call('hincrby', key, owner, -1)
+if count > 0 then
+  redis.call('pexpire', key, ARGV[2])
+  return count
+end
+redis.call('hdel', key, owner)
+if redis.call('hlen', key) == 0 then
+  redis.call('del', key)
+  redis.call('publish', ARGV[3], 'released')
+end
+return 0

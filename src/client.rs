@@ -1,0 +1,789 @@
+//! [`LockClient`]: connections, acquiring and releasing, and looking at locks.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use fred::clients::Client;
+use fred::error::ErrorKind;
+use fred::interfaces::{ClientLike, HashesInterface, KeysInterface};
+use fred::types::config::{Config, ReconnectPolicy};
+use fred::types::scan::ScanType;
+use fred::types::{Builder, Value};
+use futures::StreamExt;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use crate::config::{ClientConfig, LockNames, LockOptions, ResolvedOptions};
+use crate::error::{LockError, Result};
+use crate::guard::LockGuard;
+use crate::hold::{Hold, HoldUse, Holds};
+use crate::owner::local_owner;
+use crate::scripts::{Acquire, Scripts};
+use crate::waiting::Waiting;
+use crate::watchdog;
+
+/// A handle to Redis for taking reentrant, self-renewing locks.
+///
+/// One client holds two connections (commands, and a subscriber for release
+/// messages) and is cheap to clone: clones share them. Build one per process and
+/// pass clones around.
+///
+/// Locks are reentrant per *owner*: the current tokio task, or an
+/// [`owner_scope`](crate::owner_scope), or (outside any task) the thread. The same
+/// owner locking the same name again succeeds at once and raises the hold count.
+///
+/// # When not to use this
+/// - To protect memory inside one process, use `tokio::sync::Mutex`: it is a
+///   thousand times faster and cannot expire.
+/// - A lease lock cannot stop a holder that pauses past its lease from acting on
+///   stale beliefs; where that matters, check a fencing token at the resource
+///   (see `docs/guarantees.md`).
+///
+/// # Examples
+/// ```no_run
+/// # async fn dox() -> holdlock::Result<()> {
+/// let client = holdlock::LockClient::connect("redis://127.0.0.1:6379").await?;
+/// let guard = client.lock("account:42").await?;
+/// // ... move money ...
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LockClient {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    id: Uuid,
+    pub(crate) config: ClientConfig,
+    pub(crate) redis: Client,
+    pub(crate) scripts: Scripts,
+    waiting: Arc<Waiting>,
+    holds: Arc<Holds>,
+    runtime: tokio::runtime::Handle,
+    shut_down: AtomicBool,
+}
+
+impl fmt::Debug for LockClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockClient")
+            .field("id", &self.inner.id)
+            .field("prefix", &self.inner.config.prefix)
+            .field("lease", &self.inner.config.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`LockClient`] with settings other than the defaults.
+///
+/// # Examples
+/// ```no_run
+/// # async fn dox() -> holdlock::Result<()> {
+/// use std::time::Duration;
+///
+/// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379")
+///     .prefix("shop:")
+///     .lease(Duration::from_secs(10))
+///     .build()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `build` is awaited"]
+pub struct LockClientBuilder {
+    url: String,
+    config: ClientConfig,
+}
+
+impl LockClientBuilder {
+    /// The prefix of every key and channel. Must not contain braces.
+    /// Default: `holdlock:`.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.config.prefix = prefix.into();
+        self
+    }
+
+    /// How long a hold survives without renewal; the watchdog renews every third of
+    /// it, so a crashed holder frees the lock within one lease. At least 3 ms.
+    /// Default: 30 s.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.config.lease = lease;
+        self
+    }
+
+    /// How long [`build`](Self::build) may take to connect, and how long an
+    /// unanswered acquire or release is retried. Default: 5 s.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.config.connect_timeout = timeout;
+        self
+    }
+
+    /// Draw a fencing token on every fresh acquisition. Default: `false`.
+    pub fn fencing(mut self, fencing: bool) -> Self {
+        self.config.fencing = fencing;
+        self
+    }
+
+    /// Validates the settings and connects.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidOption`] for a bad URL, prefix, lease or timeout;
+    /// [`LockError::ConnectTimeout`] or [`LockError::Redis`] if Redis cannot be reached
+    /// within the connect timeout.
+    pub async fn build(self) -> Result<LockClient> {
+        self.config.validate()?;
+        let fred_config = Config::from_url(&self.url).map_err(|error| LockError::InvalidOption {
+            option: "url",
+            reason: error.details().to_string(),
+        })?;
+        let timeout = self.config.connect_timeout;
+        let mut builder = Builder::from_config(fred_config);
+        builder
+            .with_connection_config(|connection| {
+                connection.connection_timeout = timeout;
+                connection.internal_command_timeout = timeout;
+            })
+            .with_performance_config(|performance| performance.default_command_timeout = timeout)
+            .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2));
+        let redis = builder.build()?;
+        let subscriber = builder.build_subscriber_client()?;
+        let connecting = async {
+            redis.init().await?;
+            subscriber.init().await?;
+            Ok::<_, fred::error::Error>(())
+        };
+        match tokio::time::timeout(timeout, connecting).await {
+            Ok(Ok(())) => {}
+            failed => {
+                let _ = redis.quit().await;
+                let _ = subscriber.quit().await;
+                return Err(match failed {
+                    Ok(Err(error)) => LockError::Redis(error),
+                    _ => LockError::ConnectTimeout { timeout },
+                });
+            }
+        }
+        let _resubscriber = subscriber.manage_subscriptions();
+        Ok(LockClient {
+            inner: Arc::new(Inner {
+                id: Uuid::new_v4(),
+                config: self.config,
+                redis,
+                scripts: Scripts::new(),
+                waiting: Waiting::start(subscriber),
+                holds: Arc::default(),
+                runtime: tokio::runtime::Handle::current(),
+                shut_down: AtomicBool::new(false),
+            }),
+        })
+    }
+}
+
+/// What one acquire attempt came to.
+enum Attempt {
+    Granted(LockGuard),
+    Busy(Option<Duration>),
+}
+
+impl LockClient {
+    /// Connects with the default settings (prefix `holdlock:`, 30 s lease, 5 s
+    /// connect timeout). Any fred URL works: `redis://`, `rediss://` (with a TLS
+    /// feature of fred), `redis-cluster://`, `redis-sentinel://`, `redis+unix://`.
+    ///
+    /// # Errors
+    /// As [`LockClientBuilder::build`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// let client = holdlock::LockClient::connect("redis://127.0.0.1:6379").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::builder(url).build().await
+    }
+
+    /// Starts building a client for `url`; see [`LockClientBuilder`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379").prefix("app:").build().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn builder(url: impl Into<String>) -> LockClientBuilder {
+        LockClientBuilder {
+            url: url.into(),
+            config: ClientConfig::default(),
+        }
+    }
+
+    /// The owner id that locks taken here and now would have:
+    /// `<client-uuid>:<task>`, where the task part names the current tokio task,
+    /// [`owner_scope`](crate::owner_scope) or thread.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) {
+    /// let guard = client.lock("a").await.unwrap();
+    /// assert_eq!(guard.owner(), client.owner_id());
+    /// # }
+    /// ```
+    pub fn owner_id(&self) -> String {
+        format!("{}:{}", self.inner.id, local_owner())
+    }
+
+    /// Takes the lock, waiting as long as it takes. Re-entry by the same owner returns
+    /// at once with the hold count raised.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidName`], [`LockError::WrongType`] if the key holds something
+    /// else, [`LockError::Redis`] on connection failure, [`LockError::Shutdown`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future at any point leaves no hold behind. If the
+    /// acquire script had already been sent, its reply is awaited in the background
+    /// and a granted hold is released at once. A cancelled waiter gives up its place
+    /// in the queue.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let guard = client.lock("account:42").await?;
+    /// let nested = client.lock("account:42").await?; // same task: re-entry
+    /// assert_eq!(nested.hold_count(), 2);
+    /// # Ok(()) }
+    /// ```
+    pub async fn lock(&self, name: &str) -> Result<LockGuard> {
+        let guard = self.lock_with(name, LockOptions::new().wait_forever()).await?;
+        guard.ok_or_else(|| LockError::Protocol("an unbounded wait ended without the lock".into()))
+    }
+
+    /// Takes the lock if it is free (or already held by this owner), without waiting.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// match client.try_lock("job:nightly").await? {
+    ///     Some(guard) => { /* run the job */ guard.unlock().await? }
+    ///     None => println!("another instance is running it"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_lock(&self, name: &str) -> Result<Option<LockGuard>> {
+        self.lock_with(name, LockOptions::new().wait(Duration::ZERO)).await
+    }
+
+    /// Takes the lock, waiting at most `wait`; `None` if it did not come free.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock), and [`LockError::InvalidOption`] for a wait longer than
+    /// ten years.
+    ///
+    /// # Cancel safety
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// use std::time::Duration;
+    /// if let Some(guard) = client.lock_timeout("account:42", Duration::from_millis(500)).await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn lock_timeout(&self, name: &str, wait: Duration) -> Result<Option<LockGuard>> {
+        self.lock_with(name, LockOptions::new().wait(wait)).await
+    }
+
+    /// Takes the lock with per-call [`LockOptions`]: how long to wait, a fixed lease
+    /// instead of the watchdog, a fencing token.
+    ///
+    /// # Errors
+    /// As [`lock_timeout`](Self::lock_timeout), and [`LockError::InvalidOption`] for a
+    /// zero or overlong lease.
+    ///
+    /// # Cancel safety
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// use std::time::Duration;
+    /// use holdlock::LockOptions;
+    /// let options = LockOptions::new().wait(Duration::from_secs(1)).lease(Duration::from_secs(5));
+    /// let guard = client.lock_with("x", options).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn lock_with(&self, name: &str, options: LockOptions) -> Result<Option<LockGuard>> {
+        self.inner.check_running()?;
+        let names = self.inner.config.names(name)?;
+        let options = options.resolve(&self.inner.config)?;
+        let deadline = match options.wait {
+            None => None,
+            Some(wait) => Some(Instant::now().checked_add(wait).ok_or_else(|| LockError::InvalidOption {
+                option: "wait",
+                reason: format!("{wait:?} overflows the clock"),
+            })?),
+        };
+        let owner = self.owner_id();
+
+        // Re-entry and single tries go straight to Redis; they never wait in line.
+        if options.wait == Some(Duration::ZERO) || self.inner.holds.is_held(&names.key, &owner) {
+            return Ok(match self.attempt(&names, &owner, options).await? {
+                Attempt::Granted(guard) => Some(guard),
+                Attempt::Busy(_) => None,
+            });
+        }
+
+        let ticket = self.inner.waiting.join(&names.channel);
+        let _turn = match until(deadline, ticket.turn()).await {
+            Some(turn) => turn,
+            None => return Ok(None),
+        };
+        loop {
+            let pttl = match self.attempt(&names, &owner, options).await? {
+                Attempt::Granted(guard) => return Ok(Some(guard)),
+                Attempt::Busy(pttl) => pttl,
+            };
+            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                return Ok(None);
+            }
+            // Subscribe before sleeping; a release between our attempt and the
+            // subscription would be missed, so a fresh subscription tries again first.
+            match until(deadline, ticket.subscribe()).await {
+                Some(Ok(true)) => continue,
+                Some(Ok(false)) => {}
+                Some(Err(error)) => return Err(error),
+                None => return Ok(None),
+            }
+            let holder_expires = Instant::now() + pttl.unwrap_or(options.lease).max(Duration::from_millis(1));
+            let wake = deadline.map_or(holder_expires, |deadline| deadline.min(holder_expires));
+            tokio::select! {
+                () = ticket.released() => {}
+                () = tokio::time::sleep_until(wake) => {}
+            }
+        }
+    }
+
+    /// One acquire attempt, run in its own task so that a cancelled caller cannot
+    /// strand a granted hold. An attempt in flight is not cut short by the caller's
+    /// deadline (the command timeout bounds it), so a zero wait still gets one answer.
+    async fn attempt(&self, names: &LockNames, owner: &str, options: ResolvedOptions) -> Result<Attempt> {
+        let (reply, answer) = oneshot::channel();
+        let inner = Arc::clone(&self.inner);
+        let (names, owner) = (names.clone(), owner.to_owned());
+        tokio::spawn(async move {
+            let outcome = inner.acquire(&names, &owner, options).await;
+            // If nobody is listening any more, the guard comes back and its drop releases.
+            drop(reply.send(outcome));
+        });
+        answer.await.unwrap_or(Err(LockError::Shutdown))
+    }
+
+    /// Looks at a lock: its owners and their hold counts, its remaining TTL and its
+    /// last fencing token. `None` if nobody holds it.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidName`], [`LockError::WrongType`], [`LockError::Redis`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// if let Some(info) = client.inspect("job:nightly").await? {
+    ///     println!("{} held by {:?}, {:?} left", info.name, info.owners, info.ttl);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn inspect(&self, name: &str) -> Result<Option<LockInfo>> {
+        self.inner.check_running()?;
+        let names = self.inner.config.names(name)?;
+        let snapshot = self.inner.scripts.inspect(&self.inner.redis, &names.key, &names.token_key).await?;
+        Ok(snapshot.map(|snapshot| LockInfo {
+            name: names.name,
+            owners: snapshot
+                .owners
+                .into_iter()
+                .map(|(id, hold_count)| LockOwner { id, hold_count })
+                .collect(),
+            ttl: snapshot.ttl,
+            fencing_token: snapshot.token,
+        }))
+    }
+
+    /// Every held lock whose name matches the glob `pattern` (`*` for all), found with
+    /// `SCAN` (on every primary of a cluster), never `KEYS`.
+    ///
+    /// # Errors
+    /// [`LockError::Redis`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// for info in client.list("account:*").await? {
+    ///     println!("{}: {:?}", info.name, info.owners);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn list(&self, pattern: &str) -> Result<Vec<LockInfo>> {
+        self.inner.check_running()?;
+        let scan_pattern = self.inner.config.scan_pattern(pattern);
+        let redis = &self.inner.redis;
+        let mut keys = if redis.is_clustered() {
+            redis.scan_cluster_buffered(scan_pattern, Some(200), Some(ScanType::Hash)).boxed()
+        } else {
+            redis.scan_buffered(scan_pattern, Some(200), Some(ScanType::Hash)).boxed()
+        };
+        let mut names = Vec::new();
+        while let Some(key) = keys.next().await {
+            let key = key?;
+            if let Some(name) = key.as_str().and_then(|key| self.inner.config.name_of_key(key)) {
+                names.push(name.to_owned());
+            }
+        }
+        names.sort();
+        names.dedup();
+        let mut locks = Vec::with_capacity(names.len());
+        for name in names {
+            // A lock released since the scan is simply left out.
+            if let Some(info) = self.inspect(&name).await? {
+                locks.push(info);
+            }
+        }
+        Ok(locks)
+    }
+
+    /// Deletes the lock whoever holds it, and wakes its waiters. The former holder's
+    /// guard reports itself lost at its next renewal. Returns whether there was a lock.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidName`], [`LockError::WrongType`], [`LockError::Redis`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let was_locked = client.force_unlock("job:stuck").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn force_unlock(&self, name: &str) -> Result<bool> {
+        self.inner.check_running()?;
+        let names = self.inner.config.names(name)?;
+        self.inner
+            .scripts
+            .force_unlock(&self.inner.redis, &names.key, &names.channel)
+            .await
+    }
+
+    /// Whether anyone holds the lock right now.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidName`], [`LockError::Redis`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let busy = client.is_locked("job:nightly").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_locked(&self, name: &str) -> Result<bool> {
+        self.inner.check_running()?;
+        let names = self.inner.config.names(name)?;
+        let exists: i64 = self.inner.redis.exists(names.key.as_str()).await?;
+        Ok(exists == 1)
+    }
+
+    /// Stops every watchdog and closes the connections. Releases nothing: held locks
+    /// expire within their lease, and their guards report themselves lost. Every later
+    /// call fails with [`LockError::Shutdown`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) {
+    /// client.shutdown().await;
+    /// # }
+    /// ```
+    pub async fn shutdown(&self) {
+        if self.inner.shut_down.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.inner.holds.drain("the client was shut down");
+        self.inner.waiting.quit().await;
+        let _ = self.inner.redis.quit().await;
+    }
+
+    /// The underlying fred client, for commands of your own on the same connection.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// use fred::interfaces::KeysInterface;
+    /// let stock: Option<i64> = client.redis().get("stock:7").await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn redis(&self) -> &Client {
+        &self.inner.redis
+    }
+}
+
+/// Awaits `future` until `deadline`; `None` if the deadline came first.
+async fn until<F: Future>(deadline: Option<Instant>, future: F) -> Option<F::Output> {
+    match deadline {
+        Some(deadline) => tokio::time::timeout_at(deadline, future).await.ok(),
+        None => Some(future.await),
+    }
+}
+
+/// Whether a failed script may nevertheless have run (the reply was lost).
+fn outcome_unknown(error: &LockError) -> bool {
+    let LockError::Redis(error) = error else { return false };
+    matches!(
+        error.kind(),
+        ErrorKind::IO | ErrorKind::Canceled | ErrorKind::Timeout | ErrorKind::Routing | ErrorKind::Backpressure
+    ) || error.details().contains("attempts")
+}
+
+impl Inner {
+    pub(crate) fn check_running(&self) -> Result<()> {
+        if self.shut_down.load(Ordering::Acquire) {
+            Err(LockError::Shutdown)
+        } else {
+            Ok(())
+        }
+    }
+
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.runtime
+    }
+
+    /// Runs `acquire.lua` exactly once for `owner` and records a granted hold
+    /// (starting its watchdog) before the guard exists.
+    async fn acquire(self: &Arc<Self>, names: &LockNames, owner: &str, options: ResolvedOptions) -> Result<Attempt> {
+        loop {
+            let entry = self.holds.enter(names, owner);
+            let hold = Arc::clone(&entry.hold);
+            let mut count = hold.ops.lock().await;
+            if hold.is_lost() {
+                // Lost while we queued behind another call: enter the fresh hold instead.
+                continue;
+            }
+            let sent_at = Instant::now();
+            let (granted, token) = match self.acquire_exactly_once(names, owner, options, *count).await? {
+                Acquire::Busy { pttl } => return Ok(Attempt::Busy(pttl)),
+                Acquire::Granted { count, token } => (count, token),
+            };
+            let entry = if granted == *count + 1 {
+                hold.set_count(&mut count, granted);
+                drop(count);
+                entry
+            } else {
+                // Redis disagrees with our count: the hold we knew vanished (expired or
+                // force-unlocked) and this is a new one. Old guards must not touch it.
+                hold.set_count(&mut count, 0);
+                drop(count);
+                let fresh = self.holds.replace(&hold);
+                let mut count = fresh.hold.ops.lock().await;
+                fresh.hold.set_count(&mut count, granted);
+                drop(count);
+                fresh
+            };
+            self.record_grant(&entry, options, token, sent_at);
+            return Ok(Attempt::Granted(LockGuard::new(self, Arc::clone(&entry.hold))));
+        }
+    }
+
+    /// Sets the token, the expiry and the watchdog of a freshly granted hold.
+    fn record_grant(self: &Arc<Self>, entry: &HoldUse, options: ResolvedOptions, token: u64, sent_at: Instant) {
+        let hold = &entry.hold;
+        hold.set_token(token);
+        hold.lease_ms.store(options.lease_ms, Ordering::Release);
+        if options.watchdog {
+            hold.set_expiry(sent_at, None);
+            if !hold.has_watchdog() {
+                hold.set_watchdog(watchdog::spawn(self, hold, options.lease, sent_at));
+            }
+        } else if !hold.has_watchdog() {
+            hold.set_expiry(sent_at, Some(options.lease));
+        }
+    }
+
+    /// `acquire.lua`, written at most once per try. When a reply is lost, the owner's
+    /// field tells whether the script ran: `held` + 1 means it did.
+    async fn acquire_exactly_once(
+        &self,
+        names: &LockNames,
+        owner: &str,
+        options: ResolvedOptions,
+        held: u32,
+    ) -> Result<Acquire> {
+        let give_up = Instant::now() + self.config.connect_timeout;
+        loop {
+            let error = match self
+                .scripts
+                .acquire(&self.redis, &names.key, &names.token_key, owner, options.lease_ms, options.fenced)
+                .await
+            {
+                Err(error) if outcome_unknown(&error) => error,
+                done => return done,
+            };
+            tracing::debug!(lock = %names.name, %error, "acquire reply lost; checking whether it ran");
+            match self.field(names, owner).await {
+                Ok(count) if count == held + 1 => {
+                    let token = if options.fenced && count == 1 {
+                        self.redis.get::<Option<u64>, _>(names.token_key.as_str()).await?.unwrap_or(0)
+                    } else {
+                        0
+                    };
+                    return Ok(Acquire::Granted { count, token });
+                }
+                Ok(_) | Err(_) if Instant::now() < give_up => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                _ => return Err(error),
+            }
+        }
+    }
+
+    /// `release.lua`, written at most once per try. When a reply is lost, the owner's
+    /// field tells whether the script ran: `held` - 1 means it did.
+    async fn release_exactly_once(&self, hold: &Hold, held: u32) -> Result<Option<u32>> {
+        let names = &hold.names;
+        let lease_ms = hold.lease_ms.load(Ordering::Acquire);
+        let give_up = Instant::now() + self.config.connect_timeout;
+        loop {
+            let error = match self
+                .scripts
+                .release(&self.redis, &names.key, &names.channel, &hold.owner, lease_ms)
+                .await
+            {
+                Err(error) if outcome_unknown(&error) => error,
+                done => return done,
+            };
+            tracing::debug!(lock = %names.name, %error, "release reply lost; checking whether it ran");
+            match self.field(names, &hold.owner).await {
+                Ok(count) if count + 1 == held => return Ok(Some(count)),
+                Ok(count) if count != held => return Ok(None),
+                Ok(_) | Err(_) if Instant::now() < give_up => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                _ => return Err(error),
+            }
+        }
+    }
+
+    /// The owner's hold count as Redis has it (0 if none).
+    async fn field(&self, names: &LockNames, owner: &str) -> Result<u32> {
+        let value: Value = self
+            .redis
+            .hget(names.key.as_str(), owner)
+            .await
+            .map_err(|error| LockError::from_redis(error, &names.key))?;
+        match value {
+            Value::Null => Ok(0),
+            other => other
+                .as_u64()
+                .and_then(|count| u32::try_from(count).ok())
+                .ok_or_else(|| LockError::Protocol(format!("hold count {other:?}"))),
+        }
+    }
+
+    /// Releases one hold of `hold`. Stops the watchdog before the last release is sent.
+    pub(crate) async fn release(self: &Arc<Self>, hold: &Arc<Hold>) -> Result<()> {
+        self.check_running()?;
+        let not_held = || LockError::NotHeld {
+            name: hold.names.name.clone(),
+            owner: hold.owner.clone(),
+        };
+        let _entry = self.holds.reenter(hold);
+        let mut count = hold.ops.lock().await;
+        if hold.is_lost() || *count == 0 {
+            return Err(not_held());
+        }
+        let held = *count;
+        if held == 1 {
+            hold.stop_watchdog();
+        }
+        match self.release_exactly_once(hold, held).await {
+            Ok(Some(remaining)) => {
+                hold.set_count(&mut count, remaining);
+                Ok(())
+            }
+            Ok(None) => {
+                hold.set_count(&mut count, 0);
+                drop(count);
+                hold.mark_lost("released a hold that redis no longer had");
+                Err(not_held())
+            }
+            Err(error) => {
+                // Unknown outcome: forget the hold locally; Redis expires it within a lease.
+                hold.set_count(&mut count, held - 1);
+                Err(error)
+            }
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if self.shut_down.load(Ordering::Acquire) {
+            return;
+        }
+        self.holds.drain("the client was dropped");
+        let redis = self.redis.clone();
+        let waiting = Arc::clone(&self.waiting);
+        // Closing politely needs the runtime; if it is gone, so are the connections.
+        drop(self.runtime.spawn(async move {
+            waiting.quit().await;
+            let _ = redis.quit().await;
+        }));
+    }
+}
+
+/// A snapshot of one lock, from [`LockClient::inspect`] or [`LockClient::list`].
+///
+/// # Examples
+/// ```no_run
+/// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+/// let info = client.inspect("job:nightly").await?.expect("held");
+/// assert_eq!(info.owners.len(), 1);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockInfo {
+    /// The lock name (without prefix).
+    pub name: String,
+    /// Who holds it, and how many times.
+    pub owners: Vec<LockOwner>,
+    /// The remaining lease; `None` if the key has no expiry (not set by this crate).
+    pub ttl: Option<Duration>,
+    /// The last fencing token drawn for this name, if any ever was.
+    pub fencing_token: Option<u64>,
+}
+
+/// One owner of a lock, in a [`LockInfo`].
+///
+/// # Examples
+/// ```no_run
+/// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+/// for owner in client.inspect("a").await?.map(|i| i.owners).unwrap_or_default() {
+///     println!("{} x{}", owner.id, owner.hold_count);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockOwner {
+    /// The owner id, `<client-uuid>:<task>`.
+    pub id: String,
+    /// How many nested holds it has.
+    pub hold_count: u32,
+}

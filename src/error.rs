@@ -1,0 +1,110 @@
+//! The error type of every fallible operation in this crate.
+
+use std::time::Duration;
+
+/// A `Result` whose error defaults to [`LockError`].
+pub type Result<T, E = LockError> = std::result::Result<T, E>;
+
+/// Everything that can go wrong when taking, renewing or releasing a lock.
+///
+/// Contention is not an error: [`LockClient::try_lock`](crate::LockClient::try_lock) and
+/// friends return `Ok(None)` when the lock is held by someone else.
+///
+/// # Examples
+/// ```no_run
+/// # async fn dox(client: holdlock::LockClient) {
+/// match client.lock("").await {
+///     Err(holdlock::LockError::InvalidName { reason, .. }) => eprintln!("bad name: {reason}"),
+///     other => drop(other),
+/// }
+/// # }
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError {
+    /// A Redis command or the connection failed.
+    #[error("redis error: {0}")]
+    Redis(#[from] fred::error::Error),
+
+    /// Connecting did not succeed within the connect timeout.
+    #[error("could not connect to redis within {timeout:?}")]
+    ConnectTimeout {
+        /// The connect timeout that ran out.
+        timeout: Duration,
+    },
+
+    /// The lock name is not usable (empty, or contains a brace).
+    #[error("invalid lock name {name:?}: {reason}")]
+    InvalidName {
+        /// The name as given.
+        name: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+
+    /// An option or configuration value is out of range.
+    #[error("invalid option `{option}`: {reason}")]
+    InvalidOption {
+        /// The option's name, e.g. `lease`.
+        option: &'static str,
+        /// Why it was rejected.
+        reason: String,
+    },
+
+    /// The lock's key exists but holds something other than a lock hash.
+    #[error("key `{key}` holds a value of the wrong type for a lock (WRONGTYPE)")]
+    WrongType {
+        /// The Redis key.
+        key: String,
+    },
+
+    /// The hold being released is not held (any more) by this owner: the lease
+    /// expired, the lock was force-unlocked, or the guard was already released.
+    #[error("lock `{name}` is not held by {owner}")]
+    NotHeld {
+        /// The lock name.
+        name: String,
+        /// The owner id that tried to release it.
+        owner: String,
+    },
+
+    /// The client was shut down with [`LockClient::shutdown`](crate::LockClient::shutdown).
+    #[error("the lock client has been shut down")]
+    Shutdown,
+
+    /// A fenced write presented a token older than one the resource has already seen.
+    #[error("stale fencing token {presented}: the resource has seen {newest}")]
+    StaleToken {
+        /// The token the writer presented.
+        presented: u64,
+        /// The newest token the resource has accepted.
+        newest: u64,
+    },
+
+    /// Redis answered with something this crate does not understand.
+    #[error("unexpected reply from redis: {0}")]
+    Protocol(String),
+}
+
+impl LockError {
+    /// True if the error came from the connection or a Redis command.
+    ///
+    /// # Examples
+    /// ```
+    /// assert!(!holdlock::LockError::Shutdown.is_redis());
+    /// ```
+    pub fn is_redis(&self) -> bool {
+        matches!(self, LockError::Redis(_) | LockError::ConnectTimeout { .. })
+    }
+
+    /// Maps a Redis error, recognising WRONGTYPE for `key`.
+    pub(crate) fn from_redis(error: fred::error::Error, key: &str) -> Self {
+        if error.details().contains("WRONGTYPE") {
+            LockError::WrongType {
+                key: key.to_owned(),
+            }
+        } else {
+            LockError::Redis(error)
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! [`LockGuard`]: one held hold of a lock.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::interfaces::KeysInterface;
+
+use crate::client::{Inner, LockClient};
+use crate::error::{LockError, Result};
+use crate::hold::Hold;
+
+/// One hold of a lock. Dropping it releases the hold in the background;
+/// [`unlock`](Self::unlock) releases it and reports errors.
+///
+/// Nested guards of one owner share the hold: the count goes up with each, the lock
+/// stays held until the last is released (in any order), and one watchdog renews it.
+/// A guard remembers its owner, so it may be moved to and released from another task.
+///
+/// # Examples
+/// ```no_run
+/// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+/// let outer = client.lock("account:42").await?;
+/// let inner = client.lock("account:42").await?; // same task: re-entry
+/// assert_eq!(inner.hold_count(), 2);
+/// outer.unlock().await?; // any order
+/// inner.unlock().await?; // the key is deleted now
+/// # Ok(()) }
+/// ```
+#[must_use = "if unused the lock is released immediately"]
+#[clippy::has_significant_drop]
+pub struct LockGuard {
+    inner: Arc<Inner>,
+    hold: Arc<Hold>,
+    released: bool,
+}
+
+impl LockGuard {
+    pub(crate) fn new(inner: &Arc<Inner>, hold: Arc<Hold>) -> Self {
+        Self {
+            inner: Arc::clone(inner),
+            hold,
+            released: false,
+        }
+    }
+
+    /// The lock name.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// assert_eq!(client.lock("a").await?.name(), "a");
+    /// # Ok(()) }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.hold.names.name
+    }
+
+    /// The owner id this hold belongs to, `<client-uuid>:<task>`.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let guard = client.lock("a").await?;
+    /// assert!(guard.owner().starts_with(&client.owner_id()[..36]));
+    /// # Ok(()) }
+    /// ```
+    pub fn owner(&self) -> &str {
+        &self.hold.owner
+    }
+
+    /// How many holds the owner has on this lock now (shared by nested guards).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let guard = client.lock("a").await?;
+    /// assert_eq!(guard.hold_count(), 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn hold_count(&self) -> u32 {
+        self.hold.count()
+    }
+
+    /// The fencing token of this hold, if it was taken with fencing: strictly greater
+    /// than every token handed to earlier holders of the same name. Nested holds share
+    /// the token of the first.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let guard = client.lock_with("a", holdlock::LockOptions::fenced()).await?.unwrap();
+    /// let token: u64 = guard.fencing_token().expect("fenced");
+    /// # Ok(()) }
+    /// ```
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.hold.token()
+    }
+
+    /// Whether the hold is known to be lost: its key or field vanished, renewals failed
+    /// for a whole lease, a fixed lease ran out, or the client was shut down.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let guard = client.lock("a").await?;
+    /// assert!(!guard.is_lost());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        self.hold.is_lost()
+    }
+
+    /// Resolves when the hold is lost; never while it is held. Select on it to stop
+    /// work that must not continue without the lock.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only watches.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient, work: impl std::future::Future<Output = ()>) -> holdlock::Result<()> {
+    /// let guard = client.lock("job").await?;
+    /// tokio::select! {
+    ///     () = work => guard.unlock().await?,
+    ///     () = guard.lost() => eprintln!("lock lost; work abandoned"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn lost(&self) {
+        let mut signal = self.hold.lost_receiver();
+        loop {
+            if self.hold.is_lost() {
+                return;
+            }
+            match self.hold.expires_at() {
+                Some(at) => {
+                    tokio::select! {
+                        _ = signal.changed() => {}
+                        () = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => {
+                    if signal.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The time left on the lock's lease in Redis; `None` if the lock no longer exists.
+    ///
+    /// # Errors
+    /// [`LockError::Redis`], [`LockError::Shutdown`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let guard = client.lock("a").await?;
+    /// let left = guard.remaining_ttl().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        self.inner.check_running()?;
+        let pttl: i64 = self.inner.redis.pttl(self.hold.names.key.as_str()).await?;
+        Ok(u64::try_from(pttl).ok().map(Duration::from_millis))
+    }
+
+    /// Releases this hold now. The lock is deleted (and its waiters woken) when the
+    /// owner's last hold is released.
+    ///
+    /// # Errors
+    /// [`LockError::NotHeld`] if the hold was already lost; [`LockError::Redis`] if
+    /// Redis could not be reached (the hold then expires within its lease);
+    /// [`LockError::Shutdown`].
+    ///
+    /// # Cancel safety
+    /// If the future is dropped after the release was sent, the release still happens
+    /// or the hold expires within its lease.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// client.lock("a").await?.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn unlock(mut self) -> Result<()> {
+        self.released = true;
+        self.inner.release(&self.hold).await
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        let inner = Arc::clone(&self.inner);
+        let hold = Arc::clone(&self.hold);
+        let runtime = tokio::runtime::Handle::try_current().unwrap_or_else(|_| inner.runtime().clone());
+        drop(runtime.spawn(async move {
+            match inner.release(&hold).await {
+                Ok(()) | Err(LockError::Shutdown) => {}
+                Err(error) => tracing::debug!(lock = %hold.names.name, %error, "background release failed"),
+            }
+        }));
+    }
+}
+
+impl fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("name", &self.name())
+            .field("owner", &self.owner())
+            .field("hold_count", &self.hold_count())
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+impl LockClient {
+    /// The client a guard was taken from.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let guard = client.lock("a").await?;
+    /// let same = holdlock::LockClient::of(&guard);
+    /// # Ok(()) }
+    /// ```
+    pub fn of(guard: &LockGuard) -> LockClient {
+        LockClient {
+            inner: Arc::clone(&guard.inner),
+        }
+    }
+}

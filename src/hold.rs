@@ -1,0 +1,256 @@
+//! The process-local record of what each owner holds: one [`Hold`] per lock and owner,
+//! shared by that owner's nested guards, plus the registry that finds it again.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::config::LockNames;
+
+/// One owner's hold on one lock, however many times it is nested.
+#[derive(Debug)]
+pub(crate) struct Hold {
+    pub(crate) names: LockNames,
+    pub(crate) owner: String,
+    /// The lease re-applied when a nested hold is released.
+    pub(crate) lease_ms: AtomicU64,
+    /// The authoritative local hold count. Holding this lock serialises this owner's
+    /// scripts on this lock, which is what lets an unanswered script be resolved by
+    /// reading the owner's field (see `client.rs`).
+    pub(crate) ops: tokio::sync::Mutex<u32>,
+    /// A copy of the count for synchronous readers.
+    count: AtomicU32,
+    /// Calls in progress on this hold; it stays registered while any are.
+    in_use: AtomicUsize,
+    token: AtomicU64,
+    lost: watch::Sender<bool>,
+    lost_flag: AtomicBool,
+    /// For a fixed lease: when Redis will have expired the hold (measured from before
+    /// the acquire was sent, so never later than the server's expiry).
+    expires_at: Mutex<Option<Instant>>,
+    watchdog: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Hold {
+    fn new(names: &LockNames, owner: &str) -> Self {
+        Self {
+            names: names.clone(),
+            owner: owner.to_owned(),
+            lease_ms: AtomicU64::new(0),
+            ops: tokio::sync::Mutex::new(0),
+            count: AtomicU32::new(0),
+            in_use: AtomicUsize::new(0),
+            token: AtomicU64::new(0),
+            lost: watch::Sender::new(false),
+            lost_flag: AtomicBool::new(false),
+            expires_at: Mutex::new(None),
+            watchdog: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn count(&self) -> u32 {
+        self.count.load(Ordering::Acquire)
+    }
+
+    /// Records the count after a script; call with `ops` locked.
+    pub(crate) fn set_count(&self, ops: &mut u32, count: u32) {
+        *ops = count;
+        self.count.store(count, Ordering::Release);
+    }
+
+    pub(crate) fn token(&self) -> Option<u64> {
+        Some(self.token.load(Ordering::Acquire)).filter(|&t| t != 0)
+    }
+
+    pub(crate) fn set_token(&self, token: u64) {
+        if token != 0 {
+            self.token.store(token, Ordering::Release);
+        }
+    }
+
+    /// Records a fixed lease granted at `sent_at`, or clears it when a watchdog renews.
+    pub(crate) fn set_expiry(&self, sent_at: Instant, lease: Option<Duration>) {
+        *self.expires_at.lock() = lease.map(|lease| sent_at + lease);
+    }
+
+    pub(crate) fn expires_at(&self) -> Option<Instant> {
+        *self.expires_at.lock()
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost_flag.load(Ordering::Acquire) || self.expires_at().is_some_and(|at| Instant::now() >= at)
+    }
+
+    pub(crate) fn lost_receiver(&self) -> watch::Receiver<bool> {
+        self.lost.subscribe()
+    }
+
+    /// Marks the hold lost (once), stops its renewal and tells every waiting guard.
+    pub(crate) fn mark_lost(&self, why: &str) {
+        if self.lost_flag.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.stop_watchdog();
+        tracing::warn!(lock = %self.names.name, owner = %self.owner, "lock lost: {why}");
+        self.lost.send_replace(true);
+    }
+
+    pub(crate) fn has_watchdog(&self) -> bool {
+        self.watchdog.lock().is_some()
+    }
+
+    pub(crate) fn set_watchdog(&self, task: JoinHandle<()>) {
+        if let Some(old) = self.watchdog.lock().replace(task) {
+            old.abort();
+        }
+    }
+
+    /// Stops the renewal task. A renewal already written to Redis may still run, but
+    /// `renew.lua` only extends a hold whose owner field still exists.
+    pub(crate) fn stop_watchdog(&self) {
+        if let Some(task) = self.watchdog.lock().take() {
+            task.abort();
+        }
+    }
+}
+
+/// Every hold of one client, by lock key and owner id.
+#[derive(Debug, Default)]
+pub(crate) struct Holds {
+    map: Mutex<HashMap<(String, String), Arc<Hold>>>,
+}
+
+impl Holds {
+    /// True if `owner` holds the lock at `key` through this client.
+    pub(crate) fn is_held(&self, key: &str, owner: &str) -> bool {
+        let map = self.map.lock();
+        map.get(&(key.to_owned(), owner.to_owned()))
+            .is_some_and(|hold| hold.count() > 0 && !hold.is_lost())
+    }
+
+    /// The registered hold of `owner` on this lock, created (with count 0) if there is
+    /// none or the registered one is lost. It stays registered while the use lives.
+    pub(crate) fn enter(self: &Arc<Self>, names: &LockNames, owner: &str) -> HoldUse {
+        let mut map = self.map.lock();
+        let slot = map
+            .entry((names.key.clone(), owner.to_owned()))
+            .or_insert_with(|| Arc::new(Hold::new(names, owner)));
+        if slot.is_lost() {
+            *slot = Arc::new(Hold::new(names, owner));
+        }
+        slot.in_use.fetch_add(1, Ordering::AcqRel);
+        HoldUse {
+            holds: Arc::clone(self),
+            hold: Arc::clone(slot),
+        }
+    }
+
+    /// Uses a hold a guard already has, whether or not it is still registered.
+    pub(crate) fn reenter(self: &Arc<Self>, hold: &Arc<Hold>) -> HoldUse {
+        let _map = self.map.lock();
+        hold.in_use.fetch_add(1, Ordering::AcqRel);
+        HoldUse {
+            holds: Arc::clone(self),
+            hold: Arc::clone(hold),
+        }
+    }
+
+    /// Registers a new hold in place of `stale`, whose Redis state has vanished.
+    pub(crate) fn replace(self: &Arc<Self>, stale: &Arc<Hold>) -> HoldUse {
+        stale.mark_lost("the hold vanished from redis (expired or force-unlocked)");
+        let fresh = Arc::new(Hold::new(&stale.names, &stale.owner));
+        fresh.in_use.fetch_add(1, Ordering::AcqRel);
+        let mut map = self.map.lock();
+        map.insert((stale.names.key.clone(), stale.owner.clone()), Arc::clone(&fresh));
+        HoldUse {
+            holds: Arc::clone(self),
+            hold: fresh,
+        }
+    }
+
+    /// Empties the registry, marking every hold lost with `why`.
+    pub(crate) fn drain(&self, why: &str) {
+        let holds: Vec<_> = self.map.lock().drain().map(|(_, hold)| hold).collect();
+        for hold in holds {
+            if hold.count() > 0 {
+                hold.mark_lost(why);
+            }
+            hold.stop_watchdog();
+        }
+    }
+
+    fn leave(&self, hold: &Arc<Hold>) {
+        let mut map = self.map.lock();
+        let in_use = hold.in_use.fetch_sub(1, Ordering::AcqRel) - 1;
+        if in_use > 0 || (hold.count() > 0 && !hold.is_lost()) {
+            return;
+        }
+        let key = (hold.names.key.clone(), hold.owner.clone());
+        if map.get(&key).is_some_and(|current| Arc::ptr_eq(current, hold)) {
+            map.remove(&key);
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.map.lock().len()
+    }
+}
+
+/// A call in progress on a [`Hold`]; unregisters the hold on drop once it is unused.
+#[derive(Debug)]
+pub(crate) struct HoldUse {
+    holds: Arc<Holds>,
+    pub(crate) hold: Arc<Hold>,
+}
+
+impl Drop for HoldUse {
+    fn drop(&mut self) {
+        self.holds.leave(&self.hold);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ClientConfig;
+
+    #[tokio::test]
+    async fn registry_forgets_unused_holds() {
+        let holds = Arc::new(Holds::default());
+        let names = ClientConfig::default().names("a").unwrap();
+        let first = holds.enter(&names, "o:1");
+        {
+            let mut ops = first.hold.ops.lock().await;
+            first.hold.set_count(&mut ops, 1);
+        }
+        let hold = Arc::clone(&first.hold);
+        drop(first);
+        assert_eq!(holds.len(), 1, "a held lock stays registered");
+        assert!(holds.is_held(&names.key, "o:1"));
+        let again = holds.reenter(&hold);
+        {
+            let mut ops = hold.ops.lock().await;
+            hold.set_count(&mut ops, 0);
+        }
+        drop(again);
+        assert_eq!(holds.len(), 0, "a released lock is forgotten");
+    }
+
+    #[test]
+    fn lost_holds_are_replaced_on_enter() {
+        let holds = Arc::new(Holds::default());
+        let names = ClientConfig::default().names("a").unwrap();
+        let first = holds.enter(&names, "o:1");
+        first.hold.mark_lost("test");
+        let second = holds.enter(&names, "o:1");
+        assert!(!Arc::ptr_eq(&first.hold, &second.hold));
+        assert!(*first.hold.lost_receiver().borrow());
+    }
+}

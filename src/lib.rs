@@ -1,0 +1,51 @@
+//! Reentrant distributed locks on Redis, with a renewing watchdog, pub/sub wake-ups,
+//! fencing tokens, and exactly-once acquire and release.
+//!
+//! A lock is a Redis hash whose fields are owner ids (`<client-uuid>:<task>`) and whose
+//! values are hold counts, changed only by Lua scripts. The same owner may take a lock
+//! again (re-entry); a watchdog renews the lease while the holder lives, and the lock
+//! frees itself within one lease when the holder dies. Waiters sleep until a release
+//! message arrives instead of polling.
+//!
+//! ```no_run
+//! # async fn dox() -> holdlock::Result<()> {
+//! let client = holdlock::LockClient::connect("redis://127.0.0.1:6379").await?;
+//! let guard = client.lock("account:42").await?;
+//! // ... exclusive across every process using the same Redis ...
+//! guard.unlock().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Owners and reentrancy
+//! The owner is the current tokio task ([`tokio::task::try_id`]); code outside any task
+//! (inside `block_on`, including the body of `#[tokio::main]` and `#[tokio::test]`) is
+//! owned by its thread. Two hazards follow:
+//! - Futures joined inside one task (`join!`, `select!`, `FuturesUnordered`) share the
+//!   task's owner, so they would all enter the same lock together. Give each its own
+//!   owner with [`owner_scope`].
+//! - Tokio may reuse a task id once the task and its `JoinHandle`s are gone. A guard
+//!   that outlives its task could then be re-entered by an unrelated new task with the
+//!   same id. Release guards before their task ends, or use [`owner_scope`] (scope ids
+//!   are never reused). Today's tokio counts ids up and does not reuse them.
+//!
+//! See `docs/design.md` for the data model and the guarantees.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::panic, clippy::unwrap_used))]
+
+mod client;
+mod config;
+mod error;
+pub mod fence;
+mod guard;
+mod hold;
+mod owner;
+mod scripts;
+mod waiting;
+mod watchdog;
+
+pub use client::{LockClient, LockClientBuilder, LockInfo, LockOwner};
+pub use config::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PREFIX, LockOptions};
+pub use error::{LockError, Result};
+pub use guard::LockGuard;
+pub use owner::owner_scope;

@@ -1,0 +1,76 @@
+//! Who holds a lock: the current tokio task, an [`owner_scope`], or the thread.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Scope and thread numbers come from one counter, so they never repeat in a process.
+static NEXT_LOCAL_OWNER: AtomicU64 = AtomicU64::new(1);
+
+tokio::task_local! {
+    static SCOPE: u64;
+}
+
+thread_local! {
+    static THREAD: u64 = NEXT_LOCAL_OWNER.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The process-local part of an owner id: what follows `<client-uuid>:`.
+///
+/// An [`owner_scope`] wins over the task, and the task over the thread.
+pub(crate) fn local_owner() -> String {
+    if let Ok(scope) = SCOPE.try_with(|scope| *scope) {
+        return format!("scope-{scope}");
+    }
+    match tokio::task::try_id() {
+        Some(id) => format!("task-{id}"),
+        None => THREAD.with(|thread| format!("thread-{thread}")),
+    }
+}
+
+/// Runs `future` as an owner of its own, distinct from the task that polls it.
+///
+/// Locks are reentrant per owner, and the owner is normally the current tokio task.
+/// Futures that run concurrently *inside one task* (`tokio::join!`, `select!`,
+/// `FuturesUnordered`) therefore share an owner, and would all enter the same lock at
+/// once. Wrap each of them in `owner_scope` to make them exclude each other. Locks
+/// taken inside a scope are re-entered only inside that same scope.
+///
+/// # Examples
+/// ```no_run
+/// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+/// use holdlock::owner_scope;
+///
+/// let (a, b) = tokio::join!(
+///     owner_scope(async { client.lock("stock:7").await.map(|g| g.owner().to_owned()) }),
+///     owner_scope(async { client.lock("stock:7").await.map(|g| g.owner().to_owned()) }),
+/// );
+/// assert_ne!(a?, b?); // two owners: the second waited for the first
+/// # Ok(()) }
+/// ```
+pub async fn owner_scope<F: Future>(future: F) -> F::Output {
+    let scope = NEXT_LOCAL_OWNER.fetch_add(1, Ordering::Relaxed);
+    SCOPE.scope(scope, future).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outside_a_runtime_the_thread_owns() {
+        let here = local_owner();
+        assert!(here.starts_with("thread-"));
+        assert_eq!(here, local_owner());
+        let there = std::thread::spawn(local_owner).join().unwrap();
+        assert_ne!(here, there);
+    }
+
+    #[tokio::test]
+    async fn tasks_and_scopes_own_separately() {
+        let task = tokio::spawn(async { local_owner() }).await.unwrap();
+        assert!(task.starts_with("task-"));
+        let (a, b) = tokio::join!(owner_scope(async { local_owner() }), owner_scope(async { local_owner() }));
+        assert!(a.starts_with("scope-"));
+        assert_ne!(a, b);
+    }
+}

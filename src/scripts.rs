@@ -1,0 +1,211 @@
+//! The Lua scripts that are the only writers of lock keys, and how they are sent.
+//!
+//! Each script lives in `lua/` and is sent with `EVALSHA`. A `NOSCRIPT` reply (after a
+//! `SCRIPT FLUSH` or a failover to a fresh server) loads the script and sends it again;
+//! that is safe because `NOSCRIPT` means the script did not run.
+
+use std::time::Duration;
+
+use fred::clients::Client;
+use fred::interfaces::ClientLike;
+use fred::types::config::Options;
+use fred::types::scripts::Script;
+use fred::types::{ClusterHash, CustomCommand, Value};
+use fred::util::redis_keyslot;
+
+use crate::error::{LockError, Result};
+
+const ACQUIRE: &str = include_str!("../lua/acquire.lua");
+const RELEASE: &str = include_str!("../lua/release.lua");
+const RENEW: &str = include_str!("../lua/renew.lua");
+const FORCE_UNLOCK: &str = include_str!("../lua/force_unlock.lua");
+const FENCE_SET: &str = include_str!("../lua/fence_set.lua");
+const INSPECT: &str = include_str!("../lua/inspect.lua");
+
+/// How a script may be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Delivery {
+    /// Idempotent: fred may write it again after a reconnect.
+    Retried,
+    /// Not idempotent: written at most once; the caller resolves a failure itself.
+    AtMostOnce,
+}
+
+/// The reply of `acquire.lua`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Acquire {
+    /// The owner now holds the lock `count` times; `token` is 0 unless one was drawn.
+    Granted { count: u32, token: u64 },
+    /// Someone else holds it; their lease ends in `pttl` (None: the key has no expiry).
+    Busy { pttl: Option<Duration> },
+}
+
+/// The compiled scripts, with their SHA-1 computed once.
+#[derive(Debug)]
+pub(crate) struct Scripts {
+    acquire: Script,
+    release: Script,
+    renew: Script,
+    force_unlock: Script,
+    fence_set: Script,
+    inspect: Script,
+}
+
+/// The reply of `inspect.lua` for a lock that exists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Snapshot {
+    pub(crate) ttl: Option<Duration>,
+    pub(crate) token: Option<u64>,
+    pub(crate) owners: Vec<(String, u32)>,
+}
+
+impl Scripts {
+    pub(crate) fn new() -> Self {
+        Self {
+            acquire: Script::from_lua(ACQUIRE),
+            release: Script::from_lua(RELEASE),
+            renew: Script::from_lua(RENEW),
+            force_unlock: Script::from_lua(FORCE_UNLOCK),
+            fence_set: Script::from_lua(FENCE_SET),
+            inspect: Script::from_lua(INSPECT),
+        }
+    }
+
+    pub(crate) async fn acquire(
+        &self,
+        client: &Client,
+        key: &str,
+        token_key: &str,
+        owner: &str,
+        lease_ms: u64,
+        fenced: bool,
+    ) -> Result<Acquire> {
+        let args: Vec<Value> = vec![owner.into(), lease_ms.to_string().into(), if fenced { "1" } else { "0" }.into()];
+        let reply = self.eval(client, &self.acquire, &[key, token_key], args, Delivery::AtMostOnce).await?;
+        match pair(&reply)? {
+            (0, pttl) => Ok(Acquire::Busy {
+                pttl: u64::try_from(pttl).ok().map(Duration::from_millis),
+            }),
+            (count, token) => Ok(Acquire::Granted {
+                count: u32::try_from(count).map_err(|_| protocol(&reply))?,
+                token: u64::try_from(token).map_err(|_| protocol(&reply))?,
+            }),
+        }
+    }
+
+    /// Returns the remaining hold count, or `None` if the owner held nothing.
+    pub(crate) async fn release(
+        &self,
+        client: &Client,
+        key: &str,
+        channel: &str,
+        owner: &str,
+        lease_ms: u64,
+    ) -> Result<Option<u32>> {
+        let args: Vec<Value> = vec![owner.into(), lease_ms.to_string().into(), channel.into()];
+        let reply = self.eval(client, &self.release, &[key], args, Delivery::AtMostOnce).await?;
+        match integer(&reply)? {
+            -1 => Ok(None),
+            count => u32::try_from(count).map(Some).map_err(|_| protocol(&reply)),
+        }
+    }
+
+    /// Returns whether the owner still held the lock (and so had its lease extended).
+    pub(crate) async fn renew(&self, client: &Client, key: &str, owner: &str, lease_ms: u64) -> Result<bool> {
+        let args: Vec<Value> = vec![owner.into(), lease_ms.to_string().into()];
+        let reply = self.eval(client, &self.renew, &[key], args, Delivery::Retried).await?;
+        Ok(integer(&reply)? == 1)
+    }
+
+    /// Returns whether a lock was deleted.
+    pub(crate) async fn force_unlock(&self, client: &Client, key: &str, channel: &str) -> Result<bool> {
+        let reply = self.eval(client, &self.force_unlock, &[key], vec![channel.into()], Delivery::Retried).await?;
+        Ok(integer(&reply)? == 1)
+    }
+
+    /// Returns `Ok(())` if written, or the newest token if `token` is stale.
+    pub(crate) async fn fence_set(&self, client: &Client, key: &str, value: Value, token: u64) -> Result<Result<(), u64>> {
+        let args: Vec<Value> = vec![value, token.to_string().into()];
+        let reply = self.eval(client, &self.fence_set, &[key], args, Delivery::Retried).await?;
+        match pair(&reply)? {
+            (1, _) => Ok(Ok(())),
+            (_, newest) => Ok(Err(u64::try_from(newest).map_err(|_| protocol(&reply))?)),
+        }
+    }
+
+    /// Reads a lock's owners, TTL and last token; `None` if the lock is free.
+    pub(crate) async fn inspect(&self, client: &Client, key: &str, token_key: &str) -> Result<Option<Snapshot>> {
+        let reply = self.eval(client, &self.inspect, &[key, token_key], Vec::new(), Delivery::Retried).await?;
+        let Value::Array(parts) = &reply else { return Err(protocol(&reply)) };
+        let [pttl, token, Value::Array(fields)] = parts.as_slice() else {
+            return Err(protocol(&reply));
+        };
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        let mut owners = Vec::with_capacity(fields.len() / 2);
+        for pair in fields.chunks(2) {
+            let [owner, count] = pair else { return Err(protocol(&reply)) };
+            let owner = owner.as_string().ok_or_else(|| protocol(&reply))?;
+            let count = u32::try_from(integer(count)?).map_err(|_| protocol(&reply))?;
+            owners.push((owner, count));
+        }
+        Ok(Some(Snapshot {
+            ttl: u64::try_from(integer(pttl)?).ok().map(Duration::from_millis),
+            token: Some(integer(token)?).filter(|&t| t > 0).and_then(|t| u64::try_from(t).ok()),
+            owners,
+        }))
+    }
+
+    /// `EVALSHA`, loading the script and trying once more on `NOSCRIPT`.
+    ///
+    /// Sent as a custom command because fred's per-command options (`max_attempts`)
+    /// are not offered on its Lua interface; routing uses the first key's slot.
+    async fn eval(
+        &self,
+        client: &Client,
+        script: &Script,
+        keys: &[&str],
+        args: Vec<Value>,
+        delivery: Delivery,
+    ) -> Result<Value> {
+        let Some(first_key) = keys.first() else {
+            return Err(LockError::Protocol("a lock script needs a key".into()));
+        };
+        let options = Options {
+            max_attempts: (delivery == Delivery::AtMostOnce).then_some(1),
+            ..Options::default()
+        };
+        let command = CustomCommand::new_static("EVALSHA", ClusterHash::Custom(redis_keyslot(first_key.as_bytes())), false);
+        let mut arguments: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
+        arguments.push(script.sha1().clone().into());
+        arguments.push(Value::Integer(keys.len() as i64));
+        arguments.extend(keys.iter().map(|key| Value::from(*key)));
+        arguments.extend(args);
+        let sender = client.with_options(&options);
+        let reply = match sender.custom::<Value, Value>(command.clone(), arguments.clone()).await {
+            Err(error) if error.details().starts_with("NOSCRIPT") => {
+                tracing::debug!("script cache flushed on the server; loading the script again");
+                script.load(client).await?;
+                sender.custom(command, arguments).await
+            }
+            other => other,
+        };
+        reply.map_err(|error| LockError::from_redis(error, first_key))
+    }
+}
+
+fn protocol(reply: &Value) -> LockError {
+    LockError::Protocol(format!("{reply:?}"))
+}
+
+fn integer(reply: &Value) -> Result<i64> {
+    reply.as_i64().ok_or_else(|| protocol(reply))
+}
+
+fn pair(reply: &Value) -> Result<(i64, i64)> {
+    match reply {
+        Value::Array(items) if items.len() == 2 => Ok((integer(&items[0])?, integer(&items[1])?)),
+        _ => Err(protocol(reply)),
+    }
+}

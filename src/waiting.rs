@@ -1,0 +1,173 @@
+//! Waiting for a lock without polling.
+//!
+//! Each client keeps one subscriber connection. A waiter subscribes to its lock's
+//! release channel (once per lock and client, shared by every local waiter) and sleeps
+//! until a release message arrives or the holder's remaining lease runs out. Local
+//! waiters on one lock line up in FIFO order and only the head talks to Redis, so a
+//! release never sets off a stampede.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+
+use fred::clients::SubscriberClient;
+use fred::interfaces::{EventInterface, PubsubInterface};
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::error::Result;
+
+/// The waiting rooms of one client, by release channel.
+#[derive(Debug)]
+pub(crate) struct Waiting {
+    subscriber: SubscriberClient,
+    rooms: Mutex<HashMap<String, Arc<Room>>>,
+}
+
+#[derive(Debug, Default)]
+struct Room {
+    /// Waiters that joined and have not left; guarded by the `rooms` lock.
+    members: Mutex<usize>,
+    /// FIFO order among local waiters (tokio's mutex is fair).
+    turn: tokio::sync::Mutex<()>,
+    /// Woken by a release message (stores one permit if nobody waits yet).
+    released: Notify,
+    /// Whether the channel is subscribed; the lock serialises SUBSCRIBE and UNSUBSCRIBE.
+    subscribed: tokio::sync::Mutex<bool>,
+}
+
+impl Waiting {
+    /// Starts dispatching release messages from `subscriber`, which must be connected.
+    pub(crate) fn start(subscriber: SubscriberClient) -> Arc<Self> {
+        let waiting = Arc::new(Self {
+            subscriber,
+            rooms: Mutex::new(HashMap::new()),
+        });
+        let mut messages = waiting.subscriber.message_rx();
+        let mut reconnects = waiting.subscriber.reconnect_rx();
+        let weak = Arc::downgrade(&waiting);
+        tokio::spawn(async move {
+            loop {
+                let channel = tokio::select! {
+                    message = messages.recv() => match message {
+                        Ok(message) => Some(message.channel.to_string()),
+                        Err(RecvError::Lagged(_)) => None,
+                        Err(RecvError::Closed) => return,
+                    },
+                    // Messages published while disconnected are lost: wake everyone to retry.
+                    reconnect = reconnects.recv() => match reconnect {
+                        Err(RecvError::Closed) => return,
+                        _ => None,
+                    },
+                };
+                let Some(waiting) = Weak::upgrade(&weak) else { return };
+                waiting.wake(channel.as_deref());
+            }
+        });
+        waiting
+    }
+
+    /// Wakes the head waiter of `channel`, or of every room if `None`.
+    fn wake(&self, channel: Option<&str>) {
+        let rooms = self.rooms.lock();
+        match channel {
+            Some(channel) => {
+                if let Some(room) = rooms.get(channel) {
+                    room.released.notify_one();
+                }
+            }
+            None => rooms.values().for_each(|room| room.released.notify_one()),
+        }
+    }
+
+    /// Enters the waiting room of `channel`.
+    pub(crate) fn join(self: &Arc<Self>, channel: &str) -> Ticket {
+        let mut rooms = self.rooms.lock();
+        let room = Arc::clone(rooms.entry(channel.to_owned()).or_default());
+        *room.members.lock() += 1;
+        Ticket {
+            waiting: Arc::clone(self),
+            channel: channel.to_owned(),
+            room,
+        }
+    }
+
+    pub(crate) async fn quit(&self) {
+        let _ = fred::interfaces::ClientLike::quit(&self.subscriber).await;
+    }
+
+    fn leave(self: &Arc<Self>, channel: &str, room: &Arc<Room>) {
+        {
+            let _rooms = self.rooms.lock();
+            let mut members = room.members.lock();
+            *members -= 1;
+            if *members > 0 {
+                return;
+            }
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.forget_if_empty(channel, room);
+            return;
+        };
+        let waiting = Arc::clone(self);
+        let channel = channel.to_owned();
+        let room = Arc::clone(room);
+        runtime.spawn(async move {
+            let mut subscribed = room.subscribed.lock().await;
+            if *subscribed && *room.members.lock() == 0 {
+                if let Err(error) = waiting.subscriber.unsubscribe(channel.as_str()).await {
+                    tracing::debug!(%error, %channel, "unsubscribe failed");
+                }
+                *subscribed = false;
+            }
+            drop(subscribed);
+            waiting.forget_if_empty(&channel, &room);
+        });
+    }
+
+    fn forget_if_empty(&self, channel: &str, room: &Arc<Room>) {
+        let mut rooms = self.rooms.lock();
+        if *room.members.lock() == 0 && rooms.get(channel).is_some_and(|r| Arc::ptr_eq(r, room)) {
+            rooms.remove(channel);
+        }
+    }
+}
+
+/// A place in a lock's waiting room; leaving (dropping it) unsubscribes the channel
+/// once the room is empty.
+#[derive(Debug)]
+pub(crate) struct Ticket {
+    waiting: Arc<Waiting>,
+    channel: String,
+    room: Arc<Room>,
+}
+
+impl Ticket {
+    /// Waits for this waiter's turn to talk to Redis (FIFO among local waiters).
+    pub(crate) async fn turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.room.turn.lock().await
+    }
+
+    /// Subscribes to the release channel if no waiter has yet. Returns `true` if this
+    /// call subscribed (so the caller should try again before sleeping).
+    pub(crate) async fn subscribe(&self) -> Result<bool> {
+        let mut subscribed = self.room.subscribed.lock().await;
+        if *subscribed {
+            return Ok(false);
+        }
+        self.waiting.subscriber.subscribe(self.channel.as_str()).await?;
+        *subscribed = true;
+        Ok(true)
+    }
+
+    /// Resolves at the next release message (or a stored one).
+    pub(crate) async fn released(&self) {
+        self.room.released.notified().await;
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.waiting.leave(&self.channel, &self.room);
+    }
+}

@@ -1,0 +1,260 @@
+//! Mutual exclusion, waiting, timeouts, owners and bad input.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fred::interfaces::{HashesInterface, KeysInterface};
+use holdlock::{LockClient, LockError, LockGuard, LockOptions, owner_scope};
+
+#[test]
+fn client_guard_and_futures_are_send_and_sync() {
+    fn send_sync<T: Send + Sync + 'static>(_: &T) {}
+    fn send<T: Send>(_: &T) {}
+    fn is_send_sync<T: Send + Sync + 'static>() {}
+    is_send_sync::<LockClient>();
+    is_send_sync::<LockGuard>();
+    is_send_sync::<LockError>();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = common::client().await;
+        let future = client.lock("bounds");
+        send(&future);
+        drop(future);
+        send_sync(&client);
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_clients_times_sixteen_tasks_never_lose_an_increment() {
+    let counter = common::unique("counter");
+    let name = common::unique("exclusive");
+    let clients = [common::client().await, common::client().await];
+    let mut tasks = Vec::new();
+    for task in 0..32 {
+        let client = clients[task % 2].clone();
+        let (counter, name) = (counter.clone(), name.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..1_000 / 32 + usize::from(task < 1_000 % 32) {
+                let guard = client.lock(&name).await.unwrap();
+                // Deliberately non-atomic: read, yield, write.
+                let value: Option<i64> = client.redis().get(counter.as_str()).await.unwrap();
+                tokio::task::yield_now().await;
+                let _: () = client
+                    .redis()
+                    .set(counter.as_str(), value.unwrap_or(0) + 1, None, None, false)
+                    .await
+                    .unwrap();
+                guard.unlock().await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let total: i64 = clients[0].redis().get(counter.as_str()).await.unwrap();
+    assert_eq!(total, 1_000);
+    assert!(!clients[0].is_locked(&name).await.unwrap(), "the lock is free at the end");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn try_lock_on_a_held_lock_returns_none_without_waiting() {
+    let name = common::unique("try");
+    let (a, b) = (common::client().await, common::client().await);
+    let held = a.lock(&name).await.unwrap();
+    let start = Instant::now();
+    assert!(b.try_lock(&name).await.unwrap().is_none());
+    assert!(start.elapsed() < Duration::from_millis(500), "took {:?}", start.elapsed());
+    held.unlock().await.unwrap();
+    let got = b.try_lock(&name).await.unwrap().expect("free after unlock");
+    got.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lock_timeout_gives_up_after_its_timeout() {
+    let name = common::unique("timeout");
+    let (a, b) = (common::client().await, common::client().await);
+    let _held = a.lock(&name).await.unwrap();
+    let start = Instant::now();
+    let got = b.lock_timeout(&name, Duration::from_millis(300)).await.unwrap();
+    let waited = start.elapsed();
+    assert!(got.is_none());
+    assert!(waited >= Duration::from_millis(300), "gave up early: {waited:?}");
+    assert!(waited < Duration::from_secs(3), "gave up late: {waited:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_waiter_is_woken_by_the_release_message_not_by_the_lease() {
+    let name = common::unique("wake");
+    let holder = LockClient::builder(common::url()).lease(Duration::from_secs(60)).build().await.unwrap();
+    let waiter = common::client().await;
+    let held = holder.lock(&name).await.unwrap();
+    let pttl = held.remaining_ttl().await.unwrap().unwrap();
+    assert!(pttl > Duration::from_secs(20), "holder's TTL is long: {pttl:?}");
+
+    let name2 = name.clone();
+    let waiting = tokio::spawn(async move {
+        let guard = waiter.lock(&name2).await.unwrap();
+        (Instant::now(), guard)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await; // the waiter is asleep by now
+    let released_at = Instant::now();
+    held.unlock().await.unwrap();
+    let (acquired_at, guard) = waiting.await.unwrap();
+    let delay = acquired_at - released_at;
+    assert!(delay < Duration::from_millis(50), "woke {delay:?} after the release");
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn local_waiters_queue_in_fifo_order() {
+    let name = common::unique("fifo");
+    let holder = common::client().await;
+    let waiters = common::client().await;
+    let held = holder.lock(&name).await.unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..5 {
+        let (client, name, order) = (waiters.clone(), name.clone(), Arc::clone(&order));
+        tasks.push(tokio::spawn(async move {
+            let guard = client.lock(&name).await.unwrap();
+            order.lock().unwrap().push(i);
+            guard.unlock().await.unwrap();
+        }));
+        tokio::time::sleep(Duration::from_millis(50)).await; // join the queue in turn
+    }
+    held.unlock().await.unwrap();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn another_owner_cannot_release_and_a_guard_moves_between_tasks() {
+    let name = common::unique("owner");
+    let client = common::client().await;
+    let guard = client.lock(&name).await.unwrap();
+    let owner = guard.owner().to_owned();
+    // Another task (another owner) cannot take it...
+    let other = client.clone();
+    let name2 = name.clone();
+    let blocked = tokio::spawn(async move { other.try_lock(&name2).await.unwrap().is_none() });
+    assert!(blocked.await.unwrap());
+    // ...nor release it through the scripts: only the owner's field counts.
+    let raw = client.redis();
+    let fields: std::collections::HashMap<String, i64> = raw.hgetall(common_key(&name).as_str()).await.unwrap();
+    assert_eq!(fields.get(&owner), Some(&1));
+    // The guard remembers its owner: moved to another task, it still releases.
+    tokio::spawn(async move { guard.unlock().await.unwrap() }).await.unwrap();
+    assert!(!client.is_locked(&name).await.unwrap());
+}
+
+fn common_key(name: &str) -> String {
+    format!("holdlock:{{{name}}}")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn futures_joined_in_one_task_share_an_owner_unless_scoped() {
+    let name = common::unique("scope");
+    let client = common::client().await;
+    // Without scopes, both futures are the same owner: the second re-enters.
+    let (a, b) = tokio::join!(client.lock(&name), client.lock(&name));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a.owner(), b.owner());
+    assert_eq!(b.hold_count(), 2);
+    drop((a, b));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    // With scopes they exclude each other: the critical sections never overlap.
+    let inside = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let section = |client: LockClient, name: String, inside: Arc<std::sync::atomic::AtomicUsize>| async move {
+        let guard = client.lock(&name).await.unwrap();
+        let before = inside.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        inside.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        let owner = guard.owner().to_owned();
+        guard.unlock().await.unwrap();
+        (before, owner)
+    };
+    let ((x, ox), (y, oy)) = tokio::join!(
+        owner_scope(section(client.clone(), name.clone(), inside.clone())),
+        owner_scope(section(client.clone(), name.clone(), inside.clone())),
+    );
+    assert_eq!((x, y), (0, 0), "the scoped sections overlapped");
+    assert_ne!(ox, oy);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn owner_id_names_the_current_task() {
+    let client = common::client().await;
+    let name = common::unique("owner-id");
+    let guard = client.lock(&name).await.unwrap();
+    assert_eq!(guard.owner(), client.owner_id());
+    let other = client.clone();
+    let in_task = tokio::spawn(async move { other.owner_id() }).await.unwrap();
+    assert_ne!(in_task, client.owner_id());
+    assert_eq!(guard.name(), name);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_input_is_rejected_and_changes_nothing() {
+    let client = common::client().await;
+    assert!(matches!(client.lock("").await, Err(LockError::InvalidName { .. })));
+    assert!(matches!(client.try_lock("a{b}").await, Err(LockError::InvalidName { .. })));
+    let name = common::unique("bad");
+    let zero = LockOptions::new().lease(Duration::ZERO);
+    assert!(matches!(client.lock_with(&name, zero).await, Err(LockError::InvalidOption { option: "lease", .. })));
+    let huge = LockOptions::new().lease(Duration::MAX);
+    assert!(matches!(client.lock_with(&name, huge).await, Err(LockError::InvalidOption { .. })));
+    let forever = LockOptions::new().wait(Duration::MAX);
+    assert!(matches!(client.lock_with(&name, forever).await, Err(LockError::InvalidOption { .. })));
+    assert!(!client.is_locked(&name).await.unwrap(), "nothing was written");
+
+    let braces = LockClient::builder(common::url()).prefix("{app}:").build().await;
+    assert!(matches!(braces, Err(LockError::InvalidOption { option: "prefix", .. })));
+    let zero_lease = LockClient::builder(common::url()).lease(Duration::ZERO).build().await;
+    assert!(matches!(zero_lease, Err(LockError::InvalidOption { option: "lease", .. })));
+    let bad_url = LockClient::connect("not a url at all").await;
+    assert!(matches!(bad_url, Err(LockError::InvalidOption { option: "url", .. })), "{bad_url:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_of_another_type_is_wrongtype_and_left_alone() {
+    let client = common::client().await;
+    let name = common::unique("wrongtype");
+    let key = common_key(&name);
+    let _: () = client.redis().set(key.as_str(), "not a lock", None, None, false).await.unwrap();
+    assert!(matches!(client.lock(&name).await, Err(LockError::WrongType { .. })));
+    let second = client.try_lock(&name).await;
+    assert!(matches!(second, Err(LockError::WrongType { .. })), "{second:?}");
+    let value: String = client.redis().get(key.as_str()).await.unwrap();
+    assert_eq!(value, "not a lock");
+
+    let list = common_key(&common::unique("wrongtype-list"));
+    let _: () = fred::interfaces::ListInterface::rpush(client.redis(), list.as_str(), "x").await.unwrap();
+    let name = list.trim_start_matches("holdlock:{").trim_end_matches('}');
+    assert!(matches!(client.lock(name).await, Err(LockError::WrongType { .. })));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn connecting_to_a_dead_port_fails_within_the_connect_timeout() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let start = Instant::now();
+    let result = LockClient::builder(format!("redis://127.0.0.1:{port}"))
+        .connect_timeout(Duration::from_secs(2))
+        .build()
+        .await;
+    assert!(result.is_err(), "connected to nothing?");
+    assert!(result.unwrap_err().is_redis());
+    assert!(start.elapsed() < Duration::from_secs(3), "took {:?}", start.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shut_down_client_refuses_work() {
+    let client = common::client().await;
+    client.shutdown().await;
+    assert!(matches!(client.lock("x").await, Err(LockError::Shutdown)));
+    assert!(matches!(client.is_locked("x").await, Err(LockError::Shutdown)));
+}
