@@ -1,0 +1,133 @@
+//! Nested holds by one owner: counts, release order, and who may re-enter.
+
+mod common;
+
+use std::time::Duration;
+
+use fred::interfaces::HashesInterface;
+use holdlock::{LockError, LockGuard};
+
+fn key(name: &str) -> String {
+    format!("holdlock:{{{name}}}")
+}
+
+async fn count_in_redis(client: &holdlock::LockClient, name: &str, owner: &str) -> Option<i64> {
+    client.redis().hget(key(name).as_str(), owner).await.unwrap()
+}
+
+/// Takes the lock three times in one task and releases in the order given.
+async fn three_deep_released_in(order: [usize; 3]) {
+    let client = common::client().await;
+    let name = common::unique("reentrant");
+    let mut guards: Vec<Option<LockGuard>> = Vec::new();
+    for depth in 1..=3 {
+        let guard = tokio::time::timeout(Duration::from_secs(2), client.lock(&name))
+            .await
+            .expect("re-entry must not wait for itself")
+            .unwrap();
+        assert_eq!(guard.hold_count(), depth);
+        guards.push(Some(guard));
+    }
+    let owner = guards[0].as_ref().unwrap().owner().to_owned();
+    assert_eq!(count_in_redis(&client, &name, &owner).await, Some(3));
+
+    for (released, index) in order.into_iter().enumerate() {
+        let guard = guards[index].take().unwrap();
+        guard.unlock().await.unwrap();
+        let left = 2 - released as i64;
+        if left > 0 {
+            assert_eq!(count_in_redis(&client, &name, &owner).await, Some(left));
+            assert!(client.is_locked(&name).await.unwrap(), "held while any hold remains");
+            for guard in guards.iter().flatten() {
+                assert_eq!(guard.hold_count() as i64, left);
+            }
+        }
+    }
+    assert!(!client.is_locked(&name).await.unwrap(), "the key is deleted at zero");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn three_deep_released_innermost_first() {
+    three_deep_released_in([2, 1, 0]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn three_deep_released_outermost_first() {
+    three_deep_released_in([0, 1, 2]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn three_deep_released_middle_first() {
+    three_deep_released_in([1, 2, 0]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn re_entry_works_while_others_wait_in_line() {
+    // A holder that re-enters must not queue behind waiters for its own lock.
+    let client = common::client().await;
+    let name = common::unique("reenter-queue");
+    let outer = client.lock(&name).await.unwrap();
+    let waiter = {
+        let (client, name) = (client.clone(), name.clone());
+        tokio::spawn(async move { client.lock(&name).await.unwrap().unlock().await.unwrap() })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let inner = tokio::time::timeout(Duration::from_secs(2), client.lock(&name))
+        .await
+        .expect("re-entry deadlocked behind a waiter")
+        .unwrap();
+    assert_eq!(inner.hold_count(), 2);
+    inner.unlock().await.unwrap();
+    assert!(!waiter.is_finished(), "still held once");
+    outer.unlock().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(2), waiter).await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_unlock_of_the_same_hold_is_not_held() {
+    let client = common::client().await;
+    let name = common::unique("double");
+    let guard = client.lock(&name).await.unwrap();
+    let owner = guard.owner().to_owned();
+    guard.unlock().await.unwrap();
+    // Another owner takes it; the old owner's hold is gone and cannot be released.
+    let other = {
+        let (client, name) = (client.clone(), name.clone());
+        tokio::spawn(async move { client.lock(&name).await.unwrap() }).await.unwrap()
+    };
+    assert_ne!(other.owner(), owner);
+    assert_eq!(count_in_redis(&client, &name, &owner).await, None);
+    assert_eq!(count_in_redis(&client, &name, other.owner()).await, Some(1));
+    other.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guard_whose_hold_vanished_reports_not_held_and_touches_nothing() {
+    let client = common::client().await;
+    let name = common::unique("vanished");
+    let old = client.lock(&name).await.unwrap();
+    client.force_unlock(&name).await.unwrap();
+    // The same owner takes the lock afresh; the stale guard must not release it.
+    let fresh = client.lock(&name).await.unwrap();
+    assert_eq!(fresh.hold_count(), 1, "a fresh hold, not a nested one");
+    assert!(old.is_lost());
+    assert!(matches!(old.unlock().await, Err(LockError::NotHeld { .. })));
+    assert!(client.is_locked(&name).await.unwrap(), "the fresh hold survived the stale unlock");
+    fresh.unlock().await.unwrap();
+    assert!(!client.is_locked(&name).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dropping_nested_guards_releases_in_the_background() {
+    let client = common::client().await;
+    let name = common::unique("drop");
+    let a = client.lock(&name).await.unwrap();
+    let b = client.lock(&name).await.unwrap();
+    drop(b);
+    drop(a);
+    let start = std::time::Instant::now();
+    while client.is_locked(&name).await.unwrap() {
+        assert!(start.elapsed() < Duration::from_secs(2), "drop never released");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

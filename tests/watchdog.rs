@@ -1,0 +1,155 @@
+//! Lease renewal, loss detection, and locks freeing themselves when holders die.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use fred::interfaces::{HashesInterface, KeysInterface};
+use holdlock::{LockClient, LockOptions};
+
+fn key(name: &str) -> String {
+    format!("holdlock:{{{name}}}")
+}
+
+async fn short_lease_client(lease: Duration) -> LockClient {
+    LockClient::builder(common::url()).lease(lease).build().await.unwrap()
+}
+
+async fn wait_until_free(client: &LockClient, name: &str, limit: Duration) -> Duration {
+    let start = Instant::now();
+    while client.is_locked(name).await.unwrap() {
+        assert!(start.elapsed() < limit, "still locked after {limit:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    start.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_watchdog_keeps_a_one_second_lease_alive_for_four_seconds() {
+    let client = short_lease_client(Duration::from_secs(1)).await;
+    let other = common::client().await;
+    let name = common::unique("renew");
+    let guard = client.lock(&name).await.unwrap();
+    for _ in 0..8 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(other.try_lock(&name).await.unwrap().is_none(), "someone else got in");
+        let ttl = guard.remaining_ttl().await.unwrap().expect("still there");
+        assert!(ttl <= Duration::from_secs(1));
+    }
+    assert!(!guard.is_lost());
+    guard.unlock().await.unwrap();
+    assert!(!client.is_locked(&name).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fixed_lease_is_not_renewed_and_reports_lost_when_it_runs_out() {
+    let client = common::client().await;
+    let name = common::unique("fixed");
+    let options = LockOptions::new().lease(Duration::from_millis(400));
+    let guard = client.lock_with(&name, options).await.unwrap().unwrap();
+    let start = Instant::now();
+    tokio::time::timeout(Duration::from_secs(2), guard.lost()).await.expect("lost fires");
+    assert!(start.elapsed() >= Duration::from_millis(350));
+    assert!(guard.is_lost());
+    wait_until_free(&client, &name, Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_lost_signal_fires_within_one_renewal_period_after_the_key_is_deleted() {
+    let lease = Duration::from_millis(900);
+    let client = short_lease_client(lease).await;
+    let name = common::unique("lost");
+    let guard = client.lock(&name).await.unwrap();
+    let lost = {
+        let start = Instant::now();
+        let raw = common::raw(&common::url()).await;
+        let _: i64 = raw.del(key(&name).as_str()).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(2), guard.lost()).await.expect("lost never fired");
+        start.elapsed()
+    };
+    // One renewal period is lease / 3 = 300 ms; allow scheduling slack.
+    assert!(lost <= lease / 3 + Duration::from_millis(150), "lost after {lost:?}");
+    assert!(guard.is_lost());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lost_does_not_fire_while_the_lock_is_held() {
+    let client = short_lease_client(Duration::from_millis(600)).await;
+    let name = common::unique("not-lost");
+    let guard = client.lock(&name).await.unwrap();
+    let fired = tokio::time::timeout(Duration::from_millis(1500), guard.lost()).await;
+    assert!(fired.is_err(), "lost fired while held");
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shut_down_client_frees_its_lock_within_the_lease() {
+    let lease = Duration::from_secs(1);
+    let client = short_lease_client(lease).await;
+    let observer = common::client().await;
+    let name = common::unique("shutdown");
+    let guard = client.lock(&name).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await; // past one renewal
+    client.shutdown().await;
+    assert!(guard.is_lost(), "a shut-down client's guards know they are lost");
+    let freed = wait_until_free(&observer, &name, lease * 2).await;
+    assert!(freed <= lease + Duration::from_millis(200), "freed after {freed:?}");
+    drop(guard); // releases nothing, panics nowhere
+}
+
+#[test]
+fn a_dropped_client_and_runtime_free_the_lock_within_the_lease() {
+    // A crash, as far as Redis can tell: the runtime (and every task and connection
+    // in it) disappears while the lock is held.
+    let lease = Duration::from_secs(1);
+    let name = common::unique("crash");
+    let url = common::url();
+    let doomed = tokio::runtime::Runtime::new().unwrap();
+    let guard = doomed.block_on(async {
+        let client = LockClient::builder(&url).lease(lease).build().await.unwrap();
+        client.lock(&name).await.unwrap()
+    });
+    std::mem::forget(guard);
+    drop(doomed);
+
+    let observer = tokio::runtime::Runtime::new().unwrap();
+    observer.block_on(async {
+        let client = LockClient::connect(&url).await.unwrap();
+        assert!(client.is_locked(&name).await.unwrap(), "the lease outlives the crash briefly");
+        let freed = wait_until_free(&client, &name, lease * 2).await;
+        assert!(freed <= lease + Duration::from_millis(200), "freed after {freed:?}");
+    });
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_renewal_outlives_the_last_unlock() {
+    let client = short_lease_client(Duration::from_millis(300)).await;
+    let name = common::unique("no-late-renewal");
+    for _ in 0..20 {
+        let guard = client.lock(&name).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(95)).await; // straddle renewal ticks
+        guard.unlock().await.unwrap();
+    }
+    // Re-create a key by hand with a short TTL: a stray renewal would extend it.
+    let raw = common::raw(&common::url()).await;
+    let _: () = raw.hset(key(&name).as_str(), ("someone-else", 1)).await.unwrap();
+    let _: bool = raw.pexpire(key(&name).as_str(), 200, None).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let exists: i64 = raw.exists(key(&name).as_str()).await.unwrap();
+    assert_eq!(exists, 0, "something renewed a key nobody here holds");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn nested_holds_share_one_watchdog() {
+    let client = short_lease_client(Duration::from_millis(600)).await;
+    let name = common::unique("one-watchdog");
+    let a = client.lock(&name).await.unwrap();
+    let b = client.lock(&name).await.unwrap();
+    a.unlock().await.unwrap();
+    // The remaining hold is still renewed after the first guard is gone.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!b.is_lost());
+    assert!(client.is_locked(&name).await.unwrap());
+    b.unlock().await.unwrap();
+    assert!(!client.is_locked(&name).await.unwrap());
+}
