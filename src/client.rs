@@ -542,13 +542,17 @@ async fn until<F: Future>(deadline: Option<Instant>, future: F) -> Option<F::Out
     }
 }
 
-/// Whether a failed script may nevertheless have run (the reply was lost).
+/// Whether a script failed in transit (not sent, or its reply lost), so that it may
+/// or may not have run. Errors that Redis itself replied with are final.
 fn outcome_unknown(error: &LockError) -> bool {
     let LockError::Redis(error) = error else { return false };
+    let details = error.details();
     matches!(
         error.kind(),
         ErrorKind::IO | ErrorKind::Canceled | ErrorKind::Timeout | ErrorKind::Routing | ErrorKind::Backpressure
-    ) || error.details().contains("attempts")
+    ) || details.contains("attempts")
+        || details.contains("route")
+        || details.contains("onnection")
 }
 
 impl Inner {

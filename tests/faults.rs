@@ -1,0 +1,163 @@
+//! Faults: killed connections, flushed scripts, exactly-once holds.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use fred::interfaces::HashesInterface;
+use holdlock::LockClient;
+
+use common::RedisServer;
+
+fn key(name: &str) -> String {
+    format!("holdlock:{{{name}}}")
+}
+
+/// Kills every client connection of `server` every few milliseconds until stopped.
+fn start_killer(server: &Arc<RedisServer>) -> (Arc<AtomicBool>, std::thread::JoinHandle<usize>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let handle = {
+        let (server, stop) = (Arc::clone(server), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut kills = 0;
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(3 + kills as u64 % 7));
+                let _ = server.command(&["CLIENT", "KILL", "TYPE", "normal"]);
+                kills += 1;
+            }
+            kills
+        })
+    };
+    (stop, handle)
+}
+
+async fn redis_count(client: &LockClient, name: &str, owner: &str) -> Option<i64> {
+    for _ in 0..100 {
+        match client.redis().hget::<Option<i64>, _, _>(key(name).as_str(), owner).await {
+            Ok(count) => return count,
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+    panic!("could not read the hold count");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killed_connections_never_double_or_drop_a_hold() {
+    common::trace();
+    let server = Arc::new(RedisServer::start());
+    let client = LockClient::builder(server.url()).lease(Duration::from_secs(30)).build().await.unwrap();
+    let (stop, killer) = start_killer(&server);
+
+    let mut tasks = Vec::new();
+    for worker in 0..6 {
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            let name = common::unique(&format!("once-{worker}"));
+            let mut mismatches = Vec::new();
+            let deadline = Instant::now() + Duration::from_secs(4);
+            while Instant::now() < deadline {
+                let mut guards = Vec::new();
+                for depth in 1..=3u32 {
+                    let guard = loop {
+                        match client.lock(&name).await {
+                            Ok(guard) => break guard,
+                            Err(error) => assert!(error.is_redis(), "{error}"),
+                        }
+                    };
+                    assert_eq!(guard.hold_count(), depth);
+                    let owner = guard.owner().to_owned();
+                    guards.push(guard);
+                    let actual = redis_count(&client, &name, &owner).await;
+                    if actual != Some(i64::from(depth)) {
+                        mismatches.push(format!("after lock #{depth}: redis has {actual:?}"));
+                    }
+                }
+                let owner = guards[0].owner().to_owned();
+                for remaining in (0..3i64).rev() {
+                    guards.pop().unwrap().unlock().await.unwrap();
+                    let actual = redis_count(&client, &name, &owner).await;
+                    let expected = Some(remaining).filter(|&n| n > 0);
+                    if actual != expected {
+                        mismatches.push(format!("after unlock to {remaining}: redis has {actual:?}"));
+                    }
+                }
+            }
+            mismatches
+        }));
+    }
+    let mut mismatches = Vec::new();
+    for task in tasks {
+        mismatches.extend(task.await.unwrap());
+    }
+    stop.store(true, Ordering::Relaxed);
+    let kills = killer.join().unwrap();
+    assert!(kills > 100, "the killer barely ran ({kills})");
+    assert!(mismatches.is_empty(), "hold counts drifted: {mismatches:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn script_flush_is_survived_transparently() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let name = common::unique("flush");
+    client.lock(&name).await.unwrap().unlock().await.unwrap();
+    assert_eq!(server.command(&["SCRIPT", "FLUSH"]).unwrap(), "+OK");
+    let guard = client.lock(&name).await.unwrap();
+    let nested = client.lock(&name).await.unwrap();
+    assert_eq!(nested.hold_count(), 2);
+    assert_eq!(server.command(&["SCRIPT", "FLUSH"]).unwrap(), "+OK");
+    nested.unlock().await.unwrap();
+    guard.unlock().await.unwrap();
+    assert!(!client.is_locked(&name).await.unwrap());
+    assert_eq!(server.command(&["SCRIPT", "FLUSH"]).unwrap(), "+OK");
+    assert!(client.inspect(&name).await.unwrap().is_none());
+    assert!(!client.force_unlock(&name).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn renewals_continue_after_the_connection_is_killed() {
+    let server = Arc::new(RedisServer::start());
+    let client = LockClient::builder(server.url()).lease(Duration::from_millis(900)).build().await.unwrap();
+    let name = common::unique("reconnect");
+    let guard = client.lock(&name).await.unwrap();
+    for _ in 0..4 {
+        server.kill_clients();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(!guard.is_lost(), "renewals stopped after a reconnect");
+    assert!(client.is_locked(&name).await.unwrap());
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_waiter_still_wakes_after_its_subscriber_connection_is_killed() {
+    let server = Arc::new(RedisServer::start());
+    let holder = LockClient::builder(server.url()).lease(Duration::from_secs(30)).build().await.unwrap();
+    let waiter = LockClient::connect(&server.url()).await.unwrap();
+    let name = common::unique("resubscribe");
+    let held = holder.lock(&name).await.unwrap();
+    let waiting = {
+        let name = name.clone();
+        tokio::spawn(async move { waiter.lock(&name).await.unwrap().unlock().await.unwrap() })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    server.kill_clients();
+    tokio::time::sleep(Duration::from_millis(500)).await; // let both reconnect
+    let released = Instant::now();
+    held.unlock().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("waiter slept through").unwrap();
+    assert!(released.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lock_call_fails_cleanly_when_the_server_is_gone() {
+    let server = RedisServer::start();
+    let client = LockClient::builder(server.url()).connect_timeout(Duration::from_secs(1)).build().await.unwrap();
+    drop(server);
+    let start = Instant::now();
+    let result = tokio::time::timeout(Duration::from_secs(10), client.try_lock("gone")).await.expect("hung");
+    assert!(result.is_err());
+    assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+}
