@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use fred::clients::Client;
@@ -12,7 +12,7 @@ use fred::types::config::{Config, ReconnectPolicy};
 use fred::types::scan::ScanType;
 use fred::types::{Builder, Value};
 use futures::StreamExt;
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -65,6 +65,9 @@ pub(crate) struct Inner {
     holds: Arc<Holds>,
     runtime: tokio::runtime::Handle,
     shut_down: AtomicBool,
+    /// Releases started by dropped guards and not yet finished; `shutdown` waits for them.
+    background: AtomicUsize,
+    background_done: Notify,
 }
 
 impl fmt::Debug for LockClient {
@@ -177,6 +180,8 @@ impl LockClientBuilder {
                 holds: Arc::default(),
                 runtime: tokio::runtime::Handle::current(),
                 shut_down: AtomicBool::new(false),
+                background: AtomicUsize::new(0),
+                background_done: Notify::new(),
             }),
         })
     }
@@ -501,9 +506,10 @@ impl LockClient {
         Ok(exists == 1)
     }
 
-    /// Stops every watchdog and closes the connections. Releases nothing: held locks
-    /// expire within their lease, and their guards report themselves lost. Every later
-    /// call fails with [`LockError::Shutdown`].
+    /// Stops every watchdog and closes the connections. Releases nothing that is still
+    /// held: such locks expire within their lease, and their guards report themselves
+    /// lost. Releases already started by dropped guards are given up to the connect
+    /// timeout to finish first. Every later call fails with [`LockError::Shutdown`].
     ///
     /// # Examples
     /// ```no_run
@@ -512,6 +518,16 @@ impl LockClient {
     /// # }
     /// ```
     pub async fn shutdown(&self) {
+        let flushed = async {
+            while self.inner.background.load(Ordering::Acquire) > 0 {
+                let idle = self.inner.background_done.notified();
+                if self.inner.background.load(Ordering::Acquire) == 0 {
+                    break;
+                }
+                idle.await;
+            }
+        };
+        let _ = tokio::time::timeout(self.inner.config.connect_timeout, flushed).await;
         if self.inner.shut_down.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -564,8 +580,20 @@ impl Inner {
         }
     }
 
-    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
-        &self.runtime
+    /// Releases `hold` in a background task (for a dropped guard).
+    pub(crate) fn release_in_background(self: &Arc<Self>, hold: Arc<Hold>) {
+        let inner = Arc::clone(self);
+        let runtime = tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
+        self.background.fetch_add(1, Ordering::AcqRel);
+        drop(runtime.spawn(async move {
+            match inner.release(&hold).await {
+                Ok(()) | Err(LockError::Shutdown) => {}
+                Err(error) => tracing::debug!(lock = %hold.names.name, %error, "background release failed"),
+            }
+            if inner.background.fetch_sub(1, Ordering::AcqRel) == 1 {
+                inner.background_done.notify_waiters();
+            }
+        }));
     }
 
     /// Runs `acquire.lua` exactly once for `owner` and records a granted hold

@@ -7,7 +7,9 @@ use std::time::Duration;
 use fred::interfaces::KeysInterface;
 
 use crate::client::{Inner, LockClient};
-use crate::error::{LockError, Result};
+#[cfg(doc)]
+use crate::error::LockError;
+use crate::error::Result;
 use crate::hold::Hold;
 
 /// One hold of a lock. Dropping it releases the hold in the background;
@@ -196,15 +198,7 @@ impl Drop for LockGuard {
         if self.released {
             return;
         }
-        let inner = Arc::clone(&self.inner);
-        let hold = Arc::clone(&self.hold);
-        let runtime = tokio::runtime::Handle::try_current().unwrap_or_else(|_| inner.runtime().clone());
-        drop(runtime.spawn(async move {
-            match inner.release(&hold).await {
-                Ok(()) | Err(LockError::Shutdown) => {}
-                Err(error) => tracing::debug!(lock = %hold.names.name, %error, "background release failed"),
-            }
-        }));
+        self.inner.release_in_background(Arc::clone(&self.hold));
     }
 }
 

@@ -153,3 +153,17 @@ async fn nested_holds_share_one_watchdog() {
     b.unlock().await.unwrap();
     assert!(!client.is_locked(&name).await.unwrap());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shutdown_finishes_releases_that_dropped_guards_started() {
+    let client = common::client().await;
+    let observer = common::client().await;
+    let names: Vec<String> = (0..20).map(|_| common::unique("flush")).collect();
+    for name in &names {
+        drop(client.lock(name).await.unwrap());
+    }
+    client.shutdown().await; // right away: the background releases must still land
+    for name in &names {
+        assert!(!observer.is_locked(name).await.unwrap(), "{name} was left held");
+    }
+}

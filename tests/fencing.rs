@@ -1,0 +1,90 @@
+//! Fencing tokens: strictly increasing per name, and checked by `holdlock::fence`.
+
+mod common;
+
+use std::time::Duration;
+
+use holdlock::{LockClient, LockError, LockOptions, fence};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_paused_holders_late_write_is_rejected() {
+    let client = common::client().await;
+    let name = common::unique("paused");
+    let resource = common::unique("resource");
+
+    // Holder 1: a fixed 1 s lease, so nothing renews it while it "pauses".
+    let fixed = LockOptions::fenced().lease(Duration::from_secs(1));
+    let first = client.lock_with(&name, fixed).await.unwrap().unwrap();
+    let first_token = first.fencing_token().unwrap();
+
+    // Holder 1 pauses for 2 s; meanwhile its lease expires and holder 2 takes over.
+    let second_client = common::client().await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let second = second_client.lock_with(&name, LockOptions::fenced()).await.unwrap().unwrap();
+    let second_token = second.fencing_token().unwrap();
+    assert!(second_token > first_token);
+    fence::set_with(&second, &resource, "written by holder 2").await.unwrap();
+
+    // Holder 1 wakes up and writes: refused, and nothing changes.
+    let late = fence::set(&client, &resource, "late write by holder 1", first_token).await;
+    match late {
+        Err(LockError::StaleToken { presented, newest }) => {
+            assert_eq!((presented, newest), (first_token, second_token));
+        }
+        other => panic!("the late write was not refused: {other:?}"),
+    }
+    let stored = fence::get(&client, &resource).await.unwrap().unwrap();
+    assert_eq!(stored.value, "written by holder 2");
+    assert_eq!(stored.token, second_token);
+    assert!(first.is_lost());
+    second.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tokens_increase_across_holders_expiries_force_unlocks_and_restarts() {
+    let name = common::unique("tokens");
+    let mut seen = Vec::new();
+    for round in 0..3 {
+        // A new client each round: a restarted process.
+        let client = LockClient::builder(common::url()).fencing(true).build().await.unwrap();
+        let guard = client.lock(&name).await.unwrap();
+        seen.push(guard.fencing_token().unwrap());
+        let nested = client.lock(&name).await.unwrap();
+        assert_eq!(nested.fencing_token(), guard.fencing_token(), "nested holds share the token");
+        drop(nested);
+        match round {
+            0 => guard.unlock().await.unwrap(),
+            1 => {
+                assert!(client.force_unlock(&name).await.unwrap());
+                drop(guard);
+            }
+            _ => {
+                let short = LockOptions::fenced().lease(Duration::from_millis(200));
+                drop(guard);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let expiring = client.lock_with(&name, short).await.unwrap().unwrap();
+                seen.push(expiring.fencing_token().unwrap());
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+        client.shutdown().await;
+    }
+    let client = LockClient::connect(&common::url()).await.unwrap();
+    let last = client.lock_with(&name, LockOptions::fenced()).await.unwrap().unwrap();
+    seen.push(last.fencing_token().unwrap());
+    assert!(seen.windows(2).all(|pair| pair[0] < pair[1]), "not strictly increasing: {seen:?}");
+    let info = client.inspect(&name).await.unwrap().unwrap();
+    assert_eq!(info.fencing_token, last.fencing_token());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unfenced_lock_has_no_token_and_fence_rejects_token_zero() {
+    let client = common::client().await;
+    let guard = client.lock(&common::unique("plain")).await.unwrap();
+    assert_eq!(guard.fencing_token(), None);
+    let resource = common::unique("resource");
+    assert!(matches!(fence::set_with(&guard, &resource, "x").await, Err(LockError::InvalidOption { .. })));
+    assert!(matches!(fence::set(&client, &resource, "x", 0).await, Err(LockError::InvalidOption { .. })));
+    assert_eq!(fence::get(&client, &resource).await.unwrap(), None);
+    assert_eq!(fence::newest_token(&client, &resource).await.unwrap(), 0);
+}
