@@ -1,0 +1,509 @@
+//! Tests of the `holdlock` command-line tool, run as a real process against a
+//! throwaway redis-server on loopback.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use holdlock::LockOptions;
+use tokio::process::Command;
+
+/// `holdlock --url <shared server> ARGS...`
+fn holdlock<I, S>(args: I) -> Command
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    holdlock_at(&common::url(), args)
+}
+
+/// `holdlock --url URL ARGS...`
+fn holdlock_at<I, S>(url: &str, args: I) -> Command
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let mut command = Command::new(env!("CARGO_BIN_EXE_holdlock"));
+    command
+        .arg("--url")
+        .arg(url)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
+/// What a finished holdlock process said.
+#[derive(Debug)]
+struct Ran {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl From<Output> for Ran {
+    fn from(output: Output) -> Self {
+        Self {
+            code: output.status.code(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+}
+
+async fn finish(command: &mut Command) -> Ran {
+    let output = tokio::time::timeout(Duration::from_secs(30), command.output())
+        .await
+        .expect("holdlock finished within 30 s")
+        .expect("holdlock ran");
+    Ran::from(output)
+}
+
+/// A fresh directory for one test's files.
+fn scratch() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("holdlock-cli-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("create a scratch directory");
+    dir
+}
+
+fn read_lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Polls `condition` every 20 ms for up to 10 s.
+async fn eventually(what: &str, mut condition: impl AsyncFnMut() -> bool) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        if condition().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
+fn assert_no_panic(ran: &Ran) {
+    assert!(
+        !ran.stderr.contains("panicked"),
+        "holdlock panicked: {}",
+        ran.stderr
+    );
+    assert!(
+        !ran.stderr.contains("RUST_BACKTRACE"),
+        "holdlock panicked: {}",
+        ran.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_concurrent_runs_never_overlap() {
+    let name = common::unique("overlap");
+    let dir = scratch();
+    let log = dir.join("log");
+    let script = r#"echo "start $$" >> "$LOG"; sleep 0.05; echo "end $$" >> "$LOG""#;
+    let mut runs = Vec::new();
+    for _ in 0..8 {
+        let mut command = holdlock(["run", &name, "--", "sh", "-c", script]);
+        command.env("LOG", &log);
+        runs.push(tokio::spawn(async move { finish(&mut command).await }));
+    }
+    for run in runs {
+        let ran = run.await.expect("join");
+        assert_eq!(ran.code, Some(0), "{ran:?}");
+    }
+
+    let lines = read_lines(&log);
+    assert_eq!(
+        lines.len(),
+        16,
+        "every run logged start and end: {lines:#?}"
+    );
+    let mut ids = std::collections::HashSet::new();
+    for pair in lines.chunks(2) {
+        let id = pair[0]
+            .strip_prefix("start ")
+            .unwrap_or_else(|| panic!("overlap: {lines:#?}"));
+        assert_eq!(pair[1], format!("end {id}"), "overlap: {lines:#?}");
+        ids.insert(id.to_owned());
+    }
+    assert_eq!(ids.len(), 8, "all eight commands ran: {lines:#?}");
+    assert!(!common::client().await.is_locked(&name).await.unwrap());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_lock_exits_with_the_conflict_code() {
+    let name = common::unique("busy");
+    let dir = scratch();
+    let marker = dir.join("ran");
+    let marker = marker.to_str().unwrap();
+    let client = common::client().await;
+    let guard = client.lock(&name).await.unwrap();
+
+    let ran = finish(&mut holdlock([
+        "run",
+        &name,
+        "--no-wait",
+        "--",
+        "touch",
+        marker,
+    ]))
+    .await;
+    assert_eq!(ran.code, Some(75), "{ran:?}");
+    assert_eq!(
+        ran.stderr.lines().count(),
+        1,
+        "one line on stderr: {:?}",
+        ran.stderr
+    );
+    assert!(ran.stderr.contains(&name), "{:?}", ran.stderr);
+
+    let args = [
+        "run",
+        &name,
+        "--no-wait",
+        "--conflict-exit-code",
+        "3",
+        "--",
+        "touch",
+        marker,
+    ];
+    let ran = finish(&mut holdlock(args)).await;
+    assert_eq!(ran.code, Some(3), "{ran:?}");
+
+    let started = Instant::now();
+    let ran = finish(&mut holdlock([
+        "run", &name, "--wait", "300ms", "--", "touch", marker,
+    ]))
+    .await;
+    assert_eq!(ran.code, Some(75), "{ran:?}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "waited for the lock"
+    );
+    assert!(
+        !Path::new(marker).exists(),
+        "the command never ran while the lock was held"
+    );
+
+    guard.unlock().await.unwrap();
+    let ran = finish(&mut holdlock([
+        "run",
+        &name,
+        "--no-wait",
+        "--",
+        "touch",
+        marker,
+    ]))
+    .await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert!(
+        Path::new(marker).exists(),
+        "the command ran once the lock was free"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Sleeps past the end of the current `period` if fewer than `needed` remain of it, so
+/// a test's runs all fall in one period.
+async fn stay_within_one_period(period: Duration, needed: Duration) {
+    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let into = since_epoch.as_millis() % period.as_millis();
+    let left = period - Duration::from_millis(into as u64);
+    if left < needed {
+        tokio::time::sleep(left + Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_per_period_runs_once_across_staggered_instances() {
+    let name = common::unique("once");
+    let dir = scratch();
+    let log = dir.join("log");
+    stay_within_one_period(Duration::from_secs(3600), Duration::from_secs(15)).await;
+
+    let script = r#"echo "ran $$" >> "$LOG"; sleep 0.3"#;
+    let mut instances = Vec::new();
+    for start_after_ms in [0, 500, 1200, 2000] {
+        let mut command = holdlock(["run", &name, "--once-per", "1h", "--", "sh", "-c", script]);
+        command.env("LOG", &log);
+        instances.push(tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(start_after_ms)).await;
+            finish(&mut command).await
+        }));
+    }
+    let mut outcomes = Vec::new();
+    for instance in instances {
+        outcomes.push(instance.await.expect("join"));
+    }
+
+    let succeeded = outcomes.iter().filter(|ran| ran.code == Some(0)).count();
+    assert_eq!(succeeded, 1, "{outcomes:#?}");
+    for skipped in outcomes.iter().filter(|ran| ran.code != Some(0)) {
+        assert_eq!(skipped.code, Some(75), "{outcomes:#?}");
+        assert!(
+            skipped.stderr.contains("already ran for this period"),
+            "{outcomes:#?}"
+        );
+        assert_eq!(skipped.stderr.lines().count(), 1, "{outcomes:#?}");
+    }
+    assert_eq!(read_lines(&log).len(), 1, "the command ran exactly once");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_run_leaves_the_period_open() {
+    let name = common::unique("once-retry");
+    let dir = scratch();
+    let log = dir.join("log");
+    stay_within_one_period(Duration::from_secs(3600), Duration::from_secs(15)).await;
+    let once = |script: &str| {
+        let mut command = holdlock(["run", &name, "--once-per", "1h", "--", "sh", "-c", script]);
+        command.env("LOG", &log);
+        command
+    };
+
+    let failed = finish(&mut once(r#"echo failed >> "$LOG"; exit 1"#)).await;
+    assert_eq!(failed.code, Some(1), "{failed:?}");
+    let retried = finish(&mut once(r#"echo ran >> "$LOG""#)).await;
+    assert_eq!(retried.code, Some(0), "{retried:?}");
+    let skipped = finish(&mut once(r#"echo again >> "$LOG""#)).await;
+    assert_eq!(skipped.code, Some(75), "{skipped:?}");
+
+    assert_eq!(read_lines(&log), ["failed", "ran"]);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_the_lock_terminates_the_command() {
+    let name = common::unique("lost");
+    let dir = scratch();
+    let pid_file = dir.join("pid");
+    let client = common::client().await;
+    let script = r#"echo $$ > "$PID_FILE"; exec sleep 30"#;
+    let mut command = holdlock(["run", &name, "--lease", "1s", "--", "sh", "-c", script]);
+    let child = command.env("PID_FILE", &pid_file).spawn().unwrap();
+
+    eventually("the command runs", async || {
+        pid_file.exists() && !read_lines(&pid_file).is_empty()
+    })
+    .await;
+    assert!(client.is_locked(&name).await.unwrap());
+    let command_pid = read_lines(&pid_file)[0].clone();
+    assert!(client.force_unlock(&name).await.unwrap());
+
+    let started = Instant::now();
+    let output = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
+        .await
+        .expect("holdlock exits within 10 s of losing the lock")
+        .unwrap();
+    let ran = Ran::from(output);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(ran.code, Some(70), "{ran:?}");
+    assert!(ran.stderr.contains("lost lock"), "{:?}", ran.stderr);
+    assert!(ran.stderr.contains("SIGTERM"), "{:?}", ran.stderr);
+    let alive = std::process::Command::new("kill")
+        .args(["-0", &command_pid])
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(
+        !alive.success(),
+        "the command (pid {command_pid}) was stopped"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_status_and_environment_pass_through() {
+    let name = common::unique("status");
+    let ran = finish(&mut holdlock(["run", &name, "--", "sh", "-c", "exit 7"])).await;
+    assert_eq!(ran.code, Some(7), "{ran:?}");
+    let ran = finish(&mut holdlock([
+        "run",
+        &name,
+        "--",
+        "sh",
+        "-c",
+        "kill -KILL $$",
+    ]))
+    .await;
+    assert_eq!(ran.code, Some(128 + 9), "killed by SIGKILL: {ran:?}");
+
+    let print_env = r#"echo "$HOLDLOCK_NAME|$HOLDLOCK_TOKEN""#;
+    let mut tokens = Vec::new();
+    for _ in 0..2 {
+        let ran = finish(&mut holdlock(["run", &name, "--", "sh", "-c", print_env])).await;
+        assert_eq!(ran.code, Some(0), "{ran:?}");
+        let (printed_name, token) = ran.stdout.trim().split_once('|').expect("name|token");
+        assert_eq!(printed_name, name);
+        tokens.push(
+            token
+                .parse::<u64>()
+                .unwrap_or_else(|_| panic!("a numeric token: {:?}", ran.stdout)),
+        );
+    }
+    assert!(
+        tokens[0] > 0 && tokens[1] > tokens[0],
+        "tokens increase: {tokens:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_errors_exit_64_and_an_unreachable_server_69() {
+    let name = common::unique("usage");
+    // Nothing listens here: if a bad command line were accepted, the run would exit 69.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dead_url = format!("redis://127.0.0.1:{port}");
+    let cases: [(&[&str], &str); 7] = [
+        (&["run", &name, "--bogus", "--", "true"], "--bogus"),
+        (
+            &["run", &name, "--wait", "5 parsecs", "--", "true"],
+            "parsecs",
+        ),
+        (
+            &["run", &name, "--wait", "5", "parsecs", "--", "true"],
+            "parsecs",
+        ),
+        (&["run", &name, "true"], "true"),
+        (&["run", &name, "--"], "CMD"),
+        (&["unlock", &name], "--force"),
+        (&["frobnicate"], "frobnicate"),
+    ];
+    for (args, mentioned) in cases {
+        let ran = finish(&mut holdlock_at(&dead_url, args)).await;
+        assert_eq!(ran.code, Some(64), "{args:?}: {ran:?}");
+        assert!(ran.stderr.contains(mentioned), "{args:?}: {:?}", ran.stderr);
+        assert_no_panic(&ran);
+    }
+
+    let help = finish(&mut holdlock_at(&dead_url, ["run", "--help"])).await;
+    assert_eq!(help.code, Some(0), "{help:?}");
+    assert!(help.stdout.contains("Exit status"), "{help:?}");
+
+    let args = ["--connect-timeout", "1s", "run", &name, "--", "true"];
+    let ran = finish(&mut holdlock_at(&dead_url, args)).await;
+    assert_eq!(ran.code, Some(69), "{ran:?}");
+    assert_eq!(ran.stderr.lines().count(), 1, "one line: {:?}", ran.stderr);
+    assert_no_panic(&ran);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_is_passed_on_and_the_lock_released() {
+    let name = common::unique("sigterm");
+    let dir = scratch();
+    let log = dir.join("log");
+    let script = r#"trap 'echo got-term >> "$LOG"; kill $sleeper; exit 0' TERM
+sleep 30 & sleeper=$!
+echo ready >> "$LOG"
+wait"#;
+    let mut command = holdlock(["run", &name, "--", "sh", "-c", script]);
+    let child = command.env("LOG", &log).spawn().unwrap();
+    let holdlock_pid = child.id().unwrap().to_string();
+    eventually("the command is ready", async || {
+        read_lines(&log) == ["ready"]
+    })
+    .await;
+
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &holdlock_pid])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let output = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
+        .await
+        .expect("holdlock exits after SIGTERM")
+        .unwrap();
+    let ran = Ran::from(output);
+    assert_eq!(ran.code, Some(0), "the command's own status: {ran:?}");
+    assert_eq!(read_lines(&log), ["ready", "got-term"]);
+    assert!(
+        !common::client().await.is_locked(&name).await.unwrap(),
+        "the lock was released"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_list_and_force_unlock() {
+    let base = common::unique("look");
+    let (first, second) = (format!("{base}:a"), format!("{base}:b"));
+    let client = common::client().await;
+    let guard = client
+        .lock_with(&first, LockOptions::fenced())
+        .await
+        .unwrap()
+        .unwrap();
+    let _other = client.lock(&second).await.unwrap();
+    let owner = guard.owner().to_owned();
+
+    let ran = finish(&mut holdlock(["inspect", &first])).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert!(
+        ran.stdout.contains(&first) && ran.stdout.contains(&owner),
+        "{:?}",
+        ran.stdout
+    );
+
+    let ran = finish(&mut holdlock(["inspect", &first, "--json"])).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let info: serde_json::Value =
+        serde_json::from_str(&ran.stdout).expect("inspect --json is JSON");
+    assert_eq!(info["name"], first.as_str());
+    assert_eq!(info["owners"][0]["id"], owner.as_str());
+    assert_eq!(info["owners"][0]["hold_count"], 1);
+    assert!(info["ttl_ms"].as_u64().is_some_and(|ttl| ttl > 0), "{info}");
+    assert_eq!(info["fencing_token"].as_u64(), guard.fencing_token());
+
+    let pattern = format!("{base}:*");
+    let ran = finish(&mut holdlock(["list", &pattern])).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert!(
+        ran.stdout.contains(&first) && ran.stdout.contains(&second),
+        "{:?}",
+        ran.stdout
+    );
+    let ran = finish(&mut holdlock(["list", &pattern, "--json"])).await;
+    let listed: serde_json::Value = serde_json::from_str(&ran.stdout).expect("list --json is JSON");
+    let names: Vec<_> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|info| info["name"].clone())
+        .collect();
+    assert_eq!(names, [first.as_str(), second.as_str()]);
+
+    let ran = finish(&mut holdlock(["--prefix", "elsewhere:", "inspect", &first])).await;
+    assert_eq!(ran.code, Some(1), "another prefix, another lock: {ran:?}");
+
+    let ran = finish(&mut holdlock(["unlock", "--force", &first])).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert!(ran.stdout.contains(&first), "{:?}", ran.stdout);
+    assert!(!client.is_locked(&first).await.unwrap());
+
+    let ran = finish(&mut holdlock(["inspect", &first])).await;
+    assert_eq!(ran.code, Some(1), "{ran:?}");
+    assert!(ran.stdout.contains("not locked"), "{:?}", ran.stdout);
+    let ran = finish(&mut holdlock(["inspect", &first, "--json"])).await;
+    assert_eq!((ran.code, ran.stdout.trim()), (Some(1), "null"), "{ran:?}");
+    let ran = finish(&mut holdlock(["unlock", "--force", &first, "--json"])).await;
+    let unlocked: serde_json::Value =
+        serde_json::from_str(&ran.stdout).expect("unlock --json is JSON");
+    assert_eq!(unlocked["was_locked"], false);
+}
