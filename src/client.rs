@@ -12,7 +12,7 @@ use fred::types::config::{Config, ReconnectPolicy};
 use fred::types::scan::ScanType;
 use fred::types::{Builder, Value};
 use futures::StreamExt;
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::{Notify, OwnedMutexGuard};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -138,10 +138,11 @@ impl LockClientBuilder {
     /// within the connect timeout.
     pub async fn build(self) -> Result<LockClient> {
         self.config.validate()?;
-        let fred_config = Config::from_url(&self.url).map_err(|error| LockError::InvalidOption {
-            option: "url",
-            reason: error.details().to_string(),
-        })?;
+        let fred_config =
+            Config::from_url(&self.url).map_err(|error| LockError::InvalidOption {
+                option: "url",
+                reason: error.details().to_string(),
+            })?;
         let timeout = self.config.connect_timeout;
         let mut builder = Builder::from_config(fred_config);
         builder
@@ -263,7 +264,9 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn lock(&self, name: &str) -> Result<LockGuard> {
-        let guard = self.lock_with(name, LockOptions::new().wait_forever()).await?;
+        let guard = self
+            .lock_with(name, LockOptions::new().wait_forever())
+            .await?;
         guard.ok_or_else(|| LockError::Protocol("an unbounded wait ended without the lock".into()))
     }
 
@@ -285,7 +288,8 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock(&self, name: &str) -> Result<Option<LockGuard>> {
-        self.lock_with(name, LockOptions::new().wait(Duration::ZERO)).await
+        self.lock_with(name, LockOptions::new().wait(Duration::ZERO))
+            .await
     }
 
     /// Takes the lock, waiting at most `wait`; `None` if it did not come free.
@@ -333,13 +337,16 @@ impl LockClient {
         self.inner.check_running()?;
         let names = self.inner.config.names(name)?;
         let options = options.resolve(&self.inner.config)?;
-        let deadline = match options.wait {
-            None => None,
-            Some(wait) => Some(Instant::now().checked_add(wait).ok_or_else(|| LockError::InvalidOption {
-                option: "wait",
-                reason: format!("{wait:?} overflows the clock"),
-            })?),
-        };
+        let deadline =
+            match options.wait {
+                None => None,
+                Some(wait) => Some(Instant::now().checked_add(wait).ok_or_else(|| {
+                    LockError::InvalidOption {
+                        option: "wait",
+                        reason: format!("{wait:?} overflows the clock"),
+                    }
+                })?),
+            };
         let owner = self.owner_id();
 
         // Re-entry and single tries go straight to Redis; they never wait in line.
@@ -371,7 +378,8 @@ impl LockClient {
                 Some(Err(error)) => return Err(error),
                 None => return Ok(None),
             }
-            let holder_expires = Instant::now() + pttl.unwrap_or(options.lease).max(Duration::from_millis(1));
+            let holder_expires =
+                Instant::now() + pttl.unwrap_or(options.lease).max(Duration::from_millis(1));
             let wake = deadline.map_or(holder_expires, |deadline| deadline.min(holder_expires));
             tokio::select! {
                 () = ticket.released() => {}
@@ -380,19 +388,15 @@ impl LockClient {
         }
     }
 
-    /// One acquire attempt, run in its own task so that a cancelled caller cannot
-    /// strand a granted hold. An attempt in flight is not cut short by the caller's
-    /// deadline (the command timeout bounds it), so a zero wait still gets one answer.
-    async fn attempt(&self, names: &LockNames, owner: &str, options: ResolvedOptions) -> Result<Attempt> {
-        let (reply, answer) = oneshot::channel();
-        let inner = Arc::clone(&self.inner);
-        let (names, owner) = (names.clone(), owner.to_owned());
-        tokio::spawn(async move {
-            let outcome = inner.acquire(&names, &owner, options).await;
-            // If nobody is listening any more, the guard comes back and its drop releases.
-            drop(reply.send(outcome));
-        });
-        answer.await.unwrap_or(Err(LockError::Shutdown))
+    /// One acquire attempt. Not cut short by the caller's deadline (the command
+    /// timeout bounds it), so a zero wait still gets one answer.
+    async fn attempt(
+        &self,
+        names: &LockNames,
+        owner: &str,
+        options: ResolvedOptions,
+    ) -> Result<Attempt> {
+        self.inner.acquire(names, owner, options).await
     }
 
     /// Looks at a lock: its owners and their hold counts, its remaining TTL and its
@@ -412,7 +416,11 @@ impl LockClient {
     pub async fn inspect(&self, name: &str) -> Result<Option<LockInfo>> {
         self.inner.check_running()?;
         let names = self.inner.config.names(name)?;
-        let snapshot = self.inner.scripts.inspect(&self.inner.redis, &names.key, &names.token_key).await?;
+        let snapshot = self
+            .inner
+            .scripts
+            .inspect(&self.inner.redis, &names.key, &names.token_key)
+            .await?;
         Ok(snapshot.map(|snapshot| LockInfo {
             name: names.name,
             owners: snapshot
@@ -444,14 +452,21 @@ impl LockClient {
         let scan_pattern = self.inner.config.scan_pattern(pattern);
         let redis = &self.inner.redis;
         let mut keys = if redis.is_clustered() {
-            redis.scan_cluster_buffered(scan_pattern, Some(200), Some(ScanType::Hash)).boxed()
+            redis
+                .scan_cluster_buffered(scan_pattern, Some(200), Some(ScanType::Hash))
+                .boxed()
         } else {
-            redis.scan_buffered(scan_pattern, Some(200), Some(ScanType::Hash)).boxed()
+            redis
+                .scan_buffered(scan_pattern, Some(200), Some(ScanType::Hash))
+                .boxed()
         };
         let mut names = Vec::new();
         while let Some(key) = keys.next().await {
             let key = key?;
-            if let Some(name) = key.as_str().and_then(|key| self.inner.config.name_of_key(key)) {
+            if let Some(name) = key
+                .as_str()
+                .and_then(|key| self.inner.config.name_of_key(key))
+            {
                 names.push(name.to_owned());
             }
         }
@@ -561,11 +576,17 @@ async fn until<F: Future>(deadline: Option<Instant>, future: F) -> Option<F::Out
 /// Whether a script failed in transit (not sent, or its reply lost), so that it may
 /// or may not have run. Errors that Redis itself replied with are final.
 fn outcome_unknown(error: &LockError) -> bool {
-    let LockError::Redis(error) = error else { return false };
+    let LockError::Redis(error) = error else {
+        return false;
+    };
     let details = error.details();
     matches!(
         error.kind(),
-        ErrorKind::IO | ErrorKind::Canceled | ErrorKind::Timeout | ErrorKind::Routing | ErrorKind::Backpressure
+        ErrorKind::IO
+            | ErrorKind::Canceled
+            | ErrorKind::Timeout
+            | ErrorKind::Routing
+            | ErrorKind::Backpressure
     ) || details.contains("attempts")
         || details.contains("route")
         || details.contains("onnection")
@@ -583,12 +604,15 @@ impl Inner {
     /// Releases `hold` in a background task (for a dropped guard).
     pub(crate) fn release_in_background(self: &Arc<Self>, hold: Arc<Hold>) {
         let inner = Arc::clone(self);
-        let runtime = tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
+        let runtime =
+            tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
         self.background.fetch_add(1, Ordering::AcqRel);
         drop(runtime.spawn(async move {
             match inner.release(&hold).await {
                 Ok(()) | Err(LockError::Shutdown) => {}
-                Err(error) => tracing::debug!(lock = %hold.names.name, %error, "background release failed"),
+                Err(error) => {
+                    tracing::debug!(lock = %hold.names.name, %error, "background release failed")
+                }
             }
             if inner.background.fetch_sub(1, Ordering::AcqRel) == 1 {
                 inner.background_done.notify_waiters();
@@ -598,42 +622,60 @@ impl Inner {
 
     /// Runs `acquire.lua` exactly once for `owner` and records a granted hold
     /// (starting its watchdog) before the guard exists.
-    async fn acquire(self: &Arc<Self>, names: &LockNames, owner: &str, options: ResolvedOptions) -> Result<Attempt> {
+    ///
+    /// Cancel safe without a task per call: while the script is in flight, an
+    /// [`InFlight`] holds the owner's operation lock; if this future is
+    /// dropped, it settles the outcome in the background (releasing a hold that was
+    /// granted after all) before any other call of this owner on this lock can run.
+    async fn acquire(
+        self: &Arc<Self>,
+        names: &LockNames,
+        owner: &str,
+        options: ResolvedOptions,
+    ) -> Result<Attempt> {
         loop {
             let entry = self.holds.enter(names, owner);
             let hold = Arc::clone(&entry.hold);
-            let mut count = hold.ops.lock().await;
+            let count = Arc::clone(&hold.ops).lock_owned().await;
             if hold.is_lost() {
                 // Lost while we queued behind another call: enter the fresh hold instead.
                 continue;
             }
+            let held = *count;
+            let mut in_flight = InFlight::new(self, Op::Acquire, entry, count);
             let sent_at = Instant::now();
-            let (granted, token) = match self.acquire_exactly_once(names, owner, options, *count).await? {
+            let reply = self.acquire_exactly_once(names, owner, options, held).await;
+            let (entry, mut count) = in_flight.land()?;
+            let (granted, token) = match reply? {
                 Acquire::Busy { pttl } => return Ok(Attempt::Busy(pttl)),
                 Acquire::Granted { count, token } => (count, token),
             };
-            let entry = if granted == *count + 1 {
+            let entry = if granted == held + 1 {
                 hold.set_count(&mut count, granted);
-                drop(count);
                 entry
             } else {
                 // Redis disagrees with our count: the hold we knew vanished (expired or
                 // force-unlocked) and this is a new one. Old guards must not touch it.
                 hold.set_count(&mut count, 0);
-                drop(count);
-                let fresh = self.holds.replace(&hold);
-                let mut count = fresh.hold.ops.lock().await;
-                fresh.hold.set_count(&mut count, granted);
-                drop(count);
-                fresh
+                self.holds.replace(&hold, granted)
             };
+            drop(count);
             self.record_grant(&entry, options, token, sent_at);
-            return Ok(Attempt::Granted(LockGuard::new(self, Arc::clone(&entry.hold))));
+            return Ok(Attempt::Granted(LockGuard::new(
+                self,
+                Arc::clone(&entry.hold),
+            )));
         }
     }
 
     /// Sets the token, the expiry and the watchdog of a freshly granted hold.
-    fn record_grant(self: &Arc<Self>, entry: &HoldUse, options: ResolvedOptions, token: u64, sent_at: Instant) {
+    fn record_grant(
+        self: &Arc<Self>,
+        entry: &HoldUse,
+        options: ResolvedOptions,
+        token: u64,
+        sent_at: Instant,
+    ) {
         let hold = &entry.hold;
         hold.set_token(token);
         hold.lease_ms.store(options.lease_ms, Ordering::Release);
@@ -660,7 +702,14 @@ impl Inner {
         loop {
             let error = match self
                 .scripts
-                .acquire(&self.redis, &names.key, &names.token_key, owner, options.lease_ms, options.fenced)
+                .acquire(
+                    &self.redis,
+                    &names.key,
+                    &names.token_key,
+                    owner,
+                    options.lease_ms,
+                    options.fenced,
+                )
                 .await
             {
                 Err(error) if outcome_unknown(&error) => error,
@@ -670,7 +719,10 @@ impl Inner {
             match self.field(names, owner).await {
                 Ok(count) if count == held + 1 => {
                     let token = if options.fenced && count == 1 {
-                        self.redis.get::<Option<u64>, _>(names.token_key.as_str()).await?.unwrap_or(0)
+                        self.redis
+                            .get::<Option<u64>, _>(names.token_key.as_str())
+                            .await?
+                            .unwrap_or(0)
                     } else {
                         0
                     };
@@ -693,7 +745,13 @@ impl Inner {
         loop {
             let error = match self
                 .scripts
-                .release(&self.redis, &names.key, &names.channel, &hold.owner, lease_ms)
+                .release(
+                    &self.redis,
+                    &names.key,
+                    &names.channel,
+                    &hold.owner,
+                    lease_ms,
+                )
                 .await
             {
                 Err(error) if outcome_unknown(&error) => error,
@@ -728,14 +786,17 @@ impl Inner {
     }
 
     /// Releases one hold of `hold`. Stops the watchdog before the last release is sent.
+    ///
+    /// Cancel safe like [`acquire`](Self::acquire): a release abandoned in flight is
+    /// settled (and completed) in the background.
     pub(crate) async fn release(self: &Arc<Self>, hold: &Arc<Hold>) -> Result<()> {
         self.check_running()?;
         let not_held = || LockError::NotHeld {
             name: hold.names.name.clone(),
             owner: hold.owner.clone(),
         };
-        let _entry = self.holds.reenter(hold);
-        let mut count = hold.ops.lock().await;
+        let entry = self.holds.reenter(hold);
+        let count = Arc::clone(&hold.ops).lock_owned().await;
         if hold.is_lost() || *count == 0 {
             return Err(not_held());
         }
@@ -743,7 +804,10 @@ impl Inner {
         if held == 1 {
             hold.stop_watchdog();
         }
-        match self.release_exactly_once(hold, held).await {
+        let mut in_flight = InFlight::new(self, Op::Release, entry, count);
+        let reply = self.release_exactly_once(hold, held).await;
+        let (_entry, mut count) = in_flight.land()?;
+        match reply {
             Ok(Some(remaining)) => {
                 hold.set_count(&mut count, remaining);
                 Ok(())
@@ -760,6 +824,97 @@ impl Inner {
                 Err(error)
             }
         }
+    }
+
+    /// Settles a script whose caller went away mid-flight, with the owner's operation
+    /// lock still held: Redis's count for the owner tells whether it ran. An abandoned
+    /// acquire that ran is undone; an abandoned release that did not run is completed.
+    async fn settle(self: Arc<Self>, op: Op, entry: HoldUse, mut count: OwnedMutexGuard<u32>) {
+        let hold = &entry.hold;
+        let held = *count;
+        let give_up = Instant::now() + self.config.connect_timeout;
+        let now = loop {
+            match self.field(&hold.names, &hold.owner).await {
+                Ok(now) => break now,
+                Err(_) if Instant::now() < give_up => {
+                    tokio::time::sleep(Duration::from_millis(20)).await
+                }
+                Err(error) => {
+                    tracing::debug!(lock = %hold.names.name, %error, "could not settle a cancelled call");
+                    return;
+                }
+            }
+        };
+        let undo = match op {
+            Op::Acquire if now == held + 1 => Some(now),
+            Op::Acquire if now == held => None,
+            Op::Release if now + 1 == held => {
+                hold.set_count(&mut count, now);
+                None
+            }
+            Op::Release if now == held => Some(held),
+            _ => {
+                hold.set_count(&mut count, 0);
+                hold.mark_lost("redis disagrees with the local hold count");
+                None
+            }
+        };
+        if let Some(in_redis) = undo {
+            match self.release_exactly_once(hold, in_redis).await {
+                Ok(Some(remaining)) if op == Op::Release => hold.set_count(&mut count, remaining),
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::debug!(lock = %hold.names.name, %error, "could not settle a cancelled call")
+                }
+            }
+        }
+        if hold.count() == 0 {
+            hold.stop_watchdog();
+        }
+    }
+}
+
+/// Which script an [`InFlight`] call sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Acquire,
+    Release,
+}
+
+/// A script in flight with the owner's operation lock held. If the call's future is
+/// dropped before [`land`](Self::land), the outcome is settled in the background.
+struct InFlight {
+    inner: Arc<Inner>,
+    op: Op,
+    state: Option<(HoldUse, OwnedMutexGuard<u32>)>,
+}
+
+impl InFlight {
+    fn new(inner: &Arc<Inner>, op: Op, entry: HoldUse, count: OwnedMutexGuard<u32>) -> Self {
+        Self {
+            inner: Arc::clone(inner),
+            op,
+            state: Some((entry, count)),
+        }
+    }
+
+    /// The call completed: hand the state back to it.
+    fn land(&mut self) -> Result<(HoldUse, OwnedMutexGuard<u32>)> {
+        self.state
+            .take()
+            .ok_or_else(|| LockError::Protocol("an in-flight call landed twice".into()))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let Some((entry, count)) = self.state.take() else {
+            return;
+        };
+        let inner = Arc::clone(&self.inner);
+        let runtime =
+            tokio::runtime::Handle::try_current().unwrap_or_else(|_| inner.runtime.clone());
+        drop(runtime.spawn(inner.settle(self.op, entry, count)));
     }
 }
 

@@ -289,8 +289,14 @@ mod tests {
     #[test]
     fn bad_names_and_durations_are_rejected() {
         let config = ClientConfig::default();
-        assert!(matches!(config.names(""), Err(LockError::InvalidName { .. })));
-        assert!(matches!(config.names("a}b"), Err(LockError::InvalidName { .. })));
+        assert!(matches!(
+            config.names(""),
+            Err(LockError::InvalidName { .. })
+        ));
+        assert!(matches!(
+            config.names("a}b"),
+            Err(LockError::InvalidName { .. })
+        ));
         assert!(lease_millis("lease", Duration::ZERO).is_err());
         assert!(lease_millis("lease", Duration::MAX).is_err());
         assert!(lease_millis("lease", Duration::from_micros(500)).is_err());

@@ -69,7 +69,12 @@ pub struct Fenced {
 /// holdlock::fence::set(&client, "stock:7", "41", 12).await?;
 /// # Ok(()) }
 /// ```
-pub async fn set(client: &LockClient, key: &str, value: impl Into<String>, token: u64) -> Result<()> {
+pub async fn set(
+    client: &LockClient,
+    key: &str,
+    value: impl Into<String>,
+    token: u64,
+) -> Result<()> {
     let inner = &client.inner;
     inner.check_running()?;
     if token == 0 {
@@ -79,7 +84,11 @@ pub async fn set(client: &LockClient, key: &str, value: impl Into<String>, token
         });
     }
     let value = Value::from(value.into());
-    match inner.scripts.fence_set(&inner.redis, key, value, token).await? {
+    match inner
+        .scripts
+        .fence_set(&inner.redis, key, value, token)
+        .await?
+    {
         Ok(()) => Ok(()),
         Err(newest) => Err(LockError::StaleToken {
             presented: token,
@@ -131,7 +140,9 @@ pub async fn get(client: &LockClient, key: &str) -> Result<Option<Fenced>> {
     match (value, token) {
         (Some(value), Some(token)) => Ok(Some(Fenced { value, token })),
         (None, None) => Ok(None),
-        _ => Err(LockError::Protocol(format!("`{key}` is not a fenced value"))),
+        _ => Err(LockError::Protocol(format!(
+            "`{key}` is not a fenced value"
+        ))),
     }
 }
 

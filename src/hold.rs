@@ -23,7 +23,7 @@ pub(crate) struct Hold {
     /// The authoritative local hold count. Holding this lock serialises this owner's
     /// scripts on this lock, which is what lets an unanswered script be resolved by
     /// reading the owner's field (see `client.rs`).
-    pub(crate) ops: tokio::sync::Mutex<u32>,
+    pub(crate) ops: Arc<tokio::sync::Mutex<u32>>,
     /// A copy of the count for synchronous readers.
     count: AtomicU32,
     /// Calls in progress on this hold; it stays registered while any are.
@@ -38,13 +38,13 @@ pub(crate) struct Hold {
 }
 
 impl Hold {
-    fn new(names: &LockNames, owner: &str) -> Self {
+    fn new(names: &LockNames, owner: &str, count: u32) -> Self {
         Self {
             names: names.clone(),
             owner: owner.to_owned(),
             lease_ms: AtomicU64::new(0),
-            ops: tokio::sync::Mutex::new(0),
-            count: AtomicU32::new(0),
+            ops: Arc::new(tokio::sync::Mutex::new(count)),
+            count: AtomicU32::new(count),
             in_use: AtomicUsize::new(0),
             token: AtomicU64::new(0),
             lost: watch::Sender::new(false),
@@ -84,7 +84,8 @@ impl Hold {
     }
 
     pub(crate) fn is_lost(&self) -> bool {
-        self.lost_flag.load(Ordering::Acquire) || self.expires_at().is_some_and(|at| Instant::now() >= at)
+        self.lost_flag.load(Ordering::Acquire)
+            || self.expires_at().is_some_and(|at| Instant::now() >= at)
     }
 
     pub(crate) fn lost_receiver(&self) -> watch::Receiver<bool> {
@@ -140,9 +141,9 @@ impl Holds {
         let mut map = self.map.lock();
         let slot = map
             .entry((names.key.clone(), owner.to_owned()))
-            .or_insert_with(|| Arc::new(Hold::new(names, owner)));
+            .or_insert_with(|| Arc::new(Hold::new(names, owner, 0)));
         if slot.is_lost() {
-            *slot = Arc::new(Hold::new(names, owner));
+            *slot = Arc::new(Hold::new(names, owner, 0));
         }
         slot.in_use.fetch_add(1, Ordering::AcqRel);
         HoldUse {
@@ -161,13 +162,17 @@ impl Holds {
         }
     }
 
-    /// Registers a new hold in place of `stale`, whose Redis state has vanished.
-    pub(crate) fn replace(self: &Arc<Self>, stale: &Arc<Hold>) -> HoldUse {
+    /// Registers a new hold with `count` holds in place of `stale`, whose Redis state
+    /// has vanished.
+    pub(crate) fn replace(self: &Arc<Self>, stale: &Arc<Hold>, count: u32) -> HoldUse {
         stale.mark_lost("the hold vanished from redis (expired or force-unlocked)");
-        let fresh = Arc::new(Hold::new(&stale.names, &stale.owner));
+        let fresh = Arc::new(Hold::new(&stale.names, &stale.owner, count));
         fresh.in_use.fetch_add(1, Ordering::AcqRel);
         let mut map = self.map.lock();
-        map.insert((stale.names.key.clone(), stale.owner.clone()), Arc::clone(&fresh));
+        map.insert(
+            (stale.names.key.clone(), stale.owner.clone()),
+            Arc::clone(&fresh),
+        );
         HoldUse {
             holds: Arc::clone(self),
             hold: fresh,
@@ -192,7 +197,10 @@ impl Holds {
             return;
         }
         let key = (hold.names.key.clone(), hold.owner.clone());
-        if map.get(&key).is_some_and(|current| Arc::ptr_eq(current, hold)) {
+        if map
+            .get(&key)
+            .is_some_and(|current| Arc::ptr_eq(current, hold))
+        {
             map.remove(&key);
         }
     }

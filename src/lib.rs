@@ -31,7 +31,10 @@
 //! See `docs/design.md` for the data model and the guarantees.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
-#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::panic, clippy::unwrap_used))]
+#![cfg_attr(
+    not(test),
+    deny(clippy::print_stdout, clippy::panic, clippy::unwrap_used)
+)]
 
 mod client;
 mod config;

@@ -17,6 +17,9 @@ use crate::config::LockOptions;
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 
+/// The longest period accepted (ten years), so that every derived duration fits.
+const MAX_PERIOD: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
 /// The right to run one period's job; see [`LockClient::claim_period`].
 ///
 /// # Examples
@@ -65,7 +68,13 @@ impl PeriodClaim {
         let client = LockClient::of(&self.guard);
         let set: Result<(), _> = client
             .redis()
-            .set(self.marker.as_str(), "done", Some(Expiration::PX(keep_ms)), None, false)
+            .set(
+                self.marker.as_str(),
+                "done",
+                Some(Expiration::PX(keep_ms)),
+                None,
+                false,
+            )
             .await;
         let released = self.guard.unlock().await;
         set?;
@@ -91,7 +100,7 @@ impl LockClient {
     /// half a period agree on the period of a tick.
     ///
     /// # Errors
-    /// [`LockError::InvalidOption`] for a zero period or a time before 1970;
+    /// [`LockError::InvalidOption`] for a zero or overlong period, or a time before 1970;
     /// otherwise as [`lock_with`](Self::lock_with).
     ///
     /// # Examples
@@ -111,16 +120,18 @@ impl LockClient {
         options: LockOptions,
     ) -> Result<Option<PeriodClaim>> {
         let period_ms = period.as_millis();
-        if period_ms == 0 {
+        if period_ms == 0 || period > MAX_PERIOD {
             return Err(LockError::InvalidOption {
                 option: "period",
-                reason: "must be at least 1 ms".to_owned(),
+                reason: format!("{period:?} is not between 1 ms and ten years"),
             });
         }
-        let since_epoch = at.duration_since(UNIX_EPOCH).map_err(|_| LockError::InvalidOption {
-            option: "at",
-            reason: "is before 1970".to_owned(),
-        })?;
+        let since_epoch = at
+            .duration_since(UNIX_EPOCH)
+            .map_err(|_| LockError::InvalidOption {
+                option: "at",
+                reason: "is before 1970".to_owned(),
+            })?;
         let index = u64::try_from(since_epoch.as_millis() / period_ms).unwrap_or(u64::MAX);
         let names = self.inner.config.names(name)?;
         let Some(guard) = self.lock_with(name, options).await? else {
@@ -141,4 +152,3 @@ impl LockClient {
         }))
     }
 }
-

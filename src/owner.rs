@@ -69,7 +69,10 @@ mod tests {
     async fn tasks_and_scopes_own_separately() {
         let task = tokio::spawn(async { local_owner() }).await.unwrap();
         assert!(task.starts_with("task-"));
-        let (a, b) = tokio::join!(owner_scope(async { local_owner() }), owner_scope(async { local_owner() }));
+        let (a, b) = tokio::join!(
+            owner_scope(async { local_owner() }),
+            owner_scope(async { local_owner() })
+        );
         assert!(a.starts_with("scope-"));
         assert_ne!(a, b);
     }

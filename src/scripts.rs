@@ -80,8 +80,20 @@ impl Scripts {
         lease_ms: u64,
         fenced: bool,
     ) -> Result<Acquire> {
-        let args: Vec<Value> = vec![owner.into(), lease_ms.to_string().into(), if fenced { "1" } else { "0" }.into()];
-        let reply = self.eval(client, &self.acquire, &[key, token_key], args, Delivery::AtMostOnce).await?;
+        let args: Vec<Value> = vec![
+            owner.into(),
+            lease_ms.to_string().into(),
+            if fenced { "1" } else { "0" }.into(),
+        ];
+        let reply = self
+            .eval(
+                client,
+                &self.acquire,
+                &[key, token_key],
+                args,
+                Delivery::AtMostOnce,
+            )
+            .await?;
         match pair(&reply)? {
             (0, pttl) => Ok(Acquire::Busy {
                 pttl: u64::try_from(pttl).ok().map(Duration::from_millis),
@@ -103,7 +115,9 @@ impl Scripts {
         lease_ms: u64,
     ) -> Result<Option<u32>> {
         let args: Vec<Value> = vec![owner.into(), lease_ms.to_string().into(), channel.into()];
-        let reply = self.eval(client, &self.release, &[key], args, Delivery::AtMostOnce).await?;
+        let reply = self
+            .eval(client, &self.release, &[key], args, Delivery::AtMostOnce)
+            .await?;
         match integer(&reply)? {
             -1 => Ok(None),
             count => u32::try_from(count).map(Some).map_err(|_| protocol(&reply)),
@@ -111,22 +125,51 @@ impl Scripts {
     }
 
     /// Returns whether the owner still held the lock (and so had its lease extended).
-    pub(crate) async fn renew(&self, client: &Client, key: &str, owner: &str, lease_ms: u64) -> Result<bool> {
+    pub(crate) async fn renew(
+        &self,
+        client: &Client,
+        key: &str,
+        owner: &str,
+        lease_ms: u64,
+    ) -> Result<bool> {
         let args: Vec<Value> = vec![owner.into(), lease_ms.to_string().into()];
-        let reply = self.eval(client, &self.renew, &[key], args, Delivery::Retried).await?;
+        let reply = self
+            .eval(client, &self.renew, &[key], args, Delivery::Retried)
+            .await?;
         Ok(integer(&reply)? == 1)
     }
 
     /// Returns whether a lock was deleted.
-    pub(crate) async fn force_unlock(&self, client: &Client, key: &str, channel: &str) -> Result<bool> {
-        let reply = self.eval(client, &self.force_unlock, &[key], vec![channel.into()], Delivery::Retried).await?;
+    pub(crate) async fn force_unlock(
+        &self,
+        client: &Client,
+        key: &str,
+        channel: &str,
+    ) -> Result<bool> {
+        let reply = self
+            .eval(
+                client,
+                &self.force_unlock,
+                &[key],
+                vec![channel.into()],
+                Delivery::Retried,
+            )
+            .await?;
         Ok(integer(&reply)? == 1)
     }
 
     /// Returns `Ok(())` if written, or the newest token if `token` is stale.
-    pub(crate) async fn fence_set(&self, client: &Client, key: &str, value: Value, token: u64) -> Result<Result<(), u64>> {
+    pub(crate) async fn fence_set(
+        &self,
+        client: &Client,
+        key: &str,
+        value: Value,
+        token: u64,
+    ) -> Result<Result<(), u64>> {
         let args: Vec<Value> = vec![value, token.to_string().into()];
-        let reply = self.eval(client, &self.fence_set, &[key], args, Delivery::Retried).await?;
+        let reply = self
+            .eval(client, &self.fence_set, &[key], args, Delivery::Retried)
+            .await?;
         match pair(&reply)? {
             (1, _) => Ok(Ok(())),
             (_, newest) => Ok(Err(u64::try_from(newest).map_err(|_| protocol(&reply))?)),
@@ -134,9 +177,24 @@ impl Scripts {
     }
 
     /// Reads a lock's owners, TTL and last token; `None` if the lock is free.
-    pub(crate) async fn inspect(&self, client: &Client, key: &str, token_key: &str) -> Result<Option<Snapshot>> {
-        let reply = self.eval(client, &self.inspect, &[key, token_key], Vec::new(), Delivery::Retried).await?;
-        let Value::Array(parts) = &reply else { return Err(protocol(&reply)) };
+    pub(crate) async fn inspect(
+        &self,
+        client: &Client,
+        key: &str,
+        token_key: &str,
+    ) -> Result<Option<Snapshot>> {
+        let reply = self
+            .eval(
+                client,
+                &self.inspect,
+                &[key, token_key],
+                Vec::new(),
+                Delivery::Retried,
+            )
+            .await?;
+        let Value::Array(parts) = &reply else {
+            return Err(protocol(&reply));
+        };
         let [pttl, token, Value::Array(fields)] = parts.as_slice() else {
             return Err(protocol(&reply));
         };
@@ -145,14 +203,20 @@ impl Scripts {
         }
         let mut owners = Vec::with_capacity(fields.len() / 2);
         for pair in fields.chunks(2) {
-            let [owner, count] = pair else { return Err(protocol(&reply)) };
+            let [owner, count] = pair else {
+                return Err(protocol(&reply));
+            };
             let owner = owner.as_string().ok_or_else(|| protocol(&reply))?;
             let count = u32::try_from(integer(count)?).map_err(|_| protocol(&reply))?;
             owners.push((owner, count));
         }
         Ok(Some(Snapshot {
-            ttl: u64::try_from(integer(pttl)?).ok().map(Duration::from_millis),
-            token: Some(integer(token)?).filter(|&t| t > 0).and_then(|t| u64::try_from(t).ok()),
+            ttl: u64::try_from(integer(pttl)?)
+                .ok()
+                .map(Duration::from_millis),
+            token: Some(integer(token)?)
+                .filter(|&t| t > 0)
+                .and_then(|t| u64::try_from(t).ok()),
             owners,
         }))
     }
@@ -176,14 +240,21 @@ impl Scripts {
             max_attempts: (delivery == Delivery::AtMostOnce).then_some(1),
             ..Options::default()
         };
-        let command = CustomCommand::new_static("EVALSHA", ClusterHash::Custom(redis_keyslot(first_key.as_bytes())), false);
+        let command = CustomCommand::new_static(
+            "EVALSHA",
+            ClusterHash::Custom(redis_keyslot(first_key.as_bytes())),
+            false,
+        );
         let mut arguments: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
         arguments.push(script.sha1().clone().into());
         arguments.push(Value::Integer(keys.len() as i64));
         arguments.extend(keys.iter().map(|key| Value::from(*key)));
         arguments.extend(args);
         let sender = client.with_options(&options);
-        let reply = match sender.custom::<Value, Value>(command.clone(), arguments.clone()).await {
+        let reply = match sender
+            .custom::<Value, Value>(command.clone(), arguments.clone())
+            .await
+        {
             Err(error) if error.details().starts_with("NOSCRIPT") => {
                 tracing::debug!("script cache flushed on the server; loading the script again");
                 script.load(client).await?;

@@ -60,7 +60,9 @@ impl Waiting {
                         _ => None,
                     },
                 };
-                let Some(waiting) = Weak::upgrade(&weak) else { return };
+                let Some(waiting) = Weak::upgrade(&weak) else {
+                    return;
+                };
                 waiting.wake(channel.as_deref());
             }
         });
@@ -155,7 +157,10 @@ impl Ticket {
         if *subscribed {
             return Ok(false);
         }
-        self.waiting.subscriber.subscribe(self.channel.as_str()).await?;
+        self.waiting
+            .subscriber
+            .subscribe(self.channel.as_str())
+            .await?;
         *subscribed = true;
         Ok(true)
     }

@@ -16,7 +16,12 @@ use crate::hold::Hold;
 
 /// Starts renewing `hold` every `lease / 3`; `granted_at` is when the acquire that
 /// set the current expiry was sent.
-pub(crate) fn spawn(inner: &Arc<Inner>, hold: &Arc<Hold>, lease: Duration, granted_at: Instant) -> JoinHandle<()> {
+pub(crate) fn spawn(
+    inner: &Arc<Inner>,
+    hold: &Arc<Hold>,
+    lease: Duration,
+    granted_at: Instant,
+) -> JoinHandle<()> {
     let inner = Arc::clone(inner);
     let hold = Arc::clone(hold);
     let period = renewal_period(lease);
@@ -28,14 +33,18 @@ pub(crate) fn spawn(inner: &Arc<Inner>, hold: &Arc<Hold>, lease: Duration, grant
         loop {
             ticks.tick().await;
             let sent_at = Instant::now();
-            let renewal = inner.scripts.renew(&inner.redis, &hold.names.key, &hold.owner, lease_ms);
+            let renewal = inner
+                .scripts
+                .renew(&inner.redis, &hold.names.key, &hold.owner, lease_ms);
             match tokio::time::timeout(period, renewal).await {
                 Ok(Ok(true)) => expires = sent_at + lease,
                 Ok(Ok(false)) => {
                     hold.mark_lost("the lock's key or owner field is gone (deleted, force-unlocked or expired)");
                     return;
                 }
-                Ok(Err(error)) => tracing::debug!(lock = %hold.names.name, %error, "renewal failed; will retry"),
+                Ok(Err(error)) => {
+                    tracing::debug!(lock = %hold.names.name, %error, "renewal failed; will retry")
+                }
                 Err(_) => tracing::debug!(lock = %hold.names.name, "renewal timed out; will retry"),
             }
             if Instant::now() >= expires {

@@ -10,7 +10,10 @@ use holdlock::LockClient;
 async fn wait_until_free(client: &LockClient, name: &str) {
     let start = Instant::now();
     while client.is_locked(name).await.unwrap() {
-        assert!(start.elapsed() < Duration::from_secs(3), "a cancelled lock() left a hold behind");
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "a cancelled lock() left a hold behind"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -18,7 +21,11 @@ async fn wait_until_free(client: &LockClient, name: &str) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_thousand_lock_futures_cancelled_at_every_stage_leave_no_key() {
     // A long lease: if a hold leaked, the key would stay for a minute, not vanish.
-    let client = LockClient::builder(common::url()).lease(Duration::from_secs(60)).build().await.unwrap();
+    let client = LockClient::builder(common::url())
+        .lease(Duration::from_secs(60))
+        .build()
+        .await
+        .unwrap();
     let name = common::unique("cancel");
     let mut acquired_before_cancel = 0;
     for i in 0..1_000u64 {
@@ -42,7 +49,10 @@ async fn a_thousand_lock_futures_cancelled_at_every_stage_leave_no_key() {
     }
     wait_until_free(&client, &name).await;
     // Both paths were exercised (the cut points spread over a round trip).
-    assert!(acquired_before_cancel < 1_000, "no future was cancelled mid-way");
+    assert!(
+        acquired_before_cancel < 1_000,
+        "no future was cancelled mid-way"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -55,7 +65,8 @@ async fn cancelled_waiters_leave_no_hold_and_no_subscription() {
     for i in 0..200u64 {
         let (client, name) = (waiters.clone(), name.clone());
         tasks.push(tokio::spawn(async move {
-            let _ = tokio::time::timeout(Duration::from_millis(50 + i % 100), client.lock(&name)).await;
+            let _ =
+                tokio::time::timeout(Duration::from_millis(50 + i % 100), client.lock(&name)).await;
         }));
     }
     for task in tasks {
@@ -68,15 +79,29 @@ async fn cancelled_waiters_leave_no_hold_and_no_subscription() {
     let channel = format!("holdlock:{{{name}}}:released");
     let start = Instant::now();
     loop {
-        let counts: Vec<(String, i64)> = holder.redis().pubsub_numsub(channel.as_str()).await.unwrap();
+        let counts: Vec<(String, i64)> = holder
+            .redis()
+            .pubsub_numsub(channel.as_str())
+            .await
+            .unwrap();
         if counts.first().is_some_and(|(_, n)| *n == 0) {
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(2), "still subscribed: {counts:?}");
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "still subscribed: {counts:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // And the lock still works for the next caller.
-    waiters.try_lock(&name).await.unwrap().expect("free").unlock().await.unwrap();
+    waiters
+        .try_lock(&name)
+        .await
+        .unwrap()
+        .expect("free")
+        .unlock()
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -97,5 +122,8 @@ async fn cancelling_a_waiter_keeps_the_queue_moving() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     first.abort(); // the head of the line gives up
     held.unlock().await.unwrap();
-    tokio::time::timeout(Duration::from_secs(2), second).await.expect("queue stalled").unwrap();
+    tokio::time::timeout(Duration::from_secs(2), second)
+        .await
+        .expect("queue stalled")
+        .unwrap();
 }

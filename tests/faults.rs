@@ -35,7 +35,11 @@ fn start_killer(server: &Arc<RedisServer>) -> (Arc<AtomicBool>, std::thread::Joi
 
 async fn redis_count(client: &LockClient, name: &str, owner: &str) -> Option<i64> {
     for _ in 0..100 {
-        match client.redis().hget::<Option<i64>, _, _>(key(name).as_str(), owner).await {
+        match client
+            .redis()
+            .hget::<Option<i64>, _, _>(key(name).as_str(), owner)
+            .await
+        {
             Ok(count) => return count,
             Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
         }
@@ -47,7 +51,11 @@ async fn redis_count(client: &LockClient, name: &str, owner: &str) -> Option<i64
 async fn killed_connections_never_double_or_drop_a_hold() {
     common::trace();
     let server = Arc::new(RedisServer::start());
-    let client = LockClient::builder(server.url()).lease(Duration::from_secs(30)).build().await.unwrap();
+    let client = LockClient::builder(server.url())
+        .lease(Duration::from_secs(30))
+        .build()
+        .await
+        .unwrap();
     let (stop, killer) = start_killer(&server);
 
     let mut tasks = Vec::new();
@@ -80,7 +88,8 @@ async fn killed_connections_never_double_or_drop_a_hold() {
                     let actual = redis_count(&client, &name, &owner).await;
                     let expected = Some(remaining).filter(|&n| n > 0);
                     if actual != expected {
-                        mismatches.push(format!("after unlock to {remaining}: redis has {actual:?}"));
+                        mismatches
+                            .push(format!("after unlock to {remaining}: redis has {actual:?}"));
                     }
                 }
             }
@@ -119,7 +128,11 @@ async fn script_flush_is_survived_transparently() {
 #[tokio::test(flavor = "multi_thread")]
 async fn renewals_continue_after_the_connection_is_killed() {
     let server = Arc::new(RedisServer::start());
-    let client = LockClient::builder(server.url()).lease(Duration::from_millis(900)).build().await.unwrap();
+    let client = LockClient::builder(server.url())
+        .lease(Duration::from_millis(900))
+        .build()
+        .await
+        .unwrap();
     let name = common::unique("reconnect");
     let guard = client.lock(&name).await.unwrap();
     for _ in 0..4 {
@@ -134,7 +147,11 @@ async fn renewals_continue_after_the_connection_is_killed() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_waiter_still_wakes_after_its_subscriber_connection_is_killed() {
     let server = Arc::new(RedisServer::start());
-    let holder = LockClient::builder(server.url()).lease(Duration::from_secs(30)).build().await.unwrap();
+    let holder = LockClient::builder(server.url())
+        .lease(Duration::from_secs(30))
+        .build()
+        .await
+        .unwrap();
     let waiter = LockClient::connect(&server.url()).await.unwrap();
     let name = common::unique("resubscribe");
     let held = holder.lock(&name).await.unwrap();
@@ -147,17 +164,30 @@ async fn a_waiter_still_wakes_after_its_subscriber_connection_is_killed() {
     tokio::time::sleep(Duration::from_millis(500)).await; // let both reconnect
     let released = Instant::now();
     held.unlock().await.unwrap();
-    tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("waiter slept through").unwrap();
+    tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("waiter slept through")
+        .unwrap();
     assert!(released.elapsed() < Duration::from_secs(5));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lock_call_fails_cleanly_when_the_server_is_gone() {
     let server = RedisServer::start();
-    let client = LockClient::builder(server.url()).connect_timeout(Duration::from_secs(1)).build().await.unwrap();
+    let client = LockClient::builder(server.url())
+        .connect_timeout(Duration::from_secs(1))
+        .build()
+        .await
+        .unwrap();
     drop(server);
     let start = Instant::now();
-    let result = tokio::time::timeout(Duration::from_secs(10), client.try_lock("gone")).await.expect("hung");
+    let result = tokio::time::timeout(Duration::from_secs(10), client.try_lock("gone"))
+        .await
+        .expect("hung");
     assert!(result.is_err());
-    assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        start.elapsed()
+    );
 }

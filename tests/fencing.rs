@@ -20,10 +20,16 @@ async fn a_paused_holders_late_write_is_rejected() {
     // Holder 1 pauses for 2 s; meanwhile its lease expires and holder 2 takes over.
     let second_client = common::client().await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let second = second_client.lock_with(&name, LockOptions::fenced()).await.unwrap().unwrap();
+    let second = second_client
+        .lock_with(&name, LockOptions::fenced())
+        .await
+        .unwrap()
+        .unwrap();
     let second_token = second.fencing_token().unwrap();
     assert!(second_token > first_token);
-    fence::set_with(&second, &resource, "written by holder 2").await.unwrap();
+    fence::set_with(&second, &resource, "written by holder 2")
+        .await
+        .unwrap();
 
     // Holder 1 wakes up and writes: refused, and nothing changes.
     let late = fence::set(&client, &resource, "late write by holder 1", first_token).await;
@@ -46,11 +52,19 @@ async fn tokens_increase_across_holders_expiries_force_unlocks_and_restarts() {
     let mut seen = Vec::new();
     for round in 0..3 {
         // A new client each round: a restarted process.
-        let client = LockClient::builder(common::url()).fencing(true).build().await.unwrap();
+        let client = LockClient::builder(common::url())
+            .fencing(true)
+            .build()
+            .await
+            .unwrap();
         let guard = client.lock(&name).await.unwrap();
         seen.push(guard.fencing_token().unwrap());
         let nested = client.lock(&name).await.unwrap();
-        assert_eq!(nested.fencing_token(), guard.fencing_token(), "nested holds share the token");
+        assert_eq!(
+            nested.fencing_token(),
+            guard.fencing_token(),
+            "nested holds share the token"
+        );
         drop(nested);
         match round {
             0 => guard.unlock().await.unwrap(),
@@ -70,9 +84,16 @@ async fn tokens_increase_across_holders_expiries_force_unlocks_and_restarts() {
         client.shutdown().await;
     }
     let client = LockClient::connect(&common::url()).await.unwrap();
-    let last = client.lock_with(&name, LockOptions::fenced()).await.unwrap().unwrap();
+    let last = client
+        .lock_with(&name, LockOptions::fenced())
+        .await
+        .unwrap()
+        .unwrap();
     seen.push(last.fencing_token().unwrap());
-    assert!(seen.windows(2).all(|pair| pair[0] < pair[1]), "not strictly increasing: {seen:?}");
+    assert!(
+        seen.windows(2).all(|pair| pair[0] < pair[1]),
+        "not strictly increasing: {seen:?}"
+    );
     let info = client.inspect(&name).await.unwrap().unwrap();
     assert_eq!(info.fencing_token, last.fencing_token());
 }
@@ -83,8 +104,14 @@ async fn an_unfenced_lock_has_no_token_and_fence_rejects_token_zero() {
     let guard = client.lock(&common::unique("plain")).await.unwrap();
     assert_eq!(guard.fencing_token(), None);
     let resource = common::unique("resource");
-    assert!(matches!(fence::set_with(&guard, &resource, "x").await, Err(LockError::InvalidOption { .. })));
-    assert!(matches!(fence::set(&client, &resource, "x", 0).await, Err(LockError::InvalidOption { .. })));
+    assert!(matches!(
+        fence::set_with(&guard, &resource, "x").await,
+        Err(LockError::InvalidOption { .. })
+    ));
+    assert!(matches!(
+        fence::set(&client, &resource, "x", 0).await,
+        Err(LockError::InvalidOption { .. })
+    ));
     assert_eq!(fence::get(&client, &resource).await.unwrap(), None);
     assert_eq!(fence::newest_token(&client, &resource).await.unwrap(), 0);
 }

@@ -8,7 +8,12 @@ use holdlock::LockClient;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn inspect_shows_owner_count_ttl_and_token() {
-    let client = LockClient::builder(common::url()).lease(Duration::from_secs(10)).fencing(true).build().await.unwrap();
+    let client = LockClient::builder(common::url())
+        .lease(Duration::from_secs(10))
+        .fencing(true)
+        .build()
+        .await
+        .unwrap();
     let name = common::unique("inspect");
     assert!(client.inspect(&name).await.unwrap().is_none());
     let a = client.lock(&name).await.unwrap();
@@ -19,7 +24,10 @@ async fn inspect_shows_owner_count_ttl_and_token() {
     assert_eq!(info.owners[0].id, a.owner());
     assert_eq!(info.owners[0].hold_count, 2);
     let ttl = info.ttl.unwrap();
-    assert!(ttl > Duration::from_secs(8) && ttl <= Duration::from_secs(10), "{ttl:?}");
+    assert!(
+        ttl > Duration::from_secs(8) && ttl <= Duration::from_secs(10),
+        "{ttl:?}"
+    );
     assert_eq!(info.fencing_token, a.fencing_token());
     assert!(client.is_locked(&name).await.unwrap());
     let remaining = b.remaining_ttl().await.unwrap().unwrap();
@@ -30,12 +38,23 @@ async fn inspect_shows_owner_count_ttl_and_token() {
 #[tokio::test(flavor = "multi_thread")]
 async fn list_scans_by_pattern_and_skips_other_keys() {
     let prefix = format!("list-{}:", uuid::Uuid::new_v4().simple());
-    let client = LockClient::builder(common::url()).prefix(&prefix).fencing(true).build().await.unwrap();
+    let client = LockClient::builder(common::url())
+        .prefix(&prefix)
+        .fencing(true)
+        .build()
+        .await
+        .unwrap();
     let mut guards = Vec::new();
     for name in ["job:a", "job:b", "account:1"] {
         guards.push(client.lock(name).await.unwrap());
     }
-    let mut jobs: Vec<String> = client.list("job:*").await.unwrap().into_iter().map(|i| i.name).collect();
+    let mut jobs: Vec<String> = client
+        .list("job:*")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
     jobs.sort();
     assert_eq!(jobs, ["job:a", "job:b"]);
     // The token counters (strings) are not listed as locks.
@@ -50,7 +69,11 @@ async fn list_scans_by_pattern_and_skips_other_keys() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn force_unlock_frees_the_lock_wakes_waiters_and_the_holder_learns_it_lost() {
-    let holder = LockClient::builder(common::url()).lease(Duration::from_millis(900)).build().await.unwrap();
+    let holder = LockClient::builder(common::url())
+        .lease(Duration::from_millis(900))
+        .build()
+        .await
+        .unwrap();
     let waiter = common::client().await;
     let operator = common::client().await;
     let name = common::unique("force");
@@ -66,10 +89,24 @@ async fn force_unlock_frees_the_lock_wakes_waiters_and_the_holder_learns_it_lost
     let broke_at = Instant::now();
     assert!(operator.force_unlock(&name).await.unwrap());
     let (woke_at, got) = waiting.await.unwrap();
-    assert!(woke_at - broke_at < Duration::from_millis(100), "waiter was not woken");
-    tokio::time::timeout(Duration::from_secs(1), guard.lost()).await.expect("holder never learned");
-    assert!(matches!(guard.unlock().await, Err(holdlock::LockError::NotHeld { .. })));
-    assert!(operator.is_locked(&name).await.unwrap(), "the stale unlock did not free the new holder's lock");
+    assert!(
+        woke_at - broke_at < Duration::from_millis(100),
+        "waiter was not woken"
+    );
+    tokio::time::timeout(Duration::from_secs(1), guard.lost())
+        .await
+        .expect("holder never learned");
+    assert!(matches!(
+        guard.unlock().await,
+        Err(holdlock::LockError::NotHeld { .. })
+    ));
+    assert!(
+        operator.is_locked(&name).await.unwrap(),
+        "the stale unlock did not free the new holder's lock"
+    );
     got.unlock().await.unwrap();
-    assert!(!operator.force_unlock(&name).await.unwrap(), "nothing left to break");
+    assert!(
+        !operator.force_unlock(&name).await.unwrap(),
+        "nothing left to break"
+    );
 }

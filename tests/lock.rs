@@ -55,7 +55,10 @@ async fn two_clients_times_sixteen_tasks_never_lose_an_increment() {
     }
     let total: i64 = clients[0].redis().get(counter.as_str()).await.unwrap();
     assert_eq!(total, 1_000);
-    assert!(!clients[0].is_locked(&name).await.unwrap(), "the lock is free at the end");
+    assert!(
+        !clients[0].is_locked(&name).await.unwrap(),
+        "the lock is free at the end"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -65,7 +68,11 @@ async fn try_lock_on_a_held_lock_returns_none_without_waiting() {
     let held = a.lock(&name).await.unwrap();
     let start = Instant::now();
     assert!(b.try_lock(&name).await.unwrap().is_none());
-    assert!(start.elapsed() < Duration::from_millis(500), "took {:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_millis(500),
+        "took {:?}",
+        start.elapsed()
+    );
     held.unlock().await.unwrap();
     let got = b.try_lock(&name).await.unwrap().expect("free after unlock");
     got.unlock().await.unwrap();
@@ -77,21 +84,34 @@ async fn lock_timeout_gives_up_after_its_timeout() {
     let (a, b) = (common::client().await, common::client().await);
     let _held = a.lock(&name).await.unwrap();
     let start = Instant::now();
-    let got = b.lock_timeout(&name, Duration::from_millis(300)).await.unwrap();
+    let got = b
+        .lock_timeout(&name, Duration::from_millis(300))
+        .await
+        .unwrap();
     let waited = start.elapsed();
     assert!(got.is_none());
-    assert!(waited >= Duration::from_millis(300), "gave up early: {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(300),
+        "gave up early: {waited:?}"
+    );
     assert!(waited < Duration::from_secs(3), "gave up late: {waited:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_waiter_is_woken_by_the_release_message_not_by_the_lease() {
     let name = common::unique("wake");
-    let holder = LockClient::builder(common::url()).lease(Duration::from_secs(60)).build().await.unwrap();
+    let holder = LockClient::builder(common::url())
+        .lease(Duration::from_secs(60))
+        .build()
+        .await
+        .unwrap();
     let waiter = common::client().await;
     let held = holder.lock(&name).await.unwrap();
     let pttl = held.remaining_ttl().await.unwrap().unwrap();
-    assert!(pttl > Duration::from_secs(20), "holder's TTL is long: {pttl:?}");
+    assert!(
+        pttl > Duration::from_secs(20),
+        "holder's TTL is long: {pttl:?}"
+    );
 
     let name2 = name.clone();
     let waiting = tokio::spawn(async move {
@@ -103,7 +123,10 @@ async fn a_waiter_is_woken_by_the_release_message_not_by_the_lease() {
     held.unlock().await.unwrap();
     let (acquired_at, guard) = waiting.await.unwrap();
     let delay = acquired_at - released_at;
-    assert!(delay < Duration::from_millis(50), "woke {delay:?} after the release");
+    assert!(
+        delay < Duration::from_millis(50),
+        "woke {delay:?} after the release"
+    );
     guard.unlock().await.unwrap();
 }
 
@@ -144,10 +167,13 @@ async fn another_owner_cannot_release_and_a_guard_moves_between_tasks() {
     assert!(blocked.await.unwrap());
     // ...nor release it through the scripts: only the owner's field counts.
     let raw = client.redis();
-    let fields: std::collections::HashMap<String, i64> = raw.hgetall(common_key(&name).as_str()).await.unwrap();
+    let fields: std::collections::HashMap<String, i64> =
+        raw.hgetall(common_key(&name).as_str()).await.unwrap();
     assert_eq!(fields.get(&owner), Some(&1));
     // The guard remembers its owner: moved to another task, it still releases.
-    tokio::spawn(async move { guard.unlock().await.unwrap() }).await.unwrap();
+    tokio::spawn(async move { guard.unlock().await.unwrap() })
+        .await
+        .unwrap();
     assert!(!client.is_locked(&name).await.unwrap());
 }
 
@@ -169,7 +195,9 @@ async fn futures_joined_in_one_task_share_an_owner_unless_scoped() {
 
     // With scopes they exclude each other: the critical sections never overlap.
     let inside = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let section = |client: LockClient, name: String, inside: Arc<std::sync::atomic::AtomicUsize>| async move {
+    let section = |client: LockClient,
+                   name: String,
+                   inside: Arc<std::sync::atomic::AtomicUsize>| async move {
         let guard = client.lock(&name).await.unwrap();
         let before = inside.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -201,23 +229,65 @@ async fn owner_id_names_the_current_task() {
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_input_is_rejected_and_changes_nothing() {
     let client = common::client().await;
-    assert!(matches!(client.lock("").await, Err(LockError::InvalidName { .. })));
-    assert!(matches!(client.try_lock("a{b}").await, Err(LockError::InvalidName { .. })));
+    assert!(matches!(
+        client.lock("").await,
+        Err(LockError::InvalidName { .. })
+    ));
+    assert!(matches!(
+        client.try_lock("a{b}").await,
+        Err(LockError::InvalidName { .. })
+    ));
     let name = common::unique("bad");
     let zero = LockOptions::new().lease(Duration::ZERO);
-    assert!(matches!(client.lock_with(&name, zero).await, Err(LockError::InvalidOption { option: "lease", .. })));
+    assert!(matches!(
+        client.lock_with(&name, zero).await,
+        Err(LockError::InvalidOption {
+            option: "lease",
+            ..
+        })
+    ));
     let huge = LockOptions::new().lease(Duration::MAX);
-    assert!(matches!(client.lock_with(&name, huge).await, Err(LockError::InvalidOption { .. })));
+    assert!(matches!(
+        client.lock_with(&name, huge).await,
+        Err(LockError::InvalidOption { .. })
+    ));
     let forever = LockOptions::new().wait(Duration::MAX);
-    assert!(matches!(client.lock_with(&name, forever).await, Err(LockError::InvalidOption { .. })));
-    assert!(!client.is_locked(&name).await.unwrap(), "nothing was written");
+    assert!(matches!(
+        client.lock_with(&name, forever).await,
+        Err(LockError::InvalidOption { .. })
+    ));
+    assert!(
+        !client.is_locked(&name).await.unwrap(),
+        "nothing was written"
+    );
 
-    let braces = LockClient::builder(common::url()).prefix("{app}:").build().await;
-    assert!(matches!(braces, Err(LockError::InvalidOption { option: "prefix", .. })));
-    let zero_lease = LockClient::builder(common::url()).lease(Duration::ZERO).build().await;
-    assert!(matches!(zero_lease, Err(LockError::InvalidOption { option: "lease", .. })));
+    let braces = LockClient::builder(common::url())
+        .prefix("{app}:")
+        .build()
+        .await;
+    assert!(matches!(
+        braces,
+        Err(LockError::InvalidOption {
+            option: "prefix",
+            ..
+        })
+    ));
+    let zero_lease = LockClient::builder(common::url())
+        .lease(Duration::ZERO)
+        .build()
+        .await;
+    assert!(matches!(
+        zero_lease,
+        Err(LockError::InvalidOption {
+            option: "lease",
+            ..
+        })
+    ));
     let bad_url = LockClient::connect("not a url at all").await;
-    assert!(matches!(bad_url, Err(LockError::InvalidOption { option: "url", .. })), "{bad_url:?}");
+    assert!(
+        matches!(bad_url, Err(LockError::InvalidOption { option: "url", .. })),
+        "{bad_url:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -225,22 +295,41 @@ async fn a_key_of_another_type_is_wrongtype_and_left_alone() {
     let client = common::client().await;
     let name = common::unique("wrongtype");
     let key = common_key(&name);
-    let _: () = client.redis().set(key.as_str(), "not a lock", None, None, false).await.unwrap();
-    assert!(matches!(client.lock(&name).await, Err(LockError::WrongType { .. })));
+    let _: () = client
+        .redis()
+        .set(key.as_str(), "not a lock", None, None, false)
+        .await
+        .unwrap();
+    assert!(matches!(
+        client.lock(&name).await,
+        Err(LockError::WrongType { .. })
+    ));
     let second = client.try_lock(&name).await;
-    assert!(matches!(second, Err(LockError::WrongType { .. })), "{second:?}");
+    assert!(
+        matches!(second, Err(LockError::WrongType { .. })),
+        "{second:?}"
+    );
     let value: String = client.redis().get(key.as_str()).await.unwrap();
     assert_eq!(value, "not a lock");
 
     let list = common_key(&common::unique("wrongtype-list"));
-    let _: () = fred::interfaces::ListInterface::rpush(client.redis(), list.as_str(), "x").await.unwrap();
+    let _: () = fred::interfaces::ListInterface::rpush(client.redis(), list.as_str(), "x")
+        .await
+        .unwrap();
     let name = list.trim_start_matches("holdlock:{").trim_end_matches('}');
-    assert!(matches!(client.lock(name).await, Err(LockError::WrongType { .. })));
+    assert!(matches!(
+        client.lock(name).await,
+        Err(LockError::WrongType { .. })
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn connecting_to_a_dead_port_fails_within_the_connect_timeout() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let start = Instant::now();
     let result = LockClient::builder(format!("redis://127.0.0.1:{port}"))
         .connect_timeout(Duration::from_secs(2))
@@ -248,7 +337,11 @@ async fn connecting_to_a_dead_port_fails_within_the_connect_timeout() {
         .await;
     assert!(result.is_err(), "connected to nothing?");
     assert!(result.unwrap_err().is_redis());
-    assert!(start.elapsed() < Duration::from_secs(3), "took {:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        start.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -256,5 +349,8 @@ async fn a_shut_down_client_refuses_work() {
     let client = common::client().await;
     client.shutdown().await;
     assert!(matches!(client.lock("x").await, Err(LockError::Shutdown)));
-    assert!(matches!(client.is_locked("x").await, Err(LockError::Shutdown)));
+    assert!(matches!(
+        client.is_locked("x").await,
+        Err(LockError::Shutdown)
+    ));
 }

@@ -12,7 +12,11 @@ fn key(name: &str) -> String {
 }
 
 async fn count_in_redis(client: &holdlock::LockClient, name: &str, owner: &str) -> Option<i64> {
-    client.redis().hget(key(name).as_str(), owner).await.unwrap()
+    client
+        .redis()
+        .hget(key(name).as_str(), owner)
+        .await
+        .unwrap()
 }
 
 /// Takes the lock three times in one task and releases in the order given.
@@ -37,13 +41,19 @@ async fn three_deep_released_in(order: [usize; 3]) {
         let left = 2 - released as i64;
         if left > 0 {
             assert_eq!(count_in_redis(&client, &name, &owner).await, Some(left));
-            assert!(client.is_locked(&name).await.unwrap(), "held while any hold remains");
+            assert!(
+                client.is_locked(&name).await.unwrap(),
+                "held while any hold remains"
+            );
             for guard in guards.iter().flatten() {
                 assert_eq!(guard.hold_count() as i64, left);
             }
         }
     }
-    assert!(!client.is_locked(&name).await.unwrap(), "the key is deleted at zero");
+    assert!(
+        !client.is_locked(&name).await.unwrap(),
+        "the key is deleted at zero"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -80,7 +90,10 @@ async fn re_entry_works_while_others_wait_in_line() {
     inner.unlock().await.unwrap();
     assert!(!waiter.is_finished(), "still held once");
     outer.unlock().await.unwrap();
-    tokio::time::timeout(Duration::from_secs(2), waiter).await.unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(2), waiter)
+        .await
+        .unwrap()
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -93,7 +106,9 @@ async fn a_second_unlock_of_the_same_hold_is_not_held() {
     // Another owner takes it; the old owner's hold is gone and cannot be released.
     let other = {
         let (client, name) = (client.clone(), name.clone());
-        tokio::spawn(async move { client.lock(&name).await.unwrap() }).await.unwrap()
+        tokio::spawn(async move { client.lock(&name).await.unwrap() })
+            .await
+            .unwrap()
     };
     assert_ne!(other.owner(), owner);
     assert_eq!(count_in_redis(&client, &name, &owner).await, None);
@@ -112,7 +127,10 @@ async fn a_guard_whose_hold_vanished_reports_not_held_and_touches_nothing() {
     assert_eq!(fresh.hold_count(), 1, "a fresh hold, not a nested one");
     assert!(old.is_lost());
     assert!(matches!(old.unlock().await, Err(LockError::NotHeld { .. })));
-    assert!(client.is_locked(&name).await.unwrap(), "the fresh hold survived the stale unlock");
+    assert!(
+        client.is_locked(&name).await.unwrap(),
+        "the fresh hold survived the stale unlock"
+    );
     fresh.unlock().await.unwrap();
     assert!(!client.is_locked(&name).await.unwrap());
 }
@@ -127,7 +145,10 @@ async fn dropping_nested_guards_releases_in_the_background() {
     drop(a);
     let start = std::time::Instant::now();
     while client.is_locked(&name).await.unwrap() {
-        assert!(start.elapsed() < Duration::from_secs(2), "drop never released");
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "drop never released"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }

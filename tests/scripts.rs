@@ -30,17 +30,38 @@ impl Lock {
     }
 
     async fn acquire(&self, owner: &str, lease_ms: i64, fenced: bool) -> Vec<i64> {
-        let args = vec![owner.to_owned(), lease_ms.to_string(), if fenced { "1" } else { "0" }.to_owned()];
-        self.redis.eval(ACQUIRE, vec![self.key.clone(), self.token_key.clone()], args).await.unwrap()
+        let args = vec![
+            owner.to_owned(),
+            lease_ms.to_string(),
+            if fenced { "1" } else { "0" }.to_owned(),
+        ];
+        self.redis
+            .eval(
+                ACQUIRE,
+                vec![self.key.clone(), self.token_key.clone()],
+                args,
+            )
+            .await
+            .unwrap()
     }
 
     async fn release(&self, owner: &str) -> i64 {
         let args = vec![owner.to_owned(), "10000".to_owned(), self.channel.clone()];
-        self.redis.eval(RELEASE, self.key.clone(), args).await.unwrap()
+        self.redis
+            .eval(RELEASE, self.key.clone(), args)
+            .await
+            .unwrap()
     }
 
     async fn renew(&self, owner: &str, lease_ms: i64) -> i64 {
-        self.redis.eval(RENEW, self.key.clone(), vec![owner.to_owned(), lease_ms.to_string()]).await.unwrap()
+        self.redis
+            .eval(
+                RENEW,
+                self.key.clone(),
+                vec![owner.to_owned(), lease_ms.to_string()],
+            )
+            .await
+            .unwrap()
     }
 
     async fn pttl(&self) -> i64 {
@@ -55,8 +76,12 @@ async fn acquire_grants_reenters_and_reports_the_holders_ttl() {
     assert_eq!(lock.acquire("a", 10_000, false).await, vec![2, 0]);
     let busy = lock.acquire("b", 10_000, false).await;
     assert_eq!(busy[0], 0, "another owner is refused");
-    assert!(busy[1] > 9_000 && busy[1] <= 10_000, "with the holder's PTTL: {busy:?}");
-    let fields: std::collections::HashMap<String, i64> = lock.redis.hgetall(lock.key.as_str()).await.unwrap();
+    assert!(
+        busy[1] > 9_000 && busy[1] <= 10_000,
+        "with the holder's PTTL: {busy:?}"
+    );
+    let fields: std::collections::HashMap<String, i64> =
+        lock.redis.hgetall(lock.key.as_str()).await.unwrap();
     assert_eq!(fields, [("a".to_owned(), 2)].into());
 }
 
@@ -66,9 +91,16 @@ async fn release_counts_down_refreshes_and_deletes_at_zero() {
     lock.acquire("a", 10_000, false).await;
     lock.acquire("a", 10_000, false).await;
     assert_eq!(lock.release("b").await, -1, "a non-owner holds nothing");
-    let _: bool = lock.redis.pexpire(lock.key.as_str(), 500, None).await.unwrap();
+    let _: bool = lock
+        .redis
+        .pexpire(lock.key.as_str(), 500, None)
+        .await
+        .unwrap();
     assert_eq!(lock.release("a").await, 1);
-    assert!(lock.pttl().await > 9_000, "a remaining hold gets the lease again");
+    assert!(
+        lock.pttl().await > 9_000,
+        "a remaining hold gets the lease again"
+    );
     assert_eq!(lock.release("a").await, 0);
     let exists: i64 = lock.redis.exists(lock.key.as_str()).await.unwrap();
     assert_eq!(exists, 0);
@@ -80,7 +112,9 @@ async fn release_at_zero_publishes_on_the_channel() {
     use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
     let lock = Lock::new("publish").await;
     let config = fred::types::config::Config::from_url(&common::url()).unwrap();
-    let subscriber = fred::types::Builder::from_config(config).build_subscriber_client().unwrap();
+    let subscriber = fred::types::Builder::from_config(config)
+        .build_subscriber_client()
+        .unwrap();
     subscriber.init().await.unwrap();
     let mut messages = subscriber.message_rx();
     subscriber.subscribe(lock.channel.as_str()).await.unwrap();
@@ -88,7 +122,10 @@ async fn release_at_zero_publishes_on_the_channel() {
     lock.acquire("a", 10_000, false).await;
     lock.release("a").await;
     lock.release("a").await;
-    let message = tokio::time::timeout(std::time::Duration::from_secs(2), messages.recv()).await.unwrap().unwrap();
+    let message = tokio::time::timeout(std::time::Duration::from_secs(2), messages.recv())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(message.channel.to_string(), lock.channel);
     // Exactly one message: the nested release published nothing.
     let more = tokio::time::timeout(std::time::Duration::from_millis(200), messages.recv()).await;
@@ -114,7 +151,11 @@ async fn fencing_tokens_are_drawn_only_on_fresh_acquisitions() {
     let first = lock.acquire("a", 10_000, true).await;
     assert_eq!(first[0], 1);
     assert!(first[1] >= 1);
-    assert_eq!(lock.acquire("a", 10_000, true).await, vec![2, 0], "nested: no new token");
+    assert_eq!(
+        lock.acquire("a", 10_000, true).await,
+        vec![2, 0],
+        "nested: no new token"
+    );
     lock.release("a").await;
     lock.release("a").await;
     let second = lock.acquire("b", 10_000, true).await;
@@ -126,22 +167,42 @@ async fn fencing_tokens_are_drawn_only_on_fresh_acquisitions() {
 #[tokio::test]
 async fn force_unlock_deletes_whatever_the_owner() {
     let lock = Lock::new("force").await;
-    let deleted: i64 = lock.redis.eval(FORCE_UNLOCK, lock.key.clone(), lock.channel.clone()).await.unwrap();
+    let deleted: i64 = lock
+        .redis
+        .eval(FORCE_UNLOCK, lock.key.clone(), lock.channel.clone())
+        .await
+        .unwrap();
     assert_eq!(deleted, 0);
     lock.acquire("a", 10_000, false).await;
-    let deleted: i64 = lock.redis.eval(FORCE_UNLOCK, lock.key.clone(), lock.channel.clone()).await.unwrap();
+    let deleted: i64 = lock
+        .redis
+        .eval(FORCE_UNLOCK, lock.key.clone(), lock.channel.clone())
+        .await
+        .unwrap();
     assert_eq!(deleted, 1);
-    assert_eq!(lock.renew("a", 10_000).await, 0, "the old owner cannot renew");
+    assert_eq!(
+        lock.renew("a", 10_000).await,
+        0,
+        "the old owner cannot renew"
+    );
 }
 
 #[tokio::test]
 async fn scripts_raise_wrongtype_on_a_foreign_key() {
     let lock = Lock::new("foreign").await;
-    let _: () = lock.redis.set(lock.key.as_str(), "x", None, None, false).await.unwrap();
+    let _: () = lock
+        .redis
+        .set(lock.key.as_str(), "x", None, None, false)
+        .await
+        .unwrap();
     let args = vec!["a".to_owned(), "1000".to_owned(), "0".to_owned()];
     let error = lock
         .redis
-        .eval::<Value, _, _, _>(ACQUIRE, vec![lock.key.clone(), lock.token_key.clone()], args)
+        .eval::<Value, _, _, _>(
+            ACQUIRE,
+            vec![lock.key.clone(), lock.token_key.clone()],
+            args,
+        )
         .await
         .unwrap_err();
     assert!(error.details().contains("WRONGTYPE"), "{error:?}");
@@ -156,10 +217,19 @@ async fn fence_set_refuses_older_tokens() {
     let set = |value: &str, token: u64| {
         let (redis, key) = (lock.redis.clone(), key.clone());
         let args = vec![value.to_owned(), token.to_string()];
-        async move { redis.eval::<Vec<i64>, _, _, _>(FENCE_SET, key, args).await.unwrap() }
+        async move {
+            redis
+                .eval::<Vec<i64>, _, _, _>(FENCE_SET, key, args)
+                .await
+                .unwrap()
+        }
     };
     assert_eq!(set("v5", 5).await, vec![1, 5]);
-    assert_eq!(set("v5b", 5).await, vec![1, 5], "the same token may write again");
+    assert_eq!(
+        set("v5b", 5).await,
+        vec![1, 5],
+        "the same token may write again"
+    );
     assert_eq!(set("v3", 3).await, vec![0, 5], "an older token is refused");
     let value: String = lock.redis.hget(key.as_str(), "value").await.unwrap();
     assert_eq!(value, "v5b");

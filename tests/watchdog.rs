@@ -12,7 +12,11 @@ fn key(name: &str) -> String {
 }
 
 async fn short_lease_client(lease: Duration) -> LockClient {
-    LockClient::builder(common::url()).lease(lease).build().await.unwrap()
+    LockClient::builder(common::url())
+        .lease(lease)
+        .build()
+        .await
+        .unwrap()
 }
 
 async fn wait_until_free(client: &LockClient, name: &str, limit: Duration) -> Duration {
@@ -32,7 +36,10 @@ async fn the_watchdog_keeps_a_one_second_lease_alive_for_four_seconds() {
     let guard = client.lock(&name).await.unwrap();
     for _ in 0..8 {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        assert!(other.try_lock(&name).await.unwrap().is_none(), "someone else got in");
+        assert!(
+            other.try_lock(&name).await.unwrap().is_none(),
+            "someone else got in"
+        );
         let ttl = guard.remaining_ttl().await.unwrap().expect("still there");
         assert!(ttl <= Duration::from_secs(1));
     }
@@ -48,7 +55,9 @@ async fn a_fixed_lease_is_not_renewed_and_reports_lost_when_it_runs_out() {
     let options = LockOptions::new().lease(Duration::from_millis(400));
     let guard = client.lock_with(&name, options).await.unwrap().unwrap();
     let start = Instant::now();
-    tokio::time::timeout(Duration::from_secs(2), guard.lost()).await.expect("lost fires");
+    tokio::time::timeout(Duration::from_secs(2), guard.lost())
+        .await
+        .expect("lost fires");
     assert!(start.elapsed() >= Duration::from_millis(350));
     assert!(guard.is_lost());
     wait_until_free(&client, &name, Duration::from_secs(1)).await;
@@ -64,11 +73,16 @@ async fn the_lost_signal_fires_within_one_renewal_period_after_the_key_is_delete
         let start = Instant::now();
         let raw = common::raw(&common::url()).await;
         let _: i64 = raw.del(key(&name).as_str()).await.unwrap();
-        tokio::time::timeout(Duration::from_secs(2), guard.lost()).await.expect("lost never fired");
+        tokio::time::timeout(Duration::from_secs(2), guard.lost())
+            .await
+            .expect("lost never fired");
         start.elapsed()
     };
     // One renewal period is lease / 3 = 300 ms; allow scheduling slack.
-    assert!(lost <= lease / 3 + Duration::from_millis(150), "lost after {lost:?}");
+    assert!(
+        lost <= lease / 3 + Duration::from_millis(150),
+        "lost after {lost:?}"
+    );
     assert!(guard.is_lost());
 }
 
@@ -91,9 +105,15 @@ async fn a_shut_down_client_frees_its_lock_within_the_lease() {
     let guard = client.lock(&name).await.unwrap();
     tokio::time::sleep(Duration::from_millis(700)).await; // past one renewal
     client.shutdown().await;
-    assert!(guard.is_lost(), "a shut-down client's guards know they are lost");
+    assert!(
+        guard.is_lost(),
+        "a shut-down client's guards know they are lost"
+    );
     let freed = wait_until_free(&observer, &name, lease * 2).await;
-    assert!(freed <= lease + Duration::from_millis(200), "freed after {freed:?}");
+    assert!(
+        freed <= lease + Duration::from_millis(200),
+        "freed after {freed:?}"
+    );
     drop(guard); // releases nothing, panics nowhere
 }
 
@@ -106,7 +126,11 @@ fn a_dropped_client_and_runtime_free_the_lock_within_the_lease() {
     let url = common::url();
     let doomed = tokio::runtime::Runtime::new().unwrap();
     let guard = doomed.block_on(async {
-        let client = LockClient::builder(&url).lease(lease).build().await.unwrap();
+        let client = LockClient::builder(&url)
+            .lease(lease)
+            .build()
+            .await
+            .unwrap();
         client.lock(&name).await.unwrap()
     });
     std::mem::forget(guard);
@@ -115,9 +139,15 @@ fn a_dropped_client_and_runtime_free_the_lock_within_the_lease() {
     let observer = tokio::runtime::Runtime::new().unwrap();
     observer.block_on(async {
         let client = LockClient::connect(&url).await.unwrap();
-        assert!(client.is_locked(&name).await.unwrap(), "the lease outlives the crash briefly");
+        assert!(
+            client.is_locked(&name).await.unwrap(),
+            "the lease outlives the crash briefly"
+        );
         let freed = wait_until_free(&client, &name, lease * 2).await;
-        assert!(freed <= lease + Duration::from_millis(200), "freed after {freed:?}");
+        assert!(
+            freed <= lease + Duration::from_millis(200),
+            "freed after {freed:?}"
+        );
     });
 }
 
@@ -132,7 +162,10 @@ async fn no_renewal_outlives_the_last_unlock() {
     }
     // Re-create a key by hand with a short TTL: a stray renewal would extend it.
     let raw = common::raw(&common::url()).await;
-    let _: () = raw.hset(key(&name).as_str(), ("someone-else", 1)).await.unwrap();
+    let _: () = raw
+        .hset(key(&name).as_str(), ("someone-else", 1))
+        .await
+        .unwrap();
     let _: bool = raw.pexpire(key(&name).as_str(), 200, None).await.unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
     let exists: i64 = raw.exists(key(&name).as_str()).await.unwrap();
@@ -164,6 +197,9 @@ async fn shutdown_finishes_releases_that_dropped_guards_started() {
     }
     client.shutdown().await; // right away: the background releases must still land
     for name in &names {
-        assert!(!observer.is_locked(name).await.unwrap(), "{name} was left held");
+        assert!(
+            !observer.is_locked(name).await.unwrap(),
+            "{name} was left held"
+        );
     }
 }

@@ -40,7 +40,9 @@ pub fn unique(test: &str) -> String {
 
 /// A client of the shared server with default settings.
 pub async fn client() -> LockClient {
-    LockClient::connect(&url()).await.expect("connect to the test redis")
+    LockClient::connect(&url())
+        .await
+        .expect("connect to the test redis")
 }
 
 /// Starts `tracing` output for a test when `RUST_LOG` is set.
@@ -129,9 +131,13 @@ impl RedisServer {
         for arg in args {
             request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
         }
-        stream.write_all(request.as_bytes()).map_err(|e| e.to_string())?;
+        stream
+            .write_all(request.as_bytes())
+            .map_err(|e| e.to_string())?;
         let mut line = String::new();
-        BufReader::new(stream).read_line(&mut line).map_err(|e| e.to_string())?;
+        BufReader::new(stream)
+            .read_line(&mut line)
+            .map_err(|e| e.to_string())?;
         Ok(line.trim_end().to_owned())
     }
 
@@ -155,15 +161,22 @@ impl Drop for RedisServer {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn which(bin: &str) -> Option<PathBuf> {
     if bin.contains('/') {
         return Some(PathBuf::from(bin)).filter(|p| p.exists());
     }
-    std::env::var_os("PATH")
-        .and_then(|paths| std::env::split_paths(&paths).map(|dir| dir.join(bin)).find(|p| p.exists()))
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(bin))
+            .find(|p| p.exists())
+    })
 }
 
 /// A plain fred client of the same server, for checking Redis behind the lock's back.

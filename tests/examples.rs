@@ -1,0 +1,452 @@
+//! The examples, run as a user would run them: `oversell`, `accounts_http` (two
+//! instances under 2,000 concurrent transfers) and `cron_once`.
+//!
+//! The example binaries are built with `cargo build --example ...` into the same target
+//! directory and profile as this test (a no-op when `cargo test` has built them already),
+//! then run as child processes against throwaway Redis servers on loopback.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use holdlock::LockClient;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const EXAMPLES: [&str; 3] = ["oversell", "accounts_http", "cron_once"];
+
+/// The oversell and bank tests each load both cores; they take turns. (The cron test
+/// runs beside them: it mostly sleeps, and its margins are hundreds of milliseconds.)
+static HEAVY: Mutex<()> = Mutex::new(());
+
+/// Builds the examples once per test run and returns the path of one of them.
+fn example(name: &str) -> PathBuf {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let dir = BUILT
+        .get_or_init(build_examples)
+        .as_ref()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(path.exists(), "{} was not built", path.display());
+    path
+}
+
+/// Runs `cargo build --example ...` for the profile this test was built with, and
+/// returns the examples directory: `target/<profile>/examples`, beside `deps/` where
+/// this test executable lives.
+fn build_examples() -> Result<PathBuf, String> {
+    let test_exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let profile_dir = test_exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .ok_or("the test executable is not in target/<profile>/deps")?;
+    let mut cargo = Command::new(env!("CARGO"));
+    cargo.current_dir(env!("CARGO_MANIFEST_DIR")).arg("build");
+    for name in EXAMPLES {
+        cargo.args(["--example", name]);
+    }
+    match profile_dir.file_name().and_then(|name| name.to_str()) {
+        Some("debug") => {}
+        Some("release") => {
+            cargo.arg("--release");
+        }
+        Some(profile) => {
+            cargo.args(["--profile", profile]);
+        }
+        None => {
+            return Err(format!(
+                "cannot tell the profile from {}",
+                profile_dir.display()
+            ));
+        }
+    }
+    // Build with the features this test was built with (list each feature of
+    // Cargo.toml here), so that cargo reuses the library instead of rebuilding it.
+    #[allow(unexpected_cfgs)]
+    if cfg!(feature = "cli") {
+        cargo.args(["--features", "cli"]);
+    }
+    let output = cargo
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "building the examples failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(profile_dir.join("examples"))
+}
+
+/// A running example process, killed (by its PID) and reaped when dropped.
+struct Running {
+    child: Child,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs a command to completion, killing it if it takes longer than `limit`.
+fn run_with_limit(mut command: Command, limit: Duration) -> Output {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the example");
+    let mut stdout = child.stdout.take().expect("piped stdout");
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let stdout_reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = stdout.read_to_end(&mut text);
+        text
+    });
+    let stderr_reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = stderr.read_to_end(&mut text);
+        text
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the example") {
+            break status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            let stdout =
+                String::from_utf8_lossy(&stdout_reader.join().unwrap_or_default()).into_owned();
+            panic!("the example ran longer than {limit:?}; its output so far:\n{stdout}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: stdout_reader.join().unwrap_or_default(),
+        stderr: stderr_reader.join().unwrap_or_default(),
+    }
+}
+
+#[test]
+fn oversell_oversells_without_the_lock_and_sells_exactly_500_with_it() {
+    let bin = example("oversell");
+    let _turn = HEAVY
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut command = Command::new(bin);
+    // No REDIS_URL: the example starts (and must stop) a redis-server of its own.
+    command.env_remove("REDIS_URL");
+    let started = Instant::now();
+    let output = run_with_limit(command, Duration::from_secs(30));
+    let took = started.elapsed();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "oversell failed: {}\n{stdout}\n{stderr}",
+        output.status
+    );
+    assert!(
+        took < Duration::from_secs(10),
+        "oversell took {took:?}:\n{stdout}"
+    );
+
+    let round_two = stdout.split("Round 2").nth(1).expect("a second round");
+    assert!(round_two.contains("-> 500 sold, stock left 0"), "{stdout}");
+    assert!(round_two.contains("CORRECT"), "{stdout}");
+    let round_one = stdout
+        .split("Round 1")
+        .nth(1)
+        .and_then(|rest| rest.split("Round 2").next());
+    assert!(
+        round_one.is_some_and(|round| round.contains("WRONG")),
+        "round 1 did not oversell:\n{stdout}"
+    );
+
+    // Its throwaway server is gone with it.
+    let port: u16 = stdout
+        .split("redis://127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|port| port.parse().ok())
+        .expect("the throwaway server's port in the output");
+    let refused = (0..50).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
+    });
+    assert!(
+        refused,
+        "the throwaway redis-server on port {port} outlived the example"
+    );
+}
+
+#[test]
+fn cron_once_runs_each_period_exactly_once_across_skewed_instances() {
+    let bin = example("cron_once");
+    let redis = common::RedisServer::start();
+    let mut command = Command::new(bin);
+    command
+        .env("REDIS_URL", redis.url())
+        .args(["--seconds", "10"]);
+    let output = run_with_limit(command, Duration::from_secs(40));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "cron_once failed: {}\n{stdout}\n{stderr}",
+        output.status
+    );
+
+    // Table rows: `<period>  <hh:mm:ss>  <instance>  <notes>`.
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|line| line.len() > 10 && line[..10].bytes().all(|b| b.is_ascii_digit()))
+        .map(|line| line.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 10, "ten periods in the table:\n{stdout}");
+    let periods: Vec<u64> = rows.iter().map(|row| row[0].parse().unwrap()).collect();
+    for pair in periods.windows(2) {
+        assert_eq!(
+            pair[1],
+            pair[0] + 1,
+            "consecutive periods, each once:\n{stdout}"
+        );
+    }
+    for row in &rows {
+        assert!(
+            row[2].starts_with("host-") && !row[2].contains('+'),
+            "one runner per period: {row:?}"
+        );
+        let notes = row[3..].join(" ");
+        assert!(
+            !notes.contains("NOT RUN") && !notes.contains("TIMES"),
+            "{row:?}\n{stdout}"
+        );
+    }
+    // The run that fails on purpose was taken over by another instance.
+    assert!(
+        rows.iter()
+            .any(|row| row.join(" ").contains("failed first")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("OK: 10 periods, each run exactly once"),
+        "{stdout}"
+    );
+}
+
+/// One instance of the bank service, and the address it listens on.
+struct BankInstance {
+    address: SocketAddr,
+    _process: Running,
+}
+
+fn start_bank(redis_url: &str, extra_args: &[&str]) -> BankInstance {
+    let mut child = Command::new(example("accounts_http"))
+        .args(["--port", "0", "--redis", redis_url])
+        .args(extra_args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start accounts_http");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let process = Running { child };
+    // Read lines until the address; keep draining afterwards so the pipe never fills.
+    let (address_sender, address_receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(address) = line.strip_prefix("listening on ") {
+                let _ = address_sender.send(address.trim().to_owned());
+            }
+        }
+    });
+    let address = address_receiver
+        .recv_timeout(Duration::from_secs(20))
+        .expect("accounts_http printed `listening on ADDRESS`");
+    BankInstance {
+        address: address.parse().expect("a socket address"),
+        _process: process,
+    }
+}
+
+/// One HTTP/1.1 request on a fresh connection: (status, body).
+async fn http(
+    address: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> std::io::Result<(u16, String)> {
+    let mut stream = tokio::net::TcpStream::connect(address).await?;
+    let body = body.unwrap_or("");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await?;
+    let response = String::from_utf8_lossy(&response);
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {head:?}")))?;
+    Ok((status, body.to_owned()))
+}
+
+async fn get_json(address: SocketAddr, path: &str) -> serde_json::Value {
+    let (status, body) = http(address, "GET", path, None).await.expect("GET");
+    assert_eq!(status, 200, "GET {path}: {body}");
+    serde_json::from_str(&body).expect("a JSON body")
+}
+
+/// A small deterministic generator (SplitMix64), seeded per run and printed.
+struct Random(u64);
+
+impl Random {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn between(&mut self, low: u64, high: u64) -> u64 {
+        low + self.next() % (high - low + 1)
+    }
+}
+
+const ACCOUNTS: u64 = 20;
+const TRANSFERS: usize = 2_000;
+
+#[test]
+fn two_bank_instances_keep_money_conserved_under_2000_concurrent_transfers() {
+    let _turn = HEAVY
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let redis = common::RedisServer::start();
+    // The first instance seeds the accounts before it listens; then the second starts.
+    let first = start_bank(&redis.url(), &["--seed", &ACCOUNTS.to_string()]);
+    let second = start_bank(&redis.url(), &[]);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(transfer_storm(
+        &redis.url(),
+        [first.address, second.address],
+    ));
+    drop((first, second));
+}
+
+/// Fires the transfers at both instances and checks the books afterwards.
+async fn transfer_storm(url: &str, addresses: [SocketAddr; 2]) {
+    let seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    println!("random seed {seed}");
+    let mut random = Random(seed);
+    let started = Instant::now();
+    let mut requests = Vec::with_capacity(TRANSFERS);
+    for n in 0..TRANSFERS {
+        let from = random.between(1, ACCOUNTS);
+        let to = (from + random.between(1, ACCOUNTS - 1) - 1) % ACCOUNTS + 1; // any other account
+        let amount = random.between(1, 200);
+        let address = addresses[n % 2];
+        requests.push(tokio::spawn(async move {
+            let body = format!(r#"{{"to": {to}, "amount": {amount}}}"#);
+            let path = format!("/accounts/{from}/transfer");
+            let reply = tokio::time::timeout(
+                Duration::from_secs(45),
+                http(address, "POST", &path, Some(&body)),
+            )
+            .await;
+            (from, to, amount, reply)
+        }));
+    }
+    let (mut moved, mut refused) = (0, 0);
+    for request in requests {
+        let (from, to, amount, reply) = request.await.unwrap();
+        let what = format!("transfer {amount} from {from} to {to}");
+        match reply {
+            Err(_) => panic!("{what}: no answer within 45 s (seed {seed})"),
+            Ok(Err(error)) => panic!("{what}: {error} (seed {seed})"),
+            Ok(Ok((200, _))) => moved += 1,
+            Ok(Ok((409, body))) => {
+                assert!(body.contains("insufficient funds"), "{what}: 409 {body}");
+                refused += 1;
+            }
+            Ok(Ok((status, body))) => panic!("{what}: {status} {body} (seed {seed})"),
+        }
+    }
+    let took = started.elapsed();
+    println!("{moved} transfers made, {refused} refused for funds, in {took:?}");
+    assert!(
+        took < Duration::from_secs(60),
+        "2,000 transfers took {took:?}"
+    );
+    assert!(moved > 0, "some transfers succeed");
+    assert!(
+        refused > 0,
+        "some transfers are refused for insufficient funds (seed {seed})"
+    );
+
+    let mut sum = 0;
+    for id in 1..=ACCOUNTS {
+        let account = get_json(addresses[(id % 2) as usize], &format!("/accounts/{id}")).await;
+        let balance = account["balance"].as_i64().expect("a balance");
+        assert!(
+            balance >= 0,
+            "account {id} went negative: {balance} (seed {seed})"
+        );
+        sum += balance;
+    }
+    assert_eq!(sum, 20_000, "money was created or destroyed (seed {seed})");
+    for address in addresses {
+        let total = get_json(address, "/total").await;
+        assert_eq!(total["total"], 20_000, "{total}");
+        assert_eq!(total["accounts"], 20, "{total}");
+    }
+
+    // The bad requests are refused, not mishandled.
+    let same = http(
+        addresses[0],
+        "POST",
+        "/accounts/3/transfer",
+        Some(r#"{"to": 3, "amount": 5}"#),
+    )
+    .await
+    .unwrap();
+    assert_eq!(same.0, 400, "{}", same.1);
+    let unknown = http(
+        addresses[1],
+        "POST",
+        "/accounts/3/transfer",
+        Some(r#"{"to": 99, "amount": 5}"#),
+    )
+    .await
+    .unwrap();
+    assert_eq!(unknown.0, 404, "{}", unknown.1);
+
+    // Every hold was released, nested ones included.
+    let inspector = LockClient::connect(url).await.unwrap();
+    let held = inspector.list("account:*").await.unwrap();
+    assert!(held.is_empty(), "locks left held: {held:?}");
+    inspector.shutdown().await;
+}
