@@ -45,8 +45,13 @@ fn build_examples() -> Result<PathBuf, String> {
         .parent()
         .and_then(|deps| deps.parent())
         .ok_or("the test executable is not in target/<profile>/deps")?;
-    let mut cargo = Command::new(env!("CARGO"));
-    cargo.current_dir(env!("CARGO_MANIFEST_DIR")).arg("build");
+    // Prefer what cargo tells the running test over what it told the compiler: the
+    // same build may be run from another checkout.
+    let cargo_program = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
+    let manifest_dir =
+        std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into());
+    let mut cargo = Command::new(cargo_program);
+    cargo.current_dir(manifest_dir).arg("build");
     for name in EXAMPLES {
         cargo.args(["--example", name]);
     }
