@@ -58,6 +58,11 @@ pub fn trace() {
 impl RedisServer {
     /// Starts a fresh server of our own (for tests that kill connections or flush scripts).
     pub fn start() -> Self {
+        Self::start_with(|_| Vec::new())
+    }
+
+    /// Starts a server with extra arguments, computed from its port.
+    pub fn start_with(extra: impl Fn(u16) -> Vec<String>) -> Self {
         let bin = std::env::var("HOLDLOCK_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
         let mut last_error = String::new();
         for _ in 0..5 {
@@ -79,6 +84,7 @@ impl RedisServer {
                     "--logfile",
                     log.to_str().unwrap(),
                 ])
+                .args(extra(port))
                 .stdin(Stdio::piped())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -141,6 +147,29 @@ impl RedisServer {
         Ok(line.trim_end().to_owned())
     }
 
+    /// Sends one command and returns its whole reply as text (bulk strings included).
+    pub fn query(&self, args: &[&str]) -> Result<String, String> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).map_err(|e| e.to_string())?;
+        stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
+        let mut request = format!("*{}\r\n", args.len());
+        for arg in args {
+            request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+        }
+        stream
+            .write_all(request.as_bytes())
+            .map_err(|e| e.to_string())?;
+        let mut reader = BufReader::new(stream);
+        let mut header = String::new();
+        reader.read_line(&mut header).map_err(|e| e.to_string())?;
+        let Some(length) = header.strip_prefix('$') else {
+            return Ok(header.trim_end().to_owned());
+        };
+        let length: usize = length.trim().parse().map_err(|_| header.clone())?;
+        let mut body = vec![0; length + 2];
+        std::io::Read::read_exact(&mut reader, &mut body).map_err(|e| e.to_string())?;
+        Ok(String::from_utf8_lossy(&body[..length]).into_owned())
+    }
+
     /// Kills every normal client connection (ours included) on the server.
     pub fn kill_clients(&self) {
         let _ = self.command(&["CLIENT", "KILL", "TYPE", "normal"]);
@@ -186,4 +215,82 @@ pub async fn raw(url: &str) -> fred::clients::Client {
     let client = fred::types::Builder::from_config(config).build().unwrap();
     client.init().await.unwrap();
     client
+}
+
+/// A Redis Cluster of `masters` primaries on loopback, with no replicas.
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    pub fn start(masters: usize) -> Self {
+        let dir = std::env::temp_dir();
+        let nodes: Vec<RedisServer> = (0..masters)
+            .map(|_| {
+                let dir = dir.clone();
+                RedisServer::start_with(move |port| {
+                    let bus = free_port();
+                    let config = dir.join(format!(
+                        "holdlock-cluster-{port}-{}.conf",
+                        uuid::Uuid::new_v4().simple()
+                    ));
+                    vec![
+                        "--cluster-enabled".into(),
+                        "yes".into(),
+                        "--cluster-port".into(),
+                        bus.to_string(),
+                        "--cluster-config-file".into(),
+                        config.to_str().unwrap().to_owned(),
+                    ]
+                })
+            })
+            .collect();
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let created = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addresses)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run redis-cli (apt-get install redis-tools): {e}"));
+        assert!(
+            created.status.success(),
+            "cluster create failed: {}",
+            String::from_utf8_lossy(&created.stderr)
+        );
+        let start = Instant::now();
+        for node in &nodes {
+            while !node
+                .query(&["CLUSTER", "INFO"])
+                .unwrap_or_default()
+                .contains("cluster_state:ok")
+            {
+                assert!(
+                    start.elapsed() < Duration::from_secs(20),
+                    "cluster never became ok"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Self { nodes }
+    }
+
+    /// The fred URL of the cluster.
+    pub fn url(&self) -> String {
+        let (first, rest) = self.nodes.split_first().unwrap();
+        let others: Vec<String> = rest
+            .iter()
+            .map(|n| format!("node=127.0.0.1:{}", n.port))
+            .collect();
+        format!(
+            "redis-cluster://127.0.0.1:{}?{}",
+            first.port,
+            others.join("&")
+        )
+    }
 }
