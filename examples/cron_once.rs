@@ -23,7 +23,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fred::interfaces::{KeysInterface, ListInterface};
-use holdlock::{LockClient, LockOptions};
+use holdlock::{Claim, LockClient, LockOptions};
 use tokio::time::Instant;
 
 use support::{BoxError, Redis};
@@ -194,10 +194,17 @@ async fn run_instance(
         let waited = asked.elapsed();
         let at = started.elapsed().as_secs_f64();
         let who = instance.label();
-        let Some(claim) = claim else {
-            let period = fired_at.duration_since(UNIX_EPOCH)?.as_millis() / PERIOD.as_millis();
-            println!("[{at:6.3} s] {who}: period {period} already done elsewhere, skipped");
-            continue;
+        let claim = match claim {
+            Claim::Won(claim) => claim,
+            Claim::AlreadyDone { period } => {
+                println!("[{at:6.3} s] {who}: period {period} already done elsewhere, skipped");
+                continue;
+            }
+            Claim::Busy => {
+                let period = fired_at.duration_since(UNIX_EPOCH)?.as_millis() / PERIOD.as_millis();
+                println!("[{at:6.3} s] {who}: period {period} busy elsewhere, skipped");
+                continue;
+            }
         };
         let period = claim.period();
         let after_wait = if waited > Duration::from_millis(50) {

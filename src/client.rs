@@ -104,6 +104,13 @@ pub struct LockClientBuilder {
 impl LockClientBuilder {
     /// The prefix of every key and channel. Must not contain braces.
     /// Default: `holdlock:`.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379").prefix("shop:").build().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.config.prefix = prefix.into();
         self
@@ -112,6 +119,16 @@ impl LockClientBuilder {
     /// How long a hold survives without renewal; the watchdog renews every third of
     /// it, so a crashed holder frees the lock within one lease. At least 3 ms.
     /// Default: 30 s.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .lease(std::time::Duration::from_secs(10))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn lease(mut self, lease: Duration) -> Self {
         self.config.lease = lease;
         self
@@ -119,12 +136,31 @@ impl LockClientBuilder {
 
     /// How long [`build`](Self::build) may take to connect, and how long an
     /// unanswered acquire or release is retried. Default: 5 s.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .connect_timeout(std::time::Duration::from_secs(1))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.config.connect_timeout = timeout;
         self
     }
 
     /// Draw a fencing token on every fresh acquisition. Default: `false`.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379").fencing(true).build().await?;
+    /// let token = client.lock("stock:7").await?.fencing_token();
+    /// assert!(token.is_some());
+    /// # Ok(()) }
+    /// ```
     pub fn fencing(mut self, fencing: bool) -> Self {
         self.config.fencing = fencing;
         self
@@ -136,6 +172,13 @@ impl LockClientBuilder {
     /// [`LockError::InvalidOption`] for a bad URL, prefix, lease or timeout;
     /// [`LockError::ConnectTimeout`] or [`LockError::Redis`] if Redis cannot be reached
     /// within the connect timeout.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379").build().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn build(self) -> Result<LockClient> {
         self.config.validate()?;
         let fred_config =

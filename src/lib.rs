@@ -51,6 +51,8 @@ mod watchdog;
 pub use client::{LockClient, LockClientBuilder, LockInfo, LockOwner};
 pub use config::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PREFIX, LockOptions};
 pub use error::{LockError, Result};
+/// The Redis client underneath, for commands of your own via [`LockClient::redis`].
+pub use fred;
 pub use guard::LockGuard;
-pub use once::PeriodClaim;
+pub use once::{Claim, PeriodClaim};
 pub use owner::owner_scope;

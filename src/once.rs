@@ -1,8 +1,9 @@
 //! Jobs that must run once per period across many instances (cron on every host).
 //!
 //! Each instance calls [`LockClient::claim_period`] when its timer fires. The first to
-//! take the lock for a period that has not yet completed gets a [`PeriodClaim`]; after a
-//! successful run it calls [`PeriodClaim::complete`], which records the period as done,
+//! take the lock for a period that has not yet completed gets [`Claim::Won`] with a
+//! [`PeriodClaim`]; after a successful run it calls [`PeriodClaim::complete`], which
+//! records the period as done,
 //! so instances whose clocks fire a few seconds later find it done and skip it even
 //! though the lock is free again. A run that fails calls [`PeriodClaim::abandon`] (or
 //! drops the claim): the period stays open and another instance may retry it.
@@ -10,7 +11,6 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fred::interfaces::KeysInterface;
-use fred::types::Expiration;
 
 use crate::client::LockClient;
 use crate::config::LockOptions;
@@ -20,14 +20,70 @@ use crate::guard::LockGuard;
 /// The longest period accepted (ten years), so that every derived duration fits.
 const MAX_PERIOD: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
+/// What [`LockClient::claim_period`] found.
+///
+/// # Examples
+/// ```no_run
+/// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+/// use std::time::{Duration, SystemTime};
+/// use holdlock::{Claim, LockOptions};
+/// let options = LockOptions::new().wait(Duration::from_millis(500));
+/// match client.claim_period("report", Duration::from_secs(3600), SystemTime::now(), options).await? {
+///     Claim::Won(claim) => {
+///         println!("running period {}", claim.period());
+///         claim.complete().await?;
+///     }
+///     Claim::AlreadyDone { period } => println!("period {period} already ran elsewhere"),
+///     Claim::Busy => println!("another instance is running it"),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+#[must_use = "a won claim must be completed or abandoned"]
+pub enum Claim {
+    /// This caller holds the lock and the period is open: run the job.
+    Won(PeriodClaim),
+    /// Another instance has already completed this period.
+    AlreadyDone {
+        /// The period's index.
+        period: u64,
+    },
+    /// The lock could not be had within the wait (another instance is running the job,
+    /// or a run that may still fail).
+    Busy,
+}
+
+impl Claim {
+    /// The claim, if this caller won the period.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// # use std::time::{Duration, SystemTime};
+    /// let claim = client
+    ///     .claim_period("report", Duration::from_secs(60), SystemTime::now(), holdlock::LockOptions::new())
+    ///     .await?
+    ///     .won();
+    /// # Ok(()) }
+    /// ```
+    pub fn won(self) -> Option<PeriodClaim> {
+        match self {
+            Claim::Won(claim) => Some(claim),
+            _ => None,
+        }
+    }
+}
+
 /// The right to run one period's job; see [`LockClient::claim_period`].
 ///
 /// # Examples
 /// ```no_run
 /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
 /// use std::time::{Duration, SystemTime};
-/// let options = holdlock::LockOptions::new().wait(Duration::ZERO);
-/// if let Some(claim) = client.claim_period("report", Duration::from_secs(3600), SystemTime::now(), options).await? {
+/// let options = holdlock::LockOptions::new().wait(Duration::from_millis(500));
+/// if let holdlock::Claim::Won(claim) =
+///     client.claim_period("report", Duration::from_secs(3600), SystemTime::now(), options).await?
+/// {
 ///     println!("running period {}", claim.period());
 ///     claim.complete().await?;
 /// }
@@ -44,47 +100,78 @@ pub struct PeriodClaim {
 
 impl PeriodClaim {
     /// The index of the claimed period: `floor(unix time / period)`.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn dox(claim: holdlock::PeriodClaim) {
+    /// println!("period {}", claim.period());
+    /// # }
+    /// ```
     pub fn period(&self) -> u64 {
         self.period
     }
 
-    /// The lock held while the job runs.
+    /// The lock held while the job runs (select on its `lost()` to stop a job whose
+    /// lock was lost).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn dox(claim: holdlock::PeriodClaim) {
+    /// assert!(!claim.guard().is_lost());
+    /// # }
+    /// ```
     pub fn guard(&self) -> &LockGuard {
         &self.guard
     }
 
     /// Records the period as done (no other instance will run it) and releases the lock.
+    /// The record is written only if the lock is still held, in one script.
     ///
     /// # Errors
     /// [`LockError::NotHeld`] if the lock was lost while the job ran (the period is then
-    /// not recorded); [`LockError::Redis`].
+    /// left open); [`LockError::Redis`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(claim: holdlock::PeriodClaim) -> holdlock::Result<()> {
+    /// claim.complete().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn complete(self) -> Result<()> {
-        if self.guard.is_lost() {
-            let (name, owner) = (self.guard.name().to_owned(), self.guard.owner().to_owned());
-            self.guard.unlock().await.ok();
-            return Err(LockError::NotHeld { name, owner });
-        }
-        let keep_ms = i64::try_from(self.keep.as_millis()).unwrap_or(i64::MAX);
         let client = LockClient::of(&self.guard);
-        let set: Result<(), _> = client
-            .redis()
-            .set(
-                self.marker.as_str(),
-                "done",
-                Some(Expiration::PX(keep_ms)),
-                None,
-                false,
+        let inner = &client.inner;
+        let names = inner.config.names(self.guard.name())?;
+        let keep_ms = u64::try_from(self.keep.as_millis()).unwrap_or(u64::MAX);
+        let recorded = inner
+            .scripts
+            .complete_period(
+                &inner.redis,
+                &names.key,
+                &self.marker,
+                self.guard.owner(),
+                keep_ms,
             )
             .await;
-        let released = self.guard.unlock().await;
-        set?;
-        released
+        if !matches!(recorded, Ok(true)) {
+            let (name, owner) = (self.guard.name().to_owned(), self.guard.owner().to_owned());
+            let _ = self.guard.unlock().await;
+            recorded?;
+            return Err(LockError::NotHeld { name, owner });
+        }
+        self.guard.unlock().await
     }
 
     /// Releases the lock without recording the period, so another instance may run it.
     ///
     /// # Errors
     /// As [`LockGuard::unlock`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(claim: holdlock::PeriodClaim) -> holdlock::Result<()> {
+    /// claim.abandon().await?; // the job failed; let another instance retry
+    /// # Ok(()) }
+    /// ```
     pub async fn abandon(self) -> Result<()> {
         self.guard.unlock().await
     }
@@ -93,11 +180,15 @@ impl PeriodClaim {
 impl LockClient {
     /// Claims the period containing `at` for the job `name`: takes the lock (waiting as
     /// `options` say) and checks that no instance has completed this period yet.
-    /// `None` if the lock could not be had or the period is already done.
     ///
     /// Periods are aligned to the Unix epoch (UTC): period `n` covers
-    /// `[n * period, (n + 1) * period)`. Instances whose clocks differ by less than
-    /// half a period agree on the period of a tick.
+    /// `[n * period, (n + 1) * period)`. Each instance passes the time its own timer
+    /// fired; clocks that disagree by less than the time from a boundary to the next
+    /// tick still name the same period.
+    ///
+    /// Prefer a short wait to none: with a zero wait, an instance that fires while
+    /// another holds the lock gives up at once, and if that other run then fails and
+    /// abandons the period, nobody runs it.
     ///
     /// # Errors
     /// [`LockError::InvalidOption`] for a zero or overlong period, or a time before 1970;
@@ -118,7 +209,7 @@ impl LockClient {
         period: Duration,
         at: SystemTime,
         options: LockOptions,
-    ) -> Result<Option<PeriodClaim>> {
+    ) -> Result<Claim> {
         let period_ms = period.as_millis();
         if period_ms == 0 || period > MAX_PERIOD {
             return Err(LockError::InvalidOption {
@@ -135,16 +226,16 @@ impl LockClient {
         let index = u64::try_from(since_epoch.as_millis() / period_ms).unwrap_or(u64::MAX);
         let names = self.inner.config.names(name)?;
         let Some(guard) = self.lock_with(name, options).await? else {
-            return Ok(None);
+            return Ok(Claim::Busy);
         };
         let marker = format!("{}:period:{index}", names.key);
         let done: i64 = self.redis().exists(marker.as_str()).await?;
         if done == 1 {
             guard.unlock().await?;
-            return Ok(None);
+            return Ok(Claim::AlreadyDone { period: index });
         }
         let keep = (period * 2).max(period + Duration::from_secs(60));
-        Ok(Some(PeriodClaim {
+        Ok(Claim::Won(PeriodClaim {
             guard,
             marker,
             period: index,

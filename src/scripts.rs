@@ -21,6 +21,7 @@ const RENEW: &str = include_str!("../lua/renew.lua");
 const FORCE_UNLOCK: &str = include_str!("../lua/force_unlock.lua");
 const FENCE_SET: &str = include_str!("../lua/fence_set.lua");
 const INSPECT: &str = include_str!("../lua/inspect.lua");
+const COMPLETE_PERIOD: &str = include_str!("../lua/complete_period.lua");
 
 /// How a script may be sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +50,7 @@ pub(crate) struct Scripts {
     force_unlock: Script,
     fence_set: Script,
     inspect: Script,
+    complete_period: Script,
 }
 
 /// The reply of `inspect.lua` for a lock that exists.
@@ -68,6 +70,7 @@ impl Scripts {
             force_unlock: Script::from_lua(FORCE_UNLOCK),
             fence_set: Script::from_lua(FENCE_SET),
             inspect: Script::from_lua(INSPECT),
+            complete_period: Script::from_lua(COMPLETE_PERIOD),
         }
     }
 
@@ -174,6 +177,28 @@ impl Scripts {
             (1, _) => Ok(Ok(())),
             (_, newest) => Ok(Err(u64::try_from(newest).map_err(|_| protocol(&reply))?)),
         }
+    }
+
+    /// Marks a period done if `owner` still holds the lock; returns whether it did.
+    pub(crate) async fn complete_period(
+        &self,
+        client: &Client,
+        key: &str,
+        marker: &str,
+        owner: &str,
+        keep_ms: u64,
+    ) -> Result<bool> {
+        let args: Vec<Value> = vec![owner.into(), keep_ms.to_string().into()];
+        let reply = self
+            .eval(
+                client,
+                &self.complete_period,
+                &[key, marker],
+                args,
+                Delivery::Retried,
+            )
+            .await?;
+        Ok(integer(&reply)? == 1)
     }
 
     /// Reads a lock's owners, TTL and last token; `None` if the lock is free.

@@ -4,7 +4,11 @@ mod common;
 
 use std::time::{Duration, SystemTime};
 
-use holdlock::LockOptions;
+use holdlock::{Claim, LockError, LockOptions};
+
+fn no_wait() -> LockOptions {
+    LockOptions::new().wait(Duration::ZERO)
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_completed_period_is_not_run_again_but_an_abandoned_one_is() {
@@ -12,67 +16,78 @@ async fn a_completed_period_is_not_run_again_but_an_abandoned_one_is() {
     let name = common::unique("cron");
     let period = Duration::from_secs(3600);
     let now = SystemTime::now();
-    let no_wait = || LockOptions::new().wait(Duration::ZERO);
 
-    let claim = a
-        .claim_period(&name, period, now, no_wait())
-        .await
-        .unwrap()
-        .expect("first claim");
+    let claim = a.claim_period(&name, period, now, no_wait()).await.unwrap();
+    let claim = claim.won().expect("first claim");
     // While it runs, another instance cannot claim it.
-    assert!(
-        b.claim_period(&name, period, now, no_wait())
-            .await
-            .unwrap()
-            .is_none()
-    );
+    let busy = b.claim_period(&name, period, now, no_wait()).await.unwrap();
+    assert!(matches!(busy, Claim::Busy), "{busy:?}");
     claim.abandon().await.unwrap(); // the run failed
-    let retry = b
-        .claim_period(&name, period, now, no_wait())
-        .await
-        .unwrap()
-        .expect("failed run reopens");
+
+    let retry = b.claim_period(&name, period, now, no_wait()).await.unwrap();
+    let retry = retry.won().expect("a failed run reopens the period");
     let index = retry.period();
     retry.complete().await.unwrap();
+
     // Later in the same period (a slower clock, a late cron): already done.
     let later = now + Duration::from_secs(1);
-    assert!(
-        a.claim_period(&name, period, later, no_wait())
-            .await
-            .unwrap()
-            .is_none()
-    );
+    match a
+        .claim_period(&name, period, later, no_wait())
+        .await
+        .unwrap()
+    {
+        Claim::AlreadyDone { period } => assert_eq!(period, index),
+        other => panic!("expected AlreadyDone, got {other:?}"),
+    }
     // The next period is open again.
     let next = a
         .claim_period(&name, period, now + period, no_wait())
         .await
-        .unwrap()
-        .expect("next period");
+        .unwrap();
+    let next = next.won().expect("the next period is open");
     assert_eq!(next.period(), index + 1);
     next.complete().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_zero_period_is_rejected() {
+async fn a_run_that_lost_its_lock_does_not_mark_the_period_done() {
     let client = common::client().await;
-    let result = client
-        .claim_period("x", Duration::ZERO, SystemTime::now(), LockOptions::new())
-        .await;
+    let name = common::unique("cron-lost");
+    let period = Duration::from_secs(3600);
+    let now = SystemTime::now();
+    let claim = client
+        .claim_period(&name, period, now, LockOptions::new())
+        .await
+        .unwrap();
+    let claim = claim.won().unwrap();
+    client.force_unlock(&name).await.unwrap(); // an operator broke the lock mid-run
     assert!(matches!(
-        result,
-        Err(holdlock::LockError::InvalidOption {
-            option: "period",
-            ..
-        })
+        claim.complete().await,
+        Err(LockError::NotHeld { .. })
     ));
-    let huge = client
-        .claim_period("x", Duration::MAX, SystemTime::now(), LockOptions::new())
-        .await;
-    assert!(matches!(
-        huge,
-        Err(holdlock::LockError::InvalidOption {
-            option: "period",
-            ..
-        })
-    ));
+    let again = client
+        .claim_period(&name, period, now, LockOptions::new())
+        .await
+        .unwrap();
+    assert!(
+        matches!(again, Claim::Won(_)),
+        "the period must stay open: {again:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn zero_and_overlong_periods_are_rejected() {
+    let client = common::client().await;
+    for period in [Duration::ZERO, Duration::MAX] {
+        let result = client
+            .claim_period("x", period, SystemTime::now(), LockOptions::new())
+            .await;
+        assert!(matches!(
+            result,
+            Err(LockError::InvalidOption {
+                option: "period",
+                ..
+            })
+        ));
+    }
 }

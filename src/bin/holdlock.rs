@@ -30,7 +30,9 @@ use std::process::{ExitCode, ExitStatus};
 use std::time::{Duration, SystemTime};
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
-use holdlock::{LockClient, LockError, LockGuard, LockInfo, LockOptions, PeriodClaim, owner_scope};
+use holdlock::{
+    Claim, LockClient, LockError, LockGuard, LockInfo, LockOptions, PeriodClaim, owner_scope,
+};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::json;
@@ -461,7 +463,7 @@ fn busy_reason(args: &RunArgs) -> String {
 }
 
 /// Claims the period of `started_at` while holding `lock`. The claim re-enters the
-/// held lock, so a `None` from the library can only mean the period is done.
+/// held lock, so it is never busy unless the lock was lost meanwhile.
 async fn claim_period(
     client: &LockClient,
     lock: LockGuard,
@@ -472,14 +474,14 @@ async fn claim_period(
     let reenter = LockOptions::new().wait(Duration::ZERO).with_fencing();
     let claimed = client.claim_period(name, period, started_at, reenter).await;
     let claim = match claimed {
-        Ok(Some(claim)) => claim,
-        Ok(None) if lock.is_lost() => {
+        Ok(Claim::Won(claim)) => claim,
+        Ok(Claim::Busy) => {
             return Err(Failure::new(
                 EX_SOFTWARE,
                 format!("lost lock {name:?} while claiming the period"),
             ));
         }
-        Ok(None) => {
+        Ok(_) => {
             let _ = lock.unlock().await;
             let every = format_duration(period);
             return Ok(Acquired::Conflict(format!(
