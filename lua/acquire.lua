@@ -10,7 +10,9 @@
 -- Busy:     { 0, remaining PTTL of the current holder in ms (-1 if it has none) }
 -- Raises WRONGTYPE if KEYS[1] exists but is not a hash.
 local key, owner = KEYS[1], ARGV[1]
-if redis.call('exists', key) == 0 or redis.call('hexists', key, owner) == 1 then
+-- PTTL answers "free?" (-2) and, when busy, how long the holder has left.
+local pttl = redis.call('pttl', key)
+if pttl == -2 or redis.call('hexists', key, owner) == 1 then
   local count = redis.call('hincrby', key, owner, 1)
   redis.call('pexpire', key, ARGV[2])
   local token = 0
@@ -19,4 +21,4 @@ if redis.call('exists', key) == 0 or redis.call('hexists', key, owner) == 1 then
   end
   return { count, token }
 end
-return { 0, redis.call('pttl', key) }
+return { 0, pttl }

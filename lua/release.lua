@@ -16,9 +16,7 @@ if count > 0 then
   redis.call('pexpire', key, ARGV[2])
   return count
 end
-redis.call('hdel', key, owner)
-if redis.call('hlen', key) == 0 then
-  redis.call('del', key)
-  redis.call('publish', ARGV[3], 'released')
-end
+-- Only one owner can hold a lock, so its last hold frees the whole key.
+redis.call('del', key)
+redis.call('publish', ARGV[3], 'released')
 return 0

@@ -121,34 +121,66 @@ impl Hold {
     }
 }
 
-/// Every hold of one client, by lock key and owner id.
+/// Every hold of one client: by lock key, the holds of each owner (rarely more than
+/// one per key: only one owner can hold a lock, others appear while they try).
 #[derive(Debug, Default)]
 pub(crate) struct Holds {
-    map: Mutex<HashMap<(String, String), Arc<Hold>>>,
+    map: Mutex<HashMap<String, Vec<Arc<Hold>>>>,
+}
+
+impl Hold {
+    /// Held (as far as this process knows) and not lost.
+    fn is_live(&self) -> bool {
+        self.count() > 0 && !self.is_lost()
+    }
 }
 
 impl Holds {
     /// True if `owner` holds the lock at `key` through this client.
     pub(crate) fn is_held(&self, key: &str, owner: &str) -> bool {
         let map = self.map.lock();
-        map.get(&(key.to_owned(), owner.to_owned()))
-            .is_some_and(|hold| hold.count() > 0 && !hold.is_lost())
+        map.get(key).is_some_and(|holds| {
+            holds
+                .iter()
+                .any(|hold| hold.owner == owner && hold.is_live())
+        })
+    }
+
+    /// True if an owner other than `owner` holds the lock at `key` through this client,
+    /// so that Redis would refuse `owner` for certain.
+    pub(crate) fn is_held_by_other(&self, key: &str, owner: &str) -> bool {
+        let map = self.map.lock();
+        map.get(key).is_some_and(|holds| {
+            holds
+                .iter()
+                .any(|hold| hold.owner != owner && hold.is_live())
+        })
     }
 
     /// The registered hold of `owner` on this lock, created (with count 0) if there is
     /// none or the registered one is lost. It stays registered while the use lives.
     pub(crate) fn enter(self: &Arc<Self>, names: &LockNames, owner: &str) -> HoldUse {
         let mut map = self.map.lock();
-        let slot = map
-            .entry((names.key.clone(), owner.to_owned()))
-            .or_insert_with(|| Arc::new(Hold::new(names, owner, 0)));
-        if slot.is_lost() {
-            *slot = Arc::new(Hold::new(names, owner, 0));
-        }
-        slot.in_use.fetch_add(1, Ordering::AcqRel);
+        let holds = match map.get_mut(&names.key) {
+            Some(holds) => holds,
+            None => map.entry(names.key.clone()).or_default(),
+        };
+        let hold = match holds.iter_mut().find(|hold| hold.owner == owner) {
+            Some(slot) if slot.is_lost() => {
+                *slot = Arc::new(Hold::new(names, owner, 0));
+                Arc::clone(slot)
+            }
+            Some(slot) => Arc::clone(slot),
+            None => {
+                let hold = Arc::new(Hold::new(names, owner, 0));
+                holds.push(Arc::clone(&hold));
+                hold
+            }
+        };
+        hold.in_use.fetch_add(1, Ordering::AcqRel);
         HoldUse {
             holds: Arc::clone(self),
-            hold: Arc::clone(slot),
+            hold,
         }
     }
 
@@ -169,10 +201,11 @@ impl Holds {
         let fresh = Arc::new(Hold::new(&stale.names, &stale.owner, count));
         fresh.in_use.fetch_add(1, Ordering::AcqRel);
         let mut map = self.map.lock();
-        map.insert(
-            (stale.names.key.clone(), stale.owner.clone()),
-            Arc::clone(&fresh),
-        );
+        let holds = map.entry(stale.names.key.clone()).or_default();
+        match holds.iter_mut().find(|hold| hold.owner == stale.owner) {
+            Some(slot) => *slot = Arc::clone(&fresh),
+            None => holds.push(Arc::clone(&fresh)),
+        }
         HoldUse {
             holds: Arc::clone(self),
             hold: fresh,
@@ -181,7 +214,12 @@ impl Holds {
 
     /// Empties the registry, marking every hold lost with `why`.
     pub(crate) fn drain(&self, why: &str) {
-        let holds: Vec<_> = self.map.lock().drain().map(|(_, hold)| hold).collect();
+        let holds: Vec<_> = self
+            .map
+            .lock()
+            .drain()
+            .flat_map(|(_, holds)| holds)
+            .collect();
         for hold in holds {
             if hold.count() > 0 {
                 hold.mark_lost(why);
@@ -193,21 +231,23 @@ impl Holds {
     fn leave(&self, hold: &Arc<Hold>) {
         let mut map = self.map.lock();
         let in_use = hold.in_use.fetch_sub(1, Ordering::AcqRel) - 1;
-        if in_use > 0 || (hold.count() > 0 && !hold.is_lost()) {
+        if in_use > 0 || hold.is_live() {
             return;
         }
-        let key = (hold.names.key.clone(), hold.owner.clone());
-        if map
-            .get(&key)
-            .is_some_and(|current| Arc::ptr_eq(current, hold))
-        {
-            map.remove(&key);
+        let Some(holds) = map.get_mut(&hold.names.key) else {
+            return;
+        };
+        if let Some(position) = holds.iter().position(|current| Arc::ptr_eq(current, hold)) {
+            holds.swap_remove(position);
+        }
+        if holds.is_empty() {
+            map.remove(&hold.names.key);
         }
     }
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.map.lock().len()
+        self.map.lock().values().map(Vec::len).sum()
     }
 }
 

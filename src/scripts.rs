@@ -276,17 +276,17 @@ impl Scripts {
         arguments.extend(keys.iter().map(|key| Value::from(*key)));
         arguments.extend(args);
         let sender = client.with_options(&options);
-        let reply = match sender
-            .custom::<Value, Value>(command.clone(), arguments.clone())
-            .await
-        {
-            Err(error) if error.details().starts_with("NOSCRIPT") => {
-                tracing::debug!("script cache flushed on the server; loading the script again");
-                script.load(client).await?;
-                sender.custom(command, arguments).await
-            }
-            other => other,
-        };
+        // fred's futures are large; boxing them keeps every lock future small.
+        let reply =
+            match Box::pin(sender.custom::<Value, Value>(command.clone(), arguments.clone())).await
+            {
+                Err(error) if error.details().starts_with("NOSCRIPT") => {
+                    tracing::debug!("script cache flushed on the server; loading the script again");
+                    Box::pin(script.load(client)).await?;
+                    Box::pin(sender.custom(command, arguments)).await
+                }
+                other => other,
+            };
         reply.map_err(|error| LockError::from_redis(error, first_key))
     }
 }

@@ -157,10 +157,7 @@ impl Ticket {
         if *subscribed {
             return Ok(false);
         }
-        self.waiting
-            .subscriber
-            .subscribe(self.channel.as_str())
-            .await?;
+        Box::pin(self.waiting.subscriber.subscribe(self.channel.as_str())).await?;
         *subscribed = true;
         Ok(true)
     }

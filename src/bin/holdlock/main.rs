@@ -25,7 +25,7 @@
 //! Built only with the `cli` feature: `cargo install --path . --features cli`.
 
 use std::ffi::OsString;
-use std::io;
+use std::io::{self, IsTerminal};
 use std::process::{ExitCode, ExitStatus};
 use std::time::{Duration, SystemTime};
 
@@ -38,6 +38,12 @@ use nix::unistd::Pid;
 use serde_json::json;
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal as listen_for};
+
+mod table;
+mod workloads;
+
+use table::render_columns;
+use workloads::{Bench, Figure, Goal, Settings, Workload};
 
 /// Success.
 const EX_OK: u8 = 0;
@@ -138,6 +144,22 @@ enum Subcommands {
         #[arg(long)]
         json: bool,
     },
+    /// Measure lock throughput and hand-off latency on this Redis (workloads W1-W4),
+    /// each next to the floor the same Redis sets (see docs/performance.md).
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+struct BenchArgs {
+    /// Which workloads to run, comma-separated: W1, W1r, W2, W3, W4 [default: all]
+    #[arg(long, value_delimiter = ',', value_parser = parse_workload)]
+    workloads: Vec<Workload>,
+    /// Run a tenth of the default sizes.
+    #[arg(long)]
+    quick: bool,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -300,6 +322,7 @@ async fn execute(cli: Cli, started_at: SystemTime) -> Result<u8, Failure> {
         Subcommands::Inspect { name, json } => inspect(&client, &name, json).await,
         Subcommands::List { pattern, json } => list(&client, &pattern, json).await,
         Subcommands::Unlock { name, json, .. } => force_unlock(&client, &name, json).await,
+        Subcommands::Bench(args) => bench(&client, &cli.connection, &args).await,
     };
     client.shutdown().await;
     outcome
@@ -739,35 +762,76 @@ fn lock_table(locks: &[LockInfo]) -> String {
     render_columns(&rows)
 }
 
-/// Left-aligned columns separated by two spaces; the last column is not padded.
-fn render_columns(rows: &[Vec<String>]) -> String {
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..columns)
-        .map(|column| {
-            rows.iter()
-                .filter_map(|row| row.get(column))
-                .map(|cell| cell.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        let cells: Vec<String> = row
-            .iter()
-            .enumerate()
-            .map(|(column, cell)| {
-                if column + 1 == row.len() {
-                    cell.clone()
-                } else {
-                    format!("{cell:<width$}", width = widths[column])
-                }
-            })
-            .collect();
-        out.push_str(&cells.join("  "));
-        out.push('\n');
+// ---------------------------------------------------------------------------------
+// Benchmarks
+
+/// `holdlock bench`: runs the workloads on two clients of this Redis and prints the
+/// figures. Exits 1 if a correctness check failed (a lost increment, two winners).
+async fn bench(
+    client: &LockClient,
+    connection: &ConnectionArgs,
+    args: &BenchArgs,
+) -> Result<u8, Failure> {
+    let second = connect(connection, None).await?;
+    let settings = if args.quick {
+        Settings::quick()
+    } else {
+        Settings::default()
+    };
+    let workloads = if args.workloads.is_empty() {
+        Workload::ALL.to_vec()
+    } else {
+        args.workloads.clone()
+    };
+    let bench = Bench::new(
+        [client.clone(), second.clone()],
+        settings,
+        progress_printer(),
+    );
+    let figures = bench.run(&workloads).await;
+    second.shutdown().await;
+    let figures =
+        figures.map_err(|error| Failure::new(EX_SOFTWARE, format!("benchmark failed: {error}")))?;
+    eprint!(
+        "{}",
+        if io::stderr().is_terminal() {
+            "\r\x1b[K"
+        } else {
+            ""
+        }
+    );
+    if args.json {
+        println!("{}", workloads::json(&figures));
+    } else {
+        print!("{}", workloads::table(&figures));
     }
-    out
+    let broken = figures.iter().any(|figure: &Figure| {
+        matches!(figure.goal, Some(Goal::Exactly(_))) && figure.met() == Some(false)
+    });
+    Ok(if broken { EX_NOT_FOUND } else { EX_OK })
+}
+
+/// Reports progress on stderr at most twice a second: in place on a terminal, else a line each.
+fn progress_printer() -> workloads::Progress {
+    let terminal = io::stderr().is_terminal();
+    let last = std::sync::Mutex::new(None::<std::time::Instant>);
+    std::sync::Arc::new(move |workload: Workload, done: u64, total: u64| {
+        let Ok(mut last) = last.lock() else { return };
+        if last.is_some_and(|at| at.elapsed() < Duration::from_millis(500)) {
+            return;
+        }
+        *last = Some(std::time::Instant::now());
+        if terminal {
+            eprint!("\r\x1b[K{} {done}/{total}", workload.label());
+        } else {
+            eprintln!("{} {done}/{total}", workload.label());
+        }
+    })
+}
+
+fn parse_workload(text: &str) -> Result<Workload, String> {
+    Workload::parse(text)
+        .ok_or_else(|| format!("unknown workload {text:?}; expected W1, W1r, W2, W3 or W4"))
 }
 
 // ---------------------------------------------------------------------------------
