@@ -6,7 +6,8 @@
 -- ARGV[3]  release channel, told when the lock becomes free
 --
 -- Returns the owner's remaining hold count (0: the key was deleted and the
--- channel told), or -1 if the owner holds nothing.
+-- channel told), or -1 if the owner holds nothing. The key is deleted when no owner
+-- remains, even if it still has the `token` field of a fenced hold (see acquire.lua).
 local key, owner = KEYS[1], ARGV[1]
 if redis.call('hexists', key, owner) == 0 then
   return -1
@@ -17,7 +18,7 @@ if count > 0 then
   return count
 end
 redis.call('hdel', key, owner)
-if redis.call('hlen', key) == 0 then
+if redis.call('hlen', key) == redis.call('hexists', key, 'token') then
   redis.call('del', key)
   redis.call('publish', ARGV[3], 'released')
 end
