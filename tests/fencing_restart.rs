@@ -8,7 +8,7 @@
 mod common;
 
 use common::RedisServer;
-use holdlock::{LockClient, LockError, fence};
+use holdlock::{LockClient, LockError, LockGuard, fence};
 
 async fn fenced_client(server: &RedisServer) -> LockClient {
     LockClient::builder(server.url())
@@ -32,6 +32,30 @@ async fn take_and_release(client: &LockClient, name: &str, rounds: usize) -> Vec
     }
     assert_increasing(&tokens);
     tokens
+}
+
+/// Takes `name` and keeps it, adding its token to `seen` once `server` shows it.
+async fn take_and_hold(
+    client: &LockClient,
+    server: &RedisServer,
+    name: &str,
+    seen: &mut Vec<u64>,
+) -> LockGuard {
+    let guard = client.lock(name).await.unwrap();
+    let token = guard.fencing_token().unwrap();
+    assert!(remembered_tokens(server, name).contains(&token));
+    seen.push(token);
+    guard
+}
+
+/// Takes `name` a few more times through `client` (the lock must be free there) and
+/// checks that every token in `seen` was smaller.
+///
+/// The tests drop their clients rather than shut them down: after a server restart
+/// fred's `QUIT` sometimes waits out the whole command timeout (5 s).
+async fn take_again(client: &LockClient, name: &str, mut seen: Vec<u64>) {
+    seen.extend(take_and_release(client, name, 3).await);
+    assert_increasing(&seen);
 }
 
 fn assert_increasing(tokens: &[u64]) {
@@ -66,10 +90,7 @@ async fn tokens_increase_across_a_restart_without_persistence() {
     let name = common::unique("restart");
     let mut seen = take_and_release(&client, &name, 5).await;
     // Held by another client when the server goes down.
-    let held = other.lock(&name).await.unwrap();
-    let last = held.fencing_token().unwrap();
-    seen.push(last);
-    assert!(remembered_tokens(&server, &name).contains(&last));
+    let _held = take_and_hold(&other, &server, &name, &mut seen).await;
 
     server.restart();
     assert_eq!(
@@ -79,11 +100,7 @@ async fn tokens_increase_across_a_restart_without_persistence() {
     );
 
     // The same client reconnects by itself; the lock is free on the fresh server.
-    seen.extend(take_and_release(&client, &name, 3).await);
-    assert_increasing(&seen);
-    drop(held);
-    client.shutdown().await;
-    other.shutdown().await;
+    take_again(&client, &name, seen).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -95,13 +112,12 @@ async fn tokens_increase_across_a_failover_that_lost_the_latest_acquisitions() {
 
     // Replicated: tokens and a held lock reach the replica.
     let mut seen = take_and_release(&on_master, &name, 3).await;
-    let guard = on_master.lock(&name).await.unwrap();
-    let replicated = guard.fencing_token().unwrap();
-    seen.push(replicated);
+    let guard = take_and_hold(&on_master, &master, &name, &mut seen).await;
     master.wait_replicated(&replica);
-    assert!(
-        remembered_tokens(&replica, &name).contains(&replicated),
-        "replication carries the token"
+    assert_eq!(
+        remembered_tokens(&replica, &name).first(),
+        seen.last(),
+        "replication carries the held token"
     );
     guard.unlock().await.unwrap();
     master.wait_replicated(&replica);
@@ -109,25 +125,18 @@ async fn tokens_increase_across_a_failover_that_lost_the_latest_acquisitions() {
     // The cut: from here on nothing the old master writes reaches the replica. These
     // acquisitions are the ones a failover loses; the last is still held.
     replica.promote();
-    let lost = take_and_release(&on_master, &name, 3).await;
-    let held = on_master.lock(&name).await.unwrap();
-    let last = held.fencing_token().unwrap();
-    assert!(remembered_tokens(&master, &name).contains(&last));
+    let mut lost = take_and_release(&on_master, &name, 3).await;
+    let _held = take_and_hold(&on_master, &master, &name, &mut lost).await;
     let on_replica = remembered_tokens(&replica, &name);
     assert!(
         on_replica.iter().all(|&token| token < lost[0]),
         "the replica must lack every token after the cut: {on_replica:?} vs {lost:?}"
     );
     seen.extend(lost);
-    seen.push(last);
 
     // Clients move to the promoted replica.
     let on_new_master = fenced_client(&replica).await;
-    seen.extend(take_and_release(&on_new_master, &name, 3).await);
-    assert_increasing(&seen);
-    drop(held);
-    on_master.shutdown().await;
-    on_new_master.shutdown().await;
+    take_again(&on_new_master, &name, seen).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -169,7 +178,4 @@ async fn a_register_written_before_a_restart_accepts_the_first_holder_after_it()
         ("after the restart", new_token)
     );
     drop((old_guard, new_guard));
-    for client in [before, after, resource] {
-        client.shutdown().await;
-    }
 }

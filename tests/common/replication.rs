@@ -30,11 +30,23 @@ impl RedisServer {
     }
 
     /// Starts a replica of this server and waits until its link is up and it has
-    /// caught up with every write made so far.
+    /// caught up with every write made so far. The replica loads the master's data
+    /// straight from the socket: a replica that saved it as `dump.rdb` in the current
+    /// directory would have every later test server load that file at startup.
     pub fn start_replica(&self) -> RedisServer {
+        // Stream the first sync at once instead of waiting 5 s for more replicas.
+        assert_eq!(
+            self.command(&["CONFIG", "SET", "repl-diskless-sync-delay", "0"])
+                .as_deref(),
+            Ok("+OK")
+        );
         let master = self.port.to_string();
         let replica = RedisServer::start_with(move |_| {
-            vec!["--replicaof".into(), "127.0.0.1".into(), master.clone()]
+            ["--replicaof", "127.0.0.1", &master]
+                .into_iter()
+                .chain(["--repl-diskless-load", "on-empty-db"])
+                .map(String::from)
+                .collect()
         });
         let start = Instant::now();
         while replica.info("master_link_status").as_deref() != Some("up") {
