@@ -1,24 +1,49 @@
 -- acquire.lua: take or re-enter a reentrant hash lock.
 --
--- KEYS[1]  lock key (hash: field = owner id, value = hold count)
--- KEYS[2]  fencing-token counter key (same hash slot; never expires)
+-- KEYS[1]  lock key (hash: field = owner id, value = hold count; a fenced hold also
+--          has the field `token` = its fencing token, which no owner id can be, as
+--          owner ids are "<uuid>:<task>")
+-- KEYS[2]  token floor key (same hash slot): the last token issued, kept only until
+--          this server's clock has passed it
 -- ARGV[1]  owner id "<client-uuid>:<task>"
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  "1" to draw a fencing token on a fresh acquisition, else "0"
 --
+-- A token is a hybrid logical clock reading: max(floor + 1, server TIME in
+-- microseconds). It exceeds every token issued before on this server even if the
+-- clock stepped back (the floor outlives the step: Redis expires it by the same
+-- clock), and every token lost with a restart or failover as long as the clock did
+-- not step back by more than the outage lasted. Tokens stay below 2^53 (until the
+-- year 2255), so they are exact in Lua numbers and are always formatted as integers.
+--
 -- Granted:  { hold count after this call, fencing token or 0 }
 -- Busy:     { 0, remaining PTTL of the current holder in ms (-1 if it has none) }
 -- Raises WRONGTYPE if KEYS[1] exists but is not a hash.
-local key, owner = KEYS[1], ARGV[1]
+local key, owner, fenced = KEYS[1], ARGV[1], ARGV[3] == '1'
+if fenced and redis.replicate_commands then
+  -- Redis < 5 replicates scripts verbatim and refuses writes after TIME unless the
+  -- script replicates its effects instead; from 7.0 this is a no-op.
+  redis.replicate_commands()
+end
 -- PTTL answers "free?" (-2) and, when busy, how long the holder has left.
 local pttl = redis.call('pttl', key)
-if pttl == -2 or redis.call('hexists', key, owner) == 1 then
-  local count = redis.call('hincrby', key, owner, 1)
-  redis.call('pexpire', key, ARGV[2])
-  local token = 0
-  if count == 1 and ARGV[3] == '1' then
-    token = redis.call('incr', KEYS[2])
-  end
-  return { count, token }
+if pttl ~= -2 and redis.call('hexists', key, owner) == 0 then
+  return { 0, pttl }
 end
-return { 0, pttl }
+local count = redis.call('hincrby', key, owner, 1)
+redis.call('pexpire', key, ARGV[2])
+if count ~= 1 or not fenced then
+  return { count, 0 }
+end
+local now = redis.call('time')
+local token = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local floor = tonumber(redis.call('get', KEYS[2]) or '0') or 0
+if token <= floor then
+  token = floor + 1
+end
+local text = string.format('%d', token)
+redis.call('hset', key, 'token', text)
+redis.call('set', KEYS[2], text)
+-- Expired only once the clock reads past the token: from then on TIME alone beats it.
+redis.call('pexpireat', KEYS[2], string.format('%d', math.floor(token / 1000) + 1))
+return { count, token }

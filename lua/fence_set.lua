@@ -2,15 +2,33 @@
 --
 -- KEYS[1]  fenced resource (hash: `value` = the data, `token` = newest token seen)
 -- ARGV[1]  the value to write
--- ARGV[2]  the writer's fencing token
+-- ARGV[2]  the writer's fencing token: a decimal u64 without sign or leading zeros
 --
--- Returns { 1, token } when written, or { 0, newest } when the presented
--- token is older than the newest the key has seen (nothing is changed).
--- Raises WRONGTYPE if KEYS[1] exists but is not a hash.
-local newest = tonumber(redis.call('hget', KEYS[1], 'token') or '0')
-local presented = tonumber(ARGV[2])
-if presented < newest then
+-- Returns { 1, token } when written, or { 0, newest } when the presented token is
+-- older than the newest the key has seen (nothing is changed); tokens are returned
+-- as decimal strings. Tokens are compared as decimal strings, so the check is exact
+-- for every u64 (Lua numbers are doubles, exact only below 2^53).
+-- Raises WRONGTYPE if KEYS[1] exists but is not a hash, and an error for a
+-- malformed token.
+local presented = ARGV[2]
+if not string.match(presented, '^[1-9]%d*$') or #presented > 20 then
+  return redis.error_reply('ERR fencing token must be a positive decimal integer')
+end
+local newest = redis.call('hget', KEYS[1], 'token') or '0'
+-- Is decimal a < decimal b? Longer is larger; equal lengths compare in two parts of
+-- at most 10 digits, each exact as a double.
+local function older(a, b)
+  if #a ~= #b then
+    return #a < #b
+  end
+  local high_a, high_b = tonumber(string.sub(a, 1, -11)) or 0, tonumber(string.sub(b, 1, -11)) or 0
+  if high_a ~= high_b then
+    return high_a < high_b
+  end
+  return tonumber(string.sub(a, -10)) < tonumber(string.sub(b, -10))
+end
+if older(presented, newest) then
   return { 0, newest }
 end
-redis.call('hset', KEYS[1], 'value', ARGV[1], 'token', ARGV[2])
+redis.call('hset', KEYS[1], 'value', ARGV[1], 'token', presented)
 return { 1, presented }

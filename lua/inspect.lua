@@ -1,11 +1,20 @@
 -- inspect.lua: read a lock's state in one step.
 --
 -- KEYS[1]  lock key
--- KEYS[2]  fencing-token counter key
 --
--- Returns { PTTL of the lock key (-2 if there is no lock), last fencing token or 0,
+-- Returns { PTTL of the lock key (-2 if there is no lock),
+--           the hold's fencing token as a decimal string, or "0" if it has none,
 --           { owner, count, owner, count, ... } }.
+-- The `token` field (see acquire.lua) is reported as the token, never as an owner.
 -- Raises WRONGTYPE if KEYS[1] exists but is not a hash.
-local owners = redis.call('hgetall', KEYS[1])
-local token = tonumber(redis.call('get', KEYS[2]) or '0')
+local fields = redis.call('hgetall', KEYS[1])
+local token, owners = '0', {}
+for i = 1, #fields, 2 do
+  if fields[i] == 'token' then
+    token = fields[i + 1]
+  else
+    owners[#owners + 1] = fields[i]
+    owners[#owners + 1] = fields[i + 1]
+  end
+end
 return { redis.call('pttl', KEYS[1]), token, owners }

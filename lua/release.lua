@@ -16,7 +16,8 @@ if count > 0 then
   redis.call('pexpire', key, ARGV[2])
   return count
 end
--- Only one owner can hold a lock, so its last hold frees the whole key.
+-- Only one owner can hold a lock, so its last hold frees the whole key (and the
+-- `token` field of a fenced hold with it).
 redis.call('del', key)
 redis.call('publish', ARGV[3], 'released')
 return 0

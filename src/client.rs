@@ -21,7 +21,7 @@ use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::hold::{Hold, HoldUse, Holds};
 use crate::owner::local_owner;
-use crate::scripts::{Acquire, Scripts};
+use crate::scripts::{Acquire, Scripts, TOKEN_FIELD};
 use crate::waiting::Waiting;
 use crate::watchdog;
 
@@ -451,7 +451,7 @@ impl LockClient {
     }
 
     /// Looks at a lock: its owners and their hold counts, its remaining TTL and its
-    /// last fencing token. `None` if nobody holds it.
+    /// fencing token (if it was taken with one). `None` if nobody holds it.
     ///
     /// # Errors
     /// [`LockError::InvalidName`], [`LockError::WrongType`], [`LockError::Redis`].
@@ -470,7 +470,7 @@ impl LockClient {
         let snapshot = self
             .inner
             .scripts
-            .inspect(&self.inner.redis, &names.key, &names.token_key)
+            .inspect(&self.inner.redis, &names.key)
             .await?;
         Ok(snapshot.map(|snapshot| LockInfo {
             name: names.name,
@@ -770,9 +770,12 @@ impl Inner {
             match self.field(names, owner).await {
                 Ok(count) if count == held + 1 => {
                     let token = if options.fenced && count == 1 {
-                        Box::pin(self.redis.get::<Option<u64>, _>(names.token_key.as_str()))
-                            .await?
-                            .unwrap_or(0)
+                        Box::pin(
+                            self.redis
+                                .hget::<Option<u64>, _, _>(names.key.as_str(), TOKEN_FIELD),
+                        )
+                        .await?
+                        .unwrap_or(0)
                     } else {
                         0
                     };
@@ -1000,7 +1003,7 @@ pub struct LockInfo {
     pub owners: Vec<LockOwner>,
     /// The remaining lease; `None` if the key has no expiry (not set by this crate).
     pub ttl: Option<Duration>,
-    /// The last fencing token drawn for this name, if any ever was.
+    /// The fencing token of the current hold, if it was taken with fencing.
     pub fencing_token: Option<u64>,
 }
 

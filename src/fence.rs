@@ -5,7 +5,9 @@
 //! lock draws a strictly larger token (see [`LockGuard::fencing_token`]), and the
 //! resource accepts a write only if its token is not older than the newest it has
 //! seen. This module is that check for a value kept in Redis: the value lives in a
-//! hash (`value`, `token`) changed only by a Lua script.
+//! hash (`value`, `token`) changed only by a Lua script, which compares tokens exactly
+//! for every `u64`. A register remembers its newest token only as long as its server
+//! keeps its data: keep registers that matter on a server with persistence.
 //!
 //! The same check in SQL keeps the newest token in a column of the row it protects:
 //!

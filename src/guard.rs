@@ -88,6 +88,12 @@ impl LockGuard {
     /// than every token handed to earlier holders of the same name. Nested holds share
     /// the token of the first.
     ///
+    /// A token is the Redis server's clock in microseconds, or one more than the last
+    /// token if that is larger, so tokens keep increasing across Redis restarts and
+    /// failovers as long as the servers' clocks are roughly in sync and never stepped
+    /// back by more than the outage lasted (see `docs/guarantees.md`). Tokens are
+    /// sparse: compare them, do not count on consecutive values.
+    ///
     /// # Examples
     /// ```no_run
     /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {

@@ -53,6 +53,10 @@ pub(crate) struct Scripts {
     complete_period: Script,
 }
 
+/// The hash field of a fenced hold's token in the lock key (see `lua/acquire.lua`).
+/// Owner ids contain a colon, so it is never an owner.
+pub(crate) const TOKEN_FIELD: &str = "token";
+
 /// The reply of `inspect.lua` for a lock that exists.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Snapshot {
@@ -173,9 +177,12 @@ impl Scripts {
         let reply = self
             .eval(client, &self.fence_set, &[key], args, Delivery::Retried)
             .await?;
-        match pair(&reply)? {
-            (1, _) => Ok(Ok(())),
-            (_, newest) => Ok(Err(u64::try_from(newest).map_err(|_| protocol(&reply))?)),
+        match &reply {
+            Value::Array(items) if items.len() == 2 => match integer(&items[0])? {
+                1 => Ok(Ok(())),
+                _ => Ok(Err(unsigned(&items[1])?)),
+            },
+            _ => Err(protocol(&reply)),
         }
     }
 
@@ -201,21 +208,10 @@ impl Scripts {
         Ok(integer(&reply)? == 1)
     }
 
-    /// Reads a lock's owners, TTL and last token; `None` if the lock is free.
-    pub(crate) async fn inspect(
-        &self,
-        client: &Client,
-        key: &str,
-        token_key: &str,
-    ) -> Result<Option<Snapshot>> {
+    /// Reads a lock's owners, TTL and the hold's token; `None` if the lock is free.
+    pub(crate) async fn inspect(&self, client: &Client, key: &str) -> Result<Option<Snapshot>> {
         let reply = self
-            .eval(
-                client,
-                &self.inspect,
-                &[key, token_key],
-                Vec::new(),
-                Delivery::Retried,
-            )
+            .eval(client, &self.inspect, &[key], Vec::new(), Delivery::Retried)
             .await?;
         let Value::Array(parts) = &reply else {
             return Err(protocol(&reply));
@@ -239,9 +235,7 @@ impl Scripts {
             ttl: u64::try_from(integer(pttl)?)
                 .ok()
                 .map(Duration::from_millis),
-            token: Some(integer(token)?)
-                .filter(|&t| t > 0)
-                .and_then(|t| u64::try_from(t).ok()),
+            token: Some(unsigned(token)?).filter(|&t| t > 0),
             owners,
         }))
     }
@@ -297,6 +291,12 @@ fn protocol(reply: &Value) -> LockError {
 
 fn integer(reply: &Value) -> Result<i64> {
     reply.as_i64().ok_or_else(|| protocol(reply))
+}
+
+/// A non-negative integer, sent as an integer or (beyond Lua's exact range) as a
+/// decimal string.
+fn unsigned(reply: &Value) -> Result<u64> {
+    reply.as_u64().ok_or_else(|| protocol(reply))
 }
 
 fn pair(reply: &Value) -> Result<(i64, i64)> {

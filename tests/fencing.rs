@@ -115,3 +115,63 @@ async fn an_unfenced_lock_has_no_token_and_fence_rejects_token_zero() {
     assert_eq!(fence::get(&client, &resource).await.unwrap(), None);
     assert_eq!(fence::newest_token(&client, &resource).await.unwrap(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fence_compares_tokens_beyond_lua_numbers_exactly() {
+    // u64::MAX - 1 and u64::MAX are the same Lua number (a double).
+    let client = common::client().await;
+    let resource = common::unique("resource");
+    fence::set(&client, &resource, "max", u64::MAX)
+        .await
+        .unwrap();
+    match fence::set(&client, &resource, "older", u64::MAX - 1).await {
+        Err(LockError::StaleToken { presented, newest }) => {
+            assert_eq!((presented, newest), (u64::MAX - 1, u64::MAX));
+        }
+        other => panic!("an older token was accepted: {other:?}"),
+    }
+    assert_eq!(
+        fence::newest_token(&client, &resource).await.unwrap(),
+        u64::MAX
+    );
+}
+
+/// How many `HGET`s the server has run.
+fn hget_calls(server: &common::RedisServer) -> u64 {
+    let stats = server.query(&["INFO", "commandstats"]).unwrap();
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_hget:calls="))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fenced_acquire_whose_reply_was_lost_still_gets_its_token() {
+    use fred::interfaces::HashesInterface;
+    let server = common::RedisServer::start();
+    let client = LockClient::builder(server.url())
+        .fencing(true)
+        .connect_timeout(Duration::from_millis(300))
+        .build()
+        .await
+        .unwrap();
+    let name = common::unique("lost-reply");
+    client.lock(&name).await.unwrap().unlock().await.unwrap();
+    let hgets = hget_calls(&server);
+    // Every command now waits 450 ms: the acquire times out after 300 ms, so the
+    // client asks Redis whether it ran (the owner's field, then the hold's token), and
+    // those reads are answered after the script has run.
+    assert_eq!(server.command(&["CLIENT", "PAUSE", "450"]).unwrap(), "+OK");
+    let guard = client.lock(&name).await.unwrap();
+    assert!(
+        hget_calls(&server) >= hgets + 2,
+        "the acquire's reply was not lost, so this test shows nothing"
+    );
+    let key = format!("{}{{{name}}}", holdlock::DEFAULT_PREFIX);
+    let in_redis: Option<u64> = client.redis().hget(key.as_str(), "token").await.unwrap();
+    assert!(in_redis.is_some());
+    assert_eq!(guard.fencing_token(), in_redis);
+    guard.unlock().await.unwrap();
+    client.shutdown().await;
+}

@@ -145,23 +145,91 @@ async fn renew_extends_only_for_the_owner() {
     assert!(lock.pttl().await > 59_000);
 }
 
+/// The server's clock in microseconds (`TIME`).
+async fn server_micros(redis: &fred::clients::Client) -> u64 {
+    use fred::interfaces::ClientLike;
+    let (seconds, micros): (u64, u64) = redis
+        .custom(
+            fred::types::CustomCommand::new_static(
+                "TIME",
+                fred::types::ClusterHash::FirstKey,
+                false,
+            ),
+            Vec::<String>::new(),
+        )
+        .await
+        .unwrap();
+    seconds * 1_000_000 + micros
+}
+
 #[tokio::test]
-async fn fencing_tokens_are_drawn_only_on_fresh_acquisitions() {
+async fn fencing_tokens_are_drawn_only_on_fresh_acquisitions_from_the_clock() {
     let lock = Lock::new("tokens").await;
+    let before = server_micros(&lock.redis).await;
     let first = lock.acquire("a", 10_000, true).await;
+    let after = server_micros(&lock.redis).await;
     assert_eq!(first[0], 1);
-    assert!(first[1] >= 1);
+    let token = u64::try_from(first[1]).unwrap();
+    assert!(
+        (before..=after).contains(&token),
+        "a token is the server clock in microseconds: {before} <= {token} <= {after}"
+    );
+    let held: Option<u64> = lock.redis.hget(lock.key.as_str(), "token").await.unwrap();
+    assert_eq!(held, Some(token), "the hold keeps its token");
     assert_eq!(
         lock.acquire("a", 10_000, true).await,
         vec![2, 0],
         "nested: no new token"
     );
     lock.release("a").await;
-    lock.release("a").await;
+    assert_eq!(lock.release("a").await, 0);
+    let exists: i64 = lock.redis.exists(lock.key.as_str()).await.unwrap();
+    assert_eq!(
+        exists, 0,
+        "the token field does not keep a released lock alive"
+    );
     let second = lock.acquire("b", 10_000, true).await;
-    assert_eq!(second[1], first[1] + 1);
+    assert!(second[1] > first[1]);
+    let floor_ttl: i64 = lock.redis.pttl(lock.token_key.as_str()).await.unwrap();
+    assert!(
+        floor_ttl == -2 || (0..=2).contains(&floor_ttl),
+        "the token key lives until the clock passes the token: {floor_ttl}"
+    );
+}
+
+#[tokio::test]
+async fn a_token_key_ahead_of_the_clock_is_exceeded_and_kept_until_the_clock_passes_it() {
+    // As left by tokens issued before the clock stepped back a minute (or by many
+    // acquisitions in one microsecond): the next token is one more, not the clock.
+    let lock = Lock::new("floor").await;
+    let ahead = server_micros(&lock.redis).await + 60_000_000;
+    let _: () = lock
+        .redis
+        .set(
+            lock.token_key.as_str(),
+            ahead.to_string(),
+            None,
+            None,
+            false,
+        )
+        .await
+        .unwrap();
+    let granted = lock.acquire("a", 10_000, true).await;
+    assert_eq!(granted, vec![1, i64::try_from(ahead + 1).unwrap()]);
+    let floor: String = lock.redis.get(lock.token_key.as_str()).await.unwrap();
+    assert_eq!(floor, (ahead + 1).to_string(), "written as an integer");
     let ttl: i64 = lock.redis.pttl(lock.token_key.as_str()).await.unwrap();
-    assert_eq!(ttl, -1, "the token counter never expires");
+    assert!(
+        (59_000..=60_002).contains(&ttl),
+        "kept until the clock reaches the token: {ttl} ms"
+    );
+    assert_eq!(lock.release("a").await, 0);
+    let again = lock.acquire("b", 10_000, true).await;
+    assert_eq!(
+        again[1],
+        granted[1] + 1,
+        "a free lock still continues from the floor"
+    );
 }
 
 #[tokio::test]
@@ -211,27 +279,56 @@ async fn scripts_raise_wrongtype_on_a_foreign_key() {
 }
 
 #[tokio::test]
-async fn fence_set_refuses_older_tokens() {
+async fn fence_set_refuses_older_tokens_exactly_for_every_u64() {
     let lock = Lock::new("fence").await;
     let key = format!("{}:data", lock.key);
-    let set = |value: &str, token: u64| {
+    let set = |value: &str, token: &str| {
         let (redis, key) = (lock.redis.clone(), key.clone());
-        let args = vec![value.to_owned(), token.to_string()];
+        let args = vec![value.to_owned(), token.to_owned()];
         async move {
-            redis
-                .eval::<Vec<i64>, _, _, _>(FENCE_SET, key, args)
-                .await
-                .unwrap()
+            let (written, token): (i64, String) = redis.eval(FENCE_SET, key, args).await.unwrap();
+            (written, token)
         }
     };
-    assert_eq!(set("v5", 5).await, vec![1, 5]);
+    let reply = |written: i64, token: &str| (written, token.to_owned());
+    assert_eq!(set("v5", "5").await, reply(1, "5"));
     assert_eq!(
-        set("v5b", 5).await,
-        vec![1, 5],
+        set("v5b", "5").await,
+        reply(1, "5"),
         "the same token may write again"
     );
-    assert_eq!(set("v3", 3).await, vec![0, 5], "an older token is refused");
+    assert_eq!(
+        set("v3", "3").await,
+        reply(0, "5"),
+        "an older token is refused"
+    );
     let value: String = lock.redis.hget(key.as_str(), "value").await.unwrap();
     assert_eq!(value, "v5b");
-    assert_eq!(set("v9", 9).await, vec![1, 9]);
+    assert_eq!(set("v40", "40").await, reply(1, "40"), "longer is larger");
+    // 2^53 + 1 and 2^53 are the same Lua number; compared as decimals they differ.
+    assert_eq!(
+        set("big", "9007199254740993").await,
+        reply(1, "9007199254740993")
+    );
+    assert_eq!(
+        set("older", "9007199254740992").await,
+        reply(0, "9007199254740993")
+    );
+    let max = u64::MAX.to_string();
+    assert_eq!(set("max", &max).await, reply(1, &max));
+    assert_eq!(set("below", "18446744073709551614").await, reply(0, &max));
+    for malformed in ["0", "007", "-1", "1e3", "x", "184467440737095516150"] {
+        let args = vec!["bad".to_owned(), malformed.to_owned()];
+        let error = lock
+            .redis
+            .eval::<Value, _, _, _>(FENCE_SET, key.clone(), args)
+            .await
+            .unwrap_err();
+        assert!(
+            error.details().contains("fencing token"),
+            "{malformed}: {error:?}"
+        );
+    }
+    let value: String = lock.redis.hget(key.as_str(), "value").await.unwrap();
+    assert_eq!(value, "max", "refused writes change nothing");
 }

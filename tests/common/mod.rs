@@ -1,6 +1,7 @@
 //! Test support: throwaway `redis-server` processes on loopback, and small helpers.
 //!
-//! Each server runs under `sh`, which kills it when our end of its stdin pipe closes,
+//! Each server runs under `sh`, which kills it when our end of its stdin pipe closes
+//! (and restarts it on the same port for each line written there),
 //! so a crashed or killed test process never leaves a server behind. Servers are
 //! stopped by their PID, never by name.
 #![allow(dead_code, unreachable_pub)]
@@ -13,6 +14,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use holdlock::LockClient;
+
+pub mod replication;
 
 /// A redis-server on a free loopback port, stopped when dropped.
 pub struct RedisServer {
@@ -71,7 +74,8 @@ impl RedisServer {
             let spawned = Command::new("sh")
                 .args([
                     "-c",
-                    r#""$0" "$@" & pid=$!; read _line; kill $pid; wait $pid"#,
+                    // Each line on stdin restarts redis (see `replication.rs`); EOF stops it.
+                    r#""$0" "$@" & pid=$!; while read _line; do kill $pid; wait $pid; "$0" "$@" & pid=$!; done; kill $pid; wait $pid"#,
                     &bin,
                     "--port",
                     &port.to_string(),
