@@ -16,11 +16,14 @@ use tokio::sync::{Notify, OwnedMutexGuard};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::config::{ClientConfig, LockNames, LockOptions, ResolvedOptions};
+use crate::config::{
+    ClientConfig, LockNames, LockOptions, MinReplicas, ResolvedOptions, redact_url,
+};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::hold::{Hold, HoldUse, Holds};
 use crate::owner::local_owner;
+use crate::replicas::Acknowledging;
 use crate::scripts::{Acquire, Scripts, TOKEN_FIELD};
 use crate::waiting::Waiting;
 use crate::watchdog;
@@ -61,6 +64,8 @@ pub(crate) struct Inner {
     pub(crate) config: ClientConfig,
     pub(crate) redis: Client,
     pub(crate) scripts: Scripts,
+    /// The connection for replica-acknowledged acquisitions (see `replicas.rs`).
+    pub(crate) acknowledging: Acknowledging,
     waiting: Arc<Waiting>,
     holds: Arc<Holds>,
     runtime: tokio::runtime::Handle,
@@ -94,11 +99,23 @@ impl fmt::Debug for LockClient {
 ///     .await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use = "a builder does nothing until `build` is awaited"]
 pub struct LockClientBuilder {
     url: String,
     config: ClientConfig,
+    #[cfg(feature = "tls-rustls")]
+    pub(crate) tls: Option<crate::tls::TlsSetting>,
+}
+
+/// Shows the URL with its passwords replaced by `***`.
+impl fmt::Debug for LockClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockClientBuilder")
+            .field("url", &redact_url(&self.url))
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
 }
 
 impl LockClientBuilder {
@@ -166,12 +183,38 @@ impl LockClientBuilder {
         self
     }
 
+    /// Require `replicas` replicas to acknowledge every fresh acquisition within
+    /// `timeout` (Redis `WAIT`, on a connection of its own). A fresh hold that too few
+    /// replicas acknowledged is released again and the call fails with
+    /// [`LockError::NotReplicated`]. Re-entries are not checked; per call,
+    /// [`LockOptions::min_replicas`] overrides this. `replicas = 0` turns it off
+    /// (the default).
+    ///
+    /// This narrows, but does not close, the window in which a failover loses a hold:
+    /// see `docs/deployments.md`.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// let client = holdlock::LockClient::builder("redis-sentinel://127.0.0.1:26379?sentinelServiceName=locks")
+    ///     .min_replicas(1, std::time::Duration::from_millis(100))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn min_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.config.min_replicas = MinReplicas::new(replicas, timeout);
+        self
+    }
+
     /// Validates the settings and connects.
     ///
     /// # Errors
     /// [`LockError::InvalidOption`] for a bad URL, prefix, lease or timeout;
     /// [`LockError::ConnectTimeout`] or [`LockError::Redis`] if Redis cannot be reached
-    /// within the connect timeout.
+    /// within the connect timeout (a refused password or TLS certificate is a
+    /// [`LockError::Redis`] that says so); [`LockError::PermissionDenied`] if the
+    /// user may not subscribe.
     ///
     /// # Examples
     /// ```no_run
@@ -181,11 +224,14 @@ impl LockClientBuilder {
     /// ```
     pub async fn build(self) -> Result<LockClient> {
         self.config.validate()?;
-        let fred_config =
+        #[allow(unused_mut)]
+        let mut fred_config =
             Config::from_url(&self.url).map_err(|error| LockError::InvalidOption {
                 option: "url",
                 reason: error.details().to_string(),
             })?;
+        #[cfg(feature = "tls-rustls")]
+        crate::tls::apply(self.tls.as_ref(), &mut fred_config)?;
         let timeout = self.config.connect_timeout;
         let mut builder = Builder::from_config(fred_config);
         builder
@@ -208,7 +254,7 @@ impl LockClientBuilder {
                 let _ = redis.quit().await;
                 let _ = subscriber.quit().await;
                 return Err(match failed {
-                    Ok(Err(error)) => LockError::Redis(error),
+                    Ok(Err(error)) => LockError::from(error),
                     _ => LockError::ConnectTimeout { timeout },
                 });
             }
@@ -220,6 +266,7 @@ impl LockClientBuilder {
                 config: self.config,
                 redis,
                 scripts: Scripts::new(),
+                acknowledging: Acknowledging::default(),
                 waiting: Waiting::start(subscriber),
                 holds: Arc::default(),
                 runtime: tokio::runtime::Handle::current(),
@@ -267,6 +314,8 @@ impl LockClient {
         LockClientBuilder {
             url: url.into(),
             config: ClientConfig::default(),
+            #[cfg(feature = "tls-rustls")]
+            tls: None,
         }
     }
 
@@ -599,6 +648,7 @@ impl LockClient {
         }
         self.inner.holds.drain("the client was shut down");
         self.inner.waiting.quit().await;
+        self.inner.acknowledging.quit().await;
         let _ = self.inner.redis.quit().await;
     }
 
@@ -750,25 +800,37 @@ impl Inner {
         held: u32,
     ) -> Result<Acquire> {
         let give_up = Instant::now() + self.config.connect_timeout;
+        // Replicas acknowledge fresh acquisitions only (see `replicas.rs`).
+        let acknowledged = options.min_replicas.filter(|_| held == 0);
         loop {
-            let error = match self
-                .scripts
-                .acquire(
-                    &self.redis,
-                    &names.key,
-                    &names.token_key,
-                    owner,
-                    options.lease_ms,
-                    options.fenced,
-                )
-                .await
-            {
+            let reply = match acknowledged {
+                Some(min) => self.acquire_acknowledged(names, owner, options, min).await,
+                None => {
+                    self.scripts
+                        .acquire(
+                            &self.redis,
+                            &names.key,
+                            &names.token_key,
+                            owner,
+                            options.lease_ms,
+                            options.fenced,
+                        )
+                        .await
+                }
+            };
+            let error = match reply {
                 Err(error) if outcome_unknown(&error) => error,
                 done => return done,
             };
             tracing::debug!(lock = %names.name, %error, "acquire reply lost; checking whether it ran");
             match self.field(names, owner).await {
                 Ok(count) if count == held + 1 => {
+                    if let Some(min) = acknowledged {
+                        // It ran, but nobody counted the replicas that have it.
+                        return Err(self
+                            .undo_unacknowledged(names, owner, options.lease_ms, 0, min)
+                            .await);
+                    }
                     let token = if options.fenced && count == 1 {
                         Box::pin(
                             self.redis
@@ -791,27 +853,25 @@ impl Inner {
 
     /// `release.lua`, written at most once per try. When a reply is lost, the owner's
     /// field tells whether the script ran: `held` - 1 means it did.
-    async fn release_exactly_once(&self, hold: &Hold, held: u32) -> Result<Option<u32>> {
-        let names = &hold.names;
-        let lease_ms = hold.lease_ms.load(Ordering::Acquire);
+    pub(crate) async fn release_exactly_once(
+        &self,
+        names: &LockNames,
+        owner: &str,
+        lease_ms: u64,
+        held: u32,
+    ) -> Result<Option<u32>> {
         let give_up = Instant::now() + self.config.connect_timeout;
         loop {
             let error = match self
                 .scripts
-                .release(
-                    &self.redis,
-                    &names.key,
-                    &names.channel,
-                    &hold.owner,
-                    lease_ms,
-                )
+                .release(&self.redis, &names.key, &names.channel, owner, lease_ms)
                 .await
             {
                 Err(error) if outcome_unknown(&error) => error,
                 done => return done,
             };
             tracing::debug!(lock = %names.name, %error, "release reply lost; checking whether it ran");
-            match self.field(names, &hold.owner).await {
+            match self.field(names, owner).await {
                 Ok(count) if count + 1 == held => return Ok(Some(count)),
                 Ok(count) if count != held => return Ok(None),
                 Ok(_) | Err(_) if Instant::now() < give_up => {
@@ -820,6 +880,13 @@ impl Inner {
                 _ => return Err(error),
             }
         }
+    }
+
+    /// [`release_exactly_once`](Self::release_exactly_once) for one of `hold`'s holds.
+    async fn release_hold(&self, hold: &Hold, held: u32) -> Result<Option<u32>> {
+        let lease_ms = hold.lease_ms.load(Ordering::Acquire);
+        self.release_exactly_once(&hold.names, &hold.owner, lease_ms, held)
+            .await
     }
 
     /// The owner's hold count as Redis has it (0 if none).
@@ -856,7 +923,7 @@ impl Inner {
             hold.stop_watchdog();
         }
         let mut in_flight = InFlight::new(self, Op::Release, entry, count);
-        let reply = self.release_exactly_once(hold, held).await;
+        let reply = self.release_hold(hold, held).await;
         let (_entry, mut count) = in_flight.land()?;
         match reply {
             Ok(Some(remaining)) => {
@@ -911,7 +978,7 @@ impl Inner {
             }
         };
         if let Some(in_redis) = undo {
-            match self.release_exactly_once(hold, in_redis).await {
+            match self.release_hold(hold, in_redis).await {
                 Ok(Some(remaining)) if op == Op::Release => hold.set_count(&mut count, remaining),
                 Ok(_) => {}
                 Err(error) => {
@@ -977,9 +1044,11 @@ impl Drop for Inner {
         self.holds.drain("the client was dropped");
         let redis = self.redis.clone();
         let waiting = Arc::clone(&self.waiting);
+        let acknowledging = std::mem::take(&mut self.acknowledging);
         // Closing politely needs the runtime; if it is gone, so are the connections.
         drop(self.runtime.spawn(async move {
             waiting.quit().await;
+            acknowledging.quit().await;
             let _ = redis.quit().await;
         }));
     }

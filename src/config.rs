@@ -22,6 +22,7 @@ pub(crate) struct ClientConfig {
     pub(crate) lease: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) fencing: bool,
+    pub(crate) min_replicas: Option<MinReplicas>,
 }
 
 impl Default for ClientConfig {
@@ -31,6 +32,7 @@ impl Default for ClientConfig {
             lease: DEFAULT_LEASE,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             fencing: false,
+            min_replicas: None,
         }
     }
 }
@@ -48,6 +50,9 @@ impl ClientConfig {
         }
         lease_millis("lease", self.lease)?;
         positive("connect_timeout", self.connect_timeout)?;
+        if let Some(min) = self.min_replicas {
+            min.validate()?;
+        }
         Ok(())
     }
 
@@ -92,6 +97,47 @@ pub(crate) struct LockNames {
     pub(crate) key: String,
     pub(crate) token_key: String,
     pub(crate) channel: String,
+}
+
+/// `url` with the passwords in it (`user:password@`, `sentinelPassword=`) replaced by
+/// `***`, for `Debug` output and logs.
+pub(crate) fn redact_url(url: &str) -> String {
+    let mut redacted = String::with_capacity(url.len());
+    let mut rest = url;
+    if let Some(start) = url.find("://").map(|at| at + 3) {
+        let authority_end = url[start..]
+            .find(['/', '?', '#'])
+            .map_or(url.len(), |end| start + end);
+        redacted.push_str(&url[..start]);
+        rest = &url[start..];
+        if let Some(at) = url[start..authority_end].rfind('@') {
+            let userinfo = &url[start..start + at];
+            match userinfo.find(':') {
+                Some(colon) => {
+                    redacted.push_str(&userinfo[..colon]);
+                    redacted.push_str(":***");
+                }
+                None => redacted.push_str(userinfo),
+            }
+            rest = &url[start + at..];
+        }
+    }
+    let (before_query, query) = rest.split_once('?').unwrap_or((rest, ""));
+    redacted.push_str(before_query);
+    if rest.contains('?') {
+        redacted.push('?');
+        let params: Vec<String> = query
+            .split('&')
+            .map(|param| match param.split_once('=') {
+                Some((name, _)) if name.to_ascii_lowercase().contains("password") => {
+                    format!("{name}=***")
+                }
+                _ => param.to_owned(),
+            })
+            .collect();
+        redacted.push_str(&params.join("&"));
+    }
+    redacted
 }
 
 fn validate_name(name: &str) -> Result<()> {
@@ -162,6 +208,8 @@ pub struct LockOptions {
     pub(crate) wait: Option<Duration>,
     pub(crate) lease: Option<Duration>,
     pub(crate) fenced: bool,
+    /// `None`: the client's setting; `Some(None)`: off for this call.
+    pub(crate) min_replicas: Option<Option<MinReplicas>>,
 }
 
 impl LockOptions {
@@ -232,6 +280,25 @@ impl LockOptions {
         self
     }
 
+    /// Require `replicas` replicas to acknowledge a fresh acquisition within `timeout`
+    /// (Redis `WAIT`), overriding the client's
+    /// [`min_replicas`](crate::LockClientBuilder::min_replicas); `replicas = 0` turns the
+    /// check off for this call. A fresh acquisition that too few replicas acknowledge is
+    /// released again and fails with [`LockError::NotReplicated`]. Re-entries are not
+    /// checked: the first hold was.
+    ///
+    /// See `docs/deployments.md` for what this does and does not guarantee.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::time::Duration;
+    /// let options = holdlock::LockOptions::new().min_replicas(1, Duration::from_millis(100));
+    /// ```
+    pub fn min_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.min_replicas = Some(MinReplicas::new(replicas, timeout));
+        self
+    }
+
     /// Checks the options against the client's, returning the wait and lease to use.
     pub(crate) fn resolve(&self, client: &ClientConfig) -> Result<ResolvedOptions> {
         let wait = match self.wait {
@@ -253,6 +320,11 @@ impl LockOptions {
             lease_ms: lease_millis("lease", lease)?,
             watchdog,
             fenced: self.fenced || client.fencing,
+            min_replicas: match self.min_replicas {
+                Some(Some(min)) => Some(min.validate()?),
+                Some(None) => None,
+                None => client.min_replicas,
+            },
         })
     }
 }
@@ -264,6 +336,39 @@ pub(crate) struct ResolvedOptions {
     pub(crate) lease_ms: u64,
     pub(crate) watchdog: bool,
     pub(crate) fenced: bool,
+    pub(crate) min_replicas: Option<MinReplicas>,
+}
+
+/// How many replicas must acknowledge a fresh acquisition, and how long to wait for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MinReplicas {
+    pub(crate) replicas: u32,
+    pub(crate) timeout: Duration,
+}
+
+impl MinReplicas {
+    /// `None` for zero replicas: no acknowledgement wanted.
+    pub(crate) fn new(replicas: u32, timeout: Duration) -> Option<Self> {
+        (replicas > 0).then_some(Self { replicas, timeout })
+    }
+
+    /// Checks the timeout; `WAIT` takes whole milliseconds and reads 0 as "forever".
+    pub(crate) fn validate(self) -> Result<Self> {
+        let millis = positive("min_replicas timeout", self.timeout)?.as_millis();
+        if millis == 0 {
+            return Err(LockError::InvalidOption {
+                option: "min_replicas timeout",
+                reason: format!("{:?} is shorter than the minimum of 1 ms", self.timeout),
+            });
+        }
+        Ok(self)
+    }
+
+    /// The timeout in whole milliseconds, as `WAIT` takes it.
+    pub(crate) fn timeout_ms(self) -> u64 {
+        // validate() bounds the timeout far below u64::MAX milliseconds.
+        self.timeout.as_millis() as u64
+    }
 }
 
 #[cfg(test)]
@@ -302,6 +407,54 @@ mod tests {
         assert!(lease_millis("lease", Duration::from_micros(500)).is_err());
         let options = LockOptions::new().wait(Duration::MAX);
         assert!(options.resolve(&config).is_err());
+    }
+
+    #[test]
+    fn passwords_are_redacted_from_urls() {
+        for (url, expected) in [
+            ("redis://127.0.0.1:6379", "redis://127.0.0.1:6379"),
+            ("redis://:s3cret@h:1/2", "redis://:***@h:1/2"),
+            ("rediss://app:s3cret@h:1", "rediss://app:***@h:1"),
+            ("redis://app@h:1", "redis://app@h:1"),
+            ("redis://a:p@ss@h:1?x=1", "redis://a:***@h:1?x=1"),
+            (
+                "redis-sentinel://u:pw@h:26379/0?sentinelServiceName=m&sentinelPassword=pw2&node=h:2",
+                "redis-sentinel://u:***@h:26379/0?sentinelServiceName=m&sentinelPassword=***&node=h:2",
+            ),
+            ("not a url at all", "not a url at all"),
+        ] {
+            assert_eq!(redact_url(url), expected);
+        }
+    }
+
+    #[test]
+    fn min_replicas_are_checked() {
+        let config = ClientConfig::default();
+        assert!(MinReplicas::new(0, Duration::from_secs(1)).is_none());
+        let resolved = LockOptions::new()
+            .min_replicas(2, Duration::from_millis(5))
+            .resolve(&config)
+            .unwrap();
+        assert_eq!(resolved.min_replicas.map(|m| m.replicas), Some(2));
+        let off = ClientConfig {
+            min_replicas: MinReplicas::new(1, Duration::from_secs(1)),
+            ..ClientConfig::default()
+        };
+        let resolved = LockOptions::new()
+            .min_replicas(0, Duration::ZERO)
+            .resolve(&off)
+            .unwrap();
+        assert_eq!(resolved.min_replicas, None, "zero replicas turns it off");
+        for bad in [Duration::ZERO, Duration::from_micros(500), Duration::MAX] {
+            let options = LockOptions::new().min_replicas(1, bad);
+            assert!(matches!(
+                options.resolve(&config),
+                Err(LockError::InvalidOption {
+                    option: "min_replicas timeout",
+                    ..
+                })
+            ));
+        }
     }
 
     #[test]

@@ -24,7 +24,30 @@ pub type Result<T, E = LockError> = std::result::Result<T, E>;
 pub enum LockError {
     /// A Redis command or the connection failed.
     #[error("redis error: {0}")]
-    Redis(#[from] fred::error::Error),
+    Redis(fred::error::Error),
+
+    /// Redis refused a command under its ACL rules (`NOPERM`): the user may not run
+    /// the command, or touch the key or channel. See `docs/deployments.md` for the rule
+    /// a holdlock user needs.
+    #[error("redis refused the command (ACL): {detail}")]
+    PermissionDenied {
+        /// Redis's explanation, e.g. "this user has no permissions to access one of
+        /// the keys used as arguments".
+        detail: String,
+    },
+
+    /// A fresh acquisition was not acknowledged by enough replicas within the
+    /// `min_replicas` timeout; it was released again (or, if that failed too, expires
+    /// within its lease).
+    #[error("lock `{name}`: {acked} of {wanted} replicas acknowledged the acquisition")]
+    NotReplicated {
+        /// The lock name.
+        name: String,
+        /// Replicas known to have acknowledged (0 when the answer was lost).
+        acked: u32,
+        /// Replicas required.
+        wanted: u32,
+    },
 
     /// Connecting did not succeed within the connect timeout.
     #[error("could not connect to redis within {timeout:?}")]
@@ -104,7 +127,20 @@ impl LockError {
                 key: key.to_owned(),
             }
         } else {
-            LockError::Redis(error)
+            LockError::from(error)
+        }
+    }
+}
+
+impl From<fred::error::Error> for LockError {
+    /// Wraps a Redis error, recognising ACL refusals (`NOPERM`).
+    fn from(error: fred::error::Error) -> Self {
+        let details = error.details();
+        match details.find("NOPERM") {
+            Some(at) => LockError::PermissionDenied {
+                detail: details[at + "NOPERM".len()..].trim().to_owned(),
+            },
+            None => LockError::Redis(error),
         }
     }
 }

@@ -44,7 +44,10 @@ mod guard;
 mod hold;
 mod once;
 mod owner;
+mod replicas;
 mod scripts;
+#[cfg(feature = "tls-rustls")]
+mod tls;
 mod waiting;
 mod watchdog;
 

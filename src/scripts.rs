@@ -87,11 +87,7 @@ impl Scripts {
         lease_ms: u64,
         fenced: bool,
     ) -> Result<Acquire> {
-        let args: Vec<Value> = vec![
-            owner.into(),
-            lease_ms.to_string().into(),
-            if fenced { "1" } else { "0" }.into(),
-        ];
+        let args = acquire_args(owner, lease_ms, fenced);
         let reply = self
             .eval(
                 client,
@@ -101,15 +97,7 @@ impl Scripts {
                 Delivery::AtMostOnce,
             )
             .await?;
-        match pair(&reply)? {
-            (0, pttl) => Ok(Acquire::Busy {
-                pttl: u64::try_from(pttl).ok().map(Duration::from_millis),
-            }),
-            (count, token) => Ok(Acquire::Granted {
-                count: u32::try_from(count).map_err(|_| protocol(&reply))?,
-                token: u64::try_from(token).map_err(|_| protocol(&reply))?,
-            }),
-        }
+        acquire_reply(&reply)
     }
 
     /// Returns the remaining hold count, or `None` if the owner held nothing.
@@ -240,6 +228,70 @@ impl Scripts {
         }))
     }
 
+    /// `acquire.lua` followed, on the same connection, by `WAIT replicas timeout`:
+    /// both in one pipeline, so the `WAIT` counts the replicas that have the script's
+    /// writes. Returns the acquire reply and the `WAIT` reply (the number of replicas
+    /// that acknowledged), or the error that lost it.
+    ///
+    /// Sent at most once, like [`acquire`](Self::acquire). `timeout` bounds the whole
+    /// pipeline, `WAIT` included.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn acquire_then_wait(
+        &self,
+        client: &Client,
+        key: &str,
+        token_key: &str,
+        owner: &str,
+        lease_ms: u64,
+        fenced: bool,
+        (replicas, wait_ms): (u32, u64),
+        timeout: Duration,
+    ) -> Result<(Acquire, Result<u32>)> {
+        let (evalsha, arguments) = evalsha(
+            &self.acquire,
+            &[key, token_key],
+            acquire_args(owner, lease_ms, fenced),
+        );
+        let wait = CustomCommand::new_static("WAIT", slot_of(key), true);
+        let options = Options {
+            max_attempts: Some(1),
+            timeout: Some(timeout),
+            ..Options::default()
+        };
+        let mut loaded = false;
+        loop {
+            let pipeline = client.pipeline();
+            let sender = pipeline.with_options(&options);
+            Box::pin(sender.custom::<(), Value>(evalsha.clone(), arguments.clone())).await?;
+            let wait_args: Vec<Value> = vec![replicas.into(), wait_ms.to_string().into()];
+            Box::pin(sender.custom::<(), Value>(wait.clone(), wait_args)).await?;
+            let mut replies = Box::pin(pipeline.try_all::<Value>()).await.into_iter();
+            let acquired = replies.next().unwrap_or_else(|| {
+                Err(fred::error::Error::new(
+                    fred::error::ErrorKind::Unknown,
+                    "empty pipeline reply",
+                ))
+            });
+            let acquired = match acquired {
+                Err(error) if !loaded && error.details().starts_with("NOSCRIPT") => {
+                    tracing::debug!("script cache flushed on the server; loading the script again");
+                    Box::pin(self.acquire.load(client)).await?;
+                    loaded = true;
+                    continue;
+                }
+                other => other.map_err(|error| LockError::from_redis(error, key))?,
+            };
+            let acked = match replies.next() {
+                Some(Ok(reply)) => {
+                    integer(&reply).and_then(|n| u32::try_from(n).map_err(|_| protocol(&reply)))
+                }
+                Some(Err(error)) => Err(LockError::from(error)),
+                None => Err(LockError::Protocol("WAIT got no reply".into())),
+            };
+            return Ok((acquire_reply(&acquired)?, acked));
+        }
+    }
+
     /// `EVALSHA`, loading the script and trying once more on `NOSCRIPT`.
     ///
     /// Sent as a custom command because fred's per-command options (`max_attempts`)
@@ -259,16 +311,7 @@ impl Scripts {
             max_attempts: (delivery == Delivery::AtMostOnce).then_some(1),
             ..Options::default()
         };
-        let command = CustomCommand::new_static(
-            "EVALSHA",
-            ClusterHash::Custom(redis_keyslot(first_key.as_bytes())),
-            false,
-        );
-        let mut arguments: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
-        arguments.push(script.sha1().clone().into());
-        arguments.push(Value::Integer(keys.len() as i64));
-        arguments.extend(keys.iter().map(|key| Value::from(*key)));
-        arguments.extend(args);
+        let (command, arguments) = evalsha(script, keys, args);
         let sender = client.with_options(&options);
         // fred's futures are large; boxing them keeps every lock future small.
         let reply =
@@ -282,6 +325,42 @@ impl Scripts {
                 other => other,
             };
         reply.map_err(|error| LockError::from_redis(error, first_key))
+    }
+}
+
+/// Routes a command to the slot of `key` (the lock's hash tag).
+fn slot_of(key: &str) -> ClusterHash {
+    ClusterHash::Custom(redis_keyslot(key.as_bytes()))
+}
+
+/// The `EVALSHA` command for `script` and its arguments, routed by the first key.
+fn evalsha(script: &Script, keys: &[&str], args: Vec<Value>) -> (CustomCommand, Vec<Value>) {
+    let command = CustomCommand::new_static("EVALSHA", slot_of(keys.first().unwrap_or(&"")), false);
+    let mut arguments: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
+    arguments.push(script.sha1().clone().into());
+    arguments.push(Value::Integer(keys.len() as i64));
+    arguments.extend(keys.iter().map(|key| Value::from(*key)));
+    arguments.extend(args);
+    (command, arguments)
+}
+
+fn acquire_args(owner: &str, lease_ms: u64, fenced: bool) -> Vec<Value> {
+    vec![
+        owner.into(),
+        lease_ms.to_string().into(),
+        if fenced { "1" } else { "0" }.into(),
+    ]
+}
+
+fn acquire_reply(reply: &Value) -> Result<Acquire> {
+    match pair(reply)? {
+        (0, pttl) => Ok(Acquire::Busy {
+            pttl: u64::try_from(pttl).ok().map(Duration::from_millis),
+        }),
+        (count, token) => Ok(Acquire::Granted {
+            count: u32::try_from(count).map_err(|_| protocol(reply))?,
+            token: u64::try_from(token).map_err(|_| protocol(reply))?,
+        }),
     }
 }
 

@@ -1,0 +1,224 @@
+//! Replica-acknowledged acquisition (`min_replicas`): `WAIT` after a fresh hold, and
+//! a clean refusal (no hold left behind) when the replica is paused or gone.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use fred::interfaces::HashesInterface;
+use holdlock::{LockClient, LockError, LockOptions};
+
+use common::RedisServer;
+
+fn key(name: &str) -> String {
+    format!("holdlock:{{{name}}}")
+}
+
+/// Sends `signal` (STOP or CONT) to the replica's redis-server, by its PID.
+fn signal(server: &RedisServer, pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{signal} {pid} ({})", server.port);
+}
+
+/// A replica of `master` that acknowledges writes at once. A replica that loaded its
+/// first sync from the socket gets the write stream only after its first `REPLCONF
+/// ACK` (up to a second later); until then `WAIT` cannot count it.
+fn replica_of(master: &RedisServer) -> RedisServer {
+    let replica = master.start_replica();
+    // A write that reaches the replica shows that the stream has started.
+    assert_eq!(
+        master
+            .command(&["SET", "holdlock-test:warm-up", "1"])
+            .as_deref(),
+        Ok("+OK")
+    );
+    master.wait_replicated(&replica);
+    replica
+}
+
+fn acknowledged(replicas: u32) -> LockOptions {
+    LockOptions::new()
+        .wait(Duration::ZERO)
+        .min_replicas(replicas, Duration::from_millis(400))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn acquisitions_need_the_replicas_they_ask_for() {
+    let master = RedisServer::start();
+    let replica = replica_of(&master);
+    let client = LockClient::builder(master.url())
+        .min_replicas(1, Duration::from_millis(400))
+        .build()
+        .await
+        .unwrap();
+    let name = common::unique("replicated");
+
+    // Healthy replica: the fresh hold is acknowledged; re-entry needs no WAIT.
+    let guard = client.lock(&name).await.unwrap();
+    let nested = client.lock(&name).await.unwrap();
+    assert_eq!(nested.hold_count(), 2);
+    drop(nested);
+    guard.unlock().await.unwrap();
+
+    // More replicas than there are: refused, with the count, and nothing left held.
+    let refused = client.lock_with(&name, acknowledged(2)).await;
+    assert!(
+        matches!(
+            refused,
+            Err(LockError::NotReplicated {
+                acked: 1,
+                wanted: 2,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert!(client.inspect(&name).await.unwrap().is_none());
+
+    // Paused replica: nobody acknowledges; the hold is released again.
+    let pid = replica.process_id();
+    signal(&replica, pid, "STOP");
+    let paused = client.lock_with(&name, acknowledged(1)).await;
+    let after = client.inspect(&name).await;
+    signal(&replica, pid, "CONT");
+    assert!(
+        matches!(
+            paused,
+            Err(LockError::NotReplicated {
+                acked: 0,
+                wanted: 1,
+                ..
+            })
+        ),
+        "{paused:?}"
+    );
+    assert!(
+        after.unwrap().is_none(),
+        "an unreplicated hold was left behind"
+    );
+
+    // Turned off per call, the same acquisition succeeds without the replica.
+    signal(&replica, pid, "STOP");
+    let unchecked = client
+        .lock_with(&name, acknowledged(0))
+        .await
+        .unwrap()
+        .expect("free");
+    signal(&replica, pid, "CONT");
+    unchecked.unlock().await.unwrap();
+
+    // Stopped replica: refused; resumed after a new replica: granted again.
+    drop(replica);
+    assert!(matches!(
+        client.lock(&name).await,
+        Err(LockError::NotReplicated { acked: 0, .. })
+    ));
+    assert!(client.inspect(&name).await.unwrap().is_none());
+    let _replica = replica_of(&master);
+    client.lock(&name).await.unwrap().unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slow_wait_does_not_hold_up_other_locks_of_the_client() {
+    let master = RedisServer::start();
+    let replica = replica_of(&master);
+    let client = LockClient::connect(&master.url()).await.unwrap();
+    let pid = replica.process_id();
+    signal(&replica, pid, "STOP");
+    let waiting = {
+        let (client, name) = (client.clone(), common::unique("slow-wait"));
+        let options = LockOptions::new().min_replicas(1, Duration::from_millis(1500));
+        tokio::spawn(async move { client.lock_with(&name, options).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // WAIT blocks its own connection only: plain locks go on meanwhile.
+    let other = common::unique("unblocked");
+    for _ in 0..20 {
+        client.lock(&other).await.unwrap().unlock().await.unwrap();
+    }
+    let still_waiting = !waiting.is_finished();
+    let refused = waiting.await.unwrap();
+    signal(&replica, pid, "CONT");
+    assert!(still_waiting, "the plain locks waited behind WAIT");
+    assert!(
+        matches!(refused, Err(LockError::NotReplicated { .. })),
+        "{refused:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killed_connections_leave_acknowledged_holds_exactly_once() {
+    let master = Arc::new(RedisServer::start());
+    let _replica = replica_of(&master);
+    let client = LockClient::builder(master.url())
+        .min_replicas(1, Duration::from_millis(500))
+        .build()
+        .await
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let killer = {
+        let (master, stop) = (Arc::clone(&master), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut kills = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(10 + kills % 17));
+                let _ = master.command(&["CLIENT", "KILL", "TYPE", "normal"]);
+                kills += 1;
+            }
+            kills
+        })
+    };
+    let mut outcomes = [0usize; 3]; // granted, refused, failed
+    let names: Vec<String> = (0..4)
+        .map(|i| common::unique(&format!("ack-{i}")))
+        .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while std::time::Instant::now() < deadline {
+        for name in &names {
+            let result = client
+                .lock_with(name, LockOptions::new().wait(Duration::ZERO))
+                .await;
+            let held: Option<i64> = loop {
+                match client
+                    .redis()
+                    .hget(key(name).as_str(), client.owner_id())
+                    .await
+                {
+                    Ok(count) => break count,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+                }
+            };
+            match result {
+                Ok(Some(guard)) => {
+                    outcomes[0] += 1;
+                    assert_eq!(held, Some(1), "a granted hold is counted once");
+                    while let Err(error) = client.force_unlock(name).await {
+                        assert!(error.is_redis(), "{error}");
+                    }
+                    drop(guard);
+                }
+                Ok(None) => panic!("nobody else holds {name}"),
+                Err(LockError::NotReplicated { .. }) => {
+                    outcomes[1] += 1;
+                    assert_eq!(held, None, "a refused hold was left behind");
+                }
+                Err(error) => {
+                    // The outcome stayed unknown for the whole connect timeout: a hold
+                    // may exist (it would expire with its lease). Clear it.
+                    assert!(error.is_redis(), "{error}");
+                    outcomes[2] += 1;
+                    while client.force_unlock(name).await.is_err() {}
+                }
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let kills = killer.join().unwrap();
+    println!("granted, refused, failed: {outcomes:?} with {kills} connection kills");
+    assert!(outcomes[0] > 0, "nothing was ever granted: {outcomes:?}");
+}
