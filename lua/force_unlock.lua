@@ -2,6 +2,7 @@
 --
 -- KEYS[1]  lock key
 -- ARGV[1]  release channel
+-- ARGV[2]  "spublish" to tell it as a shard channel (Redis Cluster 7.0+); else PUBLISH
 --
 -- Returns 1 if a lock was deleted, 0 if there was none.
 -- Raises WRONGTYPE if KEYS[1] exists but is not a hash.
@@ -9,5 +10,5 @@ if redis.call('hlen', KEYS[1]) == 0 then
   return 0
 end
 redis.call('del', KEYS[1])
-redis.call('publish', ARGV[1], 'released')
+redis.call(ARGV[2] == 'spublish' and 'spublish' or 'publish', ARGV[1], 'released')
 return 1

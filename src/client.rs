@@ -260,14 +260,20 @@ impl LockClientBuilder {
             }
         }
         let _resubscriber = subscriber.manage_subscriptions();
+        // Shard channels need Redis 7.0; a server that hides its version (INFO refused
+        // by ACL) is taken to have them.
+        let sharded = redis.is_clustered()
+            && redis
+                .server_version()
+                .is_none_or(|version| version.major >= 7);
         Ok(LockClient {
             inner: Arc::new(Inner {
                 id: Uuid::new_v4(),
                 config: self.config,
                 redis,
-                scripts: Scripts::new(),
+                scripts: Scripts::new(sharded),
                 acknowledging: Acknowledging::default(),
-                waiting: Waiting::start(subscriber),
+                waiting: Waiting::start(subscriber, sharded),
                 holds: Arc::default(),
                 runtime: tokio::runtime::Handle::current(),
                 shut_down: AtomicBool::new(false),

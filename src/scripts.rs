@@ -51,6 +51,8 @@ pub(crate) struct Scripts {
     fence_set: Script,
     inspect: Script,
     complete_period: Script,
+    /// How release messages are published: `publish`, or `spublish` on a cluster.
+    publish: &'static str,
 }
 
 /// The hash field of a fenced hold's token in the lock key (see `lua/acquire.lua`).
@@ -66,8 +68,10 @@ pub(crate) struct Snapshot {
 }
 
 impl Scripts {
-    pub(crate) fn new() -> Self {
+    /// The scripts, publishing release messages on shard channels if `sharded`.
+    pub(crate) fn new(sharded: bool) -> Self {
         Self {
+            publish: if sharded { "spublish" } else { "publish" },
             acquire: Script::from_lua(ACQUIRE),
             release: Script::from_lua(RELEASE),
             renew: Script::from_lua(RENEW),
@@ -109,7 +113,12 @@ impl Scripts {
         owner: &str,
         lease_ms: u64,
     ) -> Result<Option<u32>> {
-        let args: Vec<Value> = vec![owner.into(), lease_ms.to_string().into(), channel.into()];
+        let args: Vec<Value> = vec![
+            owner.into(),
+            lease_ms.to_string().into(),
+            channel.into(),
+            self.publish.into(),
+        ];
         let reply = self
             .eval(client, &self.release, &[key], args, Delivery::AtMostOnce)
             .await?;
@@ -146,7 +155,7 @@ impl Scripts {
                 client,
                 &self.force_unlock,
                 &[key],
-                vec![channel.into()],
+                vec![channel.into(), self.publish.into()],
                 Delivery::Retried,
             )
             .await?;

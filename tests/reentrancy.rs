@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use fred::interfaces::HashesInterface;
-use holdlock::{LockError, LockGuard};
+use holdlock::LockError;
 
 fn key(name: &str) -> String {
     format!("holdlock:{{{name}}}")
@@ -17,58 +17,6 @@ async fn count_in_redis(client: &holdlock::LockClient, name: &str, owner: &str) 
         .hget(key(name).as_str(), owner)
         .await
         .unwrap()
-}
-
-/// Takes the lock three times in one task and releases in the order given.
-async fn three_deep_released_in(order: [usize; 3]) {
-    let client = common::client().await;
-    let name = common::unique("reentrant");
-    let mut guards: Vec<Option<LockGuard>> = Vec::new();
-    for depth in 1..=3 {
-        let guard = tokio::time::timeout(Duration::from_secs(2), client.lock(&name))
-            .await
-            .expect("re-entry must not wait for itself")
-            .unwrap();
-        assert_eq!(guard.hold_count(), depth);
-        guards.push(Some(guard));
-    }
-    let owner = guards[0].as_ref().unwrap().owner().to_owned();
-    assert_eq!(count_in_redis(&client, &name, &owner).await, Some(3));
-
-    for (released, index) in order.into_iter().enumerate() {
-        let guard = guards[index].take().unwrap();
-        guard.unlock().await.unwrap();
-        let left = 2 - released as i64;
-        if left > 0 {
-            assert_eq!(count_in_redis(&client, &name, &owner).await, Some(left));
-            assert!(
-                client.is_locked(&name).await.unwrap(),
-                "held while any hold remains"
-            );
-            for guard in guards.iter().flatten() {
-                assert_eq!(guard.hold_count() as i64, left);
-            }
-        }
-    }
-    assert!(
-        !client.is_locked(&name).await.unwrap(),
-        "the key is deleted at zero"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn three_deep_released_innermost_first() {
-    three_deep_released_in([2, 1, 0]).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn three_deep_released_outermost_first() {
-    three_deep_released_in([0, 1, 2]).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn three_deep_released_middle_first() {
-    three_deep_released_in([1, 2, 0]).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

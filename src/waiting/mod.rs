@@ -5,22 +5,30 @@
 //! until a release message arrives or the holder's remaining lease runs out. Local
 //! waiters on one lock line up in FIFO order and only the head talks to Redis, so a
 //! release never sets off a stampede.
+//!
+//! On a Redis Cluster (7.0 and later) release channels are shard channels
+//! (`SSUBSCRIBE`/`SPUBLISH`, see `shards.rs`): a release travels only within the shard
+//! that owns the lock's slot.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
 use fred::clients::SubscriberClient;
-use fred::interfaces::{EventInterface, PubsubInterface};
+use fred::interfaces::EventInterface;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::error::Result;
 
+mod shards;
+
 /// The waiting rooms of one client, by release channel.
 #[derive(Debug)]
 pub(crate) struct Waiting {
     subscriber: SubscriberClient,
+    /// Shard channels (cluster) instead of plain ones.
+    sharded: bool,
     rooms: Mutex<HashMap<String, Arc<Room>>>,
 }
 
@@ -34,15 +42,22 @@ struct Room {
     released: Notify,
     /// Whether the channel is subscribed; the lock serialises SUBSCRIBE and UNSUBSCRIBE.
     subscribed: tokio::sync::Mutex<bool>,
+    /// For a shard channel: the cluster node it was subscribed on.
+    node: Mutex<Option<fred::types::config::Server>>,
 }
 
 impl Waiting {
-    /// Starts dispatching release messages from `subscriber`, which must be connected.
-    pub(crate) fn start(subscriber: SubscriberClient) -> Arc<Self> {
+    /// Starts dispatching release messages from `subscriber`, which must be connected;
+    /// `sharded` subscribes shard channels (and follows them when their slots move).
+    pub(crate) fn start(subscriber: SubscriberClient, sharded: bool) -> Arc<Self> {
         let waiting = Arc::new(Self {
             subscriber,
+            sharded,
             rooms: Mutex::new(HashMap::new()),
         });
+        if sharded {
+            shards::follow_slots(Arc::downgrade(&waiting));
+        }
         let mut messages = waiting.subscriber.message_rx();
         let mut reconnects = waiting.subscriber.reconnect_rx();
         let weak = Arc::downgrade(&waiting);
@@ -117,7 +132,7 @@ impl Waiting {
         runtime.spawn(async move {
             let mut subscribed = room.subscribed.lock().await;
             if *subscribed && *room.members.lock() == 0 {
-                if let Err(error) = waiting.subscriber.unsubscribe(channel.as_str()).await {
+                if let Err(error) = waiting.unsubscribe(&channel, &room).await {
                     tracing::debug!(%error, %channel, "unsubscribe failed");
                 }
                 *subscribed = false;
@@ -157,7 +172,7 @@ impl Ticket {
         if *subscribed {
             return Ok(false);
         }
-        Box::pin(self.waiting.subscriber.subscribe(self.channel.as_str())).await?;
+        Box::pin(self.waiting.subscribe(&self.channel, &self.room)).await?;
         *subscribed = true;
         Ok(true)
     }

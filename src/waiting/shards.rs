@@ -1,0 +1,113 @@
+//! Release channels on a Redis Cluster: shard channels, and following them when their
+//! slot moves.
+//!
+//! On a cluster of Redis 7.0 or later, `release.lua` announces a release with
+//! `SPUBLISH`, which stays within the shard that owns the lock's slot (a plain
+//! `PUBLISH` is copied to every node of the cluster). Waiters `SSUBSCRIBE` on the node
+//! that owns the slot. On a single server (or Sentinel) plain `PUBLISH`/`SUBSCRIBE`
+//! are used: they work on every Redis version and there is only one node to tell.
+//!
+//! When a slot moves to another node (resharding, failover), the old node drops its
+//! shard subscriptions with an unsolicited `SUNSUBSCRIBE`, which fred 10 swallows. So
+//! while any shard channel is subscribed, the client re-reads the slot map every
+//! [`SLOT_CHECK`]; a channel whose slot now has another owner is subscribed again (on
+//! the new owner) and its head waiter is woken to try once, in case the release went
+//! by while nobody listened. A waiter also wakes when the holder's lease would end, so
+//! even without this a missed release costs at most one lease.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use fred::interfaces::{ClusterInterface, PubsubInterface};
+use fred::types::config::Server;
+use fred::util::redis_keyslot;
+use tokio::time::MissedTickBehavior;
+
+use super::{Room, Waiting};
+
+/// How often the slot map is re-read while shard channels are subscribed.
+pub(super) const SLOT_CHECK: Duration = Duration::from_secs(1);
+
+impl Waiting {
+    /// Subscribes `channel` (a shard channel on a cluster) for `room`.
+    pub(super) async fn subscribe(
+        &self,
+        channel: &str,
+        room: &Room,
+    ) -> fred::prelude::FredResult<()> {
+        if !self.sharded {
+            return self.subscriber.subscribe(channel).await;
+        }
+        Box::pin(self.subscriber.ssubscribe(channel)).await?;
+        *room.node.lock() = self.node_of(channel);
+        Ok(())
+    }
+
+    /// Unsubscribes `channel` for `room`.
+    pub(super) async fn unsubscribe(
+        &self,
+        channel: &str,
+        room: &Room,
+    ) -> fred::prelude::FredResult<()> {
+        if !self.sharded {
+            return self.subscriber.unsubscribe(channel).await;
+        }
+        *room.node.lock() = None;
+        self.subscriber.sunsubscribe(channel).await
+    }
+
+    /// The node that owns `channel`'s slot, as the subscriber last read the slot map.
+    fn node_of(&self, channel: &str) -> Option<Server> {
+        let slot = redis_keyslot(channel.as_bytes());
+        self.subscriber
+            .cached_cluster_state()
+            .and_then(|state| state.get_server(slot).cloned())
+    }
+
+    /// Re-reads the slot map and subscribes again every shard channel whose slot has
+    /// moved since it was subscribed, waking its head waiter.
+    async fn follow_moved_channels(&self) {
+        let rooms: Vec<(String, Arc<Room>)> = self
+            .rooms
+            .lock()
+            .iter()
+            .filter(|(_, room)| room.node.lock().is_some())
+            .map(|(channel, room)| (channel.clone(), Arc::clone(room)))
+            .collect();
+        if rooms.is_empty() {
+            return;
+        }
+        if let Err(error) = Box::pin(self.subscriber.sync_cluster()).await {
+            tracing::debug!(%error, "could not read the cluster's slot map");
+            return;
+        }
+        for (channel, room) in rooms {
+            let subscribed = room.subscribed.lock().await;
+            let moved = *subscribed && *room.node.lock() != self.node_of(&channel);
+            if !moved {
+                continue;
+            }
+            tracing::debug!(%channel, "the lock's slot moved; subscribing on its new node");
+            match self.subscribe(&channel, &room).await {
+                Ok(()) => room.released.notify_one(),
+                Err(error) => tracing::debug!(%error, %channel, "could not subscribe again"),
+            }
+            drop(subscribed);
+        }
+    }
+}
+
+/// Checks the slot map every [`SLOT_CHECK`] until the waiting rooms are gone.
+pub(super) fn follow_slots(waiting: Weak<Waiting>) {
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(SLOT_CHECK);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let Some(waiting) = waiting.upgrade() else {
+                return;
+            };
+            waiting.follow_moved_channels().await;
+        }
+    });
+}
