@@ -1,16 +1,27 @@
 //! The lock on a three-primary Redis Cluster: hash tags keep each lock in one slot,
-//! release messages cross nodes, and listing scans every primary.
+//! release messages cross nodes, listing scans every primary, and a held lock
+//! survives its slot moving to another primary. (The main behaviours run on a cluster
+//! too, in `topologies.rs`.)
 
 mod common;
 
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use fred::interfaces::PubsubInterface;
 use holdlock::{LockClient, LockOptions, fence};
+
+use common::{RedisCluster, RedisServer};
+
+static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
+
+fn cluster() -> &'static RedisCluster {
+    CLUSTER.get_or_init(|| RedisCluster::start(3))
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn locks_work_across_slots_and_nodes() {
-    let cluster = common::RedisCluster::start(3);
-    let url = cluster.url();
+    let url = cluster().url();
     let a = LockClient::builder(&url)
         .fencing(true)
         .build()
@@ -69,4 +80,124 @@ async fn locks_work_across_slots_and_nodes() {
         guard.unlock().await.unwrap();
     }
     assert!(a.list("cluster:*").await.unwrap().is_empty());
+}
+
+/// How many subscribers `server` has on `channel`: (plain, shard).
+async fn subscribers(server: &RedisServer, channel: &str) -> (i64, i64) {
+    let raw = common::raw(&server.url()).await;
+    let plain: Vec<(String, i64)> = raw.pubsub_numsub(channel).await.unwrap();
+    let shard: Vec<(String, i64)> = raw.pubsub_shardnumsub(channel).await.unwrap();
+    (plain[0].1, shard[0].1)
+}
+
+/// Moves the slot of `key` from `source` to `target` the way `redis-cli --cluster
+/// reshard` does: IMPORTING on the target, MIGRATING on the source, MIGRATE the keys,
+/// then SETSLOT NODE on every node, target and source first.
+fn move_slot(cluster: &RedisCluster, source: &RedisServer, target: &RedisServer, keys: &[&str]) {
+    let slot = source.query(&["CLUSTER", "KEYSLOT", keys[0]]).unwrap();
+    let slot = slot.trim_start_matches(':');
+    let id = |node: &RedisServer| node.query(&["CLUSTER", "MYID"]).unwrap();
+    let (source_id, target_id) = (id(source), id(target));
+    let ok = |reply: Result<String, String>| assert_eq!(reply.as_deref(), Ok("+OK"));
+    ok(target.query(&["CLUSTER", "SETSLOT", slot, "IMPORTING", &source_id]));
+    ok(source.query(&["CLUSTER", "SETSLOT", slot, "MIGRATING", &target_id]));
+    let port = target.port.to_string();
+    let mut migrate = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
+    migrate.extend_from_slice(keys);
+    ok(source.query(&migrate));
+    ok(target.query(&["CLUSTER", "SETSLOT", slot, "NODE", &target_id]));
+    ok(source.query(&["CLUSTER", "SETSLOT", slot, "NODE", &target_id]));
+    for node in &cluster.nodes {
+        if node.port != source.port && node.port != target.port {
+            ok(node.query(&["CLUSTER", "SETSLOT", slot, "NODE", &target_id]));
+        }
+    }
+}
+
+/// The primary that holds `key`, and another one.
+fn owner_and_other<'c>(cluster: &'c RedisCluster, key: &str) -> (&'c RedisServer, &'c RedisServer) {
+    let owner = cluster
+        .nodes
+        .iter()
+        .find(|node| node.query(&["EXISTS", key]).as_deref() == Ok(":1"))
+        .expect("one primary has the key");
+    let other = cluster
+        .nodes
+        .iter()
+        .find(|node| node.port != owner.port)
+        .unwrap();
+    (owner, other)
+}
+
+fn millis(reply: &str) -> i64 {
+    reply.trim_start_matches(':').parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn held_locks_survive_their_slots_moving_to_another_primary() {
+    let cluster = cluster();
+    let url = cluster.url();
+    // A short lease shows renewals going on after the move; a long one shows that the
+    // waiter is woken by the release message, not by the holder's lease running out.
+    let short = Duration::from_secs(3);
+    let renewing = LockClient::builder(&url)
+        .lease(short)
+        .build()
+        .await
+        .unwrap();
+    let holder = LockClient::builder(&url)
+        .lease(Duration::from_secs(60))
+        .build()
+        .await
+        .unwrap();
+    let waiter = LockClient::connect(&url).await.unwrap();
+    let (renewed_name, waited_name) = (common::unique("renewed"), common::unique("waited"));
+    let renewed_key = format!("holdlock:{{{renewed_name}}}");
+    let waited_key = format!("holdlock:{{{waited_name}}}");
+    let channel = format!("{waited_key}:released");
+    let renewed = renewing.lock(&renewed_name).await.unwrap();
+    let held = holder.lock(&waited_name).await.unwrap();
+    let waiting = {
+        let name = waited_name.clone();
+        tokio::spawn(async move {
+            let guard = waiter.lock(&name).await.unwrap();
+            (Instant::now(), guard)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (waited_source, waited_target) = owner_and_other(cluster, &waited_key);
+    // The waiter listens on a shard channel of the lock's own primary, not cluster-wide.
+    assert_eq!(subscribers(waited_source, &channel).await, (0, 1));
+
+    let (renewed_source, renewed_target) = owner_and_other(cluster, &renewed_key);
+    move_slot(cluster, renewed_source, renewed_target, &[&renewed_key]);
+    move_slot(cluster, waited_source, waited_target, &[&waited_key]);
+    let moved_pttl = millis(&renewed_target.query(&["PTTL", &renewed_key]).unwrap());
+    // Two renewal periods (lease / 3) and a slot check later...
+    tokio::time::sleep(short * 2 / 3 + Duration::from_millis(500)).await;
+    let renewed_pttl = millis(&renewed_target.query(&["PTTL", &renewed_key]).unwrap());
+    // ...the holder has renewed on the new primary, and still holds the lock...
+    assert!(!renewed.is_lost(), "the holder lost the lock in the move");
+    assert!(
+        renewed_pttl > moved_pttl - (short * 2 / 3).as_millis() as i64,
+        "no renewal since the move: PTTL {moved_pttl} then {renewed_pttl}"
+    );
+    renewed.unlock().await.unwrap();
+    // ...and the waiter's subscription has followed the slot.
+    assert!(
+        !waiting.is_finished(),
+        "the waiter got in while the lock was held"
+    );
+    assert_eq!(subscribers(waited_target, &channel).await, (0, 1));
+
+    let pttl = millis(&waited_target.query(&["PTTL", &waited_key]).unwrap());
+    assert!(pttl > 50_000, "the holder's lease is long: {pttl} ms");
+    let released = Instant::now();
+    held.unlock().await.unwrap();
+    let (woke, guard) = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiter slept through the release")
+        .unwrap();
+    println!("woke {:?} after the release", woke - released);
+    guard.unlock().await.unwrap();
 }
