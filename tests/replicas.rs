@@ -25,34 +25,18 @@ fn signal(server: &RedisServer, pid: u32, signal: &str) {
     assert!(status.success(), "kill -{signal} {pid} ({})", server.port);
 }
 
-/// A replica of `master` that acknowledges writes at once. A replica that loaded its
-/// first sync from the socket gets the write stream only after its first `REPLCONF
-/// ACK` (up to a second later); until then `WAIT` cannot count it.
-fn replica_of(master: &RedisServer) -> RedisServer {
-    let replica = master.start_replica();
-    // A write that reaches the replica shows that the stream has started.
-    assert_eq!(
-        master
-            .command(&["SET", "holdlock-test:warm-up", "1"])
-            .as_deref(),
-        Ok("+OK")
-    );
-    master.wait_replicated(&replica);
-    replica
-}
-
 fn acknowledged(replicas: u32) -> LockOptions {
     LockOptions::new()
         .wait(Duration::ZERO)
-        .min_replicas(replicas, Duration::from_millis(400))
+        .min_replicas(replicas, Duration::from_millis(250))
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn acquisitions_need_the_replicas_they_ask_for() {
     let master = RedisServer::start();
-    let replica = replica_of(&master);
+    let replica = master.start_streaming_replica();
     let client = LockClient::builder(master.url())
-        .min_replicas(1, Duration::from_millis(400))
+        .min_replicas(1, Duration::from_millis(250))
         .build()
         .await
         .unwrap();
@@ -119,14 +103,14 @@ async fn acquisitions_need_the_replicas_they_ask_for() {
         Err(LockError::NotReplicated { acked: 0, .. })
     ));
     assert!(client.inspect(&name).await.unwrap().is_none());
-    let _replica = replica_of(&master);
+    let _replica = master.start_streaming_replica();
     client.lock(&name).await.unwrap().unlock().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_slow_wait_does_not_hold_up_other_locks_of_the_client() {
     let master = RedisServer::start();
-    let replica = replica_of(&master);
+    let replica = master.start_streaming_replica();
     let client = LockClient::connect(&master.url()).await.unwrap();
     let pid = replica.process_id();
     signal(&replica, pid, "STOP");
@@ -154,7 +138,7 @@ async fn a_slow_wait_does_not_hold_up_other_locks_of_the_client() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn killed_connections_leave_acknowledged_holds_exactly_once() {
     let master = Arc::new(RedisServer::start());
-    let _replica = replica_of(&master);
+    let _replica = master.start_streaming_replica();
     let client = LockClient::builder(master.url())
         .min_replicas(1, Duration::from_millis(500))
         .build()

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use holdlock::LockClient;
 
 pub mod replication;
+pub mod sentinel;
 
 /// A redis-server on a free loopback port, stopped when dropped.
 pub struct RedisServer {
@@ -67,6 +68,16 @@ impl RedisServer {
     /// Starts a server with extra arguments, computed from its port.
     pub fn start_with(extra: impl Fn(u16) -> Vec<String>) -> Self {
         let bin = std::env::var("HOLDLOCK_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+        Self::start_program(&bin, |_| Vec::new(), extra)
+    }
+
+    /// Starts `bin` (redis-server, or redis-sentinel) with `leading(port)` arguments
+    /// first (a config file must come first), then the usual ones, then `extra(port)`.
+    pub fn start_program(
+        bin: &str,
+        leading: impl Fn(u16) -> Vec<String>,
+        extra: impl Fn(u16) -> Vec<String>,
+    ) -> Self {
         let mut last_error = String::new();
         for _ in 0..5 {
             let port = free_port();
@@ -76,7 +87,10 @@ impl RedisServer {
                     "-c",
                     // Each line on stdin restarts redis (see `replication.rs`); EOF stops it.
                     r#""$0" "$@" & pid=$!; while read _line; do kill $pid; wait $pid; "$0" "$@" & pid=$!; done; kill $pid; wait $pid"#,
-                    &bin,
+                    bin,
+                ])
+                .args(leading(port))
+                .args([
                     "--port",
                     &port.to_string(),
                     "--bind",
@@ -101,13 +115,14 @@ impl RedisServer {
             }
             server.stop();
         }
-        if which(&bin).is_none() {
+        if which(bin).is_none() {
             panic!(
-                "`{bin}` was not found on PATH. Install Redis first, e.g. `apt-get install -y redis-server` \
+                "`{bin}` was not found on PATH. Install Redis first, e.g. \
+                 `apt-get install -y redis-server redis-tools redis-sentinel` \
                  (or set HOLDLOCK_REDIS_SERVER to its path)."
             );
         }
-        panic!("redis-server did not start: {last_error}");
+        panic!("{bin} did not start: {last_error}");
     }
 
     pub fn url(&self) -> String {
@@ -135,24 +150,15 @@ impl RedisServer {
     /// Sends one command over a fresh connection and returns the first reply line
     /// (enough for PING, CLIENT KILL, SCRIPT FLUSH, DEBUG SLEEP).
     pub fn command(&self, args: &[&str]) -> Result<String, String> {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).map_err(|e| e.to_string())?;
-        stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
-        let mut request = format!("*{}\r\n", args.len());
-        for arg in args {
-            request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
-        }
-        stream
-            .write_all(request.as_bytes())
-            .map_err(|e| e.to_string())?;
         let mut line = String::new();
-        BufReader::new(stream)
+        self.send(args)?
             .read_line(&mut line)
             .map_err(|e| e.to_string())?;
         Ok(line.trim_end().to_owned())
     }
 
-    /// Sends one command and returns its whole reply as text (bulk strings included).
-    pub fn query(&self, args: &[&str]) -> Result<String, String> {
+    /// Sends one command over a fresh connection; the reply is left to read.
+    fn send(&self, args: &[&str]) -> Result<BufReader<TcpStream>, String> {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).map_err(|e| e.to_string())?;
         stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
         let mut request = format!("*{}\r\n", args.len());
@@ -162,16 +168,25 @@ impl RedisServer {
         stream
             .write_all(request.as_bytes())
             .map_err(|e| e.to_string())?;
-        let mut reader = BufReader::new(stream);
+        Ok(BufReader::new(stream))
+    }
+
+    /// Sends one command and returns its whole reply as text (bulk strings included).
+    pub fn query(&self, args: &[&str]) -> Result<String, String> {
+        read_reply(&mut self.send(args)?)
+    }
+
+    /// Sends one command and returns an array reply of bulk strings (any other reply
+    /// as the only element).
+    pub fn array(&self, args: &[&str]) -> Result<Vec<String>, String> {
+        let mut reader = self.send(args)?;
         let mut header = String::new();
         reader.read_line(&mut header).map_err(|e| e.to_string())?;
-        let Some(length) = header.strip_prefix('$') else {
-            return Ok(header.trim_end().to_owned());
+        let Some(count) = header.trim_end().strip_prefix('*') else {
+            return Ok(vec![header.trim_end().to_owned()]);
         };
-        let length: usize = length.trim().parse().map_err(|_| header.clone())?;
-        let mut body = vec![0; length + 2];
-        std::io::Read::read_exact(&mut reader, &mut body).map_err(|e| e.to_string())?;
-        Ok(String::from_utf8_lossy(&body[..length]).into_owned())
+        let count: i64 = count.parse().map_err(|_| header.clone())?;
+        (0..count).map(|_| read_reply(&mut reader)).collect()
     }
 
     /// Kills every normal client connection (ours included) on the server.
@@ -191,6 +206,19 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Reads one reply: a bulk string's contents, or any other reply's first line.
+fn read_reply(reader: &mut BufReader<TcpStream>) -> Result<String, String> {
+    let mut header = String::new();
+    reader.read_line(&mut header).map_err(|e| e.to_string())?;
+    let Some(length) = header.strip_prefix('$') else {
+        return Ok(header.trim_end().to_owned());
+    };
+    let length: usize = length.trim().parse().map_err(|_| header.clone())?;
+    let mut body = vec![0; length + 2];
+    std::io::Read::read_exact(reader, &mut body).map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&body[..length]).into_owned())
 }
 
 fn free_port() -> u16 {
