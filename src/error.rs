@@ -36,6 +36,14 @@ pub enum LockError {
         detail: String,
     },
 
+    /// The TLS handshake failed: most often the server's certificate is not signed by
+    /// a trusted CA, or does not name the host in the URL.
+    #[error("TLS handshake with redis failed (is the right CA trusted?): {detail}")]
+    Tls {
+        /// What rustls reported, e.g. `InvalidCertificate(UnknownIssuer)`.
+        detail: String,
+    },
+
     /// A fresh acquisition was not acknowledged by enough replicas within the
     /// `min_replicas` timeout; it was released again (or, if that failed too, expires
     /// within its lease).
@@ -117,7 +125,10 @@ impl LockError {
     /// assert!(!holdlock::LockError::Shutdown.is_redis());
     /// ```
     pub fn is_redis(&self) -> bool {
-        matches!(self, LockError::Redis(_) | LockError::ConnectTimeout { .. })
+        matches!(
+            self,
+            LockError::Redis(_) | LockError::ConnectTimeout { .. } | LockError::Tls { .. }
+        )
     }
 
     /// Maps a Redis error, recognising WRONGTYPE for `key`.
@@ -133,14 +144,22 @@ impl LockError {
 }
 
 impl From<fred::error::Error> for LockError {
-    /// Wraps a Redis error, recognising ACL refusals (`NOPERM`).
+    /// Wraps a Redis error, recognising ACL refusals (`NOPERM`) and failed TLS
+    /// handshakes.
     fn from(error: fred::error::Error) -> Self {
         let details = error.details();
-        match details.find("NOPERM") {
-            Some(at) => LockError::PermissionDenied {
+        if let Some(at) = details.find("NOPERM") {
+            return LockError::PermissionDenied {
                 detail: details[at + "NOPERM".len()..].trim().to_owned(),
-            },
-            None => LockError::Redis(error),
+            };
         }
+        if *error.kind() == fred::error::ErrorKind::Tls || details.contains("InvalidCertificate") {
+            let detail = match details.find("InvalidCertificate") {
+                Some(at) => details[at..].trim_end_matches([' ', '}']).to_owned(),
+                None => details.to_string(),
+            };
+            return LockError::Tls { detail };
+        }
+        LockError::Redis(error)
     }
 }

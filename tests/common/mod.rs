@@ -17,6 +17,7 @@ use holdlock::LockClient;
 
 pub mod replication;
 pub mod sentinel;
+pub mod tls;
 
 /// A redis-server on a free loopback port, stopped when dropped.
 pub struct RedisServer {
