@@ -153,7 +153,11 @@ impl From<fred::error::Error> for LockError {
                 detail: details[at + "NOPERM".len()..].trim().to_owned(),
             };
         }
-        if *error.kind() == fred::error::ErrorKind::Tls || details.contains("InvalidCertificate") {
+        #[cfg(feature = "tls-rustls")]
+        let tls = *error.kind() == fred::error::ErrorKind::Tls;
+        #[cfg(not(feature = "tls-rustls"))]
+        let tls = false;
+        if tls || details.contains("InvalidCertificate") {
             let detail = match details.find("InvalidCertificate") {
                 Some(at) => details[at..].trim_end_matches([' ', '}']).to_owned(),
                 None => details.to_string(),
