@@ -260,12 +260,11 @@ impl LockClientBuilder {
             }
         }
         let _resubscriber = subscriber.manage_subscriptions();
-        // Shard channels need Redis 7.0; a server that hides its version (INFO refused
-        // by ACL) is taken to have them.
-        let sharded = redis.is_clustered()
-            && redis
-                .server_version()
-                .is_none_or(|version| version.major >= 7);
+        // Release messages go over shard channels from Redis 7.0 on (see `waiting.rs`);
+        // a server that hides its version (INFO refused by the ACL) is taken to be 7+.
+        let sharded = redis
+            .server_version()
+            .is_none_or(|version| version.major >= 7);
         Ok(LockClient {
             inner: Arc::new(Inner {
                 id: Uuid::new_v4(),

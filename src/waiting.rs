@@ -6,15 +6,15 @@
 //! waiters on one lock line up in FIFO order and only the head talks to Redis, so a
 //! release never sets off a stampede.
 //!
-//! On a Redis Cluster (7.0 and later) release channels are shard channels
-//! (`SSUBSCRIBE`/`SPUBLISH`, see `shards.rs`): a release travels only within the shard
-//! that owns the lock's slot.
+//! On Redis 7.0 and later, release channels are shard channels
+//! (`SSUBSCRIBE`/`SPUBLISH`, see `shards.rs`): on a cluster a release travels only
+//! within the shard that owns the lock's slot.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
 use fred::clients::SubscriberClient;
-use fred::interfaces::EventInterface;
+use fred::interfaces::{ClientLike, EventInterface};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::sync::broadcast::error::RecvError;
@@ -48,14 +48,15 @@ struct Room {
 
 impl Waiting {
     /// Starts dispatching release messages from `subscriber`, which must be connected;
-    /// `sharded` subscribes shard channels (and follows them when their slots move).
+    /// `sharded` subscribes shard channels (and, on a cluster, follows them when their
+    /// slots move).
     pub(crate) fn start(subscriber: SubscriberClient, sharded: bool) -> Arc<Self> {
         let waiting = Arc::new(Self {
             subscriber,
             sharded,
             rooms: Mutex::new(HashMap::new()),
         });
-        if sharded {
+        if sharded && waiting.subscriber.is_clustered() {
             shards::follow_slots(Arc::downgrade(&waiting));
         }
         let mut messages = waiting.subscriber.message_rx();
@@ -110,7 +111,7 @@ impl Waiting {
     }
 
     pub(crate) async fn quit(&self) {
-        let _ = fred::interfaces::ClientLike::quit(&self.subscriber).await;
+        let _ = self.subscriber.quit().await;
     }
 
     fn leave(self: &Arc<Self>, channel: &str, room: &Arc<Room>) {

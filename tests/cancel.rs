@@ -24,6 +24,15 @@ async fn cancelled_waiters_leave_no_hold_and_no_subscription() {
     let waiters = common::client().await;
     let name = common::unique("cancel-waiters");
     let held = holder.lock(&name).await.unwrap();
+    let channel = format!("holdlock:{{{name}}}:released");
+    let subscribers = || async {
+        let counts: Vec<(String, i64)> = holder
+            .redis()
+            .pubsub_shardnumsub(channel.as_str())
+            .await
+            .unwrap();
+        counts.first().map_or(0, |(_, n)| *n)
+    };
     let mut tasks = Vec::new();
     for i in 0..200u64 {
         let (client, name) = (waiters.clone(), name.clone());
@@ -32,6 +41,19 @@ async fn cancelled_waiters_leave_no_hold_and_no_subscription() {
                 tokio::time::timeout(Duration::from_millis(50 + i % 100), client.lock(&name)).await;
         }));
     }
+    let patient = {
+        let (client, name) = (waiters.clone(), name.clone());
+        tokio::spawn(async move { drop(client.lock(&name).await) })
+    };
+    let start = Instant::now();
+    while subscribers().await != 1 {
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "nobody subscribed"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    patient.abort();
     for task in tasks {
         task.await.unwrap();
     }
@@ -39,21 +61,9 @@ async fn cancelled_waiters_leave_no_hold_and_no_subscription() {
     wait_until_free(&holder, &name).await;
 
     // The waiting room unsubscribed once it emptied.
-    let channel = format!("holdlock:{{{name}}}:released");
     let start = Instant::now();
-    loop {
-        let counts: Vec<(String, i64)> = holder
-            .redis()
-            .pubsub_numsub(channel.as_str())
-            .await
-            .unwrap();
-        if counts.first().is_some_and(|(_, n)| *n == 0) {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(2),
-            "still subscribed: {counts:?}"
-        );
+    while subscribers().await != 0 {
+        assert!(start.elapsed() < Duration::from_secs(2), "still subscribed");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // And the lock still works for the next caller.

@@ -1,19 +1,21 @@
-//! Release channels on a Redis Cluster: shard channels, and following them when their
-//! slot moves.
+//! Release channels as shard channels, and following them when their slot moves.
 //!
-//! On a cluster of Redis 7.0 or later, `release.lua` announces a release with
-//! `SPUBLISH`, which stays within the shard that owns the lock's slot (a plain
-//! `PUBLISH` is copied to every node of the cluster). Waiters `SSUBSCRIBE` on the node
-//! that owns the slot. On a single server (or Sentinel) plain `PUBLISH`/`SUBSCRIBE`
-//! are used: they work on every Redis version and there is only one node to tell.
+//! From Redis 7.0 on, `release.lua` announces a release with `SPUBLISH` and waiters
+//! `SSUBSCRIBE`. On a cluster a shard message stays within the shard that owns the
+//! lock's slot (a plain `PUBLISH` is copied to every node of the cluster), and the
+//! subscription goes to the node that owns the slot. On a single server (or behind
+//! Sentinel) shard channels behave like plain ones; they are used there too because
+//! fred 10 reports a refused `SSUBSCRIBE` (an ACL without the channel) but swallows a
+//! refused `SUBSCRIBE`, which would leave a waiter to sleep until the holder's lease
+//! ends. Servers before 7.0 get plain `PUBLISH`/`SUBSCRIBE`.
 //!
 //! When a slot moves to another node (resharding, failover), the old node drops its
 //! shard subscriptions with an unsolicited `SUNSUBSCRIBE`, which fred 10 swallows. So
-//! while any shard channel is subscribed, the client re-reads the slot map every
-//! [`SLOT_CHECK`]; a channel whose slot now has another owner is subscribed again (on
-//! the new owner) and its head waiter is woken to try once, in case the release went
-//! by while nobody listened. A waiter also wakes when the holder's lease would end, so
-//! even without this a missed release costs at most one lease.
+//! on a cluster, while any shard channel is subscribed, the client re-reads the slot
+//! map every [`SLOT_CHECK`]; a channel whose slot now has another owner is subscribed
+//! again (on the new owner) and its head waiter is woken to try once, in case the
+//! release went by while nobody listened. A waiter also wakes when the holder's lease
+//! would end, so even without this a missed release costs at most one lease.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
