@@ -56,10 +56,14 @@ pub(crate) enum Workload {
     W3,
     /// Hand-off latency between two waiting workers.
     W4,
+    /// Many locks held at once: memory and renewals (`cargo bench` only, as it reads
+    /// the process's own memory).
+    #[allow(dead_code)] // constructed by benches/lock.rs, which shares this file
+    W5,
 }
 
 impl Workload {
-    /// Every workload, in the order they run.
+    /// Every workload `Bench::run` can run, in order.
     pub(crate) const ALL: [Workload; 5] = [Self::W1, Self::W1r, Self::W2, Self::W3, Self::W4];
 
     /// The short name used on the command line and in tables.
@@ -70,6 +74,7 @@ impl Workload {
             Self::W2 => "W2",
             Self::W3 => "W3",
             Self::W4 => "W4",
+            Self::W5 => "W5",
         }
     }
 
@@ -178,6 +183,9 @@ pub(crate) enum Unit {
     Percent,
     /// A plain count.
     Count,
+    /// Memory.
+    #[allow(dead_code)] // constructed by benches/lock.rs, which shares this file
+    Bytes,
 }
 
 impl Unit {
@@ -188,6 +196,7 @@ impl Unit {
             Self::Millis => format!("{value:.2} ms"),
             Self::Percent => format!("{value:.1}%"),
             Self::Count => format!("{value:.0}"),
+            Self::Bytes => format!("{value:.0} B"),
         }
     }
 
@@ -197,6 +206,7 @@ impl Unit {
             Self::Millis => "ms",
             Self::Percent => "percent",
             Self::Count => "count",
+            Self::Bytes => "bytes",
         }
     }
 }
@@ -219,7 +229,7 @@ pub(crate) struct Figure {
 }
 
 impl Figure {
-    fn new(workload: Workload, metric: &'static str, value: f64, unit: Unit) -> Self {
+    pub(crate) fn new(workload: Workload, metric: &'static str, value: f64, unit: Unit) -> Self {
         Self {
             workload,
             metric,
@@ -230,12 +240,12 @@ impl Figure {
         }
     }
 
-    fn floor(mut self, name: &'static str, value: f64) -> Self {
+    pub(crate) fn floor(mut self, name: &'static str, value: f64) -> Self {
         self.floor = Some((name, value));
         self
     }
 
-    fn goal(mut self, goal: Goal) -> Self {
+    pub(crate) fn goal(mut self, goal: Goal) -> Self {
         self.goal = Some(goal);
         self
     }
@@ -347,6 +357,7 @@ impl Bench {
                 Workload::W2 => self.burst().await?,
                 Workload::W3 => self.contended().await?,
                 Workload::W4 => self.handoff().await?,
+                Workload::W5 => return Err("W5 runs only in `cargo bench --bench lock`".into()),
             });
         }
         Ok(figures)
