@@ -68,6 +68,10 @@ pub(crate) struct Inner {
     pub(crate) acknowledging: Acknowledging,
     waiting: Arc<Waiting>,
     holds: Arc<Holds>,
+    /// Watchdogs booked and not yet started; see `watchdog.rs`.
+    pub(crate) watchdogs: watchdog::Bookings,
+    /// The task that starts booked watchdogs.
+    starter: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
     runtime: tokio::runtime::Handle,
     shut_down: AtomicBool,
     /// Releases started by dropped guards and not yet finished; `shutdown` waits for them.
@@ -265,21 +269,24 @@ impl LockClientBuilder {
         let sharded = redis
             .server_version()
             .is_none_or(|version| version.major >= 7);
-        Ok(LockClient {
-            inner: Arc::new(Inner {
-                id: Uuid::new_v4(),
-                config: self.config,
-                redis,
-                scripts: Scripts::new(sharded),
-                acknowledging: Acknowledging::default(),
-                waiting: Waiting::start(subscriber, sharded),
-                holds: Arc::default(),
-                runtime: tokio::runtime::Handle::current(),
-                shut_down: AtomicBool::new(false),
-                background: AtomicUsize::new(0),
-                background_done: Notify::new(),
-            }),
-        })
+        let lease = self.config.lease;
+        let inner = Arc::new(Inner {
+            id: Uuid::new_v4(),
+            config: self.config,
+            redis,
+            scripts: Scripts::new(sharded),
+            acknowledging: Acknowledging::default(),
+            waiting: Waiting::start(subscriber, sharded),
+            holds: Arc::default(),
+            watchdogs: watchdog::Bookings::default(),
+            starter: parking_lot::Mutex::new(None),
+            runtime: tokio::runtime::Handle::current(),
+            shut_down: AtomicBool::new(false),
+            background: AtomicUsize::new(0),
+            background_done: Notify::new(),
+        });
+        *inner.starter.lock() = Some(watchdog::spawn_starter(Arc::downgrade(&inner), lease));
+        Ok(LockClient { inner })
     }
 }
 
@@ -462,15 +469,33 @@ impl LockClient {
             });
         }
 
+        // With nobody waiting here, try at once; otherwise queue behind the others.
+        let mut busy = None;
+        if !self.inner.waiting.has_waiters(&names.channel) {
+            match self.attempt(&names, &owner, options).await? {
+                Attempt::Granted(guard) => return Ok(Some(guard)),
+                Attempt::Busy(pttl) => busy = Some(pttl),
+            }
+        }
         let ticket = self.inner.waiting.join(&names.channel);
-        let _turn = match until(deadline, ticket.turn()).await {
+        let _turn = match ticket.try_turn() {
             Some(turn) => turn,
-            None => return Ok(None),
+            None => {
+                // The answer above is stale once we have queued.
+                busy = None;
+                match until(deadline, ticket.turn()).await {
+                    Some(turn) => turn,
+                    None => return Ok(None),
+                }
+            }
         };
         loop {
-            let pttl = match self.attempt(&names, &owner, options).await? {
-                Attempt::Granted(guard) => return Ok(Some(guard)),
-                Attempt::Busy(pttl) => pttl,
+            let pttl = match busy.take() {
+                Some(pttl) => pttl,
+                None => match self.attempt(&names, &owner, options).await? {
+                    Attempt::Granted(guard) => return Ok(Some(guard)),
+                    Attempt::Busy(pttl) => pttl,
+                },
             };
             if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
                 return Ok(None);
@@ -652,6 +677,9 @@ impl LockClient {
             return;
         }
         self.inner.holds.drain("the client was shut down");
+        if let Some(starter) = self.inner.starter.lock().take() {
+            starter.abort();
+        }
         self.inner.waiting.quit().await;
         self.inner.acknowledging.quit().await;
         let _ = self.inner.redis.quit().await;
@@ -787,9 +815,7 @@ impl Inner {
         hold.lease_ms.store(options.lease_ms, Ordering::Release);
         if options.watchdog {
             hold.set_expiry(sent_at, None);
-            if !hold.has_watchdog() {
-                hold.set_watchdog(watchdog::spawn(self, hold, options.lease, sent_at));
-            }
+            self.watchdogs.book(hold, options.lease, sent_at);
         } else if !hold.has_watchdog() {
             hold.set_expiry(sent_at, Some(options.lease));
         }
@@ -925,11 +951,16 @@ impl Inner {
         }
         let held = *count;
         if held == 1 {
-            hold.stop_watchdog();
+            // The watchdog is stopped once the answer is in (below, or by `settle`), so
+            // that the release is written without waiting on the task's cancellation.
+            hold.begin_last_release();
         }
         let mut in_flight = InFlight::new(self, Op::Release, entry, count);
         let reply = self.release_hold(hold, held).await;
         let (_entry, mut count) = in_flight.land()?;
+        if held == 1 {
+            hold.stop_watchdog();
+        }
         match reply {
             Ok(Some(remaining)) => {
                 hold.set_count(&mut count, remaining);
@@ -1047,6 +1078,9 @@ impl Drop for Inner {
             return;
         }
         self.holds.drain("the client was dropped");
+        if let Some(starter) = self.starter.lock().take() {
+            starter.abort();
+        }
         let redis = self.redis.clone();
         let waiting = Arc::clone(&self.waiting);
         let acknowledging = std::mem::take(&mut self.acknowledging);

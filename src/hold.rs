@@ -34,7 +34,11 @@ pub(crate) struct Hold {
     /// For a fixed lease: when Redis will have expired the hold (measured from before
     /// the acquire was sent, so never later than the server's expiry).
     expires_at: Mutex<Option<Instant>>,
-    watchdog: Mutex<Option<JoinHandle<()>>>,
+    watchdog: Mutex<Watchdog>,
+    /// The last hold's release is in flight: a renewal that finds the field gone is
+    /// not a loss. (The watchdog is stopped once the release has been answered, so
+    /// that stopping it costs the release nothing.)
+    releasing: AtomicBool,
 }
 
 impl Hold {
@@ -50,7 +54,8 @@ impl Hold {
             lost: watch::Sender::new(false),
             lost_flag: AtomicBool::new(false),
             expires_at: Mutex::new(None),
-            watchdog: Mutex::new(None),
+            watchdog: Mutex::new(Watchdog::Off),
+            releasing: AtomicBool::new(false),
         }
     }
 
@@ -103,22 +108,66 @@ impl Hold {
     }
 
     pub(crate) fn has_watchdog(&self) -> bool {
-        self.watchdog.lock().is_some()
+        !matches!(*self.watchdog.lock(), Watchdog::Off)
     }
 
-    pub(crate) fn set_watchdog(&self, task: JoinHandle<()>) {
-        if let Some(old) = self.watchdog.lock().replace(task) {
-            old.abort();
+    /// Books a watchdog unless one is booked or running; returns whether it booked.
+    /// The renewal task itself starts only if the hold lives until its first renewal
+    /// (see `watchdog.rs`), so short holds never spawn one.
+    pub(crate) fn book_watchdog(&self) -> bool {
+        let mut watchdog = self.watchdog.lock();
+        if !matches!(*watchdog, Watchdog::Off) {
+            return false;
+        }
+        *watchdog = Watchdog::Booked;
+        self.releasing.store(false, Ordering::Release);
+        true
+    }
+
+    /// Whether a booked watchdog still waits to be started.
+    pub(crate) fn is_watchdog_booked(&self) -> bool {
+        matches!(*self.watchdog.lock(), Watchdog::Booked)
+    }
+
+    /// Starts the booked watchdog with `start`; does nothing if it was stopped since.
+    pub(crate) fn start_booked_watchdog(&self, start: impl FnOnce() -> JoinHandle<()>) {
+        let mut watchdog = self.watchdog.lock();
+        if matches!(*watchdog, Watchdog::Booked) {
+            *watchdog = Watchdog::Running(start());
         }
     }
 
-    /// Stops the renewal task. A renewal already written to Redis may still run, but
-    /// `renew.lua` only extends a hold whose owner field still exists.
+    /// Marks the last hold's release as sent; see [`Hold::is_releasing`].
+    pub(crate) fn begin_last_release(&self) {
+        self.releasing.store(true, Ordering::Release);
+    }
+
+    /// Whether the last hold's release may already have run in Redis.
+    pub(crate) fn is_releasing(&self) -> bool {
+        self.releasing.load(Ordering::Acquire)
+    }
+
+    /// Stops (or cancels the booking of) the renewal task. A renewal already written to
+    /// Redis may still run, but `renew.lua` only extends a hold whose owner field still
+    /// exists.
     pub(crate) fn stop_watchdog(&self) {
-        if let Some(task) = self.watchdog.lock().take() {
+        if let Watchdog::Running(task) =
+            std::mem::replace(&mut *self.watchdog.lock(), Watchdog::Off)
+        {
             task.abort();
         }
     }
+}
+
+/// The renewal task of a hold.
+#[derive(Debug)]
+pub(crate) enum Watchdog {
+    /// None (a fixed lease, or not held).
+    Off,
+    /// Booked to start at the first renewal, if the hold lives that long.
+    Booked,
+    /// Renewing.
+    Running(JoinHandle<()>),
 }
 
 /// Every hold of one client: by lock key, the holds of each owner (rarely more than

@@ -98,6 +98,11 @@ impl Waiting {
         }
     }
 
+    /// Whether local callers are waiting for the lock behind `channel`.
+    pub(crate) fn has_waiters(&self, channel: &str) -> bool {
+        self.rooms.lock().contains_key(channel)
+    }
+
     /// Enters the waiting room of `channel`.
     pub(crate) fn join(self: &Arc<Self>, channel: &str) -> Ticket {
         let mut rooms = self.rooms.lock();
@@ -123,9 +128,18 @@ impl Waiting {
                 return;
             }
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            self.forget_if_empty(channel, room);
-            return;
+        // Never subscribed (the usual case for a lock that was free): forget the room
+        // now rather than in a task.
+        let never_subscribed = room
+            .subscribed
+            .try_lock()
+            .is_ok_and(|subscribed| !*subscribed);
+        let runtime = match tokio::runtime::Handle::try_current() {
+            Ok(runtime) if !never_subscribed => runtime,
+            _ => {
+                self.forget_if_empty(channel, room);
+                return;
+            }
         };
         let waiting = Arc::clone(self);
         let channel = channel.to_owned();
@@ -164,6 +178,11 @@ impl Ticket {
     /// Waits for this waiter's turn to talk to Redis (FIFO among local waiters).
     pub(crate) async fn turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
         self.room.turn.lock().await
+    }
+
+    /// This waiter's turn, if nobody is ahead of it.
+    pub(crate) fn try_turn(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        self.room.turn.try_lock().ok()
     }
 
     /// Subscribes to the release channel if no waiter has yet. Returns `true` if this

@@ -1,12 +1,20 @@
 //! Lease renewal: one task per held lock and owner, however deeply it is nested.
 //!
+//! A hold books its watchdog when it is granted; the task is spawned only when the
+//! first renewal falls due, by one starter task per client. Most holds are released
+//! long before a third of their lease, and so never cost a task (spawning and
+//! aborting one per lock doubled the CPU time of a lock+unlock cycle).
+//!
 //! Every `lease / 3` the task runs `renew.lua`. If the owner's field is gone (the key
 //! was deleted or expired behind our back), or renewals keep failing until a whole
 //! lease has passed since the last success, the hold is lost: the guard's
 //! [`lost`](crate::LockGuard::lost) signal fires and a warning is logged.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
@@ -38,6 +46,8 @@ pub(crate) fn spawn(
                 .renew(&inner.redis, &hold.names.key, &hold.owner, lease_ms);
             match tokio::time::timeout(period, renewal).await {
                 Ok(Ok(true)) => expires = sent_at + lease,
+                // Released while the renewal was in flight: not a loss.
+                Ok(Ok(false)) if hold.is_releasing() => return,
                 Ok(Ok(false)) => {
                     hold.mark_lost("the lock's key or owner field is gone (deleted, force-unlocked or expired)");
                     return;
@@ -58,4 +68,139 @@ pub(crate) fn spawn(
 /// How often a lease is renewed: a third of it, so two renewals may fail in a row.
 pub(crate) fn renewal_period(lease: Duration) -> Duration {
     (lease / 3).max(Duration::from_millis(1))
+}
+
+/// Watchdogs booked and not yet started, in the order they fall due.
+#[derive(Debug, Default)]
+pub(crate) struct Bookings {
+    queue: Mutex<Queue>,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    entries: VecDeque<Booking>,
+    /// Sweep out cancelled bookings once the queue grows past this.
+    sweep_at: usize,
+}
+
+#[derive(Debug)]
+struct Booking {
+    /// When the starter must spawn the task (half a renewal period after the grant,
+    /// so that the starter's own period of half a renewal period never makes the first
+    /// renewal late).
+    start_by: Instant,
+    hold: Weak<Hold>,
+    lease: Duration,
+    granted_at: Instant,
+}
+
+impl Booking {
+    fn is_cancelled(&self) -> bool {
+        self.hold
+            .upgrade()
+            .is_none_or(|hold| !hold.is_watchdog_booked())
+    }
+}
+
+impl Bookings {
+    /// Books a watchdog for `hold`, granted at `granted_at`, unless it has one.
+    pub(crate) fn book(&self, hold: &Arc<Hold>, lease: Duration, granted_at: Instant) {
+        if !hold.book_watchdog() {
+            return;
+        }
+        let booking = Booking {
+            start_by: granted_at + renewal_period(lease) / 2,
+            hold: Arc::downgrade(hold),
+            lease,
+            granted_at,
+        };
+        let mut queue = self.queue.lock();
+        while queue.entries.front().is_some_and(Booking::is_cancelled) {
+            queue.entries.pop_front();
+        }
+        queue.entries.push_back(booking);
+        if queue.entries.len() > queue.sweep_at {
+            queue.entries.retain(|booking| !booking.is_cancelled());
+            queue.sweep_at = (queue.entries.len() * 2).max(1_024);
+        }
+    }
+
+    /// Takes the bookings due by `now`, and says when the next one is.
+    fn take_due(&self, now: Instant) -> (Vec<Booking>, Option<Instant>) {
+        let mut queue = self.queue.lock();
+        let mut due = Vec::new();
+        while queue
+            .entries
+            .front()
+            .is_some_and(|booking| booking.start_by <= now)
+        {
+            due.extend(queue.entries.pop_front());
+        }
+        let next = queue.entries.front().map(|booking| booking.start_by);
+        (due, next)
+    }
+}
+
+/// Starts booked watchdogs when they fall due, until the client is gone. It wakes at
+/// least every `lease / 6`, so a booking made while it sleeps is never started late
+/// (bookings fall due half a renewal period after their grant).
+pub(crate) fn spawn_starter(inner: Weak<Inner>, lease: Duration) -> JoinHandle<()> {
+    let nap = renewal_period(lease) / 2;
+    tokio::spawn(async move {
+        loop {
+            let now = Instant::now();
+            let Some(strong) = inner.upgrade() else {
+                return;
+            };
+            let (due, next) = strong.watchdogs.take_due(now);
+            for booking in due {
+                if let Some(hold) = booking.hold.upgrade() {
+                    hold.start_booked_watchdog(|| {
+                        spawn(&strong, &hold, booking.lease, booking.granted_at)
+                    });
+                }
+            }
+            drop(strong);
+            let wake = next.map_or(now + nap, |next| next.min(now + nap));
+            tokio::time::sleep_until(wake.max(now + Duration::from_millis(1))).await;
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ClientConfig;
+    use crate::hold::Holds;
+
+    #[test]
+    fn bookings_fall_due_half_a_period_after_the_grant_unless_cancelled() {
+        let holds = Arc::new(Holds::default());
+        let names = ClientConfig::default().names("a").unwrap();
+        let bookings = Bookings::default();
+        let lease = Duration::from_secs(3);
+        let granted = Instant::now();
+
+        let first = holds.enter(&names, "o:1");
+        bookings.book(&first.hold, lease, granted);
+        bookings.book(&first.hold, lease, granted);
+        assert_eq!(bookings.queue.lock().entries.len(), 1, "booked once");
+        let (due, next) = bookings.take_due(granted);
+        assert!(due.is_empty());
+        assert_eq!(next, Some(granted + Duration::from_millis(500)));
+
+        // Released before its first renewal: the booking is cancelled and swept.
+        first.hold.stop_watchdog();
+        let second = holds.enter(&names, "o:2");
+        bookings.book(&second.hold, lease, granted);
+        assert_eq!(
+            bookings.queue.lock().entries.len(),
+            1,
+            "cancelled one swept"
+        );
+        let (due, next) = bookings.take_due(granted + lease);
+        assert_eq!(due.len(), 1);
+        assert!(Arc::ptr_eq(&due[0].hold.upgrade().unwrap(), &second.hold));
+        assert_eq!(next, None);
+    }
 }

@@ -507,3 +507,38 @@ async fn inspect_list_and_force_unlock() {
         serde_json::from_str(&ran.stdout).expect("unlock --json is JSON");
     assert_eq!(unlocked["was_locked"], false);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_runs_every_workload_and_leaves_nothing_behind() {
+    let ran = finish(&mut holdlock(["bench", "--quick", "--json"])).await;
+    assert_no_panic(&ran);
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let figures: serde_json::Value = serde_json::from_str(&ran.stdout).expect("JSON on stdout");
+    let figures = figures.as_array().expect("an array of figures");
+    for workload in ["W1", "W1r", "W2", "W3", "W4"] {
+        assert!(
+            figures.iter().any(|figure| figure["workload"] == workload),
+            "{workload} missing: {figures:?}"
+        );
+    }
+    for figure in figures {
+        if figure["ratio"].is_number() {
+            assert!(figure["ratio"].as_f64().unwrap() > 0.0, "{figure}");
+        }
+    }
+    // The correctness checks: one winner per burst, no lost increment.
+    let value = |metric: &str| {
+        figures
+            .iter()
+            .find(|figure| figure["metric"] == metric)
+            .and_then(|figure| figure["value"].as_f64())
+    };
+    assert_eq!(value("most winners in a burst"), Some(1.0));
+    assert_eq!(value("final counter"), Some(32.0 * 20.0));
+    let left = common::shared().query(&["KEYS", "*bench:*"]).unwrap();
+    assert!(!left.contains("bench:"), "keys left behind: {left}");
+
+    let ran = finish(&mut holdlock(["bench", "--workloads", "w9"])).await;
+    assert_eq!(ran.code, Some(64), "{ran:?}");
+    assert!(ran.stderr.contains("unknown workload"), "{ran:?}");
+}

@@ -43,6 +43,55 @@ async fn try_lock_on_a_held_lock_returns_none_without_waiting() {
     got.unlock().await.unwrap();
 }
 
+/// EVALSHA calls the server has run since its stats were reset.
+fn evalsha_calls(server: &common::RedisServer) -> u64 {
+    let stats = server.query(&["INFO", "commandstats"]).unwrap();
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |calls| calls.parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tries_against_a_lock_held_in_this_process_cost_redis_nothing() {
+    let server = common::RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let name = common::unique("local-refusal");
+    let held = tokio::spawn({
+        let (client, name) = (client.clone(), name.clone());
+        async move { client.lock(&name).await.unwrap() }
+    })
+    .await
+    .unwrap();
+    server.query(&["CONFIG", "RESETSTAT"]).unwrap();
+    let tries: Vec<_> = (0..100)
+        .map(|_| {
+            let (client, name) = (client.clone(), name.clone());
+            tokio::spawn(async move { client.try_lock(&name).await.unwrap().is_none() })
+        })
+        .collect();
+    for refused in tries {
+        assert!(refused.await.unwrap(), "another owner got a held lock");
+    }
+    assert_eq!(evalsha_calls(&server), 0, "refused without a round trip");
+
+    // Once released, a try goes to Redis again and wins.
+    held.unlock().await.unwrap();
+    let got = tokio::spawn({
+        let (client, name) = (client.clone(), name.clone());
+        async move {
+            client
+                .try_lock(&name)
+                .await
+                .unwrap()
+                .map(|g| g.hold_count())
+        }
+    });
+    assert_eq!(got.await.unwrap(), Some(1));
+    assert!(evalsha_calls(&server) >= 1);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn lock_timeout_gives_up_after_its_timeout() {
     let name = common::unique("timeout");

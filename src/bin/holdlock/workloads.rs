@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use fred::clients::Client;
-use fred::interfaces::KeysInterface;
+use fred::clients::{Client, SubscriberClient};
+use fred::interfaces::{ClientLike, EventInterface, KeysInterface, PubsubInterface};
 use fred::types::scripts::Script;
 use fred::types::{Expiration, SetOptions};
 use holdlock::LockClient;
@@ -35,6 +35,9 @@ type BenchResult<T> = Result<T, BenchError>;
 /// Releases the bare lock: delete the key only if it still holds our token.
 const COMPARE_AND_DELETE: &str =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
+/// The bare hand-off's release: compare-and-delete, then tell the waiters.
+const RELEASE_AND_PUBLISH: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \
+     redis.call('del', KEYS[1]) redis.call('publish', ARGV[2], 'released') return 1 end return 0";
 /// The round-trip floor: a script that does nothing.
 const TRIVIAL: &str = "return 1";
 /// The bare lock's expiry; long enough never to matter during a run.
@@ -53,10 +56,14 @@ pub(crate) enum Workload {
     W3,
     /// Hand-off latency between two waiting workers.
     W4,
+    /// Many locks held at once: memory and renewals (`cargo bench` only, as it reads
+    /// the process's own memory).
+    #[allow(dead_code)] // constructed by benches/lock.rs, which shares this file
+    W5,
 }
 
 impl Workload {
-    /// Every workload, in the order they run.
+    /// Every workload `Bench::run` can run, in order.
     pub(crate) const ALL: [Workload; 5] = [Self::W1, Self::W1r, Self::W2, Self::W3, Self::W4];
 
     /// The short name used on the command line and in tables.
@@ -67,6 +74,7 @@ impl Workload {
             Self::W2 => "W2",
             Self::W3 => "W3",
             Self::W4 => "W4",
+            Self::W5 => "W5",
         }
     }
 
@@ -175,6 +183,9 @@ pub(crate) enum Unit {
     Percent,
     /// A plain count.
     Count,
+    /// Memory.
+    #[allow(dead_code)] // constructed by benches/lock.rs, which shares this file
+    Bytes,
 }
 
 impl Unit {
@@ -185,6 +196,7 @@ impl Unit {
             Self::Millis => format!("{value:.2} ms"),
             Self::Percent => format!("{value:.1}%"),
             Self::Count => format!("{value:.0}"),
+            Self::Bytes => format!("{value:.0} B"),
         }
     }
 
@@ -194,6 +206,7 @@ impl Unit {
             Self::Millis => "ms",
             Self::Percent => "percent",
             Self::Count => "count",
+            Self::Bytes => "bytes",
         }
     }
 }
@@ -216,7 +229,7 @@ pub(crate) struct Figure {
 }
 
 impl Figure {
-    fn new(workload: Workload, metric: &'static str, value: f64, unit: Unit) -> Self {
+    pub(crate) fn new(workload: Workload, metric: &'static str, value: f64, unit: Unit) -> Self {
         Self {
             workload,
             metric,
@@ -227,12 +240,12 @@ impl Figure {
         }
     }
 
-    fn floor(mut self, name: &'static str, value: f64) -> Self {
+    pub(crate) fn floor(mut self, name: &'static str, value: f64) -> Self {
         self.floor = Some((name, value));
         self
     }
 
-    fn goal(mut self, goal: Goal) -> Self {
+    pub(crate) fn goal(mut self, goal: Goal) -> Self {
         self.goal = Some(goal);
         self
     }
@@ -344,6 +357,7 @@ impl Bench {
                 Workload::W2 => self.burst().await?,
                 Workload::W3 => self.contended().await?,
                 Workload::W4 => self.handoff().await?,
+                Workload::W5 => return Err("W5 runs only in `cargo bench --bench lock`".into()),
             });
         }
         Ok(figures)
@@ -366,53 +380,31 @@ impl Bench {
         BareLock::new(self.redis().clone()).await
     }
 
-    /// `count` round trips of a script that does nothing, in the slot of lock `what`.
-    async fn round_trips(&self, what: &str, count: u64) -> BenchResult<Samples> {
-        let trivial = Script::from_lua(TRIVIAL);
-        trivial.load(self.redis()).await?;
-        let (redis, key) = (self.redis().clone(), self.key(what));
-        spawn(async move {
-            time_each(count, |_| {
-                let (trivial, redis, key) = (&trivial, &redis, &key);
-                async move {
-                    let _: i64 = trivial.evalsha(redis, key.as_str(), ()).await?;
-                    Ok(())
-                }
-            })
-            .await
-        })
-        .await
-    }
-
     /// W1: lock+unlock cycles in one task, next to the bare lock's.
     async fn uncontended(&self) -> BenchResult<Vec<Figure>> {
         let cycles = self.settings.cycles;
-        let bare = Arc::new(self.bare().await?);
+        let bare = self.bare().await?;
         let key = self.key("w1");
+        let (client, name) = (self.clients[0].clone(), self.name("w1"));
         let progress = Arc::clone(&self.progress);
-        let floor = spawn(async move {
-            time_each(cycles, |_| {
-                let (bare, key) = (&bare, &key);
-                async move {
-                    if !bare.take(key).await? {
+        let (floor, lock) = spawn(async move {
+            alternate(
+                cycles,
+                |done| progress(Workload::W1, done, cycles),
+                || async {
+                    let started = Instant::now();
+                    if !bare.take(&key).await? {
                         return Err("bare lock: key left over".into());
                     }
-                    bare.release(key).await
-                }
-            })
-            .await
-        })
-        .await?;
-
-        let (client, name) = (self.clients[0].clone(), self.name("w1"));
-        let lock = spawn(async move {
-            time_each(cycles, |done| {
-                if done % 1_000 == 0 {
-                    progress(Workload::W1, done, cycles);
-                }
-                let (client, name) = (&client, &name);
-                async move { Ok(client.lock(name).await?.unlock().await?) }
-            })
+                    bare.release(&key).await?;
+                    Ok(started.elapsed())
+                },
+                || async {
+                    let started = Instant::now();
+                    client.lock(&name).await?.unlock().await?;
+                    Ok(started.elapsed())
+                },
+            )
             .await
         })
         .await?;
@@ -442,23 +434,35 @@ impl Bench {
     /// W1r: a nested `lock()` of a held lock, next to one `EVALSHA` round trip.
     async fn reentrant(&self) -> BenchResult<Vec<Figure>> {
         let nested = self.settings.nested;
-        let floor = self.round_trips("w1r", nested).await?;
-
+        let trivial = Script::from_lua(TRIVIAL);
+        trivial.load(self.redis()).await?;
+        let (redis, key) = (self.redis().clone(), self.key("w1r"));
         let (client, name) = (self.clients[0].clone(), self.name("w1r"));
-        let lock = spawn(async move {
+        let progress = Arc::clone(&self.progress);
+        let (floor, lock) = spawn(async move {
             let outer = client.lock(&name).await?;
-            let mut samples = Samples::with_capacity(nested);
-            for _ in 0..nested {
-                let started = Instant::now();
-                let inner = client.lock(&name).await?;
-                samples.push(started.elapsed());
-                if inner.hold_count() != 2 {
-                    return Err(format!("nested hold count {}", inner.hold_count()).into());
-                }
-                inner.unlock().await?;
-            }
+            let measured = alternate(
+                nested,
+                |done| progress(Workload::W1r, done, nested),
+                || async {
+                    let started = Instant::now();
+                    let _: i64 = trivial.evalsha(&redis, key.as_str(), ()).await?;
+                    Ok(started.elapsed())
+                },
+                || async {
+                    let started = Instant::now();
+                    let inner = client.lock(&name).await?;
+                    let took = started.elapsed();
+                    if inner.hold_count() != 2 {
+                        return Err(format!("nested hold count {}", inner.hold_count()).into());
+                    }
+                    inner.unlock().await?;
+                    Ok(took)
+                },
+            )
+            .await;
             outer.unlock().await?;
-            Ok::<_, BenchError>(samples)
+            measured
         })
         .await?;
 
@@ -479,47 +483,66 @@ impl Bench {
 
     /// W2: a burst of concurrent one-shot tries, next to the same burst of `SET NX`.
     async fn burst(&self) -> BenchResult<Vec<Figure>> {
+        /// Bursts of each kind, alternating; the medians are reported.
+        const ROUNDS: usize = 5;
         let burst = self.settings.burst;
         let bare = Arc::new(self.bare().await?);
         let key = Arc::new(self.key("w2"));
-        let started = Instant::now();
-        let tries = (0..burst).map(|_| {
-            let (bare, key) = (Arc::clone(&bare), Arc::clone(&key));
-            tokio::spawn(async move { bare.take(&key).await })
-        });
-        let mut floor_winners = 0;
-        for taken in futures::future::join_all(tries).await {
-            floor_winners += usize::from(taken??);
-        }
-        let floor = started.elapsed();
-        bare.release(&key).await?;
-
         let client = self.clients[0].clone();
         let name = Arc::new(self.name("w2"));
-        let started = Instant::now();
-        let tries = (0..burst).map(|_| {
-            let (client, name) = (client.clone(), Arc::clone(&name));
-            tokio::spawn(async move { client.try_lock(&name).await })
-        });
-        let mut winners = Vec::new();
-        for guard in futures::future::join_all(tries).await {
-            winners.extend(guard??);
+        let (mut floor_walls, mut walls, mut winner_counts) = (Vec::new(), Vec::new(), Vec::new());
+        for round in 0..ROUNDS {
+            (self.progress)(Workload::W2, round as u64, ROUNDS as u64);
+            let started = Instant::now();
+            let tries = (0..burst).map(|_| {
+                let (bare, key) = (Arc::clone(&bare), Arc::clone(&key));
+                tokio::spawn(async move { bare.take(&key).await })
+            });
+            let mut floor_winners = 0;
+            for taken in futures::future::join_all(tries).await {
+                floor_winners += usize::from(taken??);
+            }
+            floor_walls.push(started.elapsed());
+            bare.release(&key).await?;
+            if floor_winners != 1 {
+                return Err(format!("bare burst: {floor_winners} winners").into());
+            }
+
+            let started = Instant::now();
+            let tries = (0..burst).map(|_| {
+                let (client, name) = (client.clone(), Arc::clone(&name));
+                tokio::spawn(async move { client.try_lock(&name).await })
+            });
+            let mut winners = Vec::new();
+            for guard in futures::future::join_all(tries).await {
+                winners.extend(guard??);
+            }
+            walls.push(started.elapsed());
+            winner_counts.push(winners.len());
+            for guard in winners {
+                guard.unlock().await?;
+            }
         }
-        let wall = started.elapsed();
-        let winner_count = winners.len();
-        for guard in winners {
-            guard.unlock().await?;
-        }
-        if floor_winners != 1 {
-            return Err(format!("bare burst: {floor_winners} winners").into());
-        }
+        floor_walls.sort_unstable();
+        walls.sort_unstable();
+        let most_winners = winner_counts.iter().copied().max().unwrap_or(0);
 
         Ok(vec![
-            Figure::new(Workload::W2, "wall time", millis(wall), Unit::Millis)
-                .floor("bare SET NX burst", millis(floor))
-                .goal(Goal::RatioAtMost(2.0)),
-            Figure::new(Workload::W2, "winners", winner_count as f64, Unit::Count)
-                .goal(Goal::Exactly(1.0)),
+            Figure::new(
+                Workload::W2,
+                "wall time (median)",
+                millis(walls[ROUNDS / 2]),
+                Unit::Millis,
+            )
+            .floor("bare SET NX burst", millis(floor_walls[ROUNDS / 2]))
+            .goal(Goal::RatioAtMost(2.0)),
+            Figure::new(
+                Workload::W2,
+                "most winners in a burst",
+                most_winners as f64,
+                Unit::Count,
+            )
+            .goal(Goal::Exactly(1.0)),
         ])
     }
 
@@ -630,55 +653,17 @@ impl Bench {
 
     /// W4: two workers on two clients hand one lock back and forth.
     async fn handoff(&self) -> BenchResult<Vec<Figure>> {
-        let handoffs = self.settings.handoffs;
-        let floor = self.round_trips("w4", handoffs.max(1_000)).await?;
-
-        let name = Arc::new(self.name("w4"));
-        // The number of acquisitions so far; a worker waits for the other's before asking again.
-        let (acquired, _) = watch::channel(0u64);
-        let acquired = Arc::new(acquired);
-        let release_started = Arc::new(Mutex::new(None::<Instant>));
-        let samples = Arc::new(Mutex::new(Samples::with_capacity(handoffs)));
-        let handles: Vec<_> = (0..2u64)
-            .map(|worker| {
-                let client = self.clients[worker as usize].clone();
-                let name = Arc::clone(&name);
-                let (acquired, release_started) =
-                    (Arc::clone(&acquired), Arc::clone(&release_started));
-                let (samples, progress) = (Arc::clone(&samples), Arc::clone(&self.progress));
-                tokio::spawn(async move {
-                    let mut seen = acquired.subscribe();
-                    loop {
-                        // Worker 0 takes acquisitions 0, 2, 4…; worker 1 the odd ones.
-                        let turn = *seen.borrow_and_update();
-                        if turn >= handoffs + 1 {
-                            return Ok::<_, BenchError>(());
-                        }
-                        if turn % 2 != worker {
-                            seen.changed().await?;
-                            continue;
-                        }
-                        // The other worker holds the lock (or is about to release it).
-                        let guard = client.lock(&name).await?;
-                        if let Some(started) = release_started.lock().take() {
-                            samples.lock().push(started.elapsed());
-                        }
-                        acquired.send_modify(|count| *count += 1);
-                        progress(Workload::W4, turn, handoffs);
-                        // Hold 1–10 ms while the other worker is already waiting.
-                        tokio::time::sleep(Duration::from_millis(1 + turn * 7 % 10)).await;
-                        *release_started.lock() = Some(Instant::now());
-                        guard.unlock().await?;
-                    }
-                })
-            })
-            .collect();
-        for handle in handles {
-            handle.await??;
+        /// Blocks of each kind, alternating.
+        const BLOCKS: u64 = 4;
+        let per_block = self.settings.handoffs.div_ceil(BLOCKS);
+        let (mut floor, mut samples) = (Samples::default(), Samples::default());
+        for block in 0..BLOCKS {
+            (self.progress)(Workload::W4, block * per_block, BLOCKS * per_block);
+            floor.extend(self.bare_handoff(per_block).await?);
+            samples.extend(self.lock_handoffs(per_block).await?);
         }
-        let samples = samples.lock();
 
-        const FLOOR: &str = "one EVALSHA";
+        const FLOOR: &str = "bare lock + PUBLISH";
         Ok(vec![
             Figure::new(
                 Workload::W4,
@@ -696,6 +681,110 @@ impl Bench {
             )
             .floor(FLOOR, floor.percentile(90.0)),
         ])
+    }
+
+    /// `handoffs` hand-offs between two workers on two clients.
+    async fn lock_handoffs(&self, handoffs: u64) -> BenchResult<Samples> {
+        let name = Arc::new(self.name("w4"));
+        // The number of acquisitions so far; a worker waits for the other's before asking again.
+        let (acquired, _) = watch::channel(0u64);
+        let acquired = Arc::new(acquired);
+        let release_started = Arc::new(Mutex::new(None::<Instant>));
+        let samples = Arc::new(Mutex::new(Samples::with_capacity(handoffs)));
+        let handles: Vec<_> = (0..2u64)
+            .map(|worker| {
+                let client = self.clients[worker as usize].clone();
+                let name = Arc::clone(&name);
+                let (acquired, release_started) =
+                    (Arc::clone(&acquired), Arc::clone(&release_started));
+                let samples = Arc::clone(&samples);
+                tokio::spawn(async move {
+                    let mut seen = acquired.subscribe();
+                    loop {
+                        // Worker 0 takes acquisitions 0, 2, 4…; worker 1 the odd ones.
+                        let turn = *seen.borrow_and_update();
+                        if turn > handoffs {
+                            return Ok::<_, BenchError>(());
+                        }
+                        if turn % 2 != worker {
+                            seen.changed().await?;
+                            continue;
+                        }
+                        // The other worker holds the lock (or is about to release it).
+                        let guard = client.lock(&name).await?;
+                        if let Some(started) = release_started.lock().take() {
+                            samples.lock().push(started.elapsed());
+                        }
+                        acquired.send_modify(|count| *count += 1);
+                        // Hold 1–10 ms while the other worker is already waiting.
+                        tokio::time::sleep(Duration::from_millis(1 + turn * 7 % 10)).await;
+                        *release_started.lock() = Some(Instant::now());
+                        guard.unlock().await?;
+                    }
+                })
+            })
+            .collect();
+        for handle in handles {
+            handle.await??;
+        }
+        let samples = std::mem::take(&mut *samples.lock());
+        Ok(samples)
+    }
+}
+
+impl Bench {
+    /// The floor of a notified hand-off, made of bare commands: the holder deletes the
+    /// key and publishes in one script, a raw subscriber on another connection hears
+    /// it and takes the key with `SET NX`. Same pauses as W4, so the same idle costs.
+    async fn bare_handoff(&self, handoffs: u64) -> BenchResult<Samples> {
+        let redis = self.redis().clone();
+        let subscriber = SubscriberClient::new(
+            redis.client_config(),
+            Some(redis.perf_config()),
+            Some(redis.connection_config().clone()),
+            None,
+        );
+        subscriber.init().await?;
+        let key = self.key("w4:bare");
+        let channel = format!("{key}:released");
+        subscriber.subscribe(channel.as_str()).await?;
+        let release = Script::from_lua(RELEASE_AND_PUBLISH);
+        release.load(&redis).await?;
+        let holder = BareLock::new(redis.clone()).await?;
+        let taker = BareLock::new(redis.clone()).await?;
+        let mut messages = subscriber.message_rx();
+        let mut samples = Samples::with_capacity(handoffs);
+        for turn in 0..handoffs {
+            if !holder.take(&key).await? {
+                return Err("bare hand-off: key left over".into());
+            }
+            let waiter = async {
+                messages.recv().await?;
+                if !taker.take(&key).await? {
+                    return Err::<_, BenchError>(
+                        "bare hand-off: not free after the release".into(),
+                    );
+                }
+                Ok(Instant::now())
+            };
+            let holding = async {
+                tokio::time::sleep(Duration::from_millis(1 + turn * 7 % 10)).await;
+                let started = Instant::now();
+                let _: i64 = release
+                    .evalsha(
+                        &redis,
+                        key.as_str(),
+                        vec![holder.token.as_str(), channel.as_str()],
+                    )
+                    .await?;
+                Ok::<_, BenchError>(started)
+            };
+            let (taken, started) = tokio::try_join!(waiter, holding)?;
+            samples.push(taken - started);
+            taker.release(&key).await?;
+        }
+        let _ = subscriber.quit().await;
+        Ok(samples)
     }
 }
 
@@ -760,6 +849,39 @@ async fn spawn<T: Send + 'static>(
     tokio::spawn(future).await?
 }
 
+/// Runs `count` timed operations of each kind in alternating chunks, so that the
+/// floor and holdlock see the same machine (a busy neighbour, a cold cache).
+async fn alternate<P, F, FFut, L, LFut>(
+    count: u64,
+    progress: P,
+    mut floor: F,
+    mut lock: L,
+) -> BenchResult<(Samples, Samples)>
+where
+    P: Fn(u64),
+    F: FnMut() -> FFut,
+    FFut: Future<Output = BenchResult<Duration>>,
+    L: FnMut() -> LFut,
+    LFut: Future<Output = BenchResult<Duration>>,
+{
+    const CHUNK: u64 = 250;
+    let (mut floor_samples, mut lock_samples) =
+        (Samples::with_capacity(count), Samples::with_capacity(count));
+    let mut done = 0;
+    while done < count {
+        progress(done);
+        let chunk = CHUNK.min(count - done);
+        for _ in 0..chunk {
+            floor_samples.push(floor().await?);
+        }
+        for _ in 0..chunk {
+            lock_samples.push(lock().await?);
+        }
+        done += chunk;
+    }
+    Ok((floor_samples, lock_samples))
+}
+
 /// Runs `op` `count` times in a row and times each run.
 async fn time_each<F, Fut>(count: u64, mut op: F) -> BenchResult<Samples>
 where
@@ -794,6 +916,10 @@ impl Samples {
 
     fn push(&mut self, duration: Duration) {
         self.durations.push(duration);
+    }
+
+    fn extend(&mut self, other: Samples) {
+        self.durations.extend(other.durations);
     }
 
     fn total(&self) -> Duration {
