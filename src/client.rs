@@ -24,7 +24,7 @@ use crate::guard::LockGuard;
 use crate::hold::{Hold, HoldUse, Holds};
 use crate::owner::local_owner;
 use crate::replicas::Acknowledging;
-use crate::scripts::{Acquire, Scripts, TOKEN_FIELD};
+use crate::scripts::{Acquire, AcquireCall, Scripts, TOKEN_FIELD};
 use crate::waiting::Waiting;
 use crate::watchdog;
 
@@ -837,16 +837,8 @@ impl Inner {
             let reply = match acknowledged {
                 Some(min) => self.acquire_acknowledged(names, owner, options, min).await,
                 None => {
-                    self.scripts
-                        .acquire(
-                            &self.redis,
-                            &names.key,
-                            &names.token_key,
-                            owner,
-                            options.lease_ms,
-                            options.fenced,
-                        )
-                        .await
+                    let call = AcquireCall::of(names, owner, &options);
+                    self.scripts.acquire(&self.redis, &call).await
                 }
             };
             let error = match reply {

@@ -27,7 +27,7 @@ use tokio::sync::OnceCell;
 use crate::client::Inner;
 use crate::config::{LockNames, MinReplicas, ResolvedOptions};
 use crate::error::{LockError, Result};
-use crate::scripts::Acquire;
+use crate::scripts::{Acquire, AcquireCall};
 
 /// The connection for acknowledged acquisitions, opened on first use.
 #[derive(Debug, Default)]
@@ -88,11 +88,7 @@ impl Inner {
             .scripts
             .acquire_then_wait(
                 client,
-                &names.key,
-                &names.token_key,
-                owner,
-                options.lease_ms,
-                options.fenced,
+                &AcquireCall::of(names, owner, &options),
                 (min.replicas, min.timeout_ms()),
                 min.timeout + self.config.connect_timeout,
             )

@@ -13,6 +13,7 @@ use fred::types::scripts::Script;
 use fred::types::{ClusterHash, CustomCommand, Value};
 use fred::util::redis_keyslot;
 
+use crate::config::{LockNames, ResolvedOptions};
 use crate::error::{LockError, Result};
 
 const ACQUIRE: &str = include_str!("../lua/acquire.lua");
@@ -82,22 +83,13 @@ impl Scripts {
         }
     }
 
-    pub(crate) async fn acquire(
-        &self,
-        client: &Client,
-        key: &str,
-        token_key: &str,
-        owner: &str,
-        lease_ms: u64,
-        fenced: bool,
-    ) -> Result<Acquire> {
-        let args = acquire_args(owner, lease_ms, fenced);
+    pub(crate) async fn acquire(&self, client: &Client, call: &AcquireCall<'_>) -> Result<Acquire> {
         let reply = self
             .eval(
                 client,
                 &self.acquire,
-                &[key, token_key],
-                args,
+                &call.keys(),
+                call.args(),
                 Delivery::AtMostOnce,
             )
             .await?;
@@ -244,23 +236,15 @@ impl Scripts {
     ///
     /// Sent at most once, like [`acquire`](Self::acquire). `timeout` bounds the whole
     /// pipeline, `WAIT` included.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn acquire_then_wait(
         &self,
         client: &Client,
-        key: &str,
-        token_key: &str,
-        owner: &str,
-        lease_ms: u64,
-        fenced: bool,
+        call: &AcquireCall<'_>,
         (replicas, wait_ms): (u32, u64),
         timeout: Duration,
     ) -> Result<(Acquire, Result<u32>)> {
-        let (evalsha, arguments) = evalsha(
-            &self.acquire,
-            &[key, token_key],
-            acquire_args(owner, lease_ms, fenced),
-        );
+        let key = call.key;
+        let (evalsha, arguments) = evalsha(&self.acquire, &call.keys(), call.args());
         let wait = CustomCommand::new_static("WAIT", slot_of(key), true);
         let options = Options {
             max_attempts: Some(1),
@@ -353,12 +337,39 @@ fn evalsha(script: &Script, keys: &[&str], args: Vec<Value>) -> (CustomCommand, 
     (command, arguments)
 }
 
-fn acquire_args(owner: &str, lease_ms: u64, fenced: bool) -> Vec<Value> {
-    vec![
-        owner.into(),
-        lease_ms.to_string().into(),
-        if fenced { "1" } else { "0" }.into(),
-    ]
+/// The arguments of one `acquire.lua` call.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AcquireCall<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) token_key: &'a str,
+    pub(crate) owner: &'a str,
+    pub(crate) lease_ms: u64,
+    pub(crate) fenced: bool,
+}
+
+impl<'a> AcquireCall<'a> {
+    /// The call that takes (or re-enters) lock `names` for `owner` with `options`.
+    pub(crate) fn of(names: &'a LockNames, owner: &'a str, options: &ResolvedOptions) -> Self {
+        Self {
+            key: &names.key,
+            token_key: &names.token_key,
+            owner,
+            lease_ms: options.lease_ms,
+            fenced: options.fenced,
+        }
+    }
+
+    fn keys(&self) -> [&str; 2] {
+        [self.key, self.token_key]
+    }
+
+    fn args(&self) -> Vec<Value> {
+        vec![
+            self.owner.into(),
+            self.lease_ms.to_string().into(),
+            if self.fenced { "1" } else { "0" }.into(),
+        ]
+    }
 }
 
 fn acquire_reply(reply: &Value) -> Result<Acquire> {
