@@ -100,8 +100,17 @@ pub(crate) struct LockNames {
 }
 
 /// `url` with the passwords in it (`user:password@`, `sentinelPassword=`) replaced by
-/// `***`, for `Debug` output and logs.
-pub(crate) fn redact_url(url: &str) -> String {
+/// `***`: how this crate shows a URL in `Debug` output, and how to put one in a log or
+/// an error message of your own.
+///
+/// # Examples
+/// ```
+/// assert_eq!(
+///     holdlock::redact_url("redis://app:s3cret@10.0.0.7:6379/0"),
+///     "redis://app:***@10.0.0.7:6379/0"
+/// );
+/// ```
+pub fn redact_url(url: &str) -> String {
     let mut redacted = String::with_capacity(url.len());
     let mut rest = url;
     if let Some(start) = url.find("://").map(|at| at + 3) {

@@ -44,6 +44,35 @@ async fn locks_work_over_tls_with_the_right_ca() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_connector_of_ones_own_works_too() {
+    use std::sync::Arc;
+
+    use holdlock::fred::types::config::TlsConnector;
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+
+    let ca = TestCa::new("holdlock test CA");
+    let server = TlsServer::start(&ca);
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(ca.pem.as_bytes()).unwrap())
+        .unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let client = LockClient::builder(server.url())
+        .tls_connector(TlsConnector::from(config))
+        .build()
+        .await
+        .unwrap();
+    client.lock("mine").await.unwrap().unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_server_signed_by_another_ca_is_refused_clearly() {
     let server = TlsServer::start(&TestCa::new("the server's CA"));
     let stranger = TestCa::new("some other CA");

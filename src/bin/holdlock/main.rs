@@ -355,24 +355,10 @@ async fn connect(args: &ConnectionArgs, lease: Option<Duration>) -> Result<LockC
     }
     builder.build().await.map_err(|error| {
         Failure::from_lock_error(
-            &format!("cannot connect to {}", redact_password(&url)),
+            &format!("cannot connect to {}", holdlock::redact_url(&url)),
             &error,
         )
     })
-}
-
-/// The URL with any password replaced by `***`, for messages.
-fn redact_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let Some((credentials, host)) = rest.rsplit_once('@') else {
-        return url.to_owned();
-    };
-    match credentials.split_once(':') {
-        Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_owned(),
-    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -979,22 +965,6 @@ mod tests {
         assert_eq!(format_duration(Duration::from_secs(30)), "30s");
         assert_eq!(format_duration(Duration::from_secs(125)), "2m5s");
         assert_eq!(format_duration(Duration::from_secs(5400)), "1h30m");
-    }
-
-    #[test]
-    fn passwords_are_redacted_from_urls() {
-        assert_eq!(
-            redact_password("redis://:secret@127.0.0.1:6379"),
-            "redis://:***@127.0.0.1:6379"
-        );
-        assert_eq!(
-            redact_password("redis://me:secret@host/0"),
-            "redis://me:***@host/0"
-        );
-        assert_eq!(
-            redact_password("redis://127.0.0.1:6379"),
-            "redis://127.0.0.1:6379"
-        );
     }
 
     #[test]
