@@ -107,11 +107,14 @@ impl Sentinels {
 
     /// Turns the old master into a replica of the new one and disconnects its clients:
     /// the steps a sentinel takes itself once the old master has gone on claiming its
-    /// role for 8 s (four hello periods).
+    /// role for 8 s (four hello periods). It loads the new master's data straight from
+    /// the socket: saved as `dump.rdb` in the current directory, that data would be
+    /// loaded by every later test server at startup.
     pub fn retire_old_master(&self) {
         let port = self.replica.port.to_string();
         for command in [
-            &["REPLICAOF", "127.0.0.1", &port][..],
+            &["CONFIG", "SET", "repl-diskless-load", "swapdb"][..],
+            &["REPLICAOF", "127.0.0.1", &port],
             &["CLIENT", "KILL", "TYPE", "normal"],
             &["CLIENT", "KILL", "TYPE", "pubsub"],
         ] {
