@@ -287,13 +287,13 @@ impl RedisCluster {
             .arg("create")
             .args(&addresses)
             .args(["--cluster-replicas", "0", "--cluster-yes"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
             .output()
             .unwrap_or_else(|e| panic!("cannot run redis-cli (apt-get install redis-tools): {e}"));
+        // redis-cli reports most failures ("[ERR] Node ... is not empty") on stdout.
         assert!(
             created.status.success(),
-            "cluster create failed: {}",
+            "cluster create failed: {}{}",
+            String::from_utf8_lossy(&created.stdout),
             String::from_utf8_lossy(&created.stderr)
         );
         let start = Instant::now();
