@@ -14,8 +14,9 @@
 //! the pipeline was out, the `WAIT` may have run somewhere else than the script, so
 //! its count is not trusted. fred 10 sends a command that a migrating slot redirects
 //! with `ASK` back to the slot's old owner (which answers `ASK` again until fred gives
-//! up), so a script never runs on the target of an `ASK` while its `WAIT` runs on the
-//! source; if fred learns to follow `ASK`, this needs another look.
+//! up; seen with a slot left `MIGRATING`), so a script never runs on the target of an
+//! `ASK` while its `WAIT` runs on the source; if fred learns to follow `ASK`, this needs
+//! another look.
 //!
 //! A fresh acquisition acknowledged by too few replicas is released again at once
 //! (exactly once, like any release) and reported as [`LockError::NotReplicated`].
