@@ -8,6 +8,7 @@
 -- ARGV[1]  owner id "<client-uuid>:<task>"
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  "1" to draw a fencing token on a fresh acquisition, else "0"
+-- ARGV[4]  the caller's own count of its holds ("0": a fresh acquisition)
 --
 -- A token is a hybrid logical clock reading: max(floor + 1, server TIME in
 -- microseconds). It exceeds every token issued before on this server even if the
@@ -30,7 +31,15 @@ local pttl = redis.call('pttl', key)
 if pttl ~= -2 and redis.call('hexists', key, owner) == 0 then
   return { 0, pttl }
 end
-local count = redis.call('hincrby', key, owner, 1)
+local count
+if ARGV[4] == '0' then
+  -- Fresh. A field of ours still here is a hold the caller already gave up as lost
+  -- (its lease was about to run out, so its guards did not release it): start over.
+  redis.call('hset', key, owner, 1)
+  count = 1
+else
+  count = redis.call('hincrby', key, owner, 1)
+end
 redis.call('pexpire', key, ARGV[2])
 if count ~= 1 or not fenced then
   return { count, 0 }

@@ -459,10 +459,11 @@ impl LockClient {
         // Re-entry and single tries go straight to Redis; they never wait in line. A
         // try is refused at once if another owner in this process holds the lock.
         let single_try = options.wait == Some(Duration::ZERO);
-        if single_try && self.inner.holds.is_held_by_other(&names.key, &owner) {
+        let reentry = self.inner.holds.is_held(&names.key, &owner);
+        if single_try && !reentry && self.inner.holds.is_held_by_other(&names.key, &owner) {
             return Ok(None);
         }
-        if single_try || self.inner.holds.is_held(&names.key, &owner) {
+        if single_try || reentry {
             return Ok(match self.attempt(&names, &owner, options).await? {
                 Attempt::Granted(guard) => Some(guard),
                 Attempt::Busy(_) => None,
@@ -837,7 +838,7 @@ impl Inner {
             let reply = match acknowledged {
                 Some(min) => self.acquire_acknowledged(names, owner, options, min).await,
                 None => {
-                    let call = AcquireCall::of(names, owner, &options);
+                    let call = AcquireCall::of(names, owner, &options, held);
                     self.scripts.acquire(&self.redis, &call).await
                 }
             };

@@ -6,7 +6,10 @@
 //! resource accepts a write only if its token is not older than the newest it has
 //! seen. This module is that check for a value kept in Redis: the value lives in a
 //! hash (`value`, `token`) changed only by a Lua script, which compares tokens exactly
-//! for every `u64`. A register remembers its newest token only as long as its server
+//! for every `u64`. For a read-modify-write, read with [`read`]: it records the
+//! reader's token, so an overtaken holder cannot write back a value it computed from
+//! an older read (with a plain read, its late write could still land between the new
+//! holder's read and write, and one update would be lost). A register remembers its newest token only as long as its server
 //! keeps its data: keep registers that matter on a server with persistence.
 //!
 //! The same check in SQL keeps the newest token in a column of the row it protects:
@@ -77,6 +80,46 @@ pub async fn set(
     value: impl Into<String>,
     token: u64,
 ) -> Result<()> {
+    fenced(client, key, token, Some(Value::from(value.into())))
+        .await
+        .map(drop)
+}
+
+/// Reads `key` as the holder of `token`, and from then on refuses writes with older
+/// tokens. Use it for the read of a read-modify-write: a holder overtaken after this
+/// read can no longer write back a value computed from what it read before, so no
+/// update is lost. (A plain [`get`] records nothing.)
+///
+/// Returns the value, or `None` if nothing was written yet.
+///
+/// # Errors
+/// As [`set`]: [`LockError::StaleToken`] if a newer token has read or written `key`.
+///
+/// # Examples
+/// ```no_run
+/// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+/// use holdlock::{fence, LockOptions};
+///
+/// let guard = client.lock_with("stock:7", LockOptions::fenced()).await?.unwrap();
+/// let token = guard.fencing_token().unwrap();
+/// let stock: u64 = fence::read(&client, "stock:7:count", token)
+///     .await?
+///     .and_then(|value| value.parse().ok())
+///     .unwrap_or(0);
+/// fence::set(&client, "stock:7:count", (stock + 1).to_string(), token).await?;
+/// # Ok(()) }
+/// ```
+pub async fn read(client: &LockClient, key: &str, token: u64) -> Result<Option<String>> {
+    fenced(client, key, token, None).await
+}
+
+/// Reads (`value: None`) or writes `key` through `lua/fence.lua`.
+async fn fenced(
+    client: &LockClient,
+    key: &str,
+    token: u64,
+    value: Option<Value>,
+) -> Result<Option<String>> {
     let inner = &client.inner;
     inner.check_running()?;
     if token == 0 {
@@ -85,13 +128,8 @@ pub async fn set(
             reason: "fencing tokens start at 1".to_owned(),
         });
     }
-    let value = Value::from(value.into());
-    match inner
-        .scripts
-        .fence_set(&inner.redis, key, value, token)
-        .await?
-    {
-        Ok(()) => Ok(()),
+    match inner.scripts.fence(&inner.redis, key, token, value).await? {
+        Ok(value) => Ok(value),
         Err(newest) => Err(LockError::StaleToken {
             presented: token,
             newest,
@@ -112,14 +150,34 @@ pub async fn set(
 /// # Ok(()) }
 /// ```
 pub async fn set_with(guard: &LockGuard, key: &str, value: impl Into<String>) -> Result<()> {
-    let token = guard.fencing_token().ok_or(LockError::InvalidOption {
-        option: "token",
-        reason: "the guard was taken without fencing (use LockOptions::fenced)".to_owned(),
-    })?;
-    set(&LockClient::of(guard), key, value, token).await
+    set(&LockClient::of(guard), key, value, token_of(guard)?).await
 }
 
-/// Reads a value written with [`set`]; `None` if `key` does not exist.
+/// Like [`read`], with the token of `guard`.
+///
+/// # Errors
+/// As [`read`], and [`LockError::InvalidOption`] if the guard has no fencing token.
+///
+/// # Examples
+/// ```no_run
+/// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+/// let guard = client.lock_with("stock:7", holdlock::LockOptions::fenced()).await?.unwrap();
+/// let count = holdlock::fence::read_with(&guard, "stock:7:count").await?;
+/// # Ok(()) }
+/// ```
+pub async fn read_with(guard: &LockGuard, key: &str) -> Result<Option<String>> {
+    read(&LockClient::of(guard), key, token_of(guard)?).await
+}
+
+fn token_of(guard: &LockGuard) -> Result<u64> {
+    guard.fencing_token().ok_or(LockError::InvalidOption {
+        option: "token",
+        reason: "the guard was taken without fencing (use LockOptions::fenced)".to_owned(),
+    })
+}
+
+/// Reads a value written with [`set`]; `None` if nothing was written to `key` (a
+/// fenced [`read`] may have recorded a token there all the same). Records no token.
 ///
 /// # Errors
 /// [`LockError::WrongType`], [`LockError::Redis`], [`LockError::Shutdown`],
@@ -141,17 +199,18 @@ pub async fn get(client: &LockClient, key: &str) -> Result<Option<Fenced>> {
         .map_err(|error| LockError::from_redis(error, key))?;
     match (value, token) {
         (Some(value), Some(token)) => Ok(Some(Fenced { value, token })),
-        (None, None) => Ok(None),
-        _ => Err(LockError::Protocol(format!(
+        (None, _) => Ok(None),
+        (Some(_), None) => Err(LockError::Protocol(format!(
             "`{key}` is not a fenced value"
         ))),
     }
 }
 
-/// The newest token `key` has accepted (0 if none).
+/// The newest token `key` has accepted, by a write or a fenced read (0 if none).
 ///
 /// # Errors
-/// As [`get`].
+/// [`LockError::WrongType`], [`LockError::Redis`], [`LockError::Shutdown`],
+/// [`LockError::Protocol`] if the token is not a number.
 ///
 /// # Examples
 /// ```no_run
@@ -160,5 +219,12 @@ pub async fn get(client: &LockClient, key: &str) -> Result<Option<Fenced>> {
 /// # Ok(()) }
 /// ```
 pub async fn newest_token(client: &LockClient, key: &str) -> Result<u64> {
-    Ok(get(client, key).await?.map_or(0, |fenced| fenced.token))
+    let inner = &client.inner;
+    inner.check_running()?;
+    let token: Option<u64> = inner
+        .redis
+        .hget(key, "token")
+        .await
+        .map_err(|error| LockError::from_redis(error, key))?;
+    Ok(token.unwrap_or(0))
 }

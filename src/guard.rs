@@ -106,7 +106,8 @@ impl LockGuard {
     }
 
     /// Whether the hold is known to be lost: its key or field vanished, renewals failed
-    /// for a whole lease, a fixed lease ran out, or the client was shut down.
+    /// until the lease was about to run out, a fixed lease (nearly) ran out, or the
+    /// client was shut down.
     ///
     /// # Examples
     /// ```no_run

@@ -31,8 +31,8 @@ pub(crate) struct Hold {
     token: AtomicU64,
     lost: watch::Sender<bool>,
     lost_flag: AtomicBool,
-    /// For a fixed lease: when Redis will have expired the hold (measured from before
-    /// the acquire was sent, so never later than the server's expiry).
+    /// For a fixed lease: when the hold counts as lost, a little before Redis expires
+    /// it (see `watchdog::lost_deadline`).
     expires_at: Mutex<Option<Instant>>,
     watchdog: Mutex<Watchdog>,
     /// The last hold's release is in flight: a renewal that finds the field gone is
@@ -81,7 +81,7 @@ impl Hold {
 
     /// Records a fixed lease granted at `sent_at`, or clears it when a watchdog renews.
     pub(crate) fn set_expiry(&self, sent_at: Instant, lease: Option<Duration>) {
-        *self.expires_at.lock() = lease.map(|lease| sent_at + lease);
+        *self.expires_at.lock() = lease.map(|lease| crate::watchdog::lost_deadline(sent_at, lease));
     }
 
     pub(crate) fn expires_at(&self) -> Option<Instant> {

@@ -89,7 +89,7 @@ impl Inner {
             .scripts
             .acquire_then_wait(
                 client,
-                &AcquireCall::of(names, owner, &options),
+                &AcquireCall::of(names, owner, &options, 0), // fresh acquisitions only
                 (min.replicas, min.timeout_ms()),
                 min.timeout + self.config.connect_timeout,
             )

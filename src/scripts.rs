@@ -20,7 +20,7 @@ const ACQUIRE: &str = include_str!("../lua/acquire.lua");
 const RELEASE: &str = include_str!("../lua/release.lua");
 const RENEW: &str = include_str!("../lua/renew.lua");
 const FORCE_UNLOCK: &str = include_str!("../lua/force_unlock.lua");
-const FENCE_SET: &str = include_str!("../lua/fence_set.lua");
+const FENCE: &str = include_str!("../lua/fence.lua");
 const INSPECT: &str = include_str!("../lua/inspect.lua");
 const COMPLETE_PERIOD: &str = include_str!("../lua/complete_period.lua");
 
@@ -49,7 +49,7 @@ pub(crate) struct Scripts {
     release: Script,
     renew: Script,
     force_unlock: Script,
-    fence_set: Script,
+    fence: Script,
     inspect: Script,
     complete_period: Script,
     /// How release messages are published: `publish`, or `spublish` on a cluster.
@@ -77,7 +77,7 @@ impl Scripts {
             release: Script::from_lua(RELEASE),
             renew: Script::from_lua(RENEW),
             force_unlock: Script::from_lua(FORCE_UNLOCK),
-            fence_set: Script::from_lua(FENCE_SET),
+            fence: Script::from_lua(FENCE),
             inspect: Script::from_lua(INSPECT),
             complete_period: Script::from_lua(COMPLETE_PERIOD),
         }
@@ -154,21 +154,31 @@ impl Scripts {
         Ok(integer(&reply)? == 1)
     }
 
-    /// Returns `Ok(())` if written, or the newest token if `token` is stale.
-    pub(crate) async fn fence_set(
+    /// Reads (`value: None`) or writes the fenced `key` as the holder of `token`.
+    /// Returns the key's value after the call, or `Err(newest)` if `token` is stale.
+    pub(crate) async fn fence(
         &self,
         client: &Client,
         key: &str,
-        value: Value,
         token: u64,
-    ) -> Result<Result<(), u64>> {
-        let args: Vec<Value> = vec![value, token.to_string().into()];
+        value: Option<Value>,
+    ) -> Result<Result<Option<String>, u64>> {
+        let args: Vec<Value> = std::iter::once(token.to_string().into())
+            .chain(value)
+            .collect();
         let reply = self
-            .eval(client, &self.fence_set, &[key], args, Delivery::Retried)
+            .eval(client, &self.fence, &[key], args, Delivery::Retried)
             .await?;
         match &reply {
             Value::Array(items) if items.len() == 2 => match integer(&items[0])? {
-                1 => Ok(Ok(())),
+                1 => match &items[1] {
+                    Value::Null | Value::Boolean(false) => Ok(Ok(None)),
+                    value => value
+                        .as_string()
+                        .map(Some)
+                        .map(Ok)
+                        .ok_or_else(|| protocol(&reply)),
+                },
                 _ => Ok(Err(unsigned(&items[1])?)),
             },
             _ => Err(protocol(&reply)),
@@ -345,17 +355,25 @@ pub(crate) struct AcquireCall<'a> {
     pub(crate) owner: &'a str,
     pub(crate) lease_ms: u64,
     pub(crate) fenced: bool,
+    /// The owner's holds as counted here: 0 for a fresh acquisition.
+    pub(crate) held: u32,
 }
 
 impl<'a> AcquireCall<'a> {
-    /// The call that takes (or re-enters) lock `names` for `owner` with `options`.
-    pub(crate) fn of(names: &'a LockNames, owner: &'a str, options: &ResolvedOptions) -> Self {
+    /// The call that takes (`held` = 0) or re-enters lock `names` for `owner`.
+    pub(crate) fn of(
+        names: &'a LockNames,
+        owner: &'a str,
+        options: &ResolvedOptions,
+        held: u32,
+    ) -> Self {
         Self {
             key: &names.key,
             token_key: &names.token_key,
             owner,
             lease_ms: options.lease_ms,
             fenced: options.fenced,
+            held,
         }
     }
 
@@ -368,6 +386,7 @@ impl<'a> AcquireCall<'a> {
             self.owner.into(),
             self.lease_ms.to_string().into(),
             if self.fenced { "1" } else { "0" }.into(),
+            self.held.to_string().into(),
         ]
     }
 }

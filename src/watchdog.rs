@@ -6,8 +6,8 @@
 //! aborting one per lock doubled the CPU time of a lock+unlock cycle).
 //!
 //! Every `lease / 3` the task runs `renew.lua`. If the owner's field is gone (the key
-//! was deleted or expired behind our back), or renewals keep failing until a whole
-//! lease has passed since the last success, the hold is lost: the guard's
+//! was deleted or expired behind our back), or renewals keep failing until the lease
+//! is about to run out (see [`lost_deadline`]), the hold is lost: the guard's
 //! [`lost`](crate::LockGuard::lost) signal fires and a warning is logged.
 
 use std::collections::VecDeque;
@@ -35,17 +35,22 @@ pub(crate) fn spawn(
     let period = renewal_period(lease);
     let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
     tokio::spawn(async move {
-        let mut expires = granted_at + lease;
+        let mut expires = lost_deadline(granted_at, lease);
         let mut ticks = tokio::time::interval_at(granted_at + period, period);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
-            ticks.tick().await;
+            // The deadline is watched while waiting for a tick and while a renewal is in
+            // flight: a holder cut off from Redis is told before its lease can run out.
+            tokio::select! {
+                _ = ticks.tick() => {}
+                () = tokio::time::sleep_until(expires) => break,
+            }
             let sent_at = Instant::now();
             let renewal = inner
                 .scripts
                 .renew(&inner.redis, &hold.names.key, &hold.owner, lease_ms);
-            match tokio::time::timeout(period, renewal).await {
-                Ok(Ok(true)) => expires = sent_at + lease,
+            match tokio::time::timeout_at((sent_at + period).min(expires), renewal).await {
+                Ok(Ok(true)) => expires = lost_deadline(sent_at, lease),
                 // Released while the renewal was in flight: not a loss.
                 Ok(Ok(false)) if hold.is_releasing() => return,
                 Ok(Ok(false)) => {
@@ -58,11 +63,21 @@ pub(crate) fn spawn(
                 Err(_) => tracing::debug!(lock = %hold.names.name, "renewal timed out; will retry"),
             }
             if Instant::now() >= expires {
-                hold.mark_lost("renewals failed for a whole lease");
-                return;
+                break;
             }
         }
+        hold.mark_lost("renewals failed until the lease was about to run out");
     })
+}
+
+/// When a hold whose expiry was last set by a command sent at `sent_at` must be taken
+/// as lost: a tenth of the lease before Redis can expire it (Redis counts from when it
+/// ran the command, which is later). The tenth covers clock-rate drift and a late
+/// timer or thread, so the holder hears of the loss before anyone else can take the
+/// lock; it costs nothing while renewals succeed, as each renewal moves it a third of
+/// a lease on.
+pub(crate) fn lost_deadline(sent_at: Instant, lease: Duration) -> Instant {
+    sent_at + (lease - lease / 10)
 }
 
 /// How often a lease is renewed: a third of it, so two renewals may fail in a row.

@@ -47,6 +47,51 @@ async fn a_paused_holders_late_write_is_rejected() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_fenced_read_keeps_a_read_modify_write_whole() {
+    let client = common::client().await;
+    let name = common::unique("rmw");
+    let counter = common::unique("counter");
+    let fixed = LockOptions::fenced().lease(Duration::from_millis(300));
+
+    // Holder 1 reads the counter, then stalls past its lease before writing.
+    let first = client.lock_with(&name, fixed).await.unwrap().unwrap();
+    assert_eq!(fence::read_with(&first, &counter).await.unwrap(), None);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // Holder 2 reads, and only then does holder 1's late write arrive: it is refused,
+    // although holder 2 has not written yet (a plain read would have let it land and
+    // holder 2's write would then have lost holder 1's update).
+    let second = client
+        .lock_with(&name, LockOptions::fenced())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(fence::read_with(&second, &counter).await.unwrap(), None);
+    let late = fence::set_with(&first, &counter, "1").await;
+    assert!(
+        matches!(late, Err(LockError::StaleToken { .. })),
+        "{late:?}"
+    );
+    fence::set_with(&second, &counter, "1").await.unwrap();
+    assert_eq!(
+        fence::read_with(&second, &counter)
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("1")
+    );
+    assert!(matches!(
+        fence::read_with(&first, &counter).await,
+        Err(LockError::StaleToken { .. })
+    ));
+    assert_eq!(
+        fence::newest_token(&client, &counter).await.unwrap(),
+        second.fencing_token().unwrap()
+    );
+    second.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn tokens_increase_across_holders_expiries_force_unlocks_and_restarts() {
     let name = common::unique("tokens");
     let mut seen = Vec::new();

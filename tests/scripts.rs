@@ -9,7 +9,7 @@ const ACQUIRE: &str = include_str!("../lua/acquire.lua");
 const RELEASE: &str = include_str!("../lua/release.lua");
 const RENEW: &str = include_str!("../lua/renew.lua");
 const FORCE_UNLOCK: &str = include_str!("../lua/force_unlock.lua");
-const FENCE_SET: &str = include_str!("../lua/fence_set.lua");
+const FENCE: &str = include_str!("../lua/fence.lua");
 
 struct Lock {
     redis: fred::clients::Client,
@@ -30,11 +30,23 @@ impl Lock {
     }
 
     async fn acquire(&self, owner: &str, lease_ms: i64, fenced: bool) -> Vec<i64> {
-        let args = vec![
+        self.acquire_holding(owner, lease_ms, fenced, None).await
+    }
+
+    /// `acquire.lua` with the caller's own count of its holds (none: not sent).
+    async fn acquire_holding(
+        &self,
+        owner: &str,
+        lease_ms: i64,
+        fenced: bool,
+        held: Option<u32>,
+    ) -> Vec<i64> {
+        let mut args = vec![
             owner.to_owned(),
             lease_ms.to_string(),
             if fenced { "1" } else { "0" }.to_owned(),
         ];
+        args.extend(held.map(|held| held.to_string()));
         self.redis
             .eval(
                 ACQUIRE,
@@ -67,6 +79,33 @@ impl Lock {
     async fn pttl(&self) -> i64 {
         self.redis.pttl(self.key.as_str()).await.unwrap()
     }
+}
+
+#[tokio::test]
+async fn a_fresh_acquire_starts_over_a_hold_its_owner_gave_up() {
+    let lock = Lock::new("leftover").await;
+    let first = lock.acquire_holding("a", 10_000, true, Some(0)).await;
+    assert_eq!(first[0], 1);
+    assert_eq!(
+        lock.acquire_holding("a", 10_000, true, Some(1)).await[0],
+        2,
+        "re-entry counts up"
+    );
+    // The owner gave both holds up as lost without releasing them, and starts afresh:
+    // count 1 again, with a new token, not a third nested hold sharing the old one.
+    let fresh = lock.acquire_holding("a", 10_000, true, Some(0)).await;
+    assert_eq!(fresh[0], 1);
+    assert!(
+        fresh[1] > first[1],
+        "a new token: {fresh:?} after {first:?}"
+    );
+    let count: i64 = lock.redis.hget(lock.key.as_str(), "a").await.unwrap();
+    assert_eq!(count, 1);
+    assert_eq!(
+        lock.acquire_holding("b", 10_000, true, Some(0)).await[0],
+        0,
+        "others are still refused"
+    );
 }
 
 #[tokio::test]
@@ -279,49 +318,46 @@ async fn scripts_raise_wrongtype_on_a_foreign_key() {
 }
 
 #[tokio::test]
-async fn fence_set_refuses_older_tokens_exactly_for_every_u64() {
+async fn fence_refuses_older_tokens_exactly_for_every_u64() {
     let lock = Lock::new("fence").await;
     let key = format!("{}:data", lock.key);
     let set = |value: &str, token: &str| {
         let (redis, key) = (lock.redis.clone(), key.clone());
-        let args = vec![value.to_owned(), token.to_owned()];
+        let args = vec![token.to_owned(), value.to_owned()];
         async move {
-            let (written, token): (i64, String) = redis.eval(FENCE_SET, key, args).await.unwrap();
-            (written, token)
+            let (written, reply): (i64, String) = redis.eval(FENCE, key, args).await.unwrap();
+            (written, reply)
         }
     };
-    let reply = |written: i64, token: &str| (written, token.to_owned());
-    assert_eq!(set("v5", "5").await, reply(1, "5"));
+    let reply = |written: i64, text: &str| (written, text.to_owned());
+    assert_eq!(set("v5", "5").await, reply(1, "v5"));
     assert_eq!(
         set("v5b", "5").await,
-        reply(1, "5"),
+        reply(1, "v5b"),
         "the same token may write again"
     );
     assert_eq!(
         set("v3", "3").await,
         reply(0, "5"),
-        "an older token is refused"
+        "an older token is refused, with the newest"
     );
     let value: String = lock.redis.hget(key.as_str(), "value").await.unwrap();
     assert_eq!(value, "v5b");
-    assert_eq!(set("v40", "40").await, reply(1, "40"), "longer is larger");
+    assert_eq!(set("v40", "40").await, reply(1, "v40"), "longer is larger");
     // 2^53 + 1 and 2^53 are the same Lua number; compared as decimals they differ.
-    assert_eq!(
-        set("big", "9007199254740993").await,
-        reply(1, "9007199254740993")
-    );
+    assert_eq!(set("big", "9007199254740993").await, reply(1, "big"));
     assert_eq!(
         set("older", "9007199254740992").await,
         reply(0, "9007199254740993")
     );
     let max = u64::MAX.to_string();
-    assert_eq!(set("max", &max).await, reply(1, &max));
+    assert_eq!(set("max", &max).await, reply(1, "max"));
     assert_eq!(set("below", "18446744073709551614").await, reply(0, &max));
     for malformed in ["0", "007", "-1", "1e3", "x", "184467440737095516150"] {
-        let args = vec!["bad".to_owned(), malformed.to_owned()];
+        let args = vec![malformed.to_owned(), "bad".to_owned()];
         let error = lock
             .redis
-            .eval::<Value, _, _, _>(FENCE_SET, key.clone(), args)
+            .eval::<Value, _, _, _>(FENCE, key.clone(), args)
             .await
             .unwrap_err();
         assert!(
@@ -331,4 +367,41 @@ async fn fence_set_refuses_older_tokens_exactly_for_every_u64() {
     }
     let value: String = lock.redis.hget(key.as_str(), "value").await.unwrap();
     assert_eq!(value, "max", "refused writes change nothing");
+}
+
+#[tokio::test]
+async fn a_fenced_read_records_its_token_and_changes_no_value() {
+    let lock = Lock::new("fence-read").await;
+    let key = format!("{}:data", lock.key);
+    let call = |args: Vec<&str>| {
+        let (redis, key) = (lock.redis.clone(), key.clone());
+        let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
+        async move {
+            redis
+                .eval::<Value, _, _, _>(FENCE, key, args)
+                .await
+                .unwrap()
+        }
+    };
+    let read = call(vec!["7"]).await;
+    assert_eq!(
+        read,
+        Value::Array(vec![1.into(), Value::Null]),
+        "nothing written yet"
+    );
+    let token: String = lock.redis.hget(key.as_str(), "token").await.unwrap();
+    assert_eq!(token, "7", "the read recorded its token");
+    let refused = call(vec!["6", "late"]).await;
+    assert_eq!(refused, Value::Array(vec![0.into(), "7".into()]));
+    call(vec!["7", "v7"]).await;
+    let read = call(vec!["9"]).await;
+    assert_eq!(read, Value::Array(vec![1.into(), "v7".into()]));
+    let refused = call(vec!["8"]).await;
+    assert_eq!(
+        refused,
+        Value::Array(vec![0.into(), "9".into()]),
+        "older reads are refused too"
+    );
+    let value: String = lock.redis.hget(key.as_str(), "value").await.unwrap();
+    assert_eq!(value, "v7", "reads change no value");
 }

@@ -38,7 +38,8 @@ async fn a_fixed_lease_is_not_renewed_and_reports_lost_when_it_runs_out() {
     tokio::time::timeout(Duration::from_secs(2), guard.lost())
         .await
         .expect("lost fires");
-    assert!(start.elapsed() >= Duration::from_millis(350));
+    // Lost a tenth of the lease before Redis expires it, not earlier.
+    assert!(start.elapsed() >= Duration::from_millis(300));
     assert!(guard.is_lost());
     wait_until_free(&client, &name, Duration::from_secs(1)).await;
 }
@@ -117,10 +118,11 @@ async fn no_renewal_outlives_the_last_unlock() {
         tokio::time::sleep(Duration::from_millis(95)).await; // straddle renewal ticks
         guard.unlock().await.unwrap();
     }
-    // Re-create a key by hand with a short TTL: a stray renewal would extend it.
+    // Re-create the hold by hand, under the same owner, with a short TTL: a stray
+    // renewal (which extends only a key with its owner's field) would extend it.
     let raw = common::raw(&common::url()).await;
     let _: () = raw
-        .hset(key(&name).as_str(), ("someone-else", 1))
+        .hset(key(&name).as_str(), (client.owner_id(), 1))
         .await
         .unwrap();
     let _: bool = raw.pexpire(key(&name).as_str(), 200, None).await.unwrap();
@@ -159,4 +161,49 @@ async fn shutdown_finishes_releases_that_dropped_guards_started() {
             "{name} was left held"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_holder_cut_off_from_redis_hears_of_the_loss_before_its_lease_runs_out() {
+    // A server of our own: CLIENT PAUSE stops every client of it. Its WRITE mode holds
+    // back scripts (so renewals) but answers reads, and Redis keeps expiring keys.
+    let server = common::RedisServer::start();
+    let lease = Duration::from_secs(3);
+    let client = LockClient::builder(server.url())
+        .lease(lease)
+        .build()
+        .await
+        .unwrap();
+    let name = common::unique("cut-off");
+    let guard = client.lock(&name).await.unwrap();
+    // Wait for a renewal (the TTL jumps back up), then cut the holder off at once.
+    let mut last = guard.remaining_ttl().await.unwrap().unwrap();
+    loop {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let ttl = guard.remaining_ttl().await.unwrap().unwrap();
+        if ttl > last {
+            break;
+        }
+        last = ttl;
+    }
+    assert_eq!(
+        server
+            .command(&["CLIENT", "PAUSE", "6000", "WRITE"])
+            .unwrap(),
+        "+OK"
+    );
+    tokio::time::timeout(Duration::from_secs(6), guard.lost())
+        .await
+        .expect("lost fires while Redis cannot answer");
+    assert!(guard.is_lost());
+    // Redis counts the lease from the last renewal it ran, just before the cut: the
+    // holder must hear of the loss while Redis still keeps its hold (before anyone
+    // else could take the lock), not at the next renewal after the expiry.
+    let pttl = server.command(&["PTTL", &key(&name)]).unwrap();
+    let pttl: i64 = pttl.trim_start_matches(':').parse().unwrap();
+    assert!(
+        pttl > 0,
+        "told only after Redis had expired the hold (PTTL {pttl})"
+    );
+    server.command(&["CLIENT", "UNPAUSE"]).unwrap();
 }

@@ -1,0 +1,397 @@
+//! Reads a finished history and finds every violation of what the lock promises.
+//!
+//! 1. **Mutual exclusion.** A holder believes it holds from the moment its lock call
+//!    returns until it starts to release, is told the lock was lost, or is killed. Two
+//!    such beliefs about one name must never overlap, unless a worker of one of them
+//!    was paused (`SIGSTOP`) in between, or the lock server restarted and lost the
+//!    lock (the fencing check below is what protects the data then).
+//! 2. **No lost updates, no stale writes.** Each register is written only by fenced
+//!    read-modify-writes, so its final value must equal the number of accepted writes
+//!    (plus at most the writes whose outcome is unknown), and no two accepted writes
+//!    may have written the same value.
+//! 3. **Tokens never go backwards.** A grant whose lock call started after another
+//!    grant of the same name had returned must carry a larger token.
+//! 4. **Restarts are noticed.** A hold the lock server lost in a restart must not be
+//!    released as if nothing happened: a release sent after the restart must find
+//!    nothing held (or the lost signal ended the hold first).
+//! 5. **Nothing hangs, nothing is left.** Every lock call of a worker that was not
+//!    killed ended; every worker exited when asked; no lock key remains at the end.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use crate::history::{Entry, Fault, Op, Outcome, Released};
+
+/// What the checker looked at after the run, besides the history.
+#[derive(Debug, Default)]
+pub struct Final {
+    /// Each register's value at the end, by lock name.
+    pub registers: BTreeMap<String, u64>,
+    /// Lock keys still there after every worker stopped and every lease ran out.
+    pub keys_left: Vec<String>,
+    /// Workers that had to be killed because they did not exit when asked.
+    pub hung_workers: Vec<u32>,
+    /// Workers that exited with a failure though nobody killed them.
+    pub failed_workers: Vec<u32>,
+}
+
+/// The figures of one run.
+#[derive(Debug, Default, Serialize)]
+pub struct Summary {
+    pub workers_started: u32,
+    pub operations: u64,
+    pub lock_calls: u64,
+    pub acquisitions: u64,
+    pub nested_acquisitions: u64,
+    pub busy: u64,
+    pub errors: u64,
+    pub cut_off_at_deadline: u64,
+    pub lost_signals: u64,
+    pub releases_not_held: u64,
+    pub reads: BTreeMap<&'static str, u64>,
+    pub writes: BTreeMap<&'static str, u64>,
+    pub register_total: u64,
+    pub faults: BTreeMap<&'static str, u64>,
+    pub overlaps_after_pause: u64,
+    pub overlaps_after_restart: u64,
+    pub holds_across_restarts: u64,
+    pub token_regressions: u64,
+    pub violations: BTreeMap<&'static str, u64>,
+    /// The first few violations, described.
+    pub examples: Vec<String>,
+}
+
+impl Summary {
+    pub fn violation_count(&self) -> u64 {
+        self.violations.values().sum()
+    }
+
+    fn violate(&mut self, kind: &'static str, detail: String) {
+        *self.violations.entry(kind).or_default() += 1;
+        if self.examples.len() < 12 {
+            self.examples.push(format!("{kind}: {detail}"));
+        }
+    }
+}
+
+/// One call to take a lock, and what happened under it.
+#[derive(Debug, Default)]
+struct Attempt {
+    w: u32,
+    a: u64,
+    name: String,
+    start: u64,
+    ended: bool,
+    grant: Option<(u64, u64)>,
+    lost: Option<u64>,
+    unlock: Option<u64>,
+    unlocked: Option<(u64, Released)>,
+    nested_refused: bool,
+}
+
+/// A belief of holding: from the grant to its end.
+#[derive(Debug, Clone, Copy)]
+struct Hold {
+    w: u32,
+    a: u64,
+    call: u64,
+    start: u64,
+    end: u64,
+}
+
+fn label(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Ok => "ok",
+        Outcome::Stale => "refused (stale token)",
+        Outcome::Unknown => "unknown",
+    }
+}
+
+/// Checks `history` (in any order) against the promises above.
+pub fn check(history: &[Entry], last: &Final) -> Summary {
+    let mut summary = Summary::default();
+    let mut attempts: HashMap<(u32, u64), Attempt> = HashMap::new();
+    let mut writes: HashMap<String, Vec<(u64, Outcome, u32, u64)>> = HashMap::new();
+    let mut pauses: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
+    let mut kills: HashMap<u32, u64> = HashMap::new();
+    let mut restarts = Vec::new();
+    let mut workers = std::collections::HashSet::new();
+
+    for entry in history {
+        let (w, op) = match entry {
+            Entry::Fault(fault) => {
+                *summary.faults.entry(fault.kind()).or_default() += 1;
+                match *fault {
+                    Fault::Pause { t, until, w } => pauses.entry(w).or_default().push((t, until)),
+                    Fault::Kill { t, w } => {
+                        kills.insert(w, t);
+                    }
+                    Fault::Restart { t, until } => restarts.push((t, until)),
+                    _ => {}
+                }
+                continue;
+            }
+            Entry::Op { w, op } => (*w, op),
+        };
+        workers.insert(w);
+        summary.operations += 1;
+        match op {
+            Op::Start { t, a, name, .. } => {
+                summary.lock_calls += 1;
+                let entry = attempts.entry((w, *a)).or_default();
+                entry.w = w;
+                entry.a = *a;
+                entry.name = name.clone();
+                entry.start = *t;
+            }
+            Op::Grant { t, a, token } => {
+                summary.acquisitions += 1;
+                let entry = attempts.entry((w, *a)).or_default();
+                entry.ended = true;
+                entry.grant = Some((*t, *token));
+            }
+            Op::Busy { a, .. } | Op::Error { a, .. } | Op::Cancelled { a, .. } => {
+                match op {
+                    Op::Busy { .. } => summary.busy += 1,
+                    Op::Error { .. } => summary.errors += 1,
+                    _ => summary.cut_off_at_deadline += 1,
+                }
+                attempts.entry((w, *a)).or_default().ended = true;
+            }
+            Op::Nested { a, count, .. } => {
+                if *count >= 2 {
+                    summary.nested_acquisitions += 1;
+                } else {
+                    attempts.entry((w, *a)).or_default().nested_refused = true;
+                }
+            }
+            Op::Lost { t, a } => {
+                summary.lost_signals += 1;
+                attempts.entry((w, *a)).or_default().lost = Some(*t);
+            }
+            Op::Read { outcome, .. } => *summary.reads.entry(label(*outcome)).or_default() += 1,
+            Op::Write {
+                a, value, outcome, ..
+            } => {
+                *summary.writes.entry(label(*outcome)).or_default() += 1;
+                let name = attempts
+                    .get(&(w, *a))
+                    .map(|at| at.name.clone())
+                    .unwrap_or_default();
+                writes
+                    .entry(name)
+                    .or_default()
+                    .push((*value, *outcome, w, *a));
+            }
+            Op::Unlock { t, a } => attempts.entry((w, *a)).or_default().unlock = Some(*t),
+            Op::Unlocked { t, a, released } => {
+                if *released == Released::NotHeld {
+                    summary.releases_not_held += 1;
+                }
+                attempts.entry((w, *a)).or_default().unlocked = Some((*t, *released));
+            }
+            Op::Ready { .. } | Op::Done { .. } => {}
+        }
+    }
+    summary.workers_started = u32::try_from(workers.len()).unwrap_or(u32::MAX);
+
+    // 5. Calls that never ended, in workers nobody killed.
+    let mut holds: BTreeMap<&str, Vec<Hold>> = BTreeMap::new();
+    for attempt in attempts.values() {
+        let killed = kills.get(&attempt.w).copied();
+        if !attempt.ended {
+            if killed.is_none() {
+                summary.violate(
+                    "hung lock call",
+                    format!(
+                        "worker {} attempt {:#x} on {} never returned",
+                        attempt.w, attempt.a, attempt.name
+                    ),
+                );
+            }
+            continue;
+        }
+        let Some((granted, _)) = attempt.grant else {
+            continue;
+        };
+        let end = [
+            attempt.unlock,
+            attempt.lost,
+            killed.filter(|&k| k >= granted),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let Some(end) = end else {
+            summary.violate(
+                "hold never ended",
+                format!(
+                    "worker {} attempt {:#x} on {}",
+                    attempt.w, attempt.a, attempt.name
+                ),
+            );
+            continue;
+        };
+        holds.entry(&attempt.name).or_default().push(Hold {
+            w: attempt.w,
+            a: attempt.a,
+            call: attempt.start,
+            start: granted,
+            end,
+        });
+        // 4. Holds that spanned a restart of the lock server.
+        if let (Some(unlock), Some((released_at, released))) = (attempt.unlock, attempt.unlocked) {
+            let spanned = restarts
+                .iter()
+                .any(|&(down, up)| granted < down && released_at > up);
+            // A release still in flight when the server went down cannot tell "my
+            // release ran" from "the hold was gone already": both end with nothing held.
+            let sent_after_restart = restarts
+                .iter()
+                .any(|&(down, up)| granted < down && unlock > up);
+            if spanned {
+                summary.holds_across_restarts += 1;
+            }
+            if sent_after_restart && released == Released::Ok {
+                summary.violate(
+                    "restart not noticed",
+                    format!(
+                        "worker {} attempt {:#x} on {} released normally after the server lost it",
+                        attempt.w, attempt.a, attempt.name
+                    ),
+                );
+            }
+        }
+        if attempt.nested_refused
+            && attempt.lost.is_none()
+            && attempt.unlocked.is_some_and(|(_, r)| r == Released::Ok)
+        {
+            summary.violate(
+                "re-entry refused",
+                format!(
+                    "worker {} attempt {:#x} on {}",
+                    attempt.w, attempt.a, attempt.name
+                ),
+            );
+        }
+    }
+
+    // 1. Overlapping beliefs.
+    let paused_between = |w: u32, from: u64, to: u64| {
+        pauses
+            .get(&w)
+            .is_some_and(|list| list.iter().any(|&(stop, cont)| stop < to && cont > from))
+    };
+    // The old server dies somewhere between the stop and the new one answering.
+    let restarted_between =
+        |from: u64, to: u64| restarts.iter().any(|&(down, up)| down < to && up >= from);
+    for (name, list) in &mut holds {
+        list.sort_by_key(|hold| hold.start);
+        let mut active: Vec<Hold> = Vec::new();
+        for hold in list.iter() {
+            active.retain(|earlier| earlier.end > hold.start);
+            for earlier in &active {
+                if earlier.w == hold.w && earlier.a == hold.a {
+                    continue;
+                }
+                let from = earlier.call.min(hold.call);
+                if paused_between(earlier.w, from, hold.start)
+                    || paused_between(hold.w, from, hold.start)
+                {
+                    summary.overlaps_after_pause += 1;
+                } else if restarted_between(from, hold.start) {
+                    summary.overlaps_after_restart += 1;
+                } else {
+                    summary.violate(
+                        "overlapping holders",
+                        format!(
+                            "{name}: worker {} (attempt {:#x}) held it until +{} ms when worker {} (attempt {:#x}) was granted it",
+                            earlier.w,
+                            earlier.a,
+                            (earlier.end - hold.start) / 1000,
+                            hold.w,
+                            hold.a
+                        ),
+                    );
+                }
+            }
+            active.push(*hold);
+        }
+    }
+
+    // 3. Token regressions: a call that started after another grant returned.
+    let mut grants: BTreeMap<&str, Vec<(u64, u64, u64)>> = BTreeMap::new();
+    for attempt in attempts.values() {
+        if let Some((granted, token)) = attempt.grant {
+            grants
+                .entry(&attempt.name)
+                .or_default()
+                .push((attempt.start, granted, token));
+        }
+    }
+    for (name, list) in &grants {
+        let mut by_call = list.clone();
+        by_call.sort_by_key(|&(call, _, _)| call);
+        let mut by_grant = list.clone();
+        by_grant.sort_by_key(|&(_, granted, _)| granted);
+        let (mut next, mut newest) = (0, 0);
+        for &(call, granted, token) in &by_call {
+            while next < by_grant.len() && by_grant[next].1 < call {
+                newest = newest.max(by_grant[next].2);
+                next += 1;
+            }
+            if token <= newest {
+                summary.token_regressions += 1;
+                summary.violate(
+                    "token regression",
+                    format!(
+                        "{name}: token {token} granted at {granted} after token {newest} had been"
+                    ),
+                );
+            }
+        }
+    }
+
+    // 2. Registers.
+    for (name, list) in &writes {
+        let accepted: Vec<u64> = list
+            .iter()
+            .filter(|write| write.1 == Outcome::Ok)
+            .map(|write| write.0)
+            .collect();
+        let unknown = list
+            .iter()
+            .filter(|write| write.1 == Outcome::Unknown)
+            .count() as u64;
+        let value = last.registers.get(name).copied().unwrap_or(0);
+        summary.register_total += value;
+        let count = accepted.len() as u64;
+        if value < count || value > count + unknown {
+            summary.violate(
+                "lost or extra update",
+                format!("{name}: register is {value} after {count} accepted writes and {unknown} of unknown outcome"),
+            );
+        }
+        let mut sorted = accepted.clone();
+        sorted.sort_unstable();
+        let duplicates = sorted.windows(2).filter(|pair| pair[0] == pair[1]).count();
+        if duplicates > 0 {
+            summary.violate(
+                "lost update",
+                format!("{name}: {duplicates} accepted writes wrote a value already written"),
+            );
+        }
+    }
+
+    for key in &last.keys_left {
+        summary.violate("lock key left behind", key.clone());
+    }
+    for w in &last.hung_workers {
+        summary.violate("hung worker", format!("worker {w} did not exit when asked"));
+    }
+    for w in &last.failed_workers {
+        summary.violate("worker failed", format!("worker {w} exited with a failure"));
+    }
+    summary
+}

@@ -1,0 +1,136 @@
+//! The history: what workers did and what the nemesis injected, on one clock.
+//!
+//! Workers print one JSON [`Op`] per line on stdout; the checker adds the worker's id
+//! and keeps them, with its own [`Fault`]s, as [`Entry`]s. Every timestamp is
+//! `CLOCK_MONOTONIC` in microseconds, which all processes on the machine share.
+
+use serde::{Deserialize, Serialize};
+
+/// Microseconds on the machine's monotonic clock.
+pub fn now_us() -> u64 {
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .expect("CLOCK_MONOTONIC is always readable on Linux");
+    u64::try_from(now.tv_sec()).unwrap_or(0) * 1_000_000
+        + u64::try_from(now.tv_nsec()).unwrap_or(0) / 1_000
+}
+
+/// How a fenced read or write of the register ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Accepted.
+    Ok,
+    /// Refused: a newer token had been seen.
+    Stale,
+    /// No answer (timeout, connection lost, or abandoned when the lock was lost):
+    /// it may or may not have happened.
+    Unknown,
+}
+
+/// How an unlock ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Released {
+    Ok,
+    NotHeld,
+    Error,
+}
+
+/// One thing a worker did. `a` is the attempt: one call to take a lock and, if it was
+/// granted, everything done under it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    /// About to call `lock_timeout(name, wait)`.
+    Start {
+        t: u64,
+        a: u64,
+        name: String,
+        wait_ms: u64,
+    },
+    /// Granted a fresh hold with this fencing token.
+    Grant { t: u64, a: u64, token: u64 },
+    /// The wait ran out.
+    Busy { t: u64, a: u64 },
+    /// The call failed.
+    Error { t: u64, a: u64, error: String },
+    /// The call had not returned a grace period after its wait: dropped.
+    Cancelled { t: u64, a: u64 },
+    /// A nested (reentrant) take of the held lock; `count` is the hold count it gave
+    /// (0: it was refused).
+    Nested { t: u64, a: u64, count: u32 },
+    /// The lost signal fired.
+    Lost { t: u64, a: u64 },
+    /// A fenced read of the register.
+    Read { t: u64, a: u64, outcome: Outcome },
+    /// A fenced write of `value` to the register.
+    Write {
+        t: u64,
+        a: u64,
+        value: u64,
+        outcome: Outcome,
+    },
+    /// About to release.
+    Unlock { t: u64, a: u64 },
+    /// The release returned.
+    Unlocked { t: u64, a: u64, released: Released },
+    /// Connected and working.
+    Ready { t: u64 },
+    /// Every task has stopped; the worker exits.
+    Done { t: u64 },
+}
+
+impl Op {
+    /// Prints the op as a line of the worker's stdout.
+    pub fn emit(&self) {
+        if let Ok(line) = serde_json::to_string(self) {
+            println!("{line}");
+        }
+    }
+}
+
+/// A fault the nemesis injected.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "fault", rename_all = "snake_case")]
+pub enum Fault {
+    /// `SIGSTOP` to worker `w` at `t`, `SIGCONT` at `until`.
+    Pause { t: u64, until: u64, w: u32 },
+    /// `SIGKILL` to worker `w`; a replacement starts.
+    Kill { t: u64, w: u32 },
+    /// `CLIENT KILL` of every client connection of the lock server.
+    ClientKill { t: u64 },
+    /// `SCRIPT FLUSH` on both servers.
+    ScriptFlush { t: u64 },
+    /// The lock server was stopped at `t` and answered again at `until`, empty.
+    Restart { t: u64, until: u64 },
+    /// Worker `w`'s link to the lock server was a black hole from `t` to `until`.
+    BlackHole { t: u64, until: u64, w: u32 },
+    /// Worker `w`'s connections to the lock server were reset, and refused until `until`.
+    Reset { t: u64, until: u64, w: u32 },
+}
+
+impl Fault {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Fault::Pause { .. } => "pause (SIGSTOP past the lease)",
+            Fault::Kill { .. } => "kill (SIGKILL, replaced)",
+            Fault::ClientKill { .. } => "CLIENT KILL",
+            Fault::ScriptFlush { .. } => "SCRIPT FLUSH",
+            Fault::Restart { .. } => "redis-server restart",
+            Fault::BlackHole { .. } => "partition (black hole)",
+            Fault::Reset { .. } => "partition (reset)",
+        }
+    }
+}
+
+/// One line of the history file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Entry {
+    Op {
+        w: u32,
+        #[serde(flatten)]
+        op: Op,
+    },
+    Fault(Fault),
+}

@@ -1,0 +1,230 @@
+//! A chaos checker for holdlock: real worker processes take locks and do fenced
+//! read-modify-writes while a nemesis pauses, kills, disconnects and partitions them and
+//! restarts Redis; afterwards a checker reads the history and counts violations.
+//!
+//! ```text
+//! cargo run --example chaos                                   # 60 s, seed 1
+//! cargo run --example chaos -- --duration 30m --seed 7        # a soak
+//! cargo run --example chaos -- --lock naive --duration 15s    # a broken lock: must fail
+//! ```
+//!
+//! Options (defaults in brackets): `--duration` [60s], `--seed` [1], `--workers` [6]
+//! processes, `--tasks` [4] per worker, `--names` [4] locks, `--lease` [1s],
+//! `--fault-every` [2s] (mean gap between faults), `--faults` [all: pause, kill,
+//! client-kill, script-flush, restart, black-hole, reset; `none` for a calm run],
+//! `--lock` [holdlock | naive], `--history FILE` (one JSON line per event), `--json
+//! FILE` (the summary). It always starts its own two redis-servers (locks, and the
+//! registers the locks protect), so that it can restart the first. Exit status: 0
+//! when no violation was found, 1 when one was, 2 when the run itself failed.
+//!
+//! See `docs/chaos.md` for what is checked and the figures of a long run.
+
+mod checker;
+mod history;
+mod nemesis;
+mod proxy;
+#[path = "../support/mod.rs"]
+mod support;
+mod worker;
+
+use std::time::Duration;
+
+pub use support::BoxError;
+
+/// The register a lock protects, on the resource server.
+pub fn register_key(name: &str) -> String {
+    format!("register:{{{name}}}")
+}
+
+/// A small seeded generator (SplitMix64): runs repeat with their seed.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator whose numbers follow from `seed`.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    /// The next number.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (0 for n = 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next_u64() % n }
+    }
+
+    /// A number in `[0, 1)`.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Parses `500ms`, `2s`, `30m`, `1h`.
+fn duration(text: &str) -> Result<Duration, BoxError> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("`{text}` needs a unit (ms, s, m, h)"))?;
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration"))?;
+    Ok(match unit {
+        "ms" => Duration::from_millis(number),
+        "s" => Duration::from_secs(number),
+        "m" => Duration::from_secs(number * 60),
+        "h" => Duration::from_secs(number * 3_600),
+        _ => return Err(format!("`{text}`: unknown unit `{unit}` (ms, s, m, h)").into()),
+    })
+}
+
+/// The command line, as `--flag value` pairs.
+struct Args(Vec<(String, String)>);
+
+impl Args {
+    fn parse(args: impl Iterator<Item = String>) -> Result<Self, BoxError> {
+        let mut pairs = Vec::new();
+        let mut args = args.peekable();
+        while let Some(flag) = args.next() {
+            let name = flag
+                .strip_prefix("--")
+                .ok_or_else(|| format!("unexpected argument `{flag}`"))?;
+            let value = args
+                .next()
+                .ok_or_else(|| format!("`{flag}` needs a value"))?;
+            pairs.push((name.to_owned(), value));
+        }
+        Ok(Args(pairs))
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(flag, _)| flag == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    fn number<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, BoxError> {
+        match self.get(name) {
+            None => Ok(default),
+            Some(text) => text
+                .parse()
+                .map_err(|_| format!("--{name}: `{text}` is not a number").into()),
+        }
+    }
+
+    fn duration(&self, name: &str, default: Duration) -> Result<Duration, BoxError> {
+        self.get(name).map_or(Ok(default), |text| {
+            duration(text).map_err(|e| format!("--{name}: {e}").into())
+        })
+    }
+
+    fn check_known(&self, known: &[&str]) -> Result<(), BoxError> {
+        match self
+            .0
+            .iter()
+            .find(|(flag, _)| !known.contains(&flag.as_str()))
+        {
+            Some((flag, _)) => Err(format!("unknown option --{flag}").into()),
+            None => Ok(()),
+        }
+    }
+}
+
+fn lock_kind(args: &Args) -> Result<worker::LockKind, BoxError> {
+    match args.get("lock").unwrap_or("holdlock") {
+        "holdlock" => Ok(worker::LockKind::Holdlock),
+        "naive" => Ok(worker::LockKind::Naive),
+        other => Err(format!("--lock: `{other}` (holdlock or naive)").into()),
+    }
+}
+
+fn main() {
+    let mut raw = std::env::args().skip(1).peekable();
+    let is_worker = raw.peek().is_some_and(|first| first == "worker");
+    let result = if is_worker {
+        raw.next();
+        run_worker(raw)
+    } else {
+        run_checker(raw)
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(error) => {
+            eprintln!("chaos: {error}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn run_worker(raw: impl Iterator<Item = String>) -> Result<i32, BoxError> {
+    let args = Args::parse(raw)?;
+    let config = worker::WorkerConfig {
+        lock_url: args
+            .get("lock-url")
+            .ok_or("--lock-url is required")?
+            .to_owned(),
+        resource_url: args
+            .get("resource-url")
+            .ok_or("--resource-url is required")?
+            .to_owned(),
+        names: args.number("names", 4)?,
+        tasks: args.number("tasks", 4)?,
+        lease: args.duration("lease", Duration::from_secs(1))?,
+        seed: args.number("seed", 1)?,
+        kind: lock_kind(&args)?,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(worker::run(config))?;
+    Ok(0)
+}
+
+fn run_checker(raw: impl Iterator<Item = String>) -> Result<i32, BoxError> {
+    let args = Args::parse(raw)?;
+    args.check_known(&[
+        "duration",
+        "seed",
+        "workers",
+        "tasks",
+        "names",
+        "lease",
+        "fault-every",
+        "faults",
+        "lock",
+        "history",
+        "json",
+    ])?;
+    let plan = nemesis::Plan {
+        duration: args.duration("duration", Duration::from_secs(60))?,
+        seed: args.number("seed", 1)?,
+        workers: args.number("workers", 6)?,
+        tasks: args.number("tasks", 4)?,
+        names: args.number("names", 4)?,
+        lease: args.duration("lease", Duration::from_secs(1))?,
+        fault_every: args.duration("fault-every", Duration::from_secs(2))?,
+        faults: nemesis::FaultKind::parse_list(args.get("faults").unwrap_or("all"))?,
+        kind: lock_kind(&args)?,
+        kind_name: args.get("lock").unwrap_or("holdlock").to_owned(),
+        history: args.get("history").map(Into::into),
+        json: args.get("json").map(Into::into),
+    };
+    if plan.workers == 0 || plan.tasks == 0 || plan.names == 0 {
+        return Err("--workers, --tasks and --names must be at least 1".into());
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let summary = runtime.block_on(nemesis::run(plan))?;
+    Ok(if summary.violation_count() == 0 { 0 } else { 1 })
+}

@@ -1,0 +1,478 @@
+//! The run: two redis-servers, worker processes behind proxies, a nemesis injecting
+//! faults on a seeded schedule, then the final checks and the summary.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use holdlock::LockClient;
+use holdlock::fred::interfaces::{HashesInterface, KeysInterface};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+
+use crate::checker::{self, Final, Summary};
+use crate::history::{Entry, Fault, Op, now_us};
+use crate::proxy::{Mode, Proxy};
+use crate::support::{self, Redis};
+use crate::worker::LockKind;
+use crate::{BoxError, Rng, register_key};
+
+/// What to run.
+#[derive(Debug)]
+pub struct Plan {
+    pub duration: Duration,
+    pub seed: u64,
+    pub workers: u32,
+    pub tasks: u32,
+    pub names: u32,
+    pub lease: Duration,
+    pub fault_every: Duration,
+    pub faults: Vec<FaultKind>,
+    pub kind: LockKind,
+    pub kind_name: String,
+    pub history: Option<PathBuf>,
+    pub json: Option<PathBuf>,
+}
+
+/// The faults the nemesis can inject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    Pause,
+    Kill,
+    ClientKill,
+    ScriptFlush,
+    Restart,
+    BlackHole,
+    Reset,
+}
+
+impl FaultKind {
+    const ALL: [(FaultKind, &'static str); 7] = [
+        (FaultKind::Pause, "pause"),
+        (FaultKind::Kill, "kill"),
+        (FaultKind::ClientKill, "client-kill"),
+        (FaultKind::ScriptFlush, "script-flush"),
+        (FaultKind::Restart, "restart"),
+        (FaultKind::BlackHole, "black-hole"),
+        (FaultKind::Reset, "reset"),
+    ];
+
+    /// `all`, `none`, or a comma-separated list of fault names.
+    pub fn parse_list(text: &str) -> Result<Vec<FaultKind>, BoxError> {
+        match text {
+            "all" => Ok(Self::ALL.iter().map(|(kind, _)| *kind).collect()),
+            "none" => Ok(Vec::new()),
+            _ => text
+                .split(',')
+                .map(|name| {
+                    Self::ALL
+                        .iter()
+                        .find(|(_, known)| *known == name.trim())
+                        .map(|(kind, _)| *kind)
+                        .ok_or_else(|| {
+                            let known: Vec<_> = Self::ALL.iter().map(|(_, n)| *n).collect();
+                            format!("unknown fault `{name}` (known: {})", known.join(", ")).into()
+                        })
+                })
+                .collect(),
+        }
+    }
+}
+
+type History = Arc<Mutex<Vec<Entry>>>;
+
+/// One worker slot: a proxy to the lock server, and the worker process using it now.
+struct Slot {
+    proxy: Proxy,
+    worker: Option<Worker>,
+}
+
+struct Worker {
+    id: u32,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+/// Everything the run controls.
+struct Lab {
+    plan: Plan,
+    history: History,
+    locks: Arc<Mutex<Redis>>,
+    lock_port: u16,
+    resource: Redis,
+    slots: Vec<Slot>,
+    next_worker: u32,
+    failed_workers: Vec<u32>,
+}
+
+impl Lab {
+    fn record(&self, fault: Fault) {
+        self.history.lock().unwrap().push(Entry::Fault(fault));
+    }
+
+    fn spawn_worker(&mut self, slot: usize) -> Result<(), BoxError> {
+        let id = self.next_worker;
+        self.next_worker += 1;
+        let kind = match self.plan.kind {
+            LockKind::Holdlock => "holdlock",
+            LockKind::Naive => "naive",
+        };
+        let mut child = Command::new(std::env::current_exe()?)
+            .arg("worker")
+            .args([
+                "--lock-url",
+                &format!("redis://127.0.0.1:{}", self.slots[slot].proxy.port),
+            ])
+            .args(["--resource-url", self.resource.url()])
+            .args(["--names", &self.plan.names.to_string()])
+            .args(["--tasks", &self.plan.tasks.to_string()])
+            .args(["--lease", &format!("{}ms", self.plan.lease.as_millis())])
+            .args([
+                "--seed",
+                &(self
+                    .plan
+                    .seed
+                    .wrapping_mul(1_000)
+                    .wrapping_add(u64::from(id)))
+                .to_string(),
+            ])
+            .args(["--lock", kind])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()?;
+        let stdout = child.stdout.take().ok_or("no worker stdout")?;
+        let history = Arc::clone(&self.history);
+        let reader = tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                match serde_json::from_str::<Op>(&line) {
+                    Ok(op) => history.lock().unwrap().push(Entry::Op { w: id, op }),
+                    Err(_) => eprintln!("chaos: worker {id}: {line}"),
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        self.slots[slot].worker = Some(Worker {
+            id,
+            child,
+            stdin,
+            reader,
+        });
+        Ok(())
+    }
+
+    fn worker_pid(&self, slot: usize) -> Option<(u32, Pid)> {
+        let worker = self.slots[slot].worker.as_ref()?;
+        let pid = worker.child.id()?;
+        Some((worker.id, Pid::from_raw(i32::try_from(pid).ok()?)))
+    }
+
+    /// Injects one fault, and returns once it is over.
+    async fn inject(&mut self, kind: FaultKind, rng: &mut Rng) -> Result<(), BoxError> {
+        let slot = rng.below(self.slots.len() as u64) as usize;
+        let lease_ms = self.plan.lease.as_millis() as u64;
+        match kind {
+            FaultKind::Pause => {
+                let Some((w, pid)) = self.worker_pid(slot) else {
+                    return Ok(());
+                };
+                let t = now_us();
+                kill(pid, Signal::SIGSTOP)?;
+                tokio::time::sleep(Duration::from_millis(lease_ms + 300 + rng.below(1_200))).await;
+                kill(pid, Signal::SIGCONT)?;
+                self.record(Fault::Pause {
+                    t,
+                    until: now_us(),
+                    w,
+                });
+            }
+            FaultKind::Kill => {
+                let Some(mut worker) = self.slots[slot].worker.take() else {
+                    return Ok(());
+                };
+                let t = now_us();
+                worker.child.start_kill()?;
+                let _ = worker.child.wait().await;
+                let _ = worker.reader.await;
+                self.record(Fault::Kill { t, w: worker.id });
+                self.spawn_worker(slot)?;
+            }
+            FaultKind::ClientKill => {
+                let t = now_us();
+                for kind in ["normal", "pubsub"] {
+                    let _ = support::command(self.lock_port, &["CLIENT", "KILL", "TYPE", kind]);
+                }
+                self.record(Fault::ClientKill { t });
+            }
+            FaultKind::ScriptFlush => {
+                let t = now_us();
+                let _ = support::command(self.lock_port, &["SCRIPT", "FLUSH"]);
+                if let Some(port) = self.resource.port() {
+                    let _ = support::command(port, &["SCRIPT", "FLUSH"]);
+                }
+                self.record(Fault::ScriptFlush { t });
+            }
+            FaultKind::Restart => {
+                let t = now_us();
+                let locks = Arc::clone(&self.locks);
+                tokio::task::spawn_blocking(move || locks.lock().unwrap().restart()).await??;
+                self.record(Fault::Restart { t, until: now_us() });
+            }
+            FaultKind::BlackHole | FaultKind::Reset => {
+                let Some(w) = self.slots[slot].worker.as_ref().map(|worker| worker.id) else {
+                    return Ok(());
+                };
+                let (mode, length) = match kind {
+                    FaultKind::BlackHole => (Mode::BlackHole, 300 + rng.below(lease_ms * 5 / 2)),
+                    _ => (Mode::Reset, 200 + rng.below(1_300)),
+                };
+                let t = now_us();
+                self.slots[slot].proxy.set(mode);
+                tokio::time::sleep(Duration::from_millis(length)).await;
+                self.slots[slot].proxy.set(Mode::Open);
+                let until = now_us();
+                self.record(match kind {
+                    FaultKind::BlackHole => Fault::BlackHole { t, until, w },
+                    _ => Fault::Reset { t, until, w },
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Asks every worker to stop, and waits for each (killing any that hangs).
+    async fn stop_workers(&mut self) -> Vec<u32> {
+        let mut hung = Vec::new();
+        for slot in &mut self.slots {
+            if let Some(worker) = slot.worker.as_mut() {
+                worker.stdin.take();
+            }
+        }
+        for slot in &mut self.slots {
+            let Some(mut worker) = slot.worker.take() else {
+                continue;
+            };
+            match tokio::time::timeout(Duration::from_secs(30), worker.child.wait()).await {
+                Ok(Ok(status)) if status.success() => {}
+                Ok(_) => self.failed_workers.push(worker.id),
+                Err(_) => {
+                    hung.push(worker.id);
+                    let _ = worker.child.start_kill();
+                    let _ = worker.child.wait().await;
+                }
+            }
+            let _ = worker.reader.await;
+        }
+        hung
+    }
+}
+
+/// Runs the plan and prints the summary.
+pub async fn run(plan: Plan) -> Result<Summary, BoxError> {
+    let started = std::time::Instant::now();
+    let locks = Redis::start()?;
+    let resource = Redis::start()?;
+    let lock_port = locks.port().ok_or("no port")?;
+    let upstream: SocketAddr = ([127, 0, 0, 1], lock_port).into();
+    let mut slots = Vec::new();
+    for _ in 0..plan.workers {
+        slots.push(Slot {
+            proxy: Proxy::start(upstream).await?,
+            worker: None,
+        });
+    }
+    eprintln!(
+        "chaos: {} workers x {} tasks on {} locks ({} lock), lease {:?}, faults every ~{:?}, seed {}, for {:?}",
+        plan.workers,
+        plan.tasks,
+        plan.names,
+        plan.kind_name,
+        plan.lease,
+        plan.fault_every,
+        plan.seed,
+        plan.duration
+    );
+    let mut lab = Lab {
+        history: Arc::default(),
+        locks: Arc::new(Mutex::new(locks)),
+        lock_port,
+        resource,
+        slots,
+        next_worker: 0,
+        failed_workers: Vec::new(),
+        plan,
+    };
+    for slot in 0..lab.slots.len() {
+        lab.spawn_worker(slot)?;
+    }
+
+    // The nemesis: a fault, a calm gap, another fault, until the time is up.
+    let mut rng = Rng::new(lab.plan.seed);
+    let end = tokio::time::Instant::now() + lab.plan.duration;
+    let mut last_report = std::time::Instant::now();
+    let gap_ms = lab.plan.fault_every.as_millis() as u64;
+    while tokio::time::Instant::now() < end {
+        let gap = Duration::from_millis(gap_ms / 2 + rng.below(gap_ms.max(1)));
+        tokio::time::sleep_until((tokio::time::Instant::now() + gap).min(end)).await;
+        if tokio::time::Instant::now() >= end {
+            break;
+        }
+        if !lab.plan.faults.is_empty() {
+            let kind = lab.plan.faults[rng.below(lab.plan.faults.len() as u64) as usize];
+            lab.inject(kind, &mut rng).await?;
+        }
+        if last_report.elapsed() >= Duration::from_secs(60) {
+            last_report = std::time::Instant::now();
+            let (ops, faults) = {
+                let history = lab.history.lock().unwrap();
+                let faults = history
+                    .iter()
+                    .filter(|e| matches!(e, Entry::Fault(_)))
+                    .count();
+                (history.len() - faults, faults)
+            };
+            eprintln!(
+                "chaos: {:>4} s: {ops} operations, {faults} faults",
+                started.elapsed().as_secs()
+            );
+        }
+    }
+
+    // Calm down, stop the workers, let leftover leases run out, then look.
+    for slot in &lab.slots {
+        slot.proxy.set(Mode::Open);
+    }
+    let hung_workers = lab.stop_workers().await;
+    let last = final_state(&lab, hung_workers).await?;
+    let history = std::mem::take(&mut *lab.history.lock().unwrap());
+    let summary = checker::check(&history, &last);
+    print_summary(&lab.plan, &summary, started.elapsed());
+    if let Some(path) = &lab.plan.history {
+        let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+        for entry in &history {
+            serde_json::to_writer(&mut file, entry)?;
+            file.write_all(b"\n")?;
+        }
+        eprintln!("chaos: history written to {}", path.display());
+    }
+    if let Some(path) = &lab.plan.json {
+        std::fs::write(path, serde_json::to_vec_pretty(&summary)?)?;
+    }
+    Ok(summary)
+}
+
+/// The registers' values, and the lock keys still there once every lease has run out.
+async fn final_state(lab: &Lab, hung_workers: Vec<u32>) -> Result<Final, BoxError> {
+    let resource = LockClient::connect(lab.resource.url()).await?;
+    let mut registers = BTreeMap::new();
+    for n in 0..lab.plan.names {
+        let name = format!("chaos:{n}");
+        let value: Option<String> = resource.redis().hget(register_key(&name), "value").await?;
+        registers.insert(name, value.and_then(|v| v.parse().ok()).unwrap_or(0));
+    }
+    resource.shutdown().await;
+
+    // Killed or paused workers' holds expire within a lease; give them two.
+    let url = lab.locks.lock().unwrap().url().to_owned();
+    let locks = LockClient::connect(&url).await?;
+    let deadline = tokio::time::Instant::now() + lab.plan.lease * 2 + Duration::from_millis(500);
+    let keys_left = loop {
+        let mut left = Vec::new();
+        for lock in locks.list("*").await? {
+            left.push(format!("{} (owners {:?})", lock.name, lock.owners));
+        }
+        for n in 0..lab.plan.names {
+            let key = format!("naive:{{chaos:{n}}}");
+            if locks.redis().exists::<u32, _>(key.as_str()).await? > 0 {
+                left.push(key);
+            }
+        }
+        if left.is_empty() || tokio::time::Instant::now() >= deadline {
+            break left;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    locks.shutdown().await;
+    Ok(Final {
+        registers,
+        keys_left,
+        hung_workers,
+        failed_workers: lab.failed_workers.clone(),
+    })
+}
+
+fn print_summary(plan: &Plan, summary: &Summary, took: Duration) {
+    let mut out = String::new();
+    let mut row = |label: &str, value: String| out.push_str(&format!("  {label:<44} {value}\n"));
+    row("lock", plan.kind_name.clone());
+    row("seed", plan.seed.to_string());
+    row("ran for", format!("{:.0} s", took.as_secs_f64()));
+    row(
+        "worker processes (incl. replacements)",
+        summary.workers_started.to_string(),
+    );
+    row("operations recorded", summary.operations.to_string());
+    row("lock calls", summary.lock_calls.to_string());
+    row("acquisitions", summary.acquisitions.to_string());
+    row(
+        "nested acquisitions",
+        summary.nested_acquisitions.to_string(),
+    );
+    row("timed out waiting (busy)", summary.busy.to_string());
+    row("lock call errors", summary.errors.to_string());
+    row(
+        "lock calls cut off at their deadline",
+        summary.cut_off_at_deadline.to_string(),
+    );
+    row("lost signals", summary.lost_signals.to_string());
+    row(
+        "releases that found the hold gone",
+        summary.releases_not_held.to_string(),
+    );
+    row(
+        "holds that spanned a restart",
+        summary.holds_across_restarts.to_string(),
+    );
+    for (outcome, count) in &summary.reads {
+        row(&format!("fenced reads: {outcome}"), count.to_string());
+    }
+    for (outcome, count) in &summary.writes {
+        row(&format!("fenced writes: {outcome}"), count.to_string());
+    }
+    row("registers' final total", summary.register_total.to_string());
+    for (fault, count) in &summary.faults {
+        row(&format!("fault: {fault}"), count.to_string());
+    }
+    row(
+        "overlaps excused: a holder was paused",
+        summary.overlaps_after_pause.to_string(),
+    );
+    row(
+        "overlaps excused: the lock server restarted",
+        summary.overlaps_after_restart.to_string(),
+    );
+    row("token regressions", summary.token_regressions.to_string());
+    for (kind, count) in &summary.violations {
+        row(&format!("VIOLATION: {kind}"), count.to_string());
+    }
+    row("violations", summary.violation_count().to_string());
+    println!("chaos summary\n{out}");
+    for example in &summary.examples {
+        println!("  e.g. {example}");
+    }
+    let verdict = if summary.violation_count() == 0 {
+        "0 violations"
+    } else {
+        "VIOLATIONS FOUND"
+    };
+    println!("chaos: {verdict}");
+}
