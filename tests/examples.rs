@@ -1,5 +1,6 @@
 //! The examples, run as a user would run them: `oversell`, `accounts_http` (two
-//! instances under 2,000 concurrent transfers) and `cron_once`.
+//! instances under 2,000 concurrent transfers), `cron_once`, and the `chaos` checker
+//! (its short mode against holdlock, and against a deliberately broken lock).
 //!
 //! The example binaries are built with `cargo build --example ...` into the same target
 //! directory and profile as this test (a no-op when `cargo test` has built them already),
@@ -18,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use holdlock::LockClient;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const EXAMPLES: [&str; 3] = ["oversell", "accounts_http", "cron_once"];
+const EXAMPLES: [&str; 4] = ["oversell", "accounts_http", "cron_once", "chaos"];
 
 /// The oversell and bank tests each load both cores; they take turns. (The cron test
 /// runs beside them: it mostly sleeps, and its margins are hundreds of milliseconds.)
@@ -73,8 +74,15 @@ fn build_examples() -> Result<PathBuf, String> {
     // Build with the features this test was built with (list each feature of
     // Cargo.toml here), so that cargo reuses the library instead of rebuilding it.
     #[allow(unexpected_cfgs)]
-    if cfg!(feature = "cli") {
-        cargo.args(["--features", "cli"]);
+    let features: Vec<&str> = [
+        ("cli", cfg!(feature = "cli")),
+        ("tls-rustls", cfg!(feature = "tls-rustls")),
+    ]
+    .into_iter()
+    .filter_map(|(feature, on)| on.then_some(feature))
+    .collect();
+    if !features.is_empty() {
+        cargo.args(["--features", &features.join(",")]);
     }
     let output = cargo
         .output()
@@ -150,19 +158,13 @@ fn oversell_oversells_without_the_lock_and_sells_exactly_500_with_it() {
     let mut command = Command::new(bin);
     // No REDIS_URL: the example starts (and must stop) a redis-server of its own.
     command.env_remove("REDIS_URL");
-    let started = Instant::now();
-    let output = run_with_limit(command, Duration::from_secs(30));
-    let took = started.elapsed();
+    let output = run_with_limit(command, Duration::from_secs(60));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
         "oversell failed: {}\n{stdout}\n{stderr}",
         output.status
-    );
-    assert!(
-        took < Duration::from_secs(10),
-        "oversell took {took:?}:\n{stdout}"
     );
 
     let round_two = stdout.split("Round 2").nth(1).expect("a second round");
@@ -402,10 +404,6 @@ async fn transfer_storm(url: &str, addresses: [SocketAddr; 2]) {
     }
     let took = started.elapsed();
     println!("{moved} transfers made, {refused} refused for funds, in {took:?}");
-    assert!(
-        took < Duration::from_secs(60),
-        "2,000 transfers took {took:?}"
-    );
     assert!(moved > 0, "some transfers succeed");
     assert!(
         refused > 0,
@@ -454,4 +452,81 @@ async fn transfer_storm(url: &str, addresses: [SocketAddr; 2]) {
     let held = inspector.list("account:*").await.unwrap();
     assert!(held.is_empty(), "locks left held: {held:?}");
     inspector.shutdown().await;
+}
+
+/// Runs the chaos checker with `args` and returns its exit code and JSON summary.
+fn chaos(args: &[&str], limit: Duration) -> (Option<i32>, serde_json::Value, String) {
+    let summary = std::env::temp_dir().join(format!(
+        "holdlock-chaos-{}.json",
+        uuid::Uuid::new_v4().simple()
+    ));
+    let mut command = Command::new(example("chaos"));
+    command.args(args).arg("--json").arg(&summary);
+    let output = run_with_limit(command, limit);
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json = std::fs::read(&summary)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_else(|| panic!("no summary was written:\n{text}"));
+    let _ = std::fs::remove_file(&summary);
+    (output.status.code(), json, text)
+}
+
+#[test]
+fn the_chaos_checker_finds_no_violation_in_holdlock_under_every_fault() {
+    let _turn = HEAVY
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    // The short mode: one minute, a fixed seed, every kind of fault.
+    let (code, summary, text) = chaos(
+        &["--duration", "60s", "--seed", "1"],
+        Duration::from_secs(240),
+    );
+    assert_eq!(code, Some(0), "violations found:\n{text}");
+    assert_eq!(summary["violations"], serde_json::json!({}), "{text}");
+    assert_eq!(summary["token_regressions"], 0, "{text}");
+    for fault in [
+        "pause (SIGSTOP past the lease)",
+        "kill (SIGKILL, replaced)",
+        "CLIENT KILL",
+        "SCRIPT FLUSH",
+        "redis-server restart",
+        "partition (black hole)",
+        "partition (reset)",
+    ] {
+        assert!(
+            summary["faults"][fault].as_u64() > Some(0),
+            "seed 1 never injected {fault}:\n{text}"
+        );
+    }
+    // Work got done, and the checks had something to check.
+    assert!(summary["acquisitions"].as_u64() > Some(500), "{text}");
+    assert!(summary["nested_acquisitions"].as_u64() > Some(0), "{text}");
+    assert!(
+        summary["register_total"].as_u64() >= summary["writes"]["ok"].as_u64(),
+        "every accepted write is in the registers:\n{text}"
+    );
+}
+
+#[test]
+fn the_chaos_checker_catches_a_broken_lock() {
+    let _turn = HEAVY
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    // The tutorial lock: SET NX PX, DEL to release, no renewal. Holds longer than the
+    // lease overlap with the next holder, with no fault needed.
+    let (code, summary, text) = chaos(
+        &["--lock", "naive", "--duration", "15s", "--faults", "none"],
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, Some(1), "the broken lock passed:\n{text}");
+    assert!(
+        summary["violations"]["overlapping holders"].as_u64() > Some(0),
+        "{text}"
+    );
+    assert!(text.contains("VIOLATIONS FOUND"), "{text}");
 }

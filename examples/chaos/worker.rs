@@ -216,8 +216,8 @@ impl TaskWorker {
         let token = held.token();
         // Mostly short holds; some longer than the lease, so the watchdog must renew.
         let hold = match self.rng.below(100) {
-            0..=79 => Duration::from_millis(self.rng.below(15)),
-            80..=93 => Duration::from_millis(50 + self.rng.below(250)),
+            0..=84 => Duration::from_millis(self.rng.below(15)),
+            85..=96 => Duration::from_millis(50 + self.rng.below(250)),
             _ => self.config.lease.mul_f64(1.2 + self.rng.unit()),
         };
         let nest = self.rng.below(100) < 20;
