@@ -470,33 +470,21 @@ impl LockClient {
             });
         }
 
-        // With nobody waiting here, try at once; otherwise queue behind the others.
-        let mut busy = None;
-        if !self.inner.waiting.has_waiters(&names.channel) {
-            match self.attempt(&names, &owner, options).await? {
-                Attempt::Granted(guard) => return Ok(Some(guard)),
-                Attempt::Busy(pttl) => busy = Some(pttl),
-            }
-        }
+        // Queue behind the local callers already here (FIFO): only the head talks to
+        // Redis, so many callers arriving at once send one attempt, not one each. With
+        // nobody ahead, the turn is ours at once.
         let ticket = self.inner.waiting.join(&names.channel);
         let _turn = match ticket.try_turn() {
             Some(turn) => turn,
-            None => {
-                // The answer above is stale once we have queued.
-                busy = None;
-                match until(deadline, ticket.turn()).await {
-                    Some(turn) => turn,
-                    None => return Ok(None),
-                }
-            }
+            None => match until(deadline, ticket.turn()).await {
+                Some(turn) => turn,
+                None => return Ok(None),
+            },
         };
         loop {
-            let pttl = match busy.take() {
-                Some(pttl) => pttl,
-                None => match self.attempt(&names, &owner, options).await? {
-                    Attempt::Granted(guard) => return Ok(Some(guard)),
-                    Attempt::Busy(pttl) => pttl,
-                },
+            let pttl = match self.attempt(&names, &owner, options).await? {
+                Attempt::Granted(guard) => return Ok(Some(guard)),
+                Attempt::Busy(pttl) => pttl,
             };
             if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
                 return Ok(None);

@@ -98,11 +98,6 @@ impl Waiting {
         }
     }
 
-    /// Whether local callers are waiting for the lock behind `channel`.
-    pub(crate) fn has_waiters(&self, channel: &str) -> bool {
-        self.rooms.lock().contains_key(channel)
-    }
-
     /// Enters the waiting room of `channel`.
     pub(crate) fn join(self: &Arc<Self>, channel: &str) -> Ticket {
         let mut rooms = self.rooms.lock();

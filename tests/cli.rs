@@ -535,8 +535,8 @@ async fn bench_runs_every_workload_and_leaves_nothing_behind() {
     };
     assert_eq!(value("most winners in a burst"), Some(1.0));
     assert_eq!(value("final counter"), Some(32.0 * 20.0));
-    let left = common::shared().query(&["KEYS", "*bench:*"]).unwrap();
-    assert!(!left.contains("bench:"), "keys left behind: {left}");
+    let left = common::shared().array(&["KEYS", "*bench:*"]).unwrap();
+    assert!(left.is_empty(), "keys left behind: {left:?}");
 
     let ran = finish(&mut holdlock(["bench", "--workloads", "w9"])).await;
     assert_eq!(ran.code, Some(64), "{ran:?}");

@@ -93,6 +93,37 @@ async fn tries_against_a_lock_held_in_this_process_cost_redis_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn callers_arriving_at_once_on_a_held_lock_do_not_stampede_redis() {
+    let server = common::RedisServer::start();
+    let holder = LockClient::connect(&server.url()).await.unwrap();
+    let waiters = LockClient::connect(&server.url()).await.unwrap();
+    let name = common::unique("stampede");
+    let _held = holder.lock(&name).await.unwrap(); // held elsewhere, for 30 s
+    server.query(&["CONFIG", "RESETSTAT"]).unwrap();
+    let barrier = Arc::new(tokio::sync::Barrier::new(50));
+    let calls: Vec<_> = (0..50)
+        .map(|_| {
+            let (client, name, barrier) = (waiters.clone(), name.clone(), Arc::clone(&barrier));
+            tokio::spawn(async move {
+                barrier.wait().await;
+                client
+                    .lock_timeout(&name, Duration::from_millis(300))
+                    .await
+                    .unwrap()
+                    .is_none()
+            })
+        })
+        .collect();
+    for call in calls {
+        assert!(call.await.unwrap(), "nobody gets a held lock");
+    }
+    // Only the head of the line asks Redis (once, and once more after subscribing);
+    // the other 49 wait behind it until their time is up.
+    let asked = evalsha_calls(&server);
+    assert!(asked <= 4, "50 callers sent {asked} acquire scripts");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn lock_timeout_gives_up_after_its_timeout() {
     let name = common::unique("timeout");
     let (a, b) = (common::client().await, common::client().await);

@@ -45,7 +45,7 @@ async fn re_entry_works_while_others_wait_in_line() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_second_unlock_of_the_same_hold_is_not_held() {
+async fn an_unlocked_hold_is_gone_and_another_owner_takes_it_afresh() {
     let client = common::client().await;
     let name = common::unique("double");
     let guard = client.lock(&name).await.unwrap();

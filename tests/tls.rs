@@ -27,6 +27,9 @@ async fn locks_work_over_tls_with_the_right_ca() {
     let guard = client.lock(&name).await.unwrap();
     let nested = client.lock(&name).await.unwrap();
     assert_eq!(nested.hold_count(), 2);
+    // The lock really lives on the server behind the TLS port.
+    let key = format!("holdlock:{{{name}}}");
+    assert_eq!(server.server.query(&["EXISTS", &key]).as_deref(), Ok(":1"));
     let waiting = {
         let name = name.clone();
         tokio::spawn(async move { waiter.lock(&name).await.unwrap().unlock().await })
@@ -38,8 +41,6 @@ async fn locks_work_over_tls_with_the_right_ca() {
         .expect("the waiter was not woken over TLS")
         .unwrap()
         .unwrap();
-    // The lock really lives on the server behind the TLS port.
-    let key = format!("holdlock:{{{name}}}");
     assert_eq!(server.server.query(&["EXISTS", &key]).as_deref(), Ok(":0"));
 }
 
