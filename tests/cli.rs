@@ -406,14 +406,27 @@ async fn usage_errors_exit_64_and_an_unreachable_server_69() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_is_passed_on_and_the_lock_released() {
-    let name = common::unique("sigterm");
+    a_signal_is_passed_on_and_the_lock_released("TERM").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_is_passed_on_and_the_lock_released() {
+    a_signal_is_passed_on_and_the_lock_released("INT").await;
+}
+
+/// Sends SIG`signal` to holdlock while its command runs: the command gets it, and the
+/// lock is released once the command has exited.
+async fn a_signal_is_passed_on_and_the_lock_released(signal: &str) {
+    let name = common::unique(&format!("sig{signal}"));
     let dir = scratch();
     let log = dir.join("log");
-    let script = r#"trap 'echo got-term >> "$LOG"; kill $sleeper; exit 0' TERM
+    let script = format!(
+        r#"trap 'echo got-{signal} >> "$LOG"; kill $sleeper; exit 0' {signal}
 sleep 30 & sleeper=$!
 echo ready >> "$LOG"
-wait"#;
-    let mut command = holdlock(["run", &name, "--", "sh", "-c", script]);
+wait"#
+    );
+    let mut command = holdlock(["run", &name, "--", "sh", "-c", &script]);
     let child = command.env("LOG", &log).spawn().unwrap();
     let holdlock_pid = child.id().unwrap().to_string();
     eventually("the command is ready", async || {
@@ -422,17 +435,20 @@ wait"#;
     .await;
 
     let sent = std::process::Command::new("kill")
-        .args(["-TERM", &holdlock_pid])
+        .args([&format!("-{signal}"), &holdlock_pid])
         .status()
         .unwrap();
     assert!(sent.success());
     let output = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
         .await
-        .expect("holdlock exits after SIGTERM")
+        .expect("holdlock exits after the signal")
         .unwrap();
     let ran = Ran::from(output);
     assert_eq!(ran.code, Some(0), "the command's own status: {ran:?}");
-    assert_eq!(read_lines(&log), ["ready", "got-term"]);
+    assert_eq!(
+        read_lines(&log),
+        ["ready".to_owned(), format!("got-{signal}")]
+    );
     assert!(
         !common::client().await.is_locked(&name).await.unwrap(),
         "the lock was released"

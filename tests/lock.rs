@@ -124,6 +124,38 @@ async fn callers_arriving_at_once_on_a_held_lock_do_not_stampede_redis() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_try_to_re_enter_is_not_refused_for_a_local_holder_that_lost_the_lock_unaware() {
+    let client = common::client().await; // 30 s lease: the first holder notices in 10 s
+    let name = common::unique("stale-local");
+    let stale = tokio::spawn({
+        let (client, name) = (client.clone(), name.clone());
+        async move { client.lock(&name).await.unwrap() }
+    })
+    .await
+    .unwrap();
+    // The lock vanishes behind the first holder's back (a restart, a force unlock).
+    let _: i64 = client.redis().del(common_key(&name)).await.unwrap();
+    assert!(!stale.is_lost(), "not noticed yet");
+    let nested = tokio::spawn({
+        let (client, name) = (client.clone(), name.clone());
+        async move {
+            let outer = client.lock(&name).await.unwrap();
+            let inner = client.try_lock(&name).await.unwrap();
+            let count = inner.as_ref().map(LockGuard::hold_count);
+            drop(inner);
+            outer.unlock().await.unwrap();
+            count
+        }
+    });
+    assert_eq!(
+        nested.await.unwrap(),
+        Some(2),
+        "the holder's own try must re-enter, whatever other local owners think they hold"
+    );
+    drop(stale);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn lock_timeout_gives_up_after_its_timeout() {
     let name = common::unique("timeout");
     let (a, b) = (common::client().await, common::client().await);

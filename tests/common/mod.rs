@@ -79,6 +79,13 @@ impl RedisServer {
         leading: impl Fn(u16) -> Vec<String>,
         extra: impl Fn(u16) -> Vec<String>,
     ) -> Self {
+        if which(bin).is_none() {
+            panic!(
+                "`{bin}` was not found on PATH. Install Redis first, e.g. \
+                 `apt-get install -y redis-server redis-tools redis-sentinel` \
+                 (or set HOLDLOCK_REDIS_SERVER to its path)."
+            );
+        }
         let mut last_error = String::new();
         for _ in 0..5 {
             let port = free_port();
@@ -115,13 +122,6 @@ impl RedisServer {
                 Err(e) => last_error = e,
             }
             server.stop();
-        }
-        if which(bin).is_none() {
-            panic!(
-                "`{bin}` was not found on PATH. Install Redis first, e.g. \
-                 `apt-get install -y redis-server redis-tools redis-sentinel` \
-                 (or set HOLDLOCK_REDIS_SERVER to its path)."
-            );
         }
         panic!("{bin} did not start: {last_error}");
     }

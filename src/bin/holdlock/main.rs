@@ -231,7 +231,11 @@ impl Failure {
     fn from_lock_error(doing: &str, error: &LockError) -> Self {
         let code = match error {
             LockError::InvalidName { .. } | LockError::InvalidOption { .. } => EX_USAGE,
-            LockError::Redis(_) | LockError::ConnectTimeout { .. } => EX_UNAVAILABLE,
+            // A server we cannot reach, cannot trust (TLS) or may not use (ACL).
+            LockError::Redis(_)
+            | LockError::ConnectTimeout { .. }
+            | LockError::Tls { .. }
+            | LockError::PermissionDenied { .. } => EX_UNAVAILABLE,
             LockError::WrongType { .. } => EX_DATAERR,
             _ => EX_SOFTWARE,
         };
