@@ -250,15 +250,22 @@ pub async fn raw(url: &str) -> fred::clients::Client {
     client
 }
 
-/// A Redis Cluster of `masters` primaries on loopback, with no replicas.
+/// A Redis Cluster of primaries (and maybe replicas) on loopback.
 pub struct RedisCluster {
+    /// Every node, primaries and replicas (see [`primaries`](Self::primaries)).
     pub nodes: Vec<RedisServer>,
 }
 
 impl RedisCluster {
+    /// `masters` primaries and no replicas.
     pub fn start(masters: usize) -> Self {
+        Self::start_with_replicas(masters, 0)
+    }
+
+    /// `masters` primaries with `replicas` replicas each, every replica in sync.
+    pub fn start_with_replicas(masters: usize, replicas: usize) -> Self {
         let dir = std::env::temp_dir();
-        let nodes: Vec<RedisServer> = (0..masters)
+        let nodes: Vec<RedisServer> = (0..masters * (1 + replicas))
             .map(|_| {
                 let dir = dir.clone();
                 RedisServer::start_with(move |port| {
@@ -286,7 +293,7 @@ impl RedisCluster {
             .arg("--cluster")
             .arg("create")
             .args(&addresses)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .output()
             .unwrap_or_else(|e| panic!("cannot run redis-cli (apt-get install redis-tools): {e}"));
         // redis-cli reports most failures ("[ERR] Node ... is not empty") on stdout.
@@ -310,7 +317,82 @@ impl RedisCluster {
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
-        Self { nodes }
+        let cluster = Self { nodes };
+        for node in cluster
+            .nodes
+            .iter()
+            .filter(|node| !cluster.is_primary(node))
+        {
+            while !node
+                .query(&["INFO", "replication"])
+                .unwrap_or_default()
+                .contains("master_link_status:up")
+            {
+                assert!(
+                    start.elapsed() < Duration::from_secs(30),
+                    "a replica never synced"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        cluster
+    }
+
+    /// Whether `node` is a primary now (a failover changes it).
+    pub fn is_primary(&self, node: &RedisServer) -> bool {
+        node.query(&["INFO", "replication"])
+            .unwrap_or_default()
+            .contains("role:master")
+    }
+
+    /// The primaries, as they are now.
+    pub fn primaries(&self) -> Vec<&RedisServer> {
+        self.nodes
+            .iter()
+            .filter(|node| self.is_primary(node))
+            .collect()
+    }
+
+    /// The primary that serves `key`'s slot now.
+    pub fn primary_of(&self, key: &str) -> &RedisServer {
+        let slot = self.nodes[0].query(&["CLUSTER", "KEYSLOT", key]).unwrap();
+        let slot: u16 = slot.trim_start_matches(':').parse().unwrap();
+        self.primaries()
+            .into_iter()
+            .find(|node| self.serves(node, slot))
+            .expect("a primary serves every slot")
+    }
+
+    /// Whether `node` serves `slot`, by its own view of the cluster.
+    fn serves(&self, node: &RedisServer, slot: u16) -> bool {
+        let nodes = node.query(&["CLUSTER", "NODES"]).unwrap_or_default();
+        nodes
+            .lines()
+            .find(|line| line.contains("myself"))
+            .is_some_and(|line| {
+                line.split(' ').skip(8).any(|range| {
+                    let mut ends = range.split('-').map(|end| end.parse::<u16>());
+                    match (ends.next(), ends.next()) {
+                        (Some(Ok(from)), Some(Ok(to))) => (from..=to).contains(&slot),
+                        (Some(Ok(only)), None) => only == slot,
+                        _ => false,
+                    }
+                })
+            })
+    }
+
+    /// A replica of `primary`.
+    pub fn replica_of(&self, primary: &RedisServer) -> &RedisServer {
+        self.nodes
+            .iter()
+            .find(|node| {
+                !self.is_primary(node)
+                    && node
+                        .query(&["INFO", "replication"])
+                        .unwrap_or_default()
+                        .contains(&format!("master_port:{}", primary.port))
+            })
+            .unwrap_or_else(|| panic!("no replica of the primary on port {}", primary.port))
     }
 
     /// The fred URL of the cluster.
