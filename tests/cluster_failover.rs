@@ -21,22 +21,9 @@ fn fail_over(cluster: &RedisCluster, primary: &RedisServer, replica: &RedisServe
         replica.query(&["CLUSTER", "FAILOVER"]).as_deref(),
         Ok("+OK")
     );
-    let start = Instant::now();
-    while !cluster.is_primary(replica)
-        || cluster.is_primary(primary)
-        || cluster.nodes.iter().any(|node| {
-            !node
-                .query(&["CLUSTER", "INFO"])
-                .unwrap_or_default()
-                .contains("cluster_state:ok")
-        })
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "the failover did not complete"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_until("the failover", Duration::from_secs(20), || {
+        cluster.is_primary(replica) && !cluster.is_primary(primary) && cluster.is_ok()
+    });
 }
 
 #[tokio::test(flavor = "multi_thread")]

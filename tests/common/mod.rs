@@ -222,6 +222,18 @@ fn read_reply(reader: &mut BufReader<TcpStream>) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&body[..length]).into_owned())
 }
 
+/// Polls `ready` until it holds, failing the test after `limit`.
+pub fn wait_until(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ready() {
+        assert!(
+            start.elapsed() < limit,
+            "gave up waiting for {what} after {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -303,39 +315,29 @@ impl RedisCluster {
             String::from_utf8_lossy(&created.stdout),
             String::from_utf8_lossy(&created.stderr)
         );
-        let start = Instant::now();
-        for node in &nodes {
-            while !node
-                .query(&["CLUSTER", "INFO"])
+        let cluster = Self { nodes };
+        wait_until("the cluster to be ok", Duration::from_secs(20), || {
+            cluster.is_ok()
+        });
+        wait_until("the replicas to sync", Duration::from_secs(30), || {
+            cluster.nodes.iter().all(|node| {
+                cluster.is_primary(node)
+                    || node
+                        .query(&["INFO", "replication"])
+                        .unwrap_or_default()
+                        .contains("master_link_status:up")
+            })
+        });
+        cluster
+    }
+
+    /// Whether every node reports `cluster_state:ok`.
+    pub fn is_ok(&self) -> bool {
+        self.nodes.iter().all(|node| {
+            node.query(&["CLUSTER", "INFO"])
                 .unwrap_or_default()
                 .contains("cluster_state:ok")
-            {
-                assert!(
-                    start.elapsed() < Duration::from_secs(20),
-                    "cluster never became ok"
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        let cluster = Self { nodes };
-        for node in cluster
-            .nodes
-            .iter()
-            .filter(|node| !cluster.is_primary(node))
-        {
-            while !node
-                .query(&["INFO", "replication"])
-                .unwrap_or_default()
-                .contains("master_link_status:up")
-            {
-                assert!(
-                    start.elapsed() < Duration::from_secs(30),
-                    "a replica never synced"
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        cluster
+        })
     }
 
     /// Whether `node` is a primary now (a failover changes it).
