@@ -843,6 +843,14 @@ impl Inner {
                             .undo_unacknowledged(names, owner, options.lease_ms, 0, min)
                             .await);
                     }
+                    // The count may also be a hold this owner gave up as lost, with
+                    // a lease about to run out: set the lease from now, so that Redis
+                    // keeps the hold at least as long as the watchdog will assume.
+                    let lease_ms = options.lease_ms;
+                    let renewal = self.scripts.renew(&self.redis, &names.key, owner, lease_ms);
+                    if !Box::pin(renewal).await? {
+                        continue; // gone meanwhile: not ours after all
+                    }
                     let token = if options.fenced && count == 1 {
                         Box::pin(
                             self.redis

@@ -9,8 +9,9 @@
 //! for every `u64`. For a read-modify-write, read with [`read`]: it records the
 //! reader's token, so an overtaken holder cannot write back a value it computed from
 //! an older read (with a plain read, its late write could still land between the new
-//! holder's read and write, and one update would be lost). A register remembers its newest token only as long as its server
-//! keeps its data: keep registers that matter on a server with persistence.
+//! holder's read and write, and one update would be lost). A register remembers its
+//! newest token only as long as its server keeps its data: keep registers that matter
+//! on a server with persistence.
 //!
 //! The same check in SQL keeps the newest token in a column of the row it protects:
 //!
