@@ -316,8 +316,16 @@ impl RedisCluster {
             String::from_utf8_lossy(&created.stderr)
         );
         let cluster = Self { nodes };
+        // Every node ok, and every node knowing every other (a manual failover needs
+        // the votes of primaries that know the replica).
+        let known = format!("cluster_known_nodes:{}", cluster.nodes.len());
         wait_until("the cluster to be ok", Duration::from_secs(20), || {
             cluster.is_ok()
+                && cluster.nodes.iter().all(|node| {
+                    node.query(&["CLUSTER", "INFO"])
+                        .unwrap_or_default()
+                        .contains(&known)
+                })
         });
         wait_until("the replicas to sync", Duration::from_secs(30), || {
             cluster.nodes.iter().all(|node| {
