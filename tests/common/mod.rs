@@ -282,17 +282,23 @@ impl RedisCluster {
                 let dir = dir.clone();
                 RedisServer::start_with(move |port| {
                     let bus = free_port();
-                    let config = dir.join(format!(
-                        "holdlock-cluster-{port}-{}.conf",
+                    // A directory of its own: a replica's full sync leaves `dump.rdb`
+                    // files in the working directory, which every later test server
+                    // started there would load.
+                    let node_dir = dir.join(format!(
+                        "holdlock-cluster-{port}-{}",
                         uuid::Uuid::new_v4().simple()
                     ));
+                    std::fs::create_dir_all(&node_dir).unwrap();
                     vec![
                         "--cluster-enabled".into(),
                         "yes".into(),
                         "--cluster-port".into(),
                         bus.to_string(),
+                        "--dir".into(),
+                        node_dir.to_str().unwrap().to_owned(),
                         "--cluster-config-file".into(),
-                        config.to_str().unwrap().to_owned(),
+                        "nodes.conf".into(),
                     ]
                 })
             })
