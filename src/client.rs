@@ -21,7 +21,7 @@ use crate::config::{
 };
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
-use crate::hold::{Hold, HoldUse, Holds};
+use crate::hold::{Hold, HoldUse, Holds, LocalHolder};
 use crate::owner::local_owner;
 use crate::replicas::Acknowledging;
 use crate::scripts::{Acquire, AcquireCall, Scripts, TOKEN_FIELD};
@@ -457,13 +457,14 @@ impl LockClient {
         let owner = self.owner_id();
 
         // Re-entry and single tries go straight to Redis; they never wait in line. A
-        // try is refused at once if another owner in this process holds the lock.
+        // try (other than a re-entry) is refused at once if another owner in this
+        // process holds the lock.
         let single_try = options.wait == Some(Duration::ZERO);
-        let reentry = self.inner.holds.is_held(&names.key, &owner);
-        if single_try && !reentry && self.inner.holds.is_held_by_other(&names.key, &owner) {
+        let holder = self.inner.holds.local_holder(&names.key, &owner);
+        if single_try && holder == LocalHolder::Other {
             return Ok(None);
         }
-        if single_try || reentry {
+        if single_try || holder == LocalHolder::Owner {
             return Ok(match self.attempt(&names, &owner, options).await? {
                 Attempt::Granted(guard) => Some(guard),
                 Attempt::Busy(_) => None,
@@ -843,13 +844,16 @@ impl Inner {
                             .undo_unacknowledged(names, owner, options.lease_ms, 0, min)
                             .await);
                     }
-                    // The count may also be a hold this owner gave up as lost, with
-                    // a lease about to run out: set the lease from now, so that Redis
-                    // keeps the hold at least as long as the watchdog will assume.
-                    let lease_ms = options.lease_ms;
-                    let renewal = self.scripts.renew(&self.redis, &names.key, owner, lease_ms);
-                    if !Box::pin(renewal).await? {
-                        continue; // gone meanwhile: not ours after all
+                    if held == 0 {
+                        // A fresh hold's field may also be one this owner gave up as
+                        // lost, its lease about to run out, if the script did not run:
+                        // set the lease from now, so that Redis keeps the hold at least
+                        // as long as the watchdog will assume.
+                        let lease_ms = options.lease_ms;
+                        let renewal = self.scripts.renew(&self.redis, &names.key, owner, lease_ms);
+                        if !Box::pin(renewal).await? {
+                            continue; // gone meanwhile: not ours after all
+                        }
                     }
                     let token = if options.fenced && count == 1 {
                         Box::pin(

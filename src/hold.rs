@@ -177,6 +177,14 @@ pub(crate) struct Holds {
     map: Mutex<HashMap<String, Vec<Arc<Hold>>>>,
 }
 
+/// The answer of [`Holds::local_holder`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LocalHolder {
+    Owner,
+    Other,
+    Nobody,
+}
+
 impl Hold {
     /// Held (as far as this process knows) and not lost.
     fn is_live(&self) -> bool {
@@ -185,25 +193,24 @@ impl Hold {
 }
 
 impl Holds {
-    /// True if `owner` holds the lock at `key` through this client.
-    pub(crate) fn is_held(&self, key: &str, owner: &str) -> bool {
+    /// Who holds the lock at `key` through this client, as far as it knows: `owner`
+    /// itself (a re-entry), another owner (Redis would refuse `owner` for certain), or
+    /// nobody here.
+    pub(crate) fn local_holder(&self, key: &str, owner: &str) -> LocalHolder {
         let map = self.map.lock();
-        map.get(key).is_some_and(|holds| {
-            holds
-                .iter()
-                .any(|hold| hold.owner == owner && hold.is_live())
-        })
-    }
-
-    /// True if an owner other than `owner` holds the lock at `key` through this client,
-    /// so that Redis would refuse `owner` for certain.
-    pub(crate) fn is_held_by_other(&self, key: &str, owner: &str) -> bool {
-        let map = self.map.lock();
-        map.get(key).is_some_and(|holds| {
-            holds
-                .iter()
-                .any(|hold| hold.owner != owner && hold.is_live())
-        })
+        let live = map
+            .get(key)
+            .into_iter()
+            .flatten()
+            .filter(|hold| hold.is_live());
+        let mut holder = LocalHolder::Nobody;
+        for hold in live {
+            if hold.owner == owner {
+                return LocalHolder::Owner;
+            }
+            holder = LocalHolder::Other;
+        }
+        holder
     }
 
     /// The registered hold of `owner` on this lock, created (with count 0) if there is
@@ -330,7 +337,8 @@ mod tests {
         let hold = Arc::clone(&first.hold);
         drop(first);
         assert_eq!(holds.len(), 1, "a held lock stays registered");
-        assert!(holds.is_held(&names.key, "o:1"));
+        assert_eq!(holds.local_holder(&names.key, "o:1"), LocalHolder::Owner);
+        assert_eq!(holds.local_holder(&names.key, "o:2"), LocalHolder::Other);
         let again = holds.reenter(&hold);
         {
             let mut ops = hold.ops.lock().await;

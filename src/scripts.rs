@@ -173,11 +173,7 @@ impl Scripts {
             Value::Array(items) if items.len() == 2 => match integer(&items[0])? {
                 1 => match &items[1] {
                     Value::Null | Value::Boolean(false) => Ok(Ok(None)),
-                    value => value
-                        .as_string()
-                        .map(Some)
-                        .map(Ok)
-                        .ok_or_else(|| protocol(&reply)),
+                    value => Ok(Ok(Some(value.as_string().ok_or_else(|| protocol(&reply))?))),
                 },
                 _ => Ok(Err(unsigned(&items[1])?)),
             },

@@ -129,10 +129,6 @@ fn owner_and_other<'c>(cluster: &'c RedisCluster, key: &str) -> (&'c RedisServer
     (owner, other)
 }
 
-fn millis(reply: &str) -> i64 {
-    reply.trim_start_matches(':').parse().unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn held_locks_survive_their_slots_moving_to_another_primary() {
     let cluster = cluster();
@@ -172,10 +168,10 @@ async fn held_locks_survive_their_slots_moving_to_another_primary() {
     let (renewed_source, renewed_target) = owner_and_other(cluster, &renewed_key);
     move_slot(cluster, renewed_source, renewed_target, &[&renewed_key]);
     move_slot(cluster, waited_source, waited_target, &[&waited_key]);
-    let moved_pttl = millis(&renewed_target.query(&["PTTL", &renewed_key]).unwrap());
+    let moved_pttl = common::integer(&renewed_target.query(&["PTTL", &renewed_key]).unwrap());
     // Two renewal periods (lease / 3) and a slot check later...
     tokio::time::sleep(short * 2 / 3 + Duration::from_millis(500)).await;
-    let renewed_pttl = millis(&renewed_target.query(&["PTTL", &renewed_key]).unwrap());
+    let renewed_pttl = common::integer(&renewed_target.query(&["PTTL", &renewed_key]).unwrap());
     // ...the holder has renewed on the new primary, and still holds the lock...
     assert!(!renewed.is_lost(), "the holder lost the lock in the move");
     assert!(
@@ -190,7 +186,7 @@ async fn held_locks_survive_their_slots_moving_to_another_primary() {
     );
     assert_eq!(subscribers(waited_target, &channel).await, (0, 1));
 
-    let pttl = millis(&waited_target.query(&["PTTL", &waited_key]).unwrap());
+    let pttl = common::integer(&waited_target.query(&["PTTL", &waited_key]).unwrap());
     assert!(pttl > 50_000, "the holder's lease is long: {pttl} ms");
     let released = Instant::now();
     held.unlock().await.unwrap();

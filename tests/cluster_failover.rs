@@ -5,13 +5,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use holdlock::{LockClient, LockOptions};
+use holdlock::LockClient;
 
 use common::{RedisCluster, RedisServer};
-
-fn millis(reply: &str) -> i64 {
-    reply.trim_start_matches(':').parse().unwrap()
-}
 
 /// `CLUSTER FAILOVER` on `replica` (the coordinated kind: the replica catches up with
 /// its primary first, so nothing is lost), and waits until the whole cluster agrees
@@ -73,25 +69,18 @@ async fn held_locks_and_waiters_survive_a_failover_to_a_replica() {
     let held = holder.lock(&waited_name).await.unwrap();
     let waiting = {
         let name = waited_name.clone();
-        tokio::spawn(async move {
-            let guard = waiter
-                .lock_with(&name, LockOptions::fenced())
-                .await
-                .unwrap()
-                .unwrap();
-            (Instant::now(), guard)
-        })
+        tokio::spawn(async move { waiter.lock(&name).await.unwrap() })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let replica = cluster.replica_of(primary);
     fail_over(&cluster, primary, replica);
-    let after = millis(&replica.query(&["PTTL", &renewed_key]).unwrap());
+    let after = common::integer(&replica.query(&["PTTL", &renewed_key]).unwrap());
     assert!(after > 0, "the hold was replicated before the failover");
 
     // Two renewal periods later the holder has renewed on the new primary...
     tokio::time::sleep(lease * 2 / 3 + Duration::from_millis(500)).await;
-    let renewed_pttl = millis(&replica.query(&["PTTL", &renewed_key]).unwrap());
+    let renewed_pttl = common::integer(&replica.query(&["PTTL", &renewed_key]).unwrap());
     assert!(
         !renewed.is_lost(),
         "the holder lost the lock in the failover"
@@ -102,7 +91,7 @@ async fn held_locks_and_waiters_survive_a_failover_to_a_replica() {
     );
     renewed.unlock().await.unwrap();
     assert_eq!(
-        millis(&replica.query(&["EXISTS", &renewed_key]).unwrap()),
+        common::integer(&replica.query(&["EXISTS", &renewed_key]).unwrap()),
         0
     );
 
@@ -112,13 +101,14 @@ async fn held_locks_and_waiters_survive_a_failover_to_a_replica() {
         !waiting.is_finished(),
         "the waiter got in while the lock was held"
     );
-    let held_pttl = millis(&replica.query(&["PTTL", &waited_key]).unwrap());
+    // (Longer than the 10 s the waiter is given below, however long the failover took.)
+    let held_pttl = common::integer(&replica.query(&["PTTL", &waited_key]).unwrap());
     assert!(
-        held_pttl > 50_000,
+        held_pttl > 20_000,
         "the holder's lease is long: {held_pttl} ms"
     );
     held.unlock().await.unwrap();
-    let (_, guard) = tokio::time::timeout(Duration::from_secs(10), waiting)
+    let guard = tokio::time::timeout(Duration::from_secs(10), waiting)
         .await
         .expect("the waiter slept through the release")
         .unwrap();

@@ -25,6 +25,13 @@ const EXAMPLES: [&str; 4] = ["oversell", "accounts_http", "cron_once", "chaos"];
 /// runs beside them: it mostly sleeps, and its margins are hundreds of milliseconds.)
 static HEAVY: Mutex<()> = Mutex::new(());
 
+/// Waits for this test's turn among the heavy ones (a failed one does not block the rest).
+fn heavy_turn() -> std::sync::MutexGuard<'static, ()> {
+    HEAVY
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Builds the examples once per test run and returns the path of one of them.
 fn example(name: &str) -> PathBuf {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
@@ -152,9 +159,7 @@ fn run_with_limit(mut command: Command, limit: Duration) -> Output {
 #[test]
 fn oversell_oversells_without_the_lock_and_sells_exactly_500_with_it() {
     let bin = example("oversell");
-    let _turn = HEAVY
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _turn = heavy_turn();
     let mut command = Command::new(bin);
     // No REDIS_URL: the example starts (and must stop) a redis-server of its own.
     command.env_remove("REDIS_URL");
@@ -342,9 +347,7 @@ const TRANSFERS: usize = 2_000;
 
 #[test]
 fn two_bank_instances_keep_money_conserved_under_2000_concurrent_transfers() {
-    let _turn = HEAVY
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _turn = heavy_turn();
     let redis = common::RedisServer::start();
     // The first instance seeds the accounts before it listens; then the second starts.
     let first = start_bank(&redis.url(), &["--seed", &ACCOUNTS.to_string()]);
@@ -478,9 +481,7 @@ fn chaos(args: &[&str], limit: Duration) -> (Option<i32>, serde_json::Value, Str
 
 #[test]
 fn the_chaos_checker_finds_no_violation_in_holdlock_under_every_fault() {
-    let _turn = HEAVY
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _turn = heavy_turn();
     // The short mode: one minute, a fixed seed, every kind of fault.
     let (code, summary, text) = chaos(
         &["--duration", "60s", "--seed", "1"],
@@ -514,9 +515,7 @@ fn the_chaos_checker_finds_no_violation_in_holdlock_under_every_fault() {
 
 #[test]
 fn the_chaos_checker_catches_a_broken_lock() {
-    let _turn = HEAVY
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _turn = heavy_turn();
     // The tutorial lock: SET NX PX, DEL to release, no renewal. Holds longer than the
     // lease overlap with the next holder, with no fault needed.
     let (code, summary, text) = chaos(

@@ -90,6 +90,13 @@ struct Attempt {
     nested_refused: bool,
 }
 
+impl Attempt {
+    /// "worker 3 attempt 0x100000002 on chaos:1", for violation reports.
+    fn describe(&self) -> String {
+        format!("worker {} attempt {:#x} on {}", self.w, self.a, self.name)
+    }
+}
+
 /// A belief of holding: from the grant to its end.
 #[derive(Debug, Clone, Copy)]
 struct Hold {
@@ -204,10 +211,7 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
             if killed.is_none() {
                 summary.violate(
                     "hung lock call",
-                    format!(
-                        "worker {} attempt {:#x} on {} never returned",
-                        attempt.w, attempt.a, attempt.name
-                    ),
+                    format!("{} never returned", attempt.describe()),
                 );
             }
             continue;
@@ -224,13 +228,7 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
         .flatten()
         .min();
         let Some(end) = end else {
-            summary.violate(
-                "hold never ended",
-                format!(
-                    "worker {} attempt {:#x} on {}",
-                    attempt.w, attempt.a, attempt.name
-                ),
-            );
+            summary.violate("hold never ended", attempt.describe());
             continue;
         };
         holds.entry(&attempt.name).or_default().push(Hold {
@@ -257,8 +255,8 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
                 summary.violate(
                     "restart not noticed",
                     format!(
-                        "worker {} attempt {:#x} on {} released normally after the server lost it",
-                        attempt.w, attempt.a, attempt.name
+                        "{} released normally after the server lost it",
+                        attempt.describe()
                     ),
                 );
             }
@@ -267,13 +265,7 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
             && attempt.lost.is_none()
             && attempt.unlocked.is_some_and(|(_, r)| r == Released::Ok)
         {
-            summary.violate(
-                "re-entry refused",
-                format!(
-                    "worker {} attempt {:#x} on {}",
-                    attempt.w, attempt.a, attempt.name
-                ),
-            );
+            summary.violate("re-entry refused", attempt.describe());
         }
     }
 

@@ -139,11 +139,9 @@ impl Args {
 }
 
 fn lock_kind(args: &Args) -> Result<worker::LockKind, BoxError> {
-    match args.get("lock").unwrap_or("holdlock") {
-        "holdlock" => Ok(worker::LockKind::Holdlock),
-        "naive" => Ok(worker::LockKind::Naive),
-        other => Err(format!("--lock: `{other}` (holdlock or naive)").into()),
-    }
+    let name = args.get("lock").unwrap_or("holdlock");
+    worker::LockKind::parse(name)
+        .ok_or_else(|| format!("--lock: `{name}` (holdlock or naive)").into())
 }
 
 fn main() {
@@ -214,7 +212,6 @@ fn run_checker(raw: impl Iterator<Item = String>) -> Result<i32, BoxError> {
         fault_every: args.duration("fault-every", Duration::from_secs(2))?,
         faults: nemesis::FaultKind::parse_list(args.get("faults").unwrap_or("all"))?,
         kind: lock_kind(&args)?,
-        kind_name: args.get("lock").unwrap_or("holdlock").to_owned(),
         history: args.get("history").map(Into::into),
         json: args.get("json").map(Into::into),
     };

@@ -35,7 +35,6 @@ pub struct Plan {
     pub fault_every: Duration,
     pub faults: Vec<FaultKind>,
     pub kind: LockKind,
-    pub kind_name: String,
     pub history: Option<PathBuf>,
     pub json: Option<PathBuf>,
 }
@@ -120,10 +119,6 @@ impl Lab {
     fn spawn_worker(&mut self, slot: usize) -> Result<(), BoxError> {
         let id = self.next_worker;
         self.next_worker += 1;
-        let kind = match self.plan.kind {
-            LockKind::Holdlock => "holdlock",
-            LockKind::Naive => "naive",
-        };
         let mut child = Command::new(std::env::current_exe()?)
             .arg("worker")
             .args([
@@ -143,7 +138,7 @@ impl Lab {
                     .wrapping_add(u64::from(id)))
                 .to_string(),
             ])
-            .args(["--lock", kind])
+            .args(["--lock", self.plan.kind.name()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -295,7 +290,7 @@ pub async fn run(plan: Plan) -> Result<Summary, BoxError> {
         plan.workers,
         plan.tasks,
         plan.names,
-        plan.kind_name,
+        plan.kind.name(),
         plan.lease,
         plan.fault_every,
         plan.seed,
@@ -413,7 +408,7 @@ async fn final_state(lab: &Lab, hung_workers: Vec<u32>) -> Result<Final, BoxErro
 fn print_summary(plan: &Plan, summary: &Summary, took: Duration) {
     let mut out = String::new();
     let mut row = |label: &str, value: String| out.push_str(&format!("  {label:<44} {value}\n"));
-    row("lock", plan.kind_name.clone());
+    row("lock", plan.kind.name().to_owned());
     row("seed", plan.seed.to_string());
     row("ran for", format!("{:.0} s", took.as_secs_f64()));
     row(
@@ -442,11 +437,10 @@ fn print_summary(plan: &Plan, summary: &Summary, took: Duration) {
         "holds that spanned a restart",
         summary.holds_across_restarts.to_string(),
     );
-    for (outcome, count) in &summary.reads {
-        row(&format!("fenced reads: {outcome}"), count.to_string());
-    }
-    for (outcome, count) in &summary.writes {
-        row(&format!("fenced writes: {outcome}"), count.to_string());
+    for (what, outcomes) in [("reads", &summary.reads), ("writes", &summary.writes)] {
+        for (outcome, count) in outcomes {
+            row(&format!("fenced {what}: {outcome}"), count.to_string());
+        }
     }
     row("registers' final total", summary.register_total.to_string());
     for (fault, count) in &summary.faults {

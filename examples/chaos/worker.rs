@@ -24,6 +24,23 @@ pub enum LockKind {
     Naive,
 }
 
+impl LockKind {
+    /// The name used on the command line: `holdlock` or `naive`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LockKind::Holdlock => "holdlock",
+            LockKind::Naive => "naive",
+        }
+    }
+
+    /// Parses [`name`](Self::name).
+    pub fn parse(name: &str) -> Option<Self> {
+        [LockKind::Holdlock, LockKind::Naive]
+            .into_iter()
+            .find(|kind| kind.name() == name)
+    }
+}
+
 /// What one worker is told on its command line.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {

@@ -222,6 +222,11 @@ fn read_reply(reader: &mut BufReader<TcpStream>) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&body[..length]).into_owned())
 }
 
+/// The number in an integer reply (`:123`) of [`RedisServer::query`].
+pub fn integer(reply: &str) -> i64 {
+    reply.trim_start_matches(':').parse().unwrap()
+}
+
 /// Polls `ready` until it holds, failing the test after `limit`.
 pub fn wait_until(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
     let start = Instant::now();
