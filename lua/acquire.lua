@@ -1,14 +1,14 @@
--- acquire.lua: take or re-enter a reentrant hash lock.
+-- acquire.lua: take a reentrant hash lock afresh.
 --
 -- KEYS[1]  lock key (hash: field = owner id, value = hold count; a fenced hold also
 --          has the field `token` = its fencing token, which no owner id can be, as
 --          owner ids are "<uuid>:<task>")
--- KEYS[2]  token floor key (same hash slot): the last token issued, kept only until
---          this server's clock has passed it
+-- KEYS[2]  token floor key (same hash slot), given only to draw a fencing token: the
+--          last token issued, kept only until this server's clock has passed it
 -- ARGV[1]  owner id "<client-uuid>:<task>"
 -- ARGV[2]  lease in milliseconds
--- ARGV[3]  "1" to draw a fencing token on a fresh acquisition, else "0"
--- ARGV[4]  the caller's own count of its holds ("0": a fresh acquisition)
+--
+-- A hold the caller already has is raised by `reenter.lua` instead.
 --
 -- A token is a hybrid logical clock reading: max(floor + 1, server TIME in
 -- microseconds). It exceeds every token issued before on this server even if the
@@ -17,10 +17,13 @@
 -- not step back by more than the outage lasted. Tokens stay below 2^53 (until the
 -- year 2255), so they are exact in Lua numbers and are always formatted as integers.
 --
--- Granted:  { hold count after this call, fencing token or 0 }
+-- Every redis.call costs about a microsecond of the server's time: a free lock takes
+-- 3 (PTTL, HSET, PEXPIRE), a busy one 2.
+--
+-- Granted:  { 1, fencing token or 0 }
 -- Busy:     { 0, remaining PTTL of the current holder in ms (-1 if it has none) }
 -- Raises WRONGTYPE if KEYS[1] exists but is not a hash.
-local key, owner, fenced = KEYS[1], ARGV[1], ARGV[3] == '1'
+local key, owner, lease, fenced = KEYS[1], ARGV[1], ARGV[2], KEYS[2] ~= nil
 if fenced and redis.replicate_commands then
   -- Redis < 5 replicates scripts verbatim and refuses writes after TIME unless the
   -- script replicates its effects instead; from 7.0 this is a no-op.
@@ -31,18 +34,12 @@ local pttl = redis.call('pttl', key)
 if pttl ~= -2 and redis.call('hexists', key, owner) == 0 then
   return { 0, pttl }
 end
-local count
-if ARGV[4] == '0' then
-  -- Fresh. A field of ours still here is a hold the caller already gave up as lost
-  -- (its lease was about to run out, so its guards did not release it): start over.
-  redis.call('hset', key, owner, 1)
-  count = 1
-else
-  count = redis.call('hincrby', key, owner, 1)
-end
-redis.call('pexpire', key, ARGV[2])
-if count ~= 1 or not fenced then
-  return { count, 0 }
+-- A field of ours still here is a hold the caller already gave up as lost (its lease
+-- was about to run out, so its guards did not release it): start over.
+redis.call('hset', key, owner, 1)
+redis.call('pexpire', key, lease)
+if not fenced then
+  return { 1, 0 }
 end
 local now = redis.call('time')
 local token = tonumber(now[1]) * 1000000 + tonumber(now[2])
@@ -55,4 +52,4 @@ redis.call('hset', key, 'token', text)
 redis.call('set', KEYS[2], text)
 -- Expired only once the clock reads past the token: from then on TIME alone beats it.
 redis.call('pexpireat', KEYS[2], string.format('%d', math.floor(token / 1000) + 1))
-return { count, token }
+return { 1, token }

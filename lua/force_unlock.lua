@@ -1,8 +1,8 @@
 -- force_unlock.lua: delete a lock whoever holds it, and wake its waiters.
 --
 -- KEYS[1]  lock key
--- ARGV[1]  release channel
--- ARGV[2]  "spublish" to tell it as a shard channel (Redis Cluster 7.0+); else PUBLISH
+-- ARGV[1]  "spublish" to tell the release channel (KEYS[1] .. ":released") as a shard
+--          channel (Redis 7.0+); else PUBLISH
 --
 -- Returns 1 if a lock was deleted, 0 if there was none.
 -- Raises WRONGTYPE if KEYS[1] exists but is not a hash.
@@ -10,5 +10,5 @@ if redis.call('hlen', KEYS[1]) == 0 then
   return 0
 end
 redis.call('del', KEYS[1])
-redis.call(ARGV[2] == 'spublish' and 'spublish' or 'publish', ARGV[1], 'released')
+redis.call(ARGV[1] == 'spublish' and 'spublish' or 'publish', KEYS[1] .. ':released', 'released')
 return 1

@@ -61,6 +61,8 @@ pub struct LockClient {
 
 pub(crate) struct Inner {
     id: Uuid,
+    /// `<client-uuid>:`, the start of every owner id of this client.
+    owner_prefix: String,
     pub(crate) config: ClientConfig,
     pub(crate) redis: Client,
     pub(crate) scripts: Scripts,
@@ -270,8 +272,10 @@ impl LockClientBuilder {
             .server_version()
             .is_none_or(|version| version.major >= 7);
         let lease = self.config.lease;
+        let id = Uuid::new_v4();
         let inner = Arc::new(Inner {
-            id: Uuid::new_v4(),
+            id,
+            owner_prefix: format!("{id}:"),
             config: self.config,
             redis,
             scripts: Scripts::new(sharded),
@@ -343,7 +347,13 @@ impl LockClient {
     /// # }
     /// ```
     pub fn owner_id(&self) -> String {
-        format!("{}:{}", self.inner.id, local_owner())
+        use std::fmt::Write;
+        // Built on every lock call: the client's part is formatted once, at connect.
+        let prefix = &self.inner.owner_prefix;
+        let mut id = String::with_capacity(prefix.len() + 24);
+        id.push_str(prefix);
+        let _ = write!(id, "{}", local_owner());
+        id
     }
 
     /// Takes the lock, waiting as long as it takes. Re-entry by the same owner returns
@@ -442,7 +452,7 @@ impl LockClient {
     /// ```
     pub async fn lock_with(&self, name: &str, options: LockOptions) -> Result<Option<LockGuard>> {
         self.inner.check_running()?;
-        let names = self.inner.config.names(name)?;
+        let names = Arc::new(self.inner.config.names(name)?);
         let options = options.resolve(&self.inner.config)?;
         let deadline =
             match options.wait {
@@ -512,7 +522,7 @@ impl LockClient {
     /// timeout bounds it), so a zero wait still gets one answer.
     async fn attempt(
         &self,
-        names: &LockNames,
+        names: &Arc<LockNames>,
         owner: &str,
         options: ResolvedOptions,
     ) -> Result<Attempt> {
@@ -619,7 +629,7 @@ impl LockClient {
         let names = self.inner.config.names(name)?;
         self.inner
             .scripts
-            .force_unlock(&self.inner.redis, &names.key, &names.channel)
+            .force_unlock(&self.inner.redis, &names.key)
             .await
     }
 
@@ -753,7 +763,7 @@ impl Inner {
     /// granted after all) before any other call of this owner on this lock can run.
     async fn acquire(
         self: &Arc<Self>,
-        names: &LockNames,
+        names: &Arc<LockNames>,
         owner: &str,
         options: ResolvedOptions,
     ) -> Result<Attempt> {
@@ -766,13 +776,26 @@ impl Inner {
                 continue;
             }
             let held = *count;
+            // A watchdog that already renews the hold keeps its lease; a re-entry that
+            // wants one need not set it again.
+            let keep_lease = held > 0 && options.watchdog && hold.has_watchdog();
             let mut in_flight = InFlight::new(self, Op::Acquire, entry, count);
             let sent_at = Instant::now();
-            let reply = self.acquire_exactly_once(names, owner, options, held).await;
+            let reply = self
+                .acquire_exactly_once(names, owner, options, held, keep_lease)
+                .await;
             let (entry, mut count) = in_flight.land()?;
             let (granted, token) = match reply? {
                 Acquire::Busy { pttl } => return Ok(Attempt::Busy(pttl)),
                 Acquire::Granted { count, token } => (count, token),
+                Acquire::Vanished => {
+                    // Expired or force-unlocked: old guards must not touch what comes
+                    // next, so the next round enters a fresh hold and takes it afresh.
+                    hold.set_count(&mut count, 0);
+                    drop(count);
+                    hold.mark_lost("the hold vanished from redis (expired or force-unlocked)");
+                    continue;
+                }
             };
             let entry = if granted == held + 1 {
                 hold.set_count(&mut count, granted);
@@ -802,7 +825,6 @@ impl Inner {
     ) {
         let hold = &entry.hold;
         hold.set_token(token);
-        hold.lease_ms.store(options.lease_ms, Ordering::Release);
         if options.watchdog {
             hold.set_expiry(sent_at, None);
             self.watchdogs.book(hold, options.lease, sent_at);
@@ -819,6 +841,7 @@ impl Inner {
         owner: &str,
         options: ResolvedOptions,
         held: u32,
+        keep_lease: bool,
     ) -> Result<Acquire> {
         let give_up = Instant::now() + self.config.connect_timeout;
         // Replicas acknowledge fresh acquisitions only (see `replicas.rs`).
@@ -826,8 +849,15 @@ impl Inner {
         loop {
             let reply = match acknowledged {
                 Some(min) => self.acquire_acknowledged(names, owner, options, min).await,
+                None if held > 0 => {
+                    let lease_ms = (!keep_lease).then_some(options.lease_ms);
+                    let reenter = self
+                        .scripts
+                        .reenter(&self.redis, &names.key, owner, lease_ms);
+                    reenter.await
+                }
                 None => {
-                    let call = AcquireCall::of(names, owner, &options, held);
+                    let call = AcquireCall::of(names, owner, &options);
                     self.scripts.acquire(&self.redis, &call).await
                 }
             };
@@ -840,9 +870,7 @@ impl Inner {
                 Ok(count) if count == held + 1 => {
                     if let Some(min) = acknowledged {
                         // It ran, but nobody counted the replicas that have it.
-                        return Err(self
-                            .undo_unacknowledged(names, owner, options.lease_ms, 0, min)
-                            .await);
+                        return Err(self.undo_unacknowledged(names, owner, 0, min).await);
                     }
                     if held == 0 {
                         // A fresh hold's field may also be one this owner gave up as
@@ -881,14 +909,13 @@ impl Inner {
         &self,
         names: &LockNames,
         owner: &str,
-        lease_ms: u64,
         held: u32,
     ) -> Result<Option<u32>> {
         let give_up = Instant::now() + self.config.connect_timeout;
         loop {
             let error = match self
                 .scripts
-                .release(&self.redis, &names.key, &names.channel, owner, lease_ms)
+                .release(&self.redis, &names.key, owner, held)
                 .await
             {
                 Err(error) if outcome_unknown(&error) => error,
@@ -908,8 +935,7 @@ impl Inner {
 
     /// [`release_exactly_once`](Self::release_exactly_once) for one of `hold`'s holds.
     async fn release_hold(&self, hold: &Hold, held: u32) -> Result<Option<u32>> {
-        let lease_ms = hold.lease_ms.load(Ordering::Acquire);
-        self.release_exactly_once(&hold.names, &hold.owner, lease_ms, held)
+        self.release_exactly_once(&hold.names, &hold.owner, held)
             .await
     }
 

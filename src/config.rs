@@ -59,12 +59,21 @@ impl ClientConfig {
     /// The keys and channel of the lock called `name`, or an error if `name` is unusable.
     pub(crate) fn names(&self, name: &str) -> Result<LockNames> {
         validate_name(name)?;
-        let key = format!("{}{{{}}}", self.prefix, name);
+        // Built on every lock call: plain appends, not `format!`.
+        let suffixed = |suffix: &str| {
+            let mut text = String::with_capacity(self.prefix.len() + name.len() + 2 + suffix.len());
+            text.push_str(&self.prefix);
+            text.push('{');
+            text.push_str(name);
+            text.push('}');
+            text.push_str(suffix);
+            text
+        };
         Ok(LockNames {
             name: name.to_owned(),
-            token_key: format!("{key}:token"),
-            channel: format!("{key}:released"),
-            key,
+            key: suffixed(""),
+            token_key: suffixed(":token"),
+            channel: suffixed(":released"),
         })
     }
 

@@ -137,7 +137,6 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub async fn lost(&self) {
-        let mut signal = self.hold.lost_receiver();
         loop {
             if self.hold.is_lost() {
                 return;
@@ -145,15 +144,11 @@ impl LockGuard {
             match self.hold.expires_at() {
                 Some(at) => {
                     tokio::select! {
-                        _ = signal.changed() => {}
+                        () = self.hold.marked_lost() => {}
                         () = tokio::time::sleep_until(at) => {}
                     }
                 }
-                None => {
-                    if signal.changed().await.is_err() {
-                        std::future::pending::<()>().await;
-                    }
-                }
+                None => self.hold.marked_lost().await,
             }
         }
     }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -16,10 +16,8 @@ use crate::config::LockNames;
 /// One owner's hold on one lock, however many times it is nested.
 #[derive(Debug)]
 pub(crate) struct Hold {
-    pub(crate) names: LockNames,
+    pub(crate) names: Arc<LockNames>,
     pub(crate) owner: String,
-    /// The lease re-applied when a nested hold is released.
-    pub(crate) lease_ms: AtomicU64,
     /// The authoritative local hold count. Holding this lock serialises this owner's
     /// scripts on this lock, which is what lets an unanswered script be resolved by
     /// reading the owner's field (see `client.rs`).
@@ -29,8 +27,9 @@ pub(crate) struct Hold {
     /// Calls in progress on this hold; it stays registered while any are.
     in_use: AtomicUsize,
     token: AtomicU64,
-    lost: watch::Sender<bool>,
     lost_flag: AtomicBool,
+    /// Told once, when the hold is marked lost.
+    lost: Notify,
     /// For a fixed lease: when the hold counts as lost, a little before Redis expires
     /// it (see `watchdog::lost_deadline`).
     expires_at: Mutex<Option<Instant>>,
@@ -42,17 +41,16 @@ pub(crate) struct Hold {
 }
 
 impl Hold {
-    fn new(names: &LockNames, owner: &str, count: u32) -> Self {
+    fn new(names: &Arc<LockNames>, owner: &str, count: u32) -> Self {
         Self {
-            names: names.clone(),
+            names: Arc::clone(names),
             owner: owner.to_owned(),
-            lease_ms: AtomicU64::new(0),
             ops: Arc::new(tokio::sync::Mutex::new(count)),
             count: AtomicU32::new(count),
             in_use: AtomicUsize::new(0),
             token: AtomicU64::new(0),
-            lost: watch::Sender::new(false),
             lost_flag: AtomicBool::new(false),
+            lost: Notify::new(),
             expires_at: Mutex::new(None),
             watchdog: Mutex::new(Watchdog::Off),
             releasing: AtomicBool::new(false),
@@ -93,8 +91,15 @@ impl Hold {
             || self.expires_at().is_some_and(|at| Instant::now() >= at)
     }
 
-    pub(crate) fn lost_receiver(&self) -> watch::Receiver<bool> {
-        self.lost.subscribe()
+    /// Resolves once the hold has been marked lost (at once if it already was).
+    pub(crate) async fn marked_lost(&self) {
+        loop {
+            let told = self.lost.notified();
+            if self.lost_flag.load(Ordering::Acquire) {
+                return;
+            }
+            told.await;
+        }
     }
 
     /// Marks the hold lost (once), stops its renewal and tells every waiting guard.
@@ -104,7 +109,7 @@ impl Hold {
         }
         self.stop_watchdog();
         tracing::warn!(lock = %self.names.name, owner = %self.owner, "lock lost: {why}");
-        self.lost.send_replace(true);
+        self.lost.notify_waiters();
     }
 
     pub(crate) fn has_watchdog(&self) -> bool {
@@ -215,7 +220,7 @@ impl Holds {
 
     /// The registered hold of `owner` on this lock, created (with count 0) if there is
     /// none or the registered one is lost. It stays registered while the use lives.
-    pub(crate) fn enter(self: &Arc<Self>, names: &LockNames, owner: &str) -> HoldUse {
+    pub(crate) fn enter(self: &Arc<Self>, names: &Arc<LockNames>, owner: &str) -> HoldUse {
         let mut map = self.map.lock();
         let holds = match map.get_mut(&names.key) {
             Some(holds) => holds,
@@ -328,7 +333,7 @@ mod tests {
     #[tokio::test]
     async fn registry_forgets_unused_holds() {
         let holds = Arc::new(Holds::default());
-        let names = ClientConfig::default().names("a").unwrap();
+        let names = Arc::new(ClientConfig::default().names("a").unwrap());
         let first = holds.enter(&names, "o:1");
         {
             let mut ops = first.hold.ops.lock().await;
@@ -351,11 +356,11 @@ mod tests {
     #[test]
     fn lost_holds_are_replaced_on_enter() {
         let holds = Arc::new(Holds::default());
-        let names = ClientConfig::default().names("a").unwrap();
+        let names = Arc::new(ClientConfig::default().names("a").unwrap());
         let first = holds.enter(&names, "o:1");
         first.hold.mark_lost("test");
         let second = holds.enter(&names, "o:1");
         assert!(!Arc::ptr_eq(&first.hold, &second.hold));
-        assert!(*first.hold.lost_receiver().borrow());
+        assert!(first.hold.lost_flag.load(Ordering::Acquire));
     }
 }

@@ -1,5 +1,6 @@
 //! Who holds a lock: the current tokio task, an [`owner_scope`], or the thread.
 
+use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -15,15 +16,33 @@ thread_local! {
 }
 
 /// The process-local part of an owner id: what follows `<client-uuid>:`.
-///
-/// An [`owner_scope`] wins over the task, and the task over the thread.
-pub(crate) fn local_owner() -> String {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LocalOwner {
+    Scope(u64),
+    Task(tokio::task::Id),
+    Thread(u64),
+}
+
+/// `scope-<n>`, `task-<id>` or `thread-<n>`.
+impl fmt::Display for LocalOwner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Scope(scope) => write!(f, "scope-{scope}"),
+            Self::Task(id) => write!(f, "task-{id}"),
+            Self::Thread(thread) => write!(f, "thread-{thread}"),
+        }
+    }
+}
+
+/// Who owns locks taken here and now. An [`owner_scope`] wins over the task, and the
+/// task over the thread.
+pub(crate) fn local_owner() -> LocalOwner {
     if let Ok(scope) = SCOPE.try_with(|scope| *scope) {
-        return format!("scope-{scope}");
+        return LocalOwner::Scope(scope);
     }
     match tokio::task::try_id() {
-        Some(id) => format!("task-{id}"),
-        None => THREAD.with(|thread| format!("thread-{thread}")),
+        Some(id) => LocalOwner::Task(id),
+        None => THREAD.with(|thread| LocalOwner::Thread(*thread)),
     }
 }
 
@@ -59,7 +78,7 @@ mod tests {
     #[test]
     fn outside_a_runtime_the_thread_owns() {
         let here = local_owner();
-        assert!(here.starts_with("thread-"));
+        assert!(here.to_string().starts_with("thread-"));
         assert_eq!(here, local_owner());
         let there = std::thread::spawn(local_owner).join().unwrap();
         assert_ne!(here, there);
@@ -68,12 +87,12 @@ mod tests {
     #[tokio::test]
     async fn tasks_and_scopes_own_separately() {
         let task = tokio::spawn(async { local_owner() }).await.unwrap();
-        assert!(task.starts_with("task-"));
+        assert!(task.to_string().starts_with("task-"));
         let (a, b) = tokio::join!(
             owner_scope(async { local_owner() }),
             owner_scope(async { local_owner() })
         );
-        assert!(a.starts_with("scope-"));
+        assert!(a.to_string().starts_with("scope-"));
         assert_ne!(a, b);
     }
 }

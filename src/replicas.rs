@@ -89,7 +89,7 @@ impl Inner {
             .scripts
             .acquire_then_wait(
                 client,
-                &AcquireCall::of(names, owner, &options, 0), // fresh acquisitions only
+                &AcquireCall::of(names, owner, &options), // fresh acquisitions only
                 (min.replicas, min.timeout_ms()),
                 min.timeout + self.config.connect_timeout,
             )
@@ -109,9 +109,7 @@ impl Inner {
         if acked >= min.replicas {
             return Ok(acquired);
         }
-        Err(self
-            .undo_unacknowledged(names, owner, options.lease_ms, acked, min)
-            .await)
+        Err(self.undo_unacknowledged(names, owner, acked, min).await)
     }
 
     /// Releases a fresh hold (count 1) that too few replicas acknowledged, and returns
@@ -120,11 +118,10 @@ impl Inner {
         &self,
         names: &LockNames,
         owner: &str,
-        lease_ms: u64,
         acked: u32,
         min: MinReplicas,
     ) -> LockError {
-        if let Err(error) = self.release_exactly_once(names, owner, lease_ms, 1).await {
+        if let Err(error) = self.release_exactly_once(names, owner, 1).await {
             tracing::warn!(lock = %names.name, %error, "could not release an unreplicated hold; it expires with its lease");
         }
         LockError::NotReplicated {

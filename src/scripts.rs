@@ -17,6 +17,7 @@ use crate::config::{LockNames, ResolvedOptions};
 use crate::error::{LockError, Result};
 
 const ACQUIRE: &str = include_str!("../lua/acquire.lua");
+const REENTER: &str = include_str!("../lua/reenter.lua");
 const RELEASE: &str = include_str!("../lua/release.lua");
 const RENEW: &str = include_str!("../lua/renew.lua");
 const FORCE_UNLOCK: &str = include_str!("../lua/force_unlock.lua");
@@ -33,19 +34,22 @@ pub(crate) enum Delivery {
     AtMostOnce,
 }
 
-/// The reply of `acquire.lua`.
+/// The reply of `acquire.lua` or `reenter.lua`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Acquire {
     /// The owner now holds the lock `count` times; `token` is 0 unless one was drawn.
     Granted { count: u32, token: u64 },
     /// Someone else holds it; their lease ends in `pttl` (None: the key has no expiry).
     Busy { pttl: Option<Duration> },
+    /// A re-entry found that the owner no longer holds the lock.
+    Vanished,
 }
 
 /// The compiled scripts, with their SHA-1 computed once.
 #[derive(Debug)]
 pub(crate) struct Scripts {
     acquire: Script,
+    reenter: Script,
     release: Script,
     renew: Script,
     force_unlock: Script,
@@ -74,6 +78,7 @@ impl Scripts {
         Self {
             publish: if sharded { "spublish" } else { "publish" },
             acquire: Script::from_lua(ACQUIRE),
+            reenter: Script::from_lua(REENTER),
             release: Script::from_lua(RELEASE),
             renew: Script::from_lua(RENEW),
             force_unlock: Script::from_lua(FORCE_UNLOCK),
@@ -88,31 +93,54 @@ impl Scripts {
             .eval(
                 client,
                 &self.acquire,
-                &call.keys(),
-                call.args(),
+                call.keys(),
+                &|| call.args(),
                 Delivery::AtMostOnce,
             )
             .await?;
         acquire_reply(&reply)
     }
 
-    /// Returns the remaining hold count, or `None` if the owner held nothing.
+    /// Raises the hold count of `owner`, who holds the lock at `key` as far as it
+    /// knows; sets the lease again unless `lease_ms` is `None`.
+    pub(crate) async fn reenter(
+        &self,
+        client: &Client,
+        key: &str,
+        owner: &str,
+        lease_ms: Option<u64>,
+    ) -> Result<Acquire> {
+        let args = || vec![owner.into(), decimal(lease_ms.unwrap_or(0))];
+        let reply = self
+            .eval(client, &self.reenter, &[key], &args, Delivery::AtMostOnce)
+            .await?;
+        match integer(&reply)? {
+            0 => Ok(Acquire::Vanished),
+            count => Ok(Acquire::Granted {
+                count: u32::try_from(count).map_err(|_| protocol(&reply))?,
+                token: 0,
+            }),
+        }
+    }
+
+    /// Returns the remaining hold count, or `None` if the owner held nothing. `held`
+    /// (the owner's count as known here) only picks the script's fastest path.
     pub(crate) async fn release(
         &self,
         client: &Client,
         key: &str,
-        channel: &str,
         owner: &str,
-        lease_ms: u64,
+        held: u32,
     ) -> Result<Option<u32>> {
-        let args: Vec<Value> = vec![
-            owner.into(),
-            lease_ms.to_string().into(),
-            channel.into(),
-            self.publish.into(),
-        ];
+        let args = || {
+            vec![
+                owner.into(),
+                Value::from_static_str(self.publish),
+                decimal(held),
+            ]
+        };
         let reply = self
-            .eval(client, &self.release, &[key], args, Delivery::AtMostOnce)
+            .eval(client, &self.release, &[key], &args, Delivery::AtMostOnce)
             .await?;
         match integer(&reply)? {
             -1 => Ok(None),
@@ -128,28 +156,18 @@ impl Scripts {
         owner: &str,
         lease_ms: u64,
     ) -> Result<bool> {
-        let args: Vec<Value> = vec![owner.into(), lease_ms.to_string().into()];
+        let args = || vec![owner.into(), decimal(lease_ms)];
         let reply = self
-            .eval(client, &self.renew, &[key], args, Delivery::Retried)
+            .eval(client, &self.renew, &[key], &args, Delivery::Retried)
             .await?;
         Ok(integer(&reply)? == 1)
     }
 
     /// Returns whether a lock was deleted.
-    pub(crate) async fn force_unlock(
-        &self,
-        client: &Client,
-        key: &str,
-        channel: &str,
-    ) -> Result<bool> {
+    pub(crate) async fn force_unlock(&self, client: &Client, key: &str) -> Result<bool> {
+        let args = || vec![Value::from_static_str(self.publish)];
         let reply = self
-            .eval(
-                client,
-                &self.force_unlock,
-                &[key],
-                vec![channel.into(), self.publish.into()],
-                Delivery::Retried,
-            )
+            .eval(client, &self.force_unlock, &[key], &args, Delivery::Retried)
             .await?;
         Ok(integer(&reply)? == 1)
     }
@@ -163,11 +181,13 @@ impl Scripts {
         token: u64,
         value: Option<Value>,
     ) -> Result<Result<Option<String>, u64>> {
-        let args: Vec<Value> = std::iter::once(token.to_string().into())
-            .chain(value)
-            .collect();
+        let args = || {
+            std::iter::once(token.to_string().into())
+                .chain(value.clone())
+                .collect()
+        };
         let reply = self
-            .eval(client, &self.fence, &[key], args, Delivery::Retried)
+            .eval(client, &self.fence, &[key], &args, Delivery::Retried)
             .await?;
         match &reply {
             Value::Array(items) if items.len() == 2 => match integer(&items[0])? {
@@ -190,13 +210,13 @@ impl Scripts {
         owner: &str,
         keep_ms: u64,
     ) -> Result<bool> {
-        let args: Vec<Value> = vec![owner.into(), keep_ms.to_string().into()];
+        let args = || vec![owner.into(), decimal(keep_ms)];
         let reply = self
             .eval(
                 client,
                 &self.complete_period,
                 &[key, marker],
-                args,
+                &args,
                 Delivery::Retried,
             )
             .await?;
@@ -206,7 +226,7 @@ impl Scripts {
     /// Reads a lock's owners, TTL and the hold's token; `None` if the lock is free.
     pub(crate) async fn inspect(&self, client: &Client, key: &str) -> Result<Option<Snapshot>> {
         let reply = self
-            .eval(client, &self.inspect, &[key], Vec::new(), Delivery::Retried)
+            .eval(client, &self.inspect, &[key], &Vec::new, Delivery::Retried)
             .await?;
         let Value::Array(parts) = &reply else {
             return Err(protocol(&reply));
@@ -249,8 +269,8 @@ impl Scripts {
         (replicas, wait_ms): (u32, u64),
         timeout: Duration,
     ) -> Result<(Acquire, Result<u32>)> {
-        let key = call.key;
-        let (evalsha, arguments) = evalsha(&self.acquire, &call.keys(), call.args());
+        let key = call.key();
+        let evalsha = evalsha_command(call.keys());
         let wait = CustomCommand::new_static("WAIT", slot_of(key), true);
         let options = Options {
             max_attempts: Some(1),
@@ -261,8 +281,9 @@ impl Scripts {
         loop {
             let pipeline = client.pipeline();
             let sender = pipeline.with_options(&options);
-            Box::pin(sender.custom::<(), Value>(evalsha.clone(), arguments.clone())).await?;
-            let wait_args: Vec<Value> = vec![replicas.into(), wait_ms.to_string().into()];
+            let arguments = evalsha_arguments(&self.acquire, call.keys(), call.args());
+            Box::pin(sender.custom::<(), Value>(evalsha.clone(), arguments)).await?;
+            let wait_args: Vec<Value> = vec![replicas.into(), decimal(wait_ms)];
             Box::pin(sender.custom::<(), Value>(wait.clone(), wait_args)).await?;
             let mut replies = Box::pin(pipeline.try_all::<Value>()).await.into_iter();
             let acquired = replies.next().unwrap_or_else(|| {
@@ -291,7 +312,9 @@ impl Scripts {
         }
     }
 
-    /// `EVALSHA`, loading the script and trying once more on `NOSCRIPT`.
+    /// `EVALSHA`, loading the script and trying once more on `NOSCRIPT`. `args` builds
+    /// the script's arguments; it is called again only for that second try (so that
+    /// the hot path never clones them).
     ///
     /// Sent as a custom command because fred's per-command options (`max_attempts`)
     /// are not offered on its Lua interface; routing uses the first key's slot.
@@ -300,7 +323,7 @@ impl Scripts {
         client: &Client,
         script: &Script,
         keys: &[&str],
-        args: Vec<Value>,
+        args: &(dyn Fn() -> Vec<Value> + Sync),
         delivery: Delivery,
     ) -> Result<Value> {
         let Some(first_key) = keys.first() else {
@@ -310,19 +333,22 @@ impl Scripts {
             max_attempts: (delivery == Delivery::AtMostOnce).then_some(1),
             ..Options::default()
         };
-        let (command, arguments) = evalsha(script, keys, args);
+        let command = evalsha_command(keys);
         let sender = client.with_options(&options);
-        // fred's futures are large; boxing them keeps every lock future small.
-        let reply =
-            match Box::pin(sender.custom::<Value, Value>(command.clone(), arguments.clone())).await
-            {
-                Err(error) if error.details().starts_with("NOSCRIPT") => {
-                    tracing::debug!("script cache flushed on the server; loading the script again");
-                    Box::pin(script.load(client)).await?;
-                    Box::pin(sender.custom(command, arguments)).await
-                }
-                other => other,
-            };
+        let send = |command| {
+            // fred's futures are large; boxing them keeps every lock future small.
+            Box::pin(
+                sender.custom::<Value, Value>(command, evalsha_arguments(script, keys, args())),
+            )
+        };
+        let reply = match send(command.clone()).await {
+            Err(error) if error.details().starts_with("NOSCRIPT") => {
+                tracing::debug!("script cache flushed on the server; loading the script again");
+                Box::pin(script.load(client)).await?;
+                send(command).await
+            }
+            other => other,
+        };
         reply.map_err(|error| LockError::from_redis(error, first_key))
     }
 }
@@ -332,58 +358,61 @@ fn slot_of(key: &str) -> ClusterHash {
     ClusterHash::Custom(redis_keyslot(key.as_bytes()))
 }
 
-/// The `EVALSHA` command for `script` and its arguments, routed by the first key.
-fn evalsha(script: &Script, keys: &[&str], args: Vec<Value>) -> (CustomCommand, Vec<Value>) {
-    let command = CustomCommand::new_static("EVALSHA", slot_of(keys.first().unwrap_or(&"")), false);
+/// `EVALSHA`, routed by the first of `keys`.
+fn evalsha_command(keys: &[&str]) -> CustomCommand {
+    CustomCommand::new_static("EVALSHA", slot_of(keys.first().unwrap_or(&"")), false)
+}
+
+/// The arguments of `EVALSHA` for `script`: its SHA-1, the keys and `args`.
+fn evalsha_arguments(script: &Script, keys: &[&str], args: Vec<Value>) -> Vec<Value> {
     let mut arguments: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
     arguments.push(script.sha1().clone().into());
-    arguments.push(Value::Integer(keys.len() as i64));
+    arguments.push(decimal(keys.len() as u64));
     arguments.extend(keys.iter().map(|key| Value::from(*key)));
     arguments.extend(args);
-    (command, arguments)
+    arguments
+}
+
+/// A number as a script argument (sent as its decimal digits).
+fn decimal(number: impl Into<u64>) -> Value {
+    Value::Integer(i64::try_from(number.into()).unwrap_or(i64::MAX))
 }
 
 /// The arguments of one `acquire.lua` call.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct AcquireCall<'a> {
-    pub(crate) key: &'a str,
-    pub(crate) token_key: &'a str,
-    pub(crate) owner: &'a str,
-    pub(crate) lease_ms: u64,
-    pub(crate) fenced: bool,
-    /// The owner's holds as counted here: 0 for a fresh acquisition.
-    pub(crate) held: u32,
+    keys: [&'a str; 2],
+    owner: &'a str,
+    lease_ms: u64,
+    fenced: bool,
 }
 
 impl<'a> AcquireCall<'a> {
-    /// The call that takes (`held` = 0) or re-enters lock `names` for `owner`.
-    pub(crate) fn of(
-        names: &'a LockNames,
-        owner: &'a str,
-        options: &ResolvedOptions,
-        held: u32,
-    ) -> Self {
+    /// The call that takes lock `names` afresh for `owner`.
+    pub(crate) fn of(names: &'a LockNames, owner: &'a str, options: &ResolvedOptions) -> Self {
         Self {
-            key: &names.key,
-            token_key: &names.token_key,
+            keys: [&names.key, &names.token_key],
             owner,
             lease_ms: options.lease_ms,
             fenced: options.fenced,
-            held,
         }
     }
 
-    fn keys(&self) -> [&str; 2] {
-        [self.key, self.token_key]
+    pub(crate) fn key(&self) -> &'a str {
+        self.keys[0]
+    }
+
+    /// The lock key, and the token key only when a token is to be drawn.
+    fn keys(&self) -> &[&'a str] {
+        if self.fenced {
+            &self.keys
+        } else {
+            &self.keys[..1]
+        }
     }
 
     fn args(&self) -> Vec<Value> {
-        vec![
-            self.owner.into(),
-            self.lease_ms.to_string().into(),
-            if self.fenced { "1" } else { "0" }.into(),
-            self.held.to_string().into(),
-        ]
+        vec![self.owner.into(), decimal(self.lease_ms)]
     }
 }
 

@@ -99,13 +99,16 @@ impl Waiting {
     }
 
     /// Enters the waiting room of `channel`.
-    pub(crate) fn join(self: &Arc<Self>, channel: &str) -> Ticket {
+    pub(crate) fn join<'a>(self: &Arc<Self>, channel: &'a str) -> Ticket<'a> {
         let mut rooms = self.rooms.lock();
-        let room = Arc::clone(rooms.entry(channel.to_owned()).or_default());
+        let room = match rooms.get(channel) {
+            Some(room) => Arc::clone(room),
+            None => Arc::clone(rooms.entry(channel.to_owned()).or_default()),
+        };
         *room.members.lock() += 1;
         Ticket {
             waiting: Arc::clone(self),
-            channel: channel.to_owned(),
+            channel,
             room,
         }
     }
@@ -163,13 +166,13 @@ impl Waiting {
 /// A place in a lock's waiting room; leaving (dropping it) unsubscribes the channel
 /// once the room is empty.
 #[derive(Debug)]
-pub(crate) struct Ticket {
+pub(crate) struct Ticket<'a> {
     waiting: Arc<Waiting>,
-    channel: String,
+    channel: &'a str,
     room: Arc<Room>,
 }
 
-impl Ticket {
+impl Ticket<'_> {
     /// Waits for this waiter's turn to talk to Redis (FIFO among local waiters).
     pub(crate) async fn turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
         self.room.turn.lock().await
@@ -187,7 +190,7 @@ impl Ticket {
         if *subscribed {
             return Ok(false);
         }
-        Box::pin(self.waiting.subscribe(&self.channel, &self.room)).await?;
+        Box::pin(self.waiting.subscribe(self.channel, &self.room)).await?;
         *subscribed = true;
         Ok(true)
     }
@@ -198,8 +201,8 @@ impl Ticket {
     }
 }
 
-impl Drop for Ticket {
+impl Drop for Ticket<'_> {
     fn drop(&mut self) {
-        self.waiting.leave(&self.channel, &self.room);
+        self.waiting.leave(self.channel, &self.room);
     }
 }

@@ -191,7 +191,7 @@ mod tests {
     #[test]
     fn bookings_fall_due_half_a_period_after_the_grant_unless_cancelled() {
         let holds = Arc::new(Holds::default());
-        let names = ClientConfig::default().names("a").unwrap();
+        let names = Arc::new(ClientConfig::default().names("a").unwrap());
         let bookings = Bookings::default();
         let lease = Duration::from_secs(3);
         let granted = Instant::now();

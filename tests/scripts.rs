@@ -6,6 +6,7 @@ use fred::interfaces::{HashesInterface, KeysInterface, LuaInterface};
 use fred::types::Value;
 
 const ACQUIRE: &str = include_str!("../lua/acquire.lua");
+const REENTER: &str = include_str!("../lua/reenter.lua");
 const RELEASE: &str = include_str!("../lua/release.lua");
 const RENEW: &str = include_str!("../lua/renew.lua");
 const FORCE_UNLOCK: &str = include_str!("../lua/force_unlock.lua");
@@ -20,49 +21,53 @@ struct Lock {
 
 impl Lock {
     async fn new(test: &str) -> Self {
+        Self::on(&common::url(), test).await
+    }
+
+    async fn on(url: &str, test: &str) -> Self {
         let key = format!("holdlock:{{{}}}", common::unique(test));
         Self {
-            redis: common::raw(&common::url()).await,
+            redis: common::raw(url).await,
             token_key: format!("{key}:token"),
             channel: format!("{key}:released"),
             key,
         }
     }
 
+    /// `acquire.lua`: a fresh acquisition, drawing a token if `fenced`.
     async fn acquire(&self, owner: &str, lease_ms: i64, fenced: bool) -> Vec<i64> {
-        self.acquire_holding(owner, lease_ms, fenced, None).await
+        let mut keys = vec![self.key.clone()];
+        if fenced {
+            keys.push(self.token_key.clone());
+        }
+        let args = vec![owner.to_owned(), lease_ms.to_string()];
+        self.redis.eval(ACQUIRE, keys, args).await.unwrap()
     }
 
-    /// `acquire.lua` with the caller's own count of its holds (none: not sent).
-    async fn acquire_holding(
-        &self,
-        owner: &str,
-        lease_ms: i64,
-        fenced: bool,
-        held: Option<u32>,
-    ) -> Vec<i64> {
-        let mut args = vec![
-            owner.to_owned(),
-            lease_ms.to_string(),
-            if fenced { "1" } else { "0" }.to_owned(),
-        ];
-        args.extend(held.map(|held| held.to_string()));
+    /// `reenter.lua`; a lease of 0 leaves the lease alone.
+    async fn reenter(&self, owner: &str, lease_ms: i64) -> i64 {
+        let args = vec![owner.to_owned(), lease_ms.to_string()];
         self.redis
-            .eval(
-                ACQUIRE,
-                vec![self.key.clone(), self.token_key.clone()],
-                args,
-            )
+            .eval(REENTER, self.key.clone(), args)
             .await
             .unwrap()
     }
 
     async fn release(&self, owner: &str) -> i64 {
-        let args = vec![owner.to_owned(), "10000".to_owned(), self.channel.clone()];
+        self.release_hinted(owner, 0).await
+    }
+
+    /// `release.lua` with the caller's own count of its holds as the hint.
+    async fn release_hinted(&self, owner: &str, held: u32) -> i64 {
+        let args = vec![owner.to_owned(), "publish".to_owned(), held.to_string()];
         self.redis
             .eval(RELEASE, self.key.clone(), args)
             .await
             .unwrap()
+    }
+
+    async fn fields(&self) -> std::collections::HashMap<String, i64> {
+        self.redis.hgetall(self.key.as_str()).await.unwrap()
     }
 
     async fn renew(&self, owner: &str, lease_ms: i64) -> i64 {
@@ -84,16 +89,12 @@ impl Lock {
 #[tokio::test]
 async fn a_fresh_acquire_starts_over_a_hold_its_owner_gave_up() {
     let lock = Lock::new("leftover").await;
-    let first = lock.acquire_holding("a", 10_000, true, Some(0)).await;
+    let first = lock.acquire("a", 10_000, true).await;
     assert_eq!(first[0], 1);
-    assert_eq!(
-        lock.acquire_holding("a", 10_000, true, Some(1)).await[0],
-        2,
-        "re-entry counts up"
-    );
+    assert_eq!(lock.reenter("a", 10_000).await, 2, "re-entry counts up");
     // The owner gave both holds up as lost without releasing them, and starts afresh:
     // count 1 again, with a new token, not a third nested hold sharing the old one.
-    let fresh = lock.acquire_holding("a", 10_000, true, Some(0)).await;
+    let fresh = lock.acquire("a", 10_000, true).await;
     assert_eq!(fresh[0], 1);
     assert!(
         fresh[1] > first[1],
@@ -102,48 +103,133 @@ async fn a_fresh_acquire_starts_over_a_hold_its_owner_gave_up() {
     let count: i64 = lock.redis.hget(lock.key.as_str(), "a").await.unwrap();
     assert_eq!(count, 1);
     assert_eq!(
-        lock.acquire_holding("b", 10_000, true, Some(0)).await[0],
+        lock.acquire("b", 10_000, true).await[0],
         0,
         "others are still refused"
     );
 }
 
 #[tokio::test]
-async fn acquire_grants_reenters_and_reports_the_holders_ttl() {
+async fn acquire_grants_and_reports_the_holders_ttl() {
     let lock = Lock::new("acquire").await;
     assert_eq!(lock.acquire("a", 10_000, false).await, vec![1, 0]);
-    assert_eq!(lock.acquire("a", 10_000, false).await, vec![2, 0]);
+    assert_eq!(lock.reenter("a", 10_000).await, 2);
     let busy = lock.acquire("b", 10_000, false).await;
     assert_eq!(busy[0], 0, "another owner is refused");
     assert!(
         busy[1] > 9_000 && busy[1] <= 10_000,
         "with the holder's PTTL: {busy:?}"
     );
-    let fields: std::collections::HashMap<String, i64> =
-        lock.redis.hgetall(lock.key.as_str()).await.unwrap();
-    assert_eq!(fields, [("a".to_owned(), 2)].into());
+    assert_eq!(lock.fields().await, [("a".to_owned(), 2)].into());
+    let floor: i64 = lock.redis.exists(lock.token_key.as_str()).await.unwrap();
+    assert_eq!(floor, 0, "no token key without fencing");
 }
 
 #[tokio::test]
-async fn release_counts_down_refreshes_and_deletes_at_zero() {
-    let lock = Lock::new("release").await;
-    lock.acquire("a", 10_000, false).await;
-    lock.acquire("a", 10_000, false).await;
-    assert_eq!(lock.release("b").await, -1, "a non-owner holds nothing");
-    let _: bool = lock
-        .redis
-        .pexpire(lock.key.as_str(), 500, None)
-        .await
-        .unwrap();
-    assert_eq!(lock.release("a").await, 1);
-    assert!(
-        lock.pttl().await > 9_000,
-        "a remaining hold gets the lease again"
-    );
-    assert_eq!(lock.release("a").await, 0);
+async fn reenter_sets_the_lease_again_only_when_asked() {
+    let lock = Lock::new("reenter-lease").await;
+    lock.acquire("a", 1_000, false).await;
+    assert_eq!(lock.reenter("a", 0).await, 2);
+    assert!(lock.pttl().await <= 1_000, "0 leaves the lease alone");
+    assert_eq!(lock.reenter("a", 60_000).await, 3);
+    assert!(lock.pttl().await > 59_000, "a lease is set again");
+}
+
+#[tokio::test]
+async fn reenter_changes_nothing_for_an_owner_that_no_longer_holds() {
+    let lock = Lock::new("reenter-vanished").await;
+    assert_eq!(lock.reenter("a", 10_000).await, 0, "nothing held");
     let exists: i64 = lock.redis.exists(lock.key.as_str()).await.unwrap();
-    assert_eq!(exists, 0);
-    assert_eq!(lock.release("a").await, -1, "nothing left to release");
+    assert_eq!(exists, 0, "no key left behind");
+    lock.acquire("b", 10_000, false).await;
+    assert_eq!(lock.reenter("a", 10_000).await, 0, "another owner holds it");
+    assert_eq!(lock.fields().await, [("b".to_owned(), 1)].into());
+    assert!(lock.pttl().await > 9_000, "their lease is untouched");
+}
+
+#[tokio::test]
+async fn release_counts_down_leaves_the_lease_and_deletes_at_zero() {
+    for hint in [0, 1, 2] {
+        let lock = Lock::new(&format!("release-{hint}")).await;
+        lock.acquire("a", 10_000, false).await;
+        lock.reenter("a", 10_000).await;
+        assert_eq!(
+            lock.release_hinted("b", hint).await,
+            -1,
+            "a non-owner holds nothing"
+        );
+        assert_eq!(
+            lock.fields().await,
+            [("a".to_owned(), 2)].into(),
+            "and leaves no field"
+        );
+        let _: bool = lock
+            .redis
+            .pexpire(lock.key.as_str(), 5_000, None)
+            .await
+            .unwrap();
+        // The hint only picks the script's path: a wrong one gives the same answer.
+        assert_eq!(lock.release_hinted("a", hint).await, 1, "hint {hint}");
+        let pttl = lock.pttl().await;
+        assert!(
+            (1..=5_000).contains(&pttl),
+            "a remaining hold keeps the lease it had: {pttl}"
+        );
+        assert_eq!(lock.release_hinted("a", hint).await, 0);
+        let exists: i64 = lock.redis.exists(lock.key.as_str()).await.unwrap();
+        assert_eq!(exists, 0);
+        assert_eq!(
+            lock.release_hinted("a", hint).await,
+            -1,
+            "nothing left to release"
+        );
+        let exists: i64 = lock.redis.exists(lock.key.as_str()).await.unwrap();
+        assert_eq!(exists, 0, "and no key made for it");
+    }
+}
+
+/// How many times each command ran since the last `CONFIG RESETSTAT`.
+fn command_calls(server: &common::RedisServer) -> std::collections::BTreeMap<String, i64> {
+    let info = server.query(&["INFO", "commandstats"]).unwrap();
+    info.lines()
+        .filter_map(|line| {
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = stats
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .filter(|(name, _)| name != "evalsha" && name != "eval" && !name.starts_with("config"))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_hot_paths_make_the_fewest_redis_calls() {
+    // Each redis.call costs the server about a microsecond; these are the counts the
+    // design promises (see docs/performance.md).
+    let server = common::RedisServer::start();
+    let lock = Lock::on(&server.url(), "calls").await;
+    let calls = |expected: &[(&str, i64)]| {
+        let got = command_calls(&server);
+        server.command(&["CONFIG", "RESETSTAT"]).unwrap();
+        let expected: std::collections::BTreeMap<String, i64> = expected
+            .iter()
+            .map(|(name, n)| ((*name).to_owned(), *n))
+            .collect();
+        assert_eq!(got, expected);
+    };
+    server.command(&["CONFIG", "RESETSTAT"]).unwrap();
+    lock.acquire("a", 10_000, false).await;
+    calls(&[("pttl", 1), ("hset", 1), ("pexpire", 1)]);
+    assert_eq!(lock.reenter("a", 0).await, 2);
+    calls(&[("hincrby", 1)]);
+    assert_eq!(lock.release_hinted("a", 2).await, 1);
+    calls(&[("hincrby", 1)]);
+    assert_eq!(lock.release_hinted("a", 1).await, 0);
+    calls(&[("hget", 1), ("del", 1), ("publish", 1)]);
 }
 
 #[tokio::test]
@@ -158,7 +244,7 @@ async fn release_at_zero_publishes_on_the_channel() {
     let mut messages = subscriber.message_rx();
     subscriber.subscribe(lock.channel.as_str()).await.unwrap();
     lock.acquire("a", 10_000, false).await;
-    lock.acquire("a", 10_000, false).await;
+    lock.reenter("a", 10_000).await;
     lock.release("a").await;
     lock.release("a").await;
     let message = tokio::time::timeout(std::time::Duration::from_secs(2), messages.recv())
@@ -215,11 +301,7 @@ async fn fencing_tokens_are_drawn_only_on_fresh_acquisitions_from_the_clock() {
     );
     let held: Option<u64> = lock.redis.hget(lock.key.as_str(), "token").await.unwrap();
     assert_eq!(held, Some(token), "the hold keeps its token");
-    assert_eq!(
-        lock.acquire("a", 10_000, true).await,
-        vec![2, 0],
-        "nested: no new token"
-    );
+    assert_eq!(lock.reenter("a", 10_000).await, 2, "nested: no new token");
     lock.release("a").await;
     assert_eq!(lock.release("a").await, 0);
     let exists: i64 = lock.redis.exists(lock.key.as_str()).await.unwrap();
@@ -276,14 +358,14 @@ async fn force_unlock_deletes_whatever_the_owner() {
     let lock = Lock::new("force").await;
     let deleted: i64 = lock
         .redis
-        .eval(FORCE_UNLOCK, lock.key.clone(), lock.channel.clone())
+        .eval(FORCE_UNLOCK, lock.key.clone(), "publish")
         .await
         .unwrap();
     assert_eq!(deleted, 0);
     lock.acquire("a", 10_000, false).await;
     let deleted: i64 = lock
         .redis
-        .eval(FORCE_UNLOCK, lock.key.clone(), lock.channel.clone())
+        .eval(FORCE_UNLOCK, lock.key.clone(), "publish")
         .await
         .unwrap();
     assert_eq!(deleted, 1);
@@ -302,17 +384,15 @@ async fn scripts_raise_wrongtype_on_a_foreign_key() {
         .set(lock.key.as_str(), "x", None, None, false)
         .await
         .unwrap();
-    let args = vec!["a".to_owned(), "1000".to_owned(), "0".to_owned()];
-    let error = lock
-        .redis
-        .eval::<Value, _, _, _>(
-            ACQUIRE,
-            vec![lock.key.clone(), lock.token_key.clone()],
-            args,
-        )
-        .await
-        .unwrap_err();
-    assert!(error.details().contains("WRONGTYPE"), "{error:?}");
+    for script in [ACQUIRE, REENTER, RELEASE] {
+        let args = vec!["a".to_owned(), "1000".to_owned(), "1".to_owned()];
+        let error = lock
+            .redis
+            .eval::<Value, _, _, _>(script, lock.key.clone(), args)
+            .await
+            .unwrap_err();
+        assert!(error.details().contains("WRONGTYPE"), "{error:?}");
+    }
     let value: String = lock.redis.get(lock.key.as_str()).await.unwrap();
     assert_eq!(value, "x");
 }

@@ -1,0 +1,24 @@
+-- reenter.lua: raise the hold count of a reentrant hash lock the caller holds.
+--
+-- KEYS[1]  lock key
+-- ARGV[1]  owner id
+-- ARGV[2]  lease in milliseconds to set again, or "0" to leave it alone (a watchdog
+--          keeps it)
+--
+-- One write when the caller is right that it holds the lock (the field was at least
+-- 1), plus the lease if asked.
+--
+-- Returns the hold count after this call, or 0 if the owner no longer held the lock
+-- (it expired or was force-unlocked; nothing is changed).
+-- Raises WRONGTYPE if KEYS[1] exists but is not a hash.
+local key, owner = KEYS[1], ARGV[1]
+local count = redis.call('hincrby', key, owner, 1)
+if count > 1 then
+  if ARGV[2] ~= '0' then
+    redis.call('pexpire', key, ARGV[2])
+  end
+  return count
+end
+-- HINCRBY created the field: take it back (an emptied hash is deleted with it).
+redis.call('hdel', key, owner)
+return 0
