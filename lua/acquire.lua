@@ -1,8 +1,9 @@
 -- acquire.lua: take a reentrant hash lock afresh.
 --
 -- KEYS[1]  lock key (hash: field = owner id, value = hold count; a fenced hold also
---          has the field `token` = its fencing token, which no owner id can be, as
---          owner ids are "<uuid>:<task>")
+--          has the field `token` = its fencing token, and a lock someone was refused
+--          has the field `waiting` = 1; no owner id can be either, as owner ids are
+--          "<uuid>:<task>")
 -- KEYS[2]  token floor key (same hash slot), given only to draw a fencing token: the
 --          last token issued, kept only until this server's clock has passed it
 -- ARGV[1]  owner id "<client-uuid>:<task>"
@@ -18,7 +19,7 @@
 -- year 2255), so they are exact in Lua numbers and are always formatted as integers.
 --
 -- Every redis.call costs about a microsecond of the server's time: a free lock takes
--- 3 (PTTL, HSET, PEXPIRE), a busy one 2.
+-- 3 (PTTL, HSET, PEXPIRE), a busy one 3 (PTTL, HEXISTS, HSETNX).
 --
 -- Granted:  { 1, fencing token or 0 }
 -- Busy:     { 0, remaining PTTL of the current holder in ms (-1 if it has none) }
@@ -32,6 +33,9 @@ end
 -- PTTL answers "free?" (-2) and, when busy, how long the holder has left.
 local pttl = redis.call('pttl', key)
 if pttl ~= -2 and redis.call('hexists', key, owner) == 0 then
+  -- The caller may wait for the release: have it told (see release.lua). Written once
+  -- per holder; later refusals find it set and write nothing.
+  redis.call('hsetnx', key, 'waiting', '1')
   return { 0, pttl }
 end
 -- A field of ours still here is a hold the caller already gave up as lost (its lease

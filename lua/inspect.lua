@@ -5,14 +5,15 @@
 -- Returns { PTTL of the lock key (-2 if there is no lock),
 --           the hold's fencing token as a decimal string, or "0" if it has none,
 --           { owner, count, owner, count, ... } }.
--- The `token` field (see acquire.lua) is reported as the token, never as an owner.
+-- The `token` field (see acquire.lua) is reported as the token, and the `waiting`
+-- field not at all: neither is an owner.
 -- Raises WRONGTYPE if KEYS[1] exists but is not a hash.
 local fields = redis.call('hgetall', KEYS[1])
 local token, owners = '0', {}
 for i = 1, #fields, 2 do
   if fields[i] == 'token' then
     token = fields[i + 1]
-  else
+  elseif fields[i] ~= 'waiting' then
     owners[#owners + 1] = fields[i]
     owners[#owners + 1] = fields[i + 1]
   end

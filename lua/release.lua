@@ -10,17 +10,24 @@
 -- The lease is left as it is: the acquisition or the watchdog's last renewal set it,
 -- and that is what the holder counts on.
 --
--- Returns the owner's remaining hold count (0: the key was deleted and the
--- channel told), or -1 if the owner holds nothing.
+-- The channel is told only if someone was refused the lock while this hold had it
+-- (acquire.lua sets the field `waiting`): a lock nobody waited for is released with
+-- two calls (HMGET, DEL) and sends nothing to subscribers or, on a cluster, replicas.
+--
+-- Returns the owner's remaining hold count (0: the key was deleted and any waiters
+-- told), or -1 if the owner holds nothing.
 local key, owner = KEYS[1], ARGV[1]
-local count
+local count, waiting
 if ARGV[3] == '1' then
-  -- Most likely the last hold: a read, not a write, finds out.
-  local value = redis.call('hget', key, owner)
-  if not value then
+  -- Most likely the last hold: reads, not a write, find out.
+  local fields = redis.call('hmget', key, owner, 'waiting')
+  if not fields[1] then
     return -1
   end
-  count = tonumber(value) > 1 and redis.call('hincrby', key, owner, -1) or 0
+  count, waiting = tonumber(fields[1]) - 1, fields[2]
+  if count > 0 then
+    return redis.call('hincrby', key, owner, -1)
+  end
 else
   count = redis.call('hincrby', key, owner, -1)
   if count < 0 then
@@ -29,12 +36,15 @@ else
     redis.call('hdel', key, owner)
     return -1
   end
-end
-if count > 0 then
-  return count
+  if count > 0 then
+    return count
+  end
+  waiting = redis.call('hget', key, 'waiting')
 end
 -- Only one owner can hold a lock, so its last hold frees the whole key (and the
--- `token` field of a fenced hold with it).
+-- `token` and `waiting` fields with it).
 redis.call('del', key)
-redis.call(ARGV[2] == 'spublish' and 'spublish' or 'publish', key .. ':released', 'released')
+if waiting then
+  redis.call(ARGV[2] == 'spublish' and 'spublish' or 'publish', key .. ':released', 'released')
+end
 return 0

@@ -18,6 +18,10 @@ async fn inspect_shows_owner_count_ttl_and_token() {
     assert!(client.inspect(&name).await.unwrap().is_none());
     let a = client.lock(&name).await.unwrap();
     let b = client.lock(&name).await.unwrap();
+    // Another process was refused: word that it waits is kept in the lock, but it is
+    // no owner.
+    let other = common::client().await;
+    assert!(other.try_lock(&name).await.unwrap().is_none());
     let info = client.inspect(&name).await.unwrap().expect("held");
     assert_eq!(info.name, name);
     assert_eq!(info.owners.len(), 1);

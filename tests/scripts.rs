@@ -120,7 +120,11 @@ async fn acquire_grants_and_reports_the_holders_ttl() {
         busy[1] > 9_000 && busy[1] <= 10_000,
         "with the holder's PTTL: {busy:?}"
     );
-    assert_eq!(lock.fields().await, [("a".to_owned(), 2)].into());
+    assert_eq!(
+        lock.fields().await,
+        [("a".to_owned(), 2), ("waiting".to_owned(), 1)].into(),
+        "the refusal left word that someone waits"
+    );
     let floor: i64 = lock.redis.exists(lock.token_key.as_str()).await.unwrap();
     assert_eq!(floor, 0, "no token key without fencing");
 }
@@ -229,7 +233,19 @@ async fn the_hot_paths_make_the_fewest_redis_calls() {
     assert_eq!(lock.release_hinted("a", 2).await, 1);
     calls(&[("hincrby", 1)]);
     assert_eq!(lock.release_hinted("a", 1).await, 0);
-    calls(&[("hget", 1), ("del", 1), ("publish", 1)]);
+    calls(&[("hmget", 1), ("del", 1)]); // nobody waited: nothing published
+
+    lock.acquire("a", 10_000, false).await;
+    assert_eq!(lock.acquire("b", 10_000, false).await[0], 0);
+    calls(&[
+        ("pttl", 2),
+        ("hset", 1),
+        ("pexpire", 1),
+        ("hexists", 1),
+        ("hsetnx", 1),
+    ]);
+    assert_eq!(lock.release_hinted("a", 1).await, 0);
+    calls(&[("hmget", 1), ("del", 1), ("publish", 1)]); // b waits: told
 }
 
 #[tokio::test]
@@ -245,6 +261,11 @@ async fn release_at_zero_publishes_on_the_channel() {
     subscriber.subscribe(lock.channel.as_str()).await.unwrap();
     lock.acquire("a", 10_000, false).await;
     lock.reenter("a", 10_000).await;
+    assert_eq!(
+        lock.acquire("b", 10_000, false).await[0],
+        0,
+        "b is refused: it waits"
+    );
     lock.release("a").await;
     lock.release("a").await;
     let message = tokio::time::timeout(std::time::Duration::from_secs(2), messages.recv())
