@@ -484,7 +484,8 @@ impl LockClient {
         // Queue behind the local callers already here (FIFO): only the head talks to
         // Redis, so many callers arriving at once send one attempt, not one each. With
         // nobody ahead, the turn is ours at once.
-        let ticket = self.inner.waiting.join(&names.channel);
+        let channel = names.channel();
+        let ticket = self.inner.waiting.join(&channel);
         let _turn = match ticket.try_turn() {
             Some(turn) => turn,
             None => match until(deadline, ticket.turn()).await {

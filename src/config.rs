@@ -60,20 +60,14 @@ impl ClientConfig {
     pub(crate) fn names(&self, name: &str) -> Result<LockNames> {
         validate_name(name)?;
         // Built on every lock call: plain appends, not `format!`.
-        let suffixed = |suffix: &str| {
-            let mut text = String::with_capacity(self.prefix.len() + name.len() + 2 + suffix.len());
-            text.push_str(&self.prefix);
-            text.push('{');
-            text.push_str(name);
-            text.push('}');
-            text.push_str(suffix);
-            text
-        };
+        let mut key = String::with_capacity(self.prefix.len() + name.len() + 2);
+        key.push_str(&self.prefix);
+        key.push('{');
+        key.push_str(name);
+        key.push('}');
         Ok(LockNames {
             name: name.to_owned(),
-            key: suffixed(""),
-            token_key: suffixed(":token"),
-            channel: suffixed(":released"),
+            key,
         })
     }
 
@@ -99,13 +93,26 @@ impl ClientConfig {
 }
 
 /// Every Redis name belonging to one lock. All keys share the hash tag `{name}`,
-/// so they live in one Redis Cluster slot.
+/// so they live in one Redis Cluster slot. (A held lock keeps one of these: the
+/// names used less often are built when needed.)
 #[derive(Debug, Clone)]
 pub(crate) struct LockNames {
     pub(crate) name: String,
+    /// `<prefix>{<name>}`: the lock's hash.
     pub(crate) key: String,
-    pub(crate) token_key: String,
-    pub(crate) channel: String,
+}
+
+impl LockNames {
+    /// The key of the last fencing token issued for this lock (see `lua/acquire.lua`).
+    pub(crate) fn token_key(&self) -> String {
+        format!("{}:token", self.key)
+    }
+
+    /// The channel told when the lock is released to waiters (`lua/release.lua`
+    /// derives the same name).
+    pub(crate) fn channel(&self) -> String {
+        format!("{}:released", self.key)
+    }
 }
 
 /// `url` with the passwords in it (`user:password@`, `sentinelPassword=`) replaced by
@@ -397,8 +404,8 @@ mod tests {
     fn keys_share_one_hash_tag() {
         let names = ClientConfig::default().names("account:42").unwrap();
         assert_eq!(names.key, "holdlock:{account:42}");
-        assert_eq!(names.token_key, "holdlock:{account:42}:token");
-        assert_eq!(names.channel, "holdlock:{account:42}:released");
+        assert_eq!(names.token_key(), "holdlock:{account:42}:token");
+        assert_eq!(names.channel(), "holdlock:{account:42}:released");
     }
 
     #[test]

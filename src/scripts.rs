@@ -93,7 +93,7 @@ impl Scripts {
             .eval(
                 client,
                 &self.acquire,
-                call.keys(),
+                &call.keys(),
                 &|| call.args(),
                 Delivery::AtMostOnce,
             )
@@ -270,7 +270,8 @@ impl Scripts {
         timeout: Duration,
     ) -> Result<(Acquire, Result<u32>)> {
         let key = call.key();
-        let evalsha = evalsha_command(call.keys());
+        let keys = call.keys();
+        let evalsha = evalsha_command(&keys);
         let wait = CustomCommand::new_static("WAIT", slot_of(key), true);
         let options = Options {
             max_attempts: Some(1),
@@ -281,7 +282,7 @@ impl Scripts {
         loop {
             let pipeline = client.pipeline();
             let sender = pipeline.with_options(&options);
-            let arguments = evalsha_arguments(&self.acquire, call.keys(), call.args());
+            let arguments = evalsha_arguments(&self.acquire, &keys, call.args());
             Box::pin(sender.custom::<(), Value>(evalsha.clone(), arguments)).await?;
             let wait_args: Vec<Value> = vec![replicas.into(), decimal(wait_ms)];
             Box::pin(sender.custom::<(), Value>(wait.clone(), wait_args)).await?;
@@ -379,36 +380,34 @@ fn decimal(number: impl Into<u64>) -> Value {
 }
 
 /// The arguments of one `acquire.lua` call.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct AcquireCall<'a> {
-    keys: [&'a str; 2],
+    key: &'a str,
+    /// Given only when a fencing token is to be drawn.
+    token_key: Option<String>,
     owner: &'a str,
     lease_ms: u64,
-    fenced: bool,
 }
 
 impl<'a> AcquireCall<'a> {
     /// The call that takes lock `names` afresh for `owner`.
     pub(crate) fn of(names: &'a LockNames, owner: &'a str, options: &ResolvedOptions) -> Self {
         Self {
-            keys: [&names.key, &names.token_key],
+            key: &names.key,
+            token_key: options.fenced.then(|| names.token_key()),
             owner,
             lease_ms: options.lease_ms,
-            fenced: options.fenced,
         }
     }
 
     pub(crate) fn key(&self) -> &'a str {
-        self.keys[0]
+        self.key
     }
 
-    /// The lock key, and the token key only when a token is to be drawn.
-    fn keys(&self) -> &[&'a str] {
-        if self.fenced {
-            &self.keys
-        } else {
-            &self.keys[..1]
-        }
+    fn keys(&self) -> Vec<&str> {
+        let mut keys = vec![self.key];
+        keys.extend(self.token_key.as_deref());
+        keys
     }
 
     fn args(&self) -> Vec<Value> {

