@@ -2,8 +2,8 @@
 --
 -- KEYS[1]  lock key
 -- ARGV[1]  owner id
--- ARGV[2]  lease in milliseconds to set again, or "0" to leave it alone (a watchdog
---          keeps it)
+-- ARGV[2]  lease in milliseconds to set again; absent to leave the lease alone (a
+--          watchdog keeps it)
 --
 -- One write when the caller is right that it holds the lock (the field was at least
 -- 1), plus the lease if asked.
@@ -14,7 +14,7 @@
 local key, owner = KEYS[1], ARGV[1]
 local count = redis.call('hincrby', key, owner, 1)
 if count > 1 then
-  if ARGV[2] ~= '0' then
+  if ARGV[2] then
     redis.call('pexpire', key, ARGV[2])
   end
   return count

@@ -110,7 +110,11 @@ impl Scripts {
         owner: &str,
         lease_ms: Option<u64>,
     ) -> Result<Acquire> {
-        let args = || vec![owner.into(), decimal(lease_ms.unwrap_or(0))];
+        let args = || {
+            let mut args = vec![owner.into()];
+            args.extend(lease_ms.map(decimal));
+            args
+        };
         let reply = self
             .eval(client, &self.reenter, &[key], &args, Delivery::AtMostOnce)
             .await?;

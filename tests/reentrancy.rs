@@ -100,3 +100,50 @@ async fn dropping_nested_guards_releases_in_the_background() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_re_entry_sets_the_lease_only_when_no_watchdog_keeps_it() {
+    use fred::interfaces::KeysInterface;
+    let client = common::client().await;
+    let redis = client.redis().clone();
+    let pttl = |name: String| {
+        let redis = redis.clone();
+        async move {
+            let pttl: i64 = redis.pttl(key(&name).as_str()).await.unwrap();
+            pttl
+        }
+    };
+
+    // The watchdog renews the outer hold: a nested lock() leaves its lease alone.
+    let watched = common::unique("reenter-watched");
+    let outer = client.lock(&watched).await.unwrap();
+    let _: bool = redis
+        .pexpire(key(&watched).as_str(), 5_000, None)
+        .await
+        .unwrap();
+    let inner = client.lock(&watched).await.unwrap();
+    assert!(
+        pttl(watched.clone()).await <= 5_000,
+        "the lease was set again"
+    );
+    drop((inner, outer));
+
+    // A fixed lease has no watchdog: a nested lock() with the watchdog sets the lease
+    // it will renew (the client's 30 s), and a nested fixed lease sets its own.
+    let fixed = common::unique("reenter-fixed");
+    let short = holdlock::LockOptions::new().lease(Duration::from_secs(2));
+    let outer = client.lock_with(&fixed, short).await.unwrap().unwrap();
+    let inner = client.lock(&fixed).await.unwrap();
+    assert!(
+        pttl(fixed.clone()).await > 20_000,
+        "the watchdog's lease was not set"
+    );
+    let long = holdlock::LockOptions::new().lease(Duration::from_secs(60));
+    let third = client.lock_with(&fixed, long).await.unwrap().unwrap();
+    assert!(
+        pttl(fixed.clone()).await > 50_000,
+        "the fixed lease was not set"
+    );
+    assert_eq!(third.hold_count(), 3);
+    drop((third, inner, outer));
+}

@@ -44,9 +44,12 @@ impl Lock {
         self.redis.eval(ACQUIRE, keys, args).await.unwrap()
     }
 
-    /// `reenter.lua`; a lease of 0 leaves the lease alone.
+    /// `reenter.lua`; a lease of 0 is not sent, which leaves the lease alone.
     async fn reenter(&self, owner: &str, lease_ms: i64) -> i64 {
-        let args = vec![owner.to_owned(), lease_ms.to_string()];
+        let mut args = vec![owner.to_owned()];
+        if lease_ms > 0 {
+            args.push(lease_ms.to_string());
+        }
         self.redis
             .eval(REENTER, self.key.clone(), args)
             .await
@@ -134,7 +137,10 @@ async fn reenter_sets_the_lease_again_only_when_asked() {
     let lock = Lock::new("reenter-lease").await;
     lock.acquire("a", 1_000, false).await;
     assert_eq!(lock.reenter("a", 0).await, 2);
-    assert!(lock.pttl().await <= 1_000, "0 leaves the lease alone");
+    assert!(
+        lock.pttl().await <= 1_000,
+        "no lease: the lease is left alone"
+    );
     assert_eq!(lock.reenter("a", 60_000).await, 3);
     assert!(lock.pttl().await > 59_000, "a lease is set again");
 }
