@@ -72,6 +72,8 @@ pub(crate) struct Inner {
     holds: Arc<Holds>,
     /// Watchdogs booked and not yet started; see `watchdog.rs`.
     pub(crate) watchdogs: watchdog::Bookings,
+    /// Bounds the renewals in flight at once; see `watchdog.rs`.
+    pub(crate) renewal_slots: watchdog::RenewalSlots,
     /// The task that starts booked watchdogs.
     starter: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
     runtime: tokio::runtime::Handle,
@@ -283,6 +285,7 @@ impl LockClientBuilder {
             waiting: Waiting::start(subscriber, sharded),
             holds: Arc::default(),
             watchdogs: watchdog::Bookings::default(),
+            renewal_slots: watchdog::RenewalSlots::default(),
             starter: parking_lot::Mutex::new(None),
             runtime: tokio::runtime::Handle::current(),
             shut_down: AtomicBool::new(false),
