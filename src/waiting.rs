@@ -6,6 +6,11 @@
 //! waiters on one lock line up in FIFO order and only the head talks to Redis, so a
 //! release never sets off a stampede.
 //!
+//! A release is announced only if someone was refused the lock while it was held (a
+//! refused `acquire.lua` marks the lock, see `lua/release.lua`). A waiter always sleeps
+//! after such a refusal of the very hold it waits for, so it is always told; a lock
+//! nobody waited for is released without a message.
+//!
 //! On Redis 7.0 and later, release channels are shard channels
 //! (`SSUBSCRIBE`/`SPUBLISH`, see `shards.rs`): on a cluster a release travels only
 //! within the shard that owns the lock's slot.
