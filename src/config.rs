@@ -105,13 +105,20 @@ pub(crate) struct LockNames {
 impl LockNames {
     /// The key of the last fencing token issued for this lock (see `lua/acquire.lua`).
     pub(crate) fn token_key(&self) -> String {
-        format!("{}:token", self.key)
+        self.key_with(":token")
     }
 
     /// The channel told when the lock is released to waiters (`lua/release.lua`
     /// derives the same name).
     pub(crate) fn channel(&self) -> String {
-        format!("{}:released", self.key)
+        self.key_with(":released")
+    }
+
+    fn key_with(&self, suffix: &str) -> String {
+        let mut name = String::with_capacity(self.key.len() + suffix.len());
+        name.push_str(&self.key);
+        name.push_str(suffix);
+        name
     }
 }
 

@@ -408,14 +408,32 @@ impl<'a> AcquireCall<'a> {
         self.key
     }
 
-    fn keys(&self) -> Vec<&str> {
-        let mut keys = vec![self.key];
-        keys.extend(self.token_key.as_deref());
-        keys
+    fn keys(&self) -> KeyList<'_> {
+        match &self.token_key {
+            Some(token_key) => KeyList::Two([self.key, token_key]),
+            None => KeyList::One([self.key]),
+        }
     }
 
     fn args(&self) -> Vec<Value> {
         vec![self.owner.into(), decimal(self.lease_ms)]
+    }
+}
+
+/// The keys of one script call, without a `Vec`.
+enum KeyList<'a> {
+    One([&'a str; 1]),
+    Two([&'a str; 2]),
+}
+
+impl<'a> std::ops::Deref for KeyList<'a> {
+    type Target = [&'a str];
+
+    fn deref(&self) -> &Self::Target {
+        match self {
+            Self::One(keys) => keys,
+            Self::Two(keys) => keys,
+        }
     }
 }
 

@@ -124,30 +124,29 @@ impl Waiting {
 
     fn leave(self: &Arc<Self>, channel: &str, room: &Arc<Room>) {
         {
-            let _rooms = self.rooms.lock();
+            let mut rooms = self.rooms.lock();
             let mut members = room.members.lock();
             *members -= 1;
             if *members > 0 {
                 return;
             }
-        }
-        // Never subscribed (the usual case for a lock that was free): forget the room
-        // now rather than in a task.
-        let never_subscribed = room
-            .subscribed
-            .try_lock()
-            .is_ok_and(|subscribed| !*subscribed);
-        let runtime = match tokio::runtime::Handle::try_current() {
-            Ok(runtime) if !never_subscribed => runtime,
-            _ => {
-                self.forget_if_empty(channel, room);
+            // Never subscribed (the usual case for a lock that was free): forget the
+            // room now rather than in a task.
+            let never_subscribed = room
+                .subscribed
+                .try_lock()
+                .is_ok_and(|subscribed| !*subscribed);
+            if never_subscribed || tokio::runtime::Handle::try_current().is_err() {
+                if rooms.get(channel).is_some_and(|r| Arc::ptr_eq(r, room)) {
+                    rooms.remove(channel);
+                }
                 return;
             }
-        };
+        }
         let waiting = Arc::clone(self);
         let channel = channel.to_owned();
         let room = Arc::clone(room);
-        runtime.spawn(async move {
+        tokio::spawn(async move {
             let mut subscribed = room.subscribed.lock().await;
             if *subscribed && *room.members.lock() == 0 {
                 if let Err(error) = waiting.unsubscribe(&channel, &room).await {
