@@ -780,9 +780,10 @@ impl Inner {
                 continue;
             }
             let held = *count;
-            // A watchdog that already renews the hold keeps its lease; a re-entry that
-            // wants one need not set it again.
-            let keep_lease = held > 0 && options.watchdog && hold.has_watchdog();
+            // A watchdog that already renews the hold keeps its lease: a re-entry leaves
+            // it alone (one that wants a watchdog need not set it again, and a fixed
+            // lease must not cut short the lease the watchdog counts on).
+            let keep_lease = held > 0 && hold.has_watchdog();
             let mut in_flight = InFlight::new(self, Op::Acquire, entry, count);
             let sent_at = Instant::now();
             let reply = self

@@ -282,6 +282,10 @@ impl LockOptions {
     /// Hold for a fixed `lease` with no watchdog: the hold simply expires unless it is
     /// released first. Its guard reports itself lost once the lease has run out.
     ///
+    /// Nested holds share one lease. A fixed lease nested inside a hold that a watchdog
+    /// renews leaves that lease alone: the watchdog keeps the lock until the last hold
+    /// is released.
+    ///
     /// # Examples
     /// ```
     /// let options = holdlock::LockOptions::new().lease(std::time::Duration::from_secs(10));

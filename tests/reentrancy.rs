@@ -126,23 +126,33 @@ async fn a_re_entry_sets_the_lease_only_when_no_watchdog_keeps_it() {
         pttl(watched.clone()).await <= 5_000,
         "the lease was set again"
     );
-    drop((inner, outer));
+    // Nor may a nested fixed lease cut short the lease the watchdog counts on.
+    let brief = holdlock::LockOptions::new().lease(Duration::from_millis(500));
+    let third = client.lock_with(&watched, brief).await.unwrap().unwrap();
+    let kept = pttl(watched.clone()).await;
+    assert!(
+        kept > 1_000,
+        "a nested fixed lease cut the lease short: {kept}"
+    );
+    assert_eq!(third.hold_count(), 3);
+    drop((third, inner, outer));
 
-    // A fixed lease has no watchdog: a nested lock() with the watchdog sets the lease
-    // it will renew (the client's 30 s), and a nested fixed lease sets its own.
+    // A fixed lease has no watchdog: a nested fixed lease sets its own, and a nested
+    // lock() sets the lease its watchdog will renew (the client's 30 s).
     let fixed = common::unique("reenter-fixed");
     let short = holdlock::LockOptions::new().lease(Duration::from_secs(2));
     let outer = client.lock_with(&fixed, short).await.unwrap().unwrap();
-    let inner = client.lock(&fixed).await.unwrap();
-    assert!(
-        pttl(fixed.clone()).await > 20_000,
-        "the watchdog's lease was not set"
-    );
     let long = holdlock::LockOptions::new().lease(Duration::from_secs(60));
-    let third = client.lock_with(&fixed, long).await.unwrap().unwrap();
+    let inner = client.lock_with(&fixed, long).await.unwrap().unwrap();
     assert!(
         pttl(fixed.clone()).await > 50_000,
         "the fixed lease was not set"
+    );
+    let third = client.lock(&fixed).await.unwrap();
+    let watched_lease = pttl(fixed.clone()).await;
+    assert!(
+        (20_000..=30_000).contains(&watched_lease),
+        "the watchdog's lease was not set: {watched_lease}"
     );
     assert_eq!(third.hold_count(), 3);
     drop((third, inner, outer));
