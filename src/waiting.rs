@@ -137,9 +137,7 @@ impl Waiting {
                 .try_lock()
                 .is_ok_and(|subscribed| !*subscribed);
             if never_subscribed || tokio::runtime::Handle::try_current().is_err() {
-                if rooms.get(channel).is_some_and(|r| Arc::ptr_eq(r, room)) {
-                    rooms.remove(channel);
-                }
+                forget(&mut rooms, channel, room);
                 return;
             }
         }
@@ -161,9 +159,16 @@ impl Waiting {
 
     fn forget_if_empty(&self, channel: &str, room: &Arc<Room>) {
         let mut rooms = self.rooms.lock();
-        if *room.members.lock() == 0 && rooms.get(channel).is_some_and(|r| Arc::ptr_eq(r, room)) {
-            rooms.remove(channel);
+        if *room.members.lock() == 0 {
+            forget(&mut rooms, channel, room);
         }
+    }
+}
+
+/// Removes `room` from `rooms` unless another room has taken its place meanwhile.
+fn forget(rooms: &mut HashMap<String, Arc<Room>>, channel: &str, room: &Arc<Room>) {
+    if rooms.get(channel).is_some_and(|r| Arc::ptr_eq(r, room)) {
+        rooms.remove(channel);
     }
 }
 

@@ -136,16 +136,8 @@ async fn held_locks_survive_their_slots_moving_to_another_primary() {
     // A short lease shows renewals going on after the move; a long one shows that the
     // waiter is woken by the release message, not by the holder's lease running out.
     let short = Duration::from_secs(3);
-    let renewing = LockClient::builder(&url)
-        .lease(short)
-        .build()
-        .await
-        .unwrap();
-    let holder = LockClient::builder(&url)
-        .lease(Duration::from_secs(60))
-        .build()
-        .await
-        .unwrap();
+    let renewing = common::client_with_lease(&url, short).await;
+    let holder = common::client_with_lease(&url, Duration::from_secs(60)).await;
     let waiter = LockClient::connect(&url).await.unwrap();
     let (renewed_name, waited_name) = (common::unique("renewed"), common::unique("waited"));
     let renewed_key = format!("holdlock:{{{renewed_name}}}");

@@ -43,11 +43,7 @@ async fn held_locks_and_waiters_survive_a_failover_to_a_replica() {
         .build()
         .await
         .unwrap();
-    let holder = LockClient::builder(&url)
-        .lease(Duration::from_secs(60))
-        .build()
-        .await
-        .unwrap();
+    let holder = common::client_with_lease(&url, Duration::from_secs(60)).await;
     let waiter = LockClient::builder(&url)
         .fencing(true)
         .build()

@@ -411,32 +411,34 @@ fn print_summary(plan: &Plan, summary: &Summary, took: Duration) {
     row("lock", plan.kind.name().to_owned());
     row("seed", plan.seed.to_string());
     row("ran for", format!("{:.0} s", took.as_secs_f64()));
-    row(
-        "worker processes (incl. replacements)",
-        summary.workers_started.to_string(),
-    );
-    row("operations recorded", summary.operations.to_string());
-    row("lock calls", summary.lock_calls.to_string());
-    row("acquisitions", summary.acquisitions.to_string());
-    row(
-        "nested acquisitions",
-        summary.nested_acquisitions.to_string(),
-    );
-    row("timed out waiting (busy)", summary.busy.to_string());
-    row("lock call errors", summary.errors.to_string());
-    row(
-        "lock calls cut off at their deadline",
-        summary.cut_off_at_deadline.to_string(),
-    );
-    row("lost signals", summary.lost_signals.to_string());
-    row(
-        "releases that found the hold gone",
-        summary.releases_not_held.to_string(),
-    );
-    row(
-        "holds that spanned a restart",
-        summary.holds_across_restarts.to_string(),
-    );
+    let counts = [
+        (
+            "worker processes (incl. replacements)",
+            u64::from(summary.workers_started),
+        ),
+        ("operations recorded", summary.operations),
+        ("lock calls", summary.lock_calls),
+        ("acquisitions", summary.acquisitions),
+        ("nested acquisitions", summary.nested_acquisitions),
+        ("timed out waiting (busy)", summary.busy),
+        ("lock call errors", summary.errors),
+        (
+            "lock calls cut off at their deadline",
+            summary.cut_off_at_deadline,
+        ),
+        ("lost signals", summary.lost_signals),
+        (
+            "releases that found the hold gone",
+            summary.releases_not_held,
+        ),
+        (
+            "holds that spanned a restart",
+            summary.holds_across_restarts,
+        ),
+    ];
+    for (label, count) in counts {
+        row(label, count.to_string());
+    }
     for (what, outcomes) in [("reads", &summary.reads), ("writes", &summary.writes)] {
         for (outcome, count) in outcomes {
             row(&format!("fenced {what}: {outcome}"), count.to_string());
@@ -446,15 +448,20 @@ fn print_summary(plan: &Plan, summary: &Summary, took: Duration) {
     for (fault, count) in &summary.faults {
         row(&format!("fault: {fault}"), count.to_string());
     }
-    row(
-        "overlaps excused: a holder was paused",
-        summary.overlaps_after_pause.to_string(),
-    );
-    row(
-        "overlaps excused: the lock server restarted",
-        summary.overlaps_after_restart.to_string(),
-    );
-    row("token regressions", summary.token_regressions.to_string());
+    let counts = [
+        (
+            "overlaps excused: a holder was paused",
+            summary.overlaps_after_pause,
+        ),
+        (
+            "overlaps excused: the lock server restarted",
+            summary.overlaps_after_restart,
+        ),
+        ("token regressions", summary.token_regressions),
+    ];
+    for (label, count) in counts {
+        row(label, count.to_string());
+    }
     for (kind, count) in &summary.violations {
         row(&format!("VIOLATION: {kind}"), count.to_string());
     }

@@ -50,6 +50,15 @@ pub async fn client() -> LockClient {
         .expect("connect to the test redis")
 }
 
+/// A client of `url` with a lease of its own.
+pub async fn client_with_lease(url: &str, lease: Duration) -> LockClient {
+    LockClient::builder(url)
+        .lease(lease)
+        .build()
+        .await
+        .expect("connect to the test redis")
+}
+
 /// Starts `tracing` output for a test when `RUST_LOG` is set.
 pub fn trace() {
     if std::env::var_os("RUST_LOG").is_some() {
