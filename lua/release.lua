@@ -4,8 +4,8 @@
 -- ARGV[1]  owner id
 -- ARGV[2]  "spublish" to tell the release channel (KEYS[1] .. ":released", in the
 --          key's slot) as a shard channel (Redis 7.0+); else PUBLISH
--- ARGV[3]  the caller's own count of its holds: "1" tries the last release's path
---          first. Only a hint: the reply is the same either way.
+-- ARGV[3]  the caller's own count of its holds (capped at 2): "1" tries the last
+--          release's path first. Only a hint: the reply is the same either way.
 --
 -- The lease is left as it is: the acquisition or the watchdog's last renewal set it,
 -- and that is what the holder counts on.

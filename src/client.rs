@@ -303,6 +303,16 @@ enum Attempt {
     Busy(Option<Duration>),
 }
 
+impl Attempt {
+    /// The guard, if the lock was granted.
+    fn granted(self) -> Option<LockGuard> {
+        match self {
+            Self::Granted(guard) => Some(guard),
+            Self::Busy(_) => None,
+        }
+    }
+}
+
 impl LockClient {
     /// Connects with the default settings (prefix `holdlock:`, 30 s lease, 5 s
     /// connect timeout). Any fred URL works: `redis://`, `rediss://` (with a TLS
@@ -455,7 +465,6 @@ impl LockClient {
     /// ```
     pub async fn lock_with(&self, name: &str, options: LockOptions) -> Result<Option<LockGuard>> {
         self.inner.check_running()?;
-        let names = Arc::new(self.inner.config.names(name)?);
         let options = options.resolve(&self.inner.config)?;
         let deadline =
             match options.wait {
@@ -469,26 +478,33 @@ impl LockClient {
             };
         let owner = self.owner_id();
 
-        // Re-entry and single tries go straight to Redis; they never wait in line. A
-        // try (other than a re-entry) is refused at once if another owner in this
-        // process holds the lock.
-        let single_try = options.wait == Some(Duration::ZERO);
-        let holder = self.inner.holds.local_holder(&names.key, &owner);
-        if single_try && holder == LocalHolder::Other {
-            return Ok(None);
-        }
-        if single_try || holder == LocalHolder::Owner {
-            return Ok(match self.attempt(&names, &owner, options).await? {
-                Attempt::Granted(guard) => Some(guard),
-                Attempt::Busy(_) => None,
+        // Re-entry goes straight to Redis, with the names its hold keeps (the name was
+        // checked when the lock was taken).
+        let holder = match self.inner.holds.local_holder(name, &owner) {
+            LocalHolder::Owner(entry) => {
+                let names = Arc::clone(&entry.hold.names);
+                return Ok(self
+                    .attempt(&names, &owner, options, Some(entry))
+                    .await?
+                    .granted());
+            }
+            other => other,
+        };
+        let names = Arc::new(self.inner.config.names(name)?);
+
+        // A single try never waits in line, and is refused at once if another owner in
+        // this process holds the lock.
+        if options.wait == Some(Duration::ZERO) {
+            return Ok(match holder {
+                LocalHolder::Other => None,
+                _ => self.attempt(&names, &owner, options, None).await?.granted(),
             });
         }
 
         // Queue behind the local callers already here (FIFO): only the head talks to
         // Redis, so many callers arriving at once send one attempt, not one each. With
         // nobody ahead, the turn is ours at once.
-        let channel = names.channel();
-        let ticket = self.inner.waiting.join(&channel);
+        let ticket = self.inner.waiting.join(&names.key);
         let _turn = match ticket.try_turn() {
             Some(turn) => turn,
             None => match until(deadline, ticket.turn()).await {
@@ -497,7 +513,7 @@ impl LockClient {
             },
         };
         loop {
-            let pttl = match self.attempt(&names, &owner, options).await? {
+            let pttl = match self.attempt(&names, &owner, options, None).await? {
                 Attempt::Granted(guard) => return Ok(Some(guard)),
                 Attempt::Busy(pttl) => pttl,
             };
@@ -522,15 +538,17 @@ impl LockClient {
         }
     }
 
-    /// One acquire attempt. Not cut short by the caller's deadline (the command
-    /// timeout bounds it), so a zero wait still gets one answer.
+    /// One acquire attempt, with the owner's hold already in use for a re-entry. Not
+    /// cut short by the caller's deadline (the command timeout bounds it), so a zero
+    /// wait still gets one answer.
     async fn attempt(
         &self,
         names: &Arc<LockNames>,
         owner: &str,
         options: ResolvedOptions,
+        entered: Option<HoldUse>,
     ) -> Result<Attempt> {
-        self.inner.acquire(names, owner, options).await
+        self.inner.acquire(names, owner, options, entered).await
     }
 
     /// Looks at a lock: its owners and their hold counts, its remaining TTL and its
@@ -770,11 +788,15 @@ impl Inner {
         names: &Arc<LockNames>,
         owner: &str,
         options: ResolvedOptions,
+        mut entered: Option<HoldUse>,
     ) -> Result<Attempt> {
         loop {
-            let entry = self.holds.enter(names, owner);
+            let entry = match entered.take() {
+                Some(entry) => entry,
+                None => self.holds.enter(names, owner),
+            };
             let hold = Arc::clone(&entry.hold);
-            let count = Arc::clone(&hold.ops).lock_owned().await;
+            let count = hold.lock_ops().await;
             if hold.is_lost() {
                 // Lost while we queued behind another call: enter the fresh hold instead.
                 continue;
@@ -969,7 +991,7 @@ impl Inner {
             owner: hold.owner.clone(),
         };
         let entry = self.holds.reenter(hold);
-        let count = Arc::clone(&hold.ops).lock_owned().await;
+        let count = hold.lock_ops().await;
         if hold.is_lost() || *count == 0 {
             return Err(not_held());
         }

@@ -105,21 +105,22 @@ pub(crate) struct LockNames {
 impl LockNames {
     /// The key of the last fencing token issued for this lock (see `lua/acquire.lua`).
     pub(crate) fn token_key(&self) -> String {
-        self.key_with(":token")
+        [self.key.as_str(), ":token"].concat()
     }
+}
 
-    /// The channel told when the lock is released to waiters (`lua/release.lua`
-    /// derives the same name).
-    pub(crate) fn channel(&self) -> String {
-        self.key_with(":released")
-    }
+/// What follows a lock's key in its release channel.
+const RELEASED: &str = ":released";
 
-    fn key_with(&self, suffix: &str) -> String {
-        let mut name = String::with_capacity(self.key.len() + suffix.len());
-        name.push_str(&self.key);
-        name.push_str(suffix);
-        name
-    }
+/// The channel told when the lock at `key` is released to waiters (`lua/release.lua`
+/// derives the same name).
+pub(crate) fn release_channel(key: &str) -> String {
+    [key, RELEASED].concat()
+}
+
+/// The lock key whose release channel is `channel`.
+pub(crate) fn key_of_channel(channel: &str) -> &str {
+    channel.strip_suffix(RELEASED).unwrap_or(channel)
 }
 
 /// `url` with the passwords in it (`user:password@`, `sentinelPassword=`) replaced by
@@ -416,7 +417,11 @@ mod tests {
         let names = ClientConfig::default().names("account:42").unwrap();
         assert_eq!(names.key, "holdlock:{account:42}");
         assert_eq!(names.token_key(), "holdlock:{account:42}:token");
-        assert_eq!(names.channel(), "holdlock:{account:42}:released");
+        assert_eq!(
+            release_channel(&names.key),
+            "holdlock:{account:42}:released"
+        );
+        assert_eq!(key_of_channel("holdlock:{account:42}:released"), names.key);
     }
 
     #[test]

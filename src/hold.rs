@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, OwnedMutexGuard};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -54,6 +54,16 @@ impl Hold {
             expires_at: Mutex::new(None),
             watchdog: Mutex::new(Watchdog::Off),
             releasing: AtomicBool::new(false),
+        }
+    }
+
+    /// Takes this owner's operation lock on the hold (see [`ops`](Self::ops)). Without
+    /// a wait when it is free, the usual case: tokio's mutex is fair, so a waiter
+    /// queued behind a holder is served before any later `try_lock` can succeed.
+    pub(crate) async fn lock_ops(&self) -> OwnedMutexGuard<u32> {
+        match Arc::clone(&self.ops).try_lock_owned() {
+            Ok(count) => count,
+            Err(_) => Arc::clone(&self.ops).lock_owned().await,
         }
     }
 
@@ -175,17 +185,18 @@ pub(crate) enum Watchdog {
     Running(JoinHandle<()>),
 }
 
-/// Every hold of one client: by lock key, the holds of each owner (rarely more than
-/// one per key: only one owner can hold a lock, others appear while they try).
+/// Every hold of one client: by lock name, the holds of each owner (rarely more than
+/// one per lock: only one owner can hold a lock, others appear while they try).
 #[derive(Debug, Default)]
 pub(crate) struct Holds {
     map: Mutex<HashMap<String, Vec<Arc<Hold>>>>,
 }
 
 /// The answer of [`Holds::local_holder`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum LocalHolder {
-    Owner,
+    /// The owner asking: a re-entry, with its hold in use.
+    Owner(HoldUse),
     Other,
     Nobody,
 }
@@ -198,20 +209,21 @@ impl Hold {
 }
 
 impl Holds {
-    /// Who holds the lock at `key` through this client, as far as it knows: `owner`
-    /// itself (a re-entry), another owner (Redis would refuse `owner` for certain), or
+    /// Who holds the lock called `name` through this client, as far as it knows:
+    /// `owner` itself (a re-entry: its hold is returned in use, so one lookup serves
+    /// the whole call), another owner (Redis would refuse `owner` for certain), or
     /// nobody here.
-    pub(crate) fn local_holder(&self, key: &str, owner: &str) -> LocalHolder {
+    pub(crate) fn local_holder(self: &Arc<Self>, name: &str, owner: &str) -> LocalHolder {
         let map = self.map.lock();
         let live = map
-            .get(key)
+            .get(name)
             .into_iter()
             .flatten()
             .filter(|hold| hold.is_live());
         let mut holder = LocalHolder::Nobody;
         for hold in live {
             if hold.owner == owner {
-                return LocalHolder::Owner;
+                return LocalHolder::Owner(self.use_registered(hold));
             }
             holder = LocalHolder::Other;
         }
@@ -222,9 +234,9 @@ impl Holds {
     /// none or the registered one is lost. It stays registered while the use lives.
     pub(crate) fn enter(self: &Arc<Self>, names: &Arc<LockNames>, owner: &str) -> HoldUse {
         let mut map = self.map.lock();
-        let holds = match map.get_mut(&names.key) {
+        let holds = match map.get_mut(&names.name) {
             Some(holds) => holds,
-            None => map.entry(names.key.clone()).or_default(),
+            None => map.entry(names.name.clone()).or_default(),
         };
         let hold = match holds.iter_mut().find(|hold| hold.owner == owner) {
             Some(slot) if slot.is_lost() => {
@@ -238,16 +250,18 @@ impl Holds {
                 hold
             }
         };
-        hold.in_use.fetch_add(1, Ordering::AcqRel);
-        HoldUse {
-            holds: Arc::clone(self),
-            hold,
-        }
+        self.use_registered(&hold)
     }
 
     /// Uses a hold a guard already has, whether or not it is still registered.
     pub(crate) fn reenter(self: &Arc<Self>, hold: &Arc<Hold>) -> HoldUse {
         let _map = self.map.lock();
+        self.use_registered(hold)
+    }
+
+    /// Counts a use of `hold`; the caller holds the map's lock, so that `leave` cannot
+    /// unregister the hold meanwhile.
+    fn use_registered(self: &Arc<Self>, hold: &Arc<Hold>) -> HoldUse {
         hold.in_use.fetch_add(1, Ordering::AcqRel);
         HoldUse {
             holds: Arc::clone(self),
@@ -262,7 +276,7 @@ impl Holds {
         let fresh = Arc::new(Hold::new(&stale.names, &stale.owner, count));
         fresh.in_use.fetch_add(1, Ordering::AcqRel);
         let mut map = self.map.lock();
-        let holds = map.entry(stale.names.key.clone()).or_default();
+        let holds = map.entry(stale.names.name.clone()).or_default();
         match holds.iter_mut().find(|hold| hold.owner == stale.owner) {
             Some(slot) => *slot = Arc::clone(&fresh),
             None => holds.push(Arc::clone(&fresh)),
@@ -295,14 +309,14 @@ impl Holds {
         if in_use > 0 || hold.is_live() {
             return;
         }
-        let Some(holds) = map.get_mut(&hold.names.key) else {
+        let Some(holds) = map.get_mut(&hold.names.name) else {
             return;
         };
         if let Some(position) = holds.iter().position(|current| Arc::ptr_eq(current, hold)) {
             holds.swap_remove(position);
         }
         if holds.is_empty() {
-            map.remove(&hold.names.key);
+            map.remove(&hold.names.name);
         }
     }
 
@@ -342,8 +356,15 @@ mod tests {
         let hold = Arc::clone(&first.hold);
         drop(first);
         assert_eq!(holds.len(), 1, "a held lock stays registered");
-        assert_eq!(holds.local_holder(&names.key, "o:1"), LocalHolder::Owner);
-        assert_eq!(holds.local_holder(&names.key, "o:2"), LocalHolder::Other);
+        match holds.local_holder("a", "o:1") {
+            LocalHolder::Owner(entry) => assert!(Arc::ptr_eq(&entry.hold, &hold)),
+            other => panic!("the holder asked: {other:?}"),
+        }
+        assert!(matches!(holds.local_holder("a", "o:2"), LocalHolder::Other));
+        assert!(matches!(
+            holds.local_holder("b", "o:1"),
+            LocalHolder::Nobody
+        ));
         let again = holds.reenter(&hold);
         {
             let mut ops = hold.ops.lock().await;

@@ -140,7 +140,7 @@ impl Scripts {
             vec![
                 owner.into(),
                 Value::from_static_str(self.publish),
-                decimal(held),
+                decimal(held.min(2)),
             ]
         };
         let reply = self
@@ -275,7 +275,7 @@ impl Scripts {
     ) -> Result<(Acquire, Result<u32>)> {
         let key = call.key();
         let keys = call.keys();
-        let evalsha = evalsha_command(&keys);
+        let evalsha = evalsha_command(client, &keys);
         let wait = CustomCommand::new_static("WAIT", slot_of(key), true);
         let options = Options {
             max_attempts: Some(1),
@@ -338,7 +338,7 @@ impl Scripts {
             max_attempts: (delivery == Delivery::AtMostOnce).then_some(1),
             ..Options::default()
         };
-        let command = evalsha_command(keys);
+        let command = evalsha_command(client, keys);
         let sender = client.with_options(&options);
         let send = |command| {
             // fred's futures are large; boxing them keeps every lock future small.
@@ -363,9 +363,13 @@ fn slot_of(key: &str) -> ClusterHash {
     ClusterHash::Custom(redis_keyslot(key.as_bytes()))
 }
 
-/// `EVALSHA`, routed by the first of `keys`.
-fn evalsha_command(keys: &[&str]) -> CustomCommand {
-    CustomCommand::new_static("EVALSHA", slot_of(keys.first().unwrap_or(&"")), false)
+/// `EVALSHA`, routed by the first of `keys` (only a cluster needs its slot).
+fn evalsha_command(client: &Client, keys: &[&str]) -> CustomCommand {
+    let route = match keys.first() {
+        Some(key) if client.is_clustered() => slot_of(key),
+        _ => ClusterHash::Random,
+    };
+    CustomCommand::new_static("EVALSHA", route, false)
 }
 
 /// The arguments of `EVALSHA` for `script`: its SHA-1, the keys and `args`.
@@ -378,9 +382,15 @@ fn evalsha_arguments(script: &Script, keys: &[&str], args: Vec<Value>) -> Vec<Va
     arguments
 }
 
-/// A number as a script argument (sent as its decimal digits).
+/// A number as a script argument (sent as its decimal digits; the small ones that
+/// every call sends, such as the key count, without formatting them each time).
 fn decimal(number: impl Into<u64>) -> Value {
-    Value::Integer(i64::try_from(number.into()).unwrap_or(i64::MAX))
+    match number.into() {
+        0 => Value::from_static_str("0"),
+        1 => Value::from_static_str("1"),
+        2 => Value::from_static_str("2"),
+        number => Value::Integer(i64::try_from(number).unwrap_or(i64::MAX)),
+    }
 }
 
 /// The arguments of one `acquire.lua` call.

@@ -24,11 +24,12 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::sync::broadcast::error::RecvError;
 
+use crate::config::{key_of_channel, release_channel};
 use crate::error::Result;
 
 mod shards;
 
-/// The waiting rooms of one client, by release channel.
+/// The waiting rooms of one client, by lock key.
 #[derive(Debug)]
 pub(crate) struct Waiting {
     subscriber: SubscriberClient,
@@ -71,7 +72,7 @@ impl Waiting {
             loop {
                 let channel = tokio::select! {
                     message = messages.recv() => match message {
-                        Ok(message) => Some(message.channel.to_string()),
+                        Ok(message) => Some(message.channel),
                         Err(RecvError::Lagged(_)) => None,
                         Err(RecvError::Closed) => return,
                     },
@@ -84,18 +85,18 @@ impl Waiting {
                 let Some(waiting) = Weak::upgrade(&weak) else {
                     return;
                 };
-                waiting.wake(channel.as_deref());
+                waiting.wake(channel.as_ref().map(|channel| key_of_channel(channel)));
             }
         });
         waiting
     }
 
-    /// Wakes the head waiter of `channel`, or of every room if `None`.
-    fn wake(&self, channel: Option<&str>) {
+    /// Wakes the head waiter of the lock at `key`, or of every room if `None`.
+    fn wake(&self, key: Option<&str>) {
         let rooms = self.rooms.lock();
-        match channel {
-            Some(channel) => {
-                if let Some(room) = rooms.get(channel) {
+        match key {
+            Some(key) => {
+                if let Some(room) = rooms.get(key) {
                     room.released.notify_one();
                 }
             }
@@ -103,17 +104,17 @@ impl Waiting {
         }
     }
 
-    /// Enters the waiting room of `channel`.
-    pub(crate) fn join<'a>(self: &Arc<Self>, channel: &'a str) -> Ticket<'a> {
+    /// Enters the waiting room of the lock at `key`.
+    pub(crate) fn join<'a>(self: &Arc<Self>, key: &'a str) -> Ticket<'a> {
         let mut rooms = self.rooms.lock();
-        let room = match rooms.get(channel) {
+        let room = match rooms.get(key) {
             Some(room) => Arc::clone(room),
-            None => Arc::clone(rooms.entry(channel.to_owned()).or_default()),
+            None => Arc::clone(rooms.entry(key.to_owned()).or_default()),
         };
         *room.members.lock() += 1;
         Ticket {
             waiting: Arc::clone(self),
-            channel,
+            key,
             room,
         }
     }
@@ -122,7 +123,7 @@ impl Waiting {
         let _ = self.subscriber.quit().await;
     }
 
-    fn leave(self: &Arc<Self>, channel: &str, room: &Arc<Room>) {
+    fn leave(self: &Arc<Self>, key: &str, room: &Arc<Room>) {
         {
             let mut rooms = self.rooms.lock();
             let mut members = room.members.lock();
@@ -137,38 +138,39 @@ impl Waiting {
                 .try_lock()
                 .is_ok_and(|subscribed| !*subscribed);
             if never_subscribed || tokio::runtime::Handle::try_current().is_err() {
-                forget(&mut rooms, channel, room);
+                forget(&mut rooms, key, room);
                 return;
             }
         }
         let waiting = Arc::clone(self);
-        let channel = channel.to_owned();
+        let key = key.to_owned();
         let room = Arc::clone(room);
         tokio::spawn(async move {
             let mut subscribed = room.subscribed.lock().await;
             if *subscribed && *room.members.lock() == 0 {
+                let channel = release_channel(&key);
                 if let Err(error) = waiting.unsubscribe(&channel, &room).await {
                     tracing::debug!(%error, %channel, "unsubscribe failed");
                 }
                 *subscribed = false;
             }
             drop(subscribed);
-            waiting.forget_if_empty(&channel, &room);
+            waiting.forget_if_empty(&key, &room);
         });
     }
 
-    fn forget_if_empty(&self, channel: &str, room: &Arc<Room>) {
+    fn forget_if_empty(&self, key: &str, room: &Arc<Room>) {
         let mut rooms = self.rooms.lock();
         if *room.members.lock() == 0 {
-            forget(&mut rooms, channel, room);
+            forget(&mut rooms, key, room);
         }
     }
 }
 
 /// Removes `room` from `rooms` unless another room has taken its place meanwhile.
-fn forget(rooms: &mut HashMap<String, Arc<Room>>, channel: &str, room: &Arc<Room>) {
-    if rooms.get(channel).is_some_and(|r| Arc::ptr_eq(r, room)) {
-        rooms.remove(channel);
+fn forget(rooms: &mut HashMap<String, Arc<Room>>, key: &str, room: &Arc<Room>) {
+    if rooms.get(key).is_some_and(|r| Arc::ptr_eq(r, room)) {
+        rooms.remove(key);
     }
 }
 
@@ -177,7 +179,7 @@ fn forget(rooms: &mut HashMap<String, Arc<Room>>, channel: &str, room: &Arc<Room
 #[derive(Debug)]
 pub(crate) struct Ticket<'a> {
     waiting: Arc<Waiting>,
-    channel: &'a str,
+    key: &'a str,
     room: Arc<Room>,
 }
 
@@ -199,7 +201,8 @@ impl Ticket<'_> {
         if *subscribed {
             return Ok(false);
         }
-        Box::pin(self.waiting.subscribe(self.channel, &self.room)).await?;
+        let channel = release_channel(self.key);
+        Box::pin(self.waiting.subscribe(&channel, &self.room)).await?;
         *subscribed = true;
         Ok(true)
     }
@@ -212,6 +215,6 @@ impl Ticket<'_> {
 
 impl Drop for Ticket<'_> {
     fn drop(&mut self) {
-        self.waiting.leave(self.channel, &self.room);
+        self.waiting.leave(self.key, &self.room);
     }
 }

@@ -26,6 +26,7 @@ use fred::util::redis_keyslot;
 use tokio::time::MissedTickBehavior;
 
 use super::{Room, Waiting};
+use crate::config::release_channel;
 
 /// How often the slot map is re-read while shard channels are subscribed.
 pub(super) const SLOT_CHECK: Duration = Duration::from_secs(1);
@@ -74,7 +75,7 @@ impl Waiting {
             .lock()
             .iter()
             .filter(|(_, room)| room.node.lock().is_some())
-            .map(|(channel, room)| (channel.clone(), Arc::clone(room)))
+            .map(|(key, room)| (release_channel(key), Arc::clone(room)))
             .collect();
         if rooms.is_empty() {
             return;

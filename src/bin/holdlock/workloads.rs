@@ -380,14 +380,16 @@ impl Bench {
         BareLock::new(self.redis().clone()).await
     }
 
-    /// W1: lock+unlock cycles in one task, next to the bare lock's.
+    /// W1: lock+unlock cycles in one task, next to the bare lock's and to holdlock's
+    /// two scripts sent alone.
     async fn uncontended(&self) -> BenchResult<Vec<Figure>> {
         let cycles = self.settings.cycles;
         let bare = self.bare().await?;
-        let key = self.key("w1");
+        let alone = ScriptsAlone::new(self.redis().clone()).await?;
+        let (key, alone_key) = (self.key("w1"), self.key("w1:scripts"));
         let (client, name) = (self.clients[0].clone(), self.name("w1"));
         let progress = Arc::clone(&self.progress);
-        let (floor, lock) = spawn(async move {
+        let (floor, scripts, lock) = spawn(async move {
             alternate(
                 cycles,
                 |done| progress(Workload::W1, done, cycles),
@@ -397,6 +399,12 @@ impl Bench {
                         return Err("bare lock: key left over".into());
                     }
                     bare.release(&key).await?;
+                    Ok(started.elapsed())
+                },
+                || async {
+                    let started = Instant::now();
+                    alone.acquire(&alone_key).await?;
+                    alone.release(&alone_key, 1).await?;
                     Ok(started.elapsed())
                 },
                 || async {
@@ -428,19 +436,35 @@ impl Bench {
                 Unit::Millis,
             )
             .floor(FLOOR, floor.percentile(99.0)),
+            Figure::new(
+                Workload::W1,
+                "scripts alone/s",
+                scripts.rate(),
+                Unit::PerSecond,
+            )
+            .floor(FLOOR, floor.rate()),
+            Figure::new(Workload::W1, "cycles/s", lock.rate(), Unit::PerSecond)
+                .floor(SCRIPTS_ALONE, scripts.rate()),
         ])
     }
 
-    /// W1r: a nested `lock()` of a held lock, next to one `EVALSHA` round trip.
+    /// W1r: a nested `lock()` of a held lock, next to one `EVALSHA` round trip and to
+    /// `reenter.lua` sent alone.
     async fn reentrant(&self) -> BenchResult<Vec<Figure>> {
         let nested = self.settings.nested;
         let trivial = Script::from_lua(TRIVIAL);
         trivial.load(self.redis()).await?;
-        let (redis, key) = (self.redis().clone(), self.key("w1r"));
+        let alone = ScriptsAlone::new(self.redis().clone()).await?;
+        let (redis, key, alone_key) = (
+            self.redis().clone(),
+            self.key("w1r"),
+            self.key("w1r:scripts"),
+        );
         let (client, name) = (self.clients[0].clone(), self.name("w1r"));
         let progress = Arc::clone(&self.progress);
-        let (floor, lock) = spawn(async move {
+        let (floor, scripts, lock) = spawn(async move {
             let outer = client.lock(&name).await?;
+            alone.acquire(&alone_key).await?;
             let measured = alternate(
                 nested,
                 |done| progress(Workload::W1r, done, nested),
@@ -448,6 +472,13 @@ impl Bench {
                     let started = Instant::now();
                     let _: i64 = trivial.evalsha(&redis, key.as_str(), ()).await?;
                     Ok(started.elapsed())
+                },
+                || async {
+                    let started = Instant::now();
+                    alone.reenter(&alone_key).await?;
+                    let took = started.elapsed();
+                    alone.release(&alone_key, 2).await?;
+                    Ok(took)
                 },
                 || async {
                     let started = Instant::now();
@@ -461,6 +492,7 @@ impl Bench {
                 },
             )
             .await;
+            alone.release(&alone_key, 1).await?;
             outer.unlock().await?;
             measured
         })
@@ -478,6 +510,20 @@ impl Bench {
             .goal(Goal::RatioAtMost(1.2)),
             Figure::new(Workload::W1r, "nested lock mean", lock.mean(), Unit::Millis)
                 .floor(FLOOR, floor.mean()),
+            Figure::new(
+                Workload::W1r,
+                "script alone p50",
+                scripts.percentile(50.0),
+                Unit::Millis,
+            )
+            .floor(FLOOR, floor.percentile(50.0)),
+            Figure::new(
+                Workload::W1r,
+                "nested lock p50",
+                lock.percentile(50.0),
+                Unit::Millis,
+            )
+            .floor(SCRIPTS_ALONE, scripts.percentile(50.0)),
         ])
     }
 
@@ -788,6 +834,84 @@ impl Bench {
     }
 }
 
+/// holdlock's own scripts sent by fred with nothing around them (no hold registry,
+/// guard or watchdog): what the data model costs by itself, so that a figure splits
+/// into what Redis spends on the scripts and what the library adds.
+struct ScriptsAlone {
+    redis: Client,
+    acquire: Script,
+    reenter: Script,
+    release: Script,
+    owner: String,
+    lease: String,
+}
+
+/// The floor name of figures measured against [`ScriptsAlone`].
+const SCRIPTS_ALONE: &str = "its scripts alone";
+
+impl ScriptsAlone {
+    async fn new(redis: Client) -> BenchResult<Self> {
+        let scripts = Self {
+            acquire: Script::from_lua(include_str!("../../../lua/acquire.lua")),
+            reenter: Script::from_lua(include_str!("../../../lua/reenter.lua")),
+            release: Script::from_lua(include_str!("../../../lua/release.lua")),
+            owner: format!("{}:scripts-alone", uuid::Uuid::new_v4()),
+            lease: BARE_LEASE_MS.to_string(),
+            redis,
+        };
+        for script in [&scripts.acquire, &scripts.reenter, &scripts.release] {
+            script.load(&scripts.redis).await?;
+        }
+        Ok(scripts)
+    }
+
+    /// `acquire.lua` with the default 30 s lease, unfenced.
+    async fn acquire(&self, key: &str) -> BenchResult<()> {
+        let reply: Vec<i64> = self
+            .acquire
+            .evalsha(
+                &self.redis,
+                key,
+                vec![self.owner.as_str(), self.lease.as_str()],
+            )
+            .await?;
+        match reply.first() {
+            Some(1) => Ok(()),
+            _ => Err(format!("scripts alone: acquire refused ({reply:?})").into()),
+        }
+    }
+
+    /// `reenter.lua` as under a watchdog (no lease argument).
+    async fn reenter(&self, key: &str) -> BenchResult<()> {
+        let count: i64 = self
+            .reenter
+            .evalsha(&self.redis, key, vec![self.owner.as_str()])
+            .await?;
+        match count {
+            2.. => Ok(()),
+            _ => Err(format!("scripts alone: re-entry counted {count}").into()),
+        }
+    }
+
+    /// `release.lua` for an owner holding the lock `held` times.
+    async fn release(&self, key: &str, held: i64) -> BenchResult<()> {
+        let hint = held.min(2).to_string();
+        let remaining: i64 = self
+            .release
+            .evalsha(
+                &self.redis,
+                key,
+                vec![self.owner.as_str(), "publish", hint.as_str()],
+            )
+            .await?;
+        if remaining == held - 1 {
+            Ok(())
+        } else {
+            Err(format!("scripts alone: release left {remaining} of {held}").into())
+        }
+    }
+}
+
 /// The tutorial lock: `SET NX PX` to take, compare-and-delete to release.
 struct BareLock {
     redis: Client,
@@ -849,37 +973,50 @@ async fn spawn<T: Send + 'static>(
     tokio::spawn(future).await?
 }
 
+/// Samples of the floor, of holdlock's scripts alone and of holdlock, in that order.
+type ThreeWays = (Samples, Samples, Samples);
+
 /// Runs `count` timed operations of each kind in alternating chunks, so that the
-/// floor and holdlock see the same machine (a busy neighbour, a cold cache).
-async fn alternate<P, F, FFut, L, LFut>(
+/// floor, holdlock's scripts alone and holdlock see the same machine (a busy
+/// neighbour, a cold cache).
+async fn alternate<P, F, FFut, S, SFut, L, LFut>(
     count: u64,
     progress: P,
     mut floor: F,
+    mut scripts: S,
     mut lock: L,
-) -> BenchResult<(Samples, Samples)>
+) -> BenchResult<ThreeWays>
 where
     P: Fn(u64),
     F: FnMut() -> FFut,
     FFut: Future<Output = BenchResult<Duration>>,
+    S: FnMut() -> SFut,
+    SFut: Future<Output = BenchResult<Duration>>,
     L: FnMut() -> LFut,
     LFut: Future<Output = BenchResult<Duration>>,
 {
     const CHUNK: u64 = 250;
-    let (mut floor_samples, mut lock_samples) =
-        (Samples::with_capacity(count), Samples::with_capacity(count));
+    let mut samples: ThreeWays = (
+        Samples::with_capacity(count),
+        Samples::with_capacity(count),
+        Samples::with_capacity(count),
+    );
     let mut done = 0;
     while done < count {
         progress(done);
         let chunk = CHUNK.min(count - done);
         for _ in 0..chunk {
-            floor_samples.push(floor().await?);
+            samples.0.push(floor().await?);
         }
         for _ in 0..chunk {
-            lock_samples.push(lock().await?);
+            samples.1.push(scripts().await?);
+        }
+        for _ in 0..chunk {
+            samples.2.push(lock().await?);
         }
         done += chunk;
     }
-    Ok((floor_samples, lock_samples))
+    Ok(samples)
 }
 
 /// Runs `op` `count` times in a row and times each run.
