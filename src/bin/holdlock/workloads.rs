@@ -4,7 +4,8 @@
 //! *bare lock* made of plain commands (`SET key token NX PX` to take, one `EVALSHA`
 //! of a compare-and-delete script to release), or one `EVALSHA` of a script that only
 //! returns. A figure is reported with its floor and the ratio between them, so that
-//! runs on different machines compare.
+//! runs on different machines compare. W1 and W1r also time holdlock's own scripts
+//! sent alone, which splits a figure into the data model's cost and the library's.
 //!
 //! - **W1 uncontended**: one task, `cycles` lock+unlock cycles on one name.
 //! - **W1r reentrant**: the cost of a nested `lock()` of a lock the task holds.
