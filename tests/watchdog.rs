@@ -207,3 +207,88 @@ async fn a_holder_cut_off_from_redis_hears_of_the_loss_before_its_lease_runs_out
     );
     server.command(&["CLIENT", "UNPAUSE"]).unwrap();
 }
+
+/// The size of a command as it goes over the wire (RESP: an array of bulk strings).
+fn wire_size(args: &[&str]) -> usize {
+    let header = format!("*{}\r\n", args.len()).len();
+    header
+        + args
+            .iter()
+            .map(|arg| format!("${}\r\n", arg.len()).len() + arg.len() + 2)
+            .sum::<usize>()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn renewals_that_fall_due_together_are_sent_at_most_64_at_a_time() {
+    // 400 holds taken together fall due together. With the server paused, what the
+    // client has sent piles up in its connection's query buffer, so the buffer shows
+    // how many renewals are in flight at once.
+    const HOLDS: usize = 400;
+    const BOUND: usize = 64;
+    let server = common::RedisServer::start();
+    let lease = Duration::from_secs(3); // renewed at 1 s, taken as lost at 2.7 s
+    let client = common::client_with_lease(&server.url(), lease).await;
+    let names: Vec<String> = (0..HOLDS).map(|_| common::unique("due-together")).collect();
+    let first_grant = Instant::now();
+    let mut guards = Vec::with_capacity(HOLDS);
+    for name in &names {
+        guards.push(client.lock(name).await.unwrap());
+    }
+    assert!(
+        first_grant.elapsed() < Duration::from_millis(700),
+        "taking the locks took {:?}: they would not fall due together",
+        first_grant.elapsed()
+    );
+
+    // Pause every write from 0.8 s to 1.8 s: across every first renewal.
+    tokio::time::sleep_until((first_grant + Duration::from_millis(800)).into()).await;
+    server.query(&["CLIENT", "PAUSE", "1000", "WRITE"]).unwrap();
+    tokio::time::sleep_until((first_grant + Duration::from_millis(1_500)).into()).await;
+    let clients = server.query(&["CLIENT", "LIST"]).unwrap();
+    let blocked = clients
+        .lines()
+        .find(|line| line.contains("cmd=evalsha"))
+        .unwrap_or_else(|| panic!("no renewal waits on the server:\n{clients}"));
+    let queued: usize = blocked
+        .split(' ')
+        .find_map(|field| field.strip_prefix("qbuf="))
+        .and_then(|bytes| bytes.parse().ok())
+        .unwrap();
+
+    // One renewal waits on the server, the rest of those in flight in its buffer.
+    let sha = server
+        .query(&["SCRIPT", "LOAD", include_str!("../lua/renew.lua")])
+        .unwrap();
+    let renewal =
+        |name: &str, owner: &str| wire_size(&["EVALSHA", &sha, "1", &key(name), owner, "3000"]);
+    let sizes: Vec<usize> = guards
+        .iter()
+        .map(|guard| renewal(guard.name(), guard.owner()))
+        .collect();
+    let (smallest, largest) = (*sizes.iter().min().unwrap(), *sizes.iter().max().unwrap());
+    assert!(
+        queued <= (BOUND - 1) * largest,
+        "{} renewals in flight at once (bound {BOUND})",
+        queued / smallest + 1
+    );
+    assert!(
+        queued >= (BOUND / 2) * smallest,
+        "only {} renewals were waiting: the pause missed them, so this proves nothing",
+        queued / largest + 1
+    );
+
+    // The rest are renewed once the server is back: no hold is lost.
+    tokio::time::sleep_until((first_grant + Duration::from_millis(2_300)).into()).await;
+    assert!(
+        guards.iter().all(|guard| !guard.is_lost()),
+        "a hold was lost"
+    );
+    let ttl: i64 = client.redis().pttl(key(&names[HOLDS - 1])).await.unwrap();
+    assert!(
+        ttl > 1_500,
+        "the last lock's lease was not renewed: {ttl} ms left"
+    );
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+}
