@@ -58,12 +58,7 @@ async fn tries_against_a_lock_held_in_this_process_cost_redis_nothing() {
     let server = common::RedisServer::start();
     let client = LockClient::connect(&server.url()).await.unwrap();
     let name = common::unique("local-refusal");
-    let held = tokio::spawn({
-        let (client, name) = (client.clone(), name.clone());
-        async move { client.lock(&name).await.unwrap() }
-    })
-    .await
-    .unwrap();
+    let held = common::lock_as_another_owner(&client, &name).await;
     server.query(&["CONFIG", "RESETSTAT"]).unwrap();
     let tries: Vec<_> = (0..100)
         .map(|_| {
@@ -129,12 +124,7 @@ async fn callers_arriving_at_once_on_a_held_lock_do_not_stampede_redis() {
 async fn a_try_to_re_enter_is_not_refused_for_a_local_holder_that_lost_the_lock_unaware() {
     let client = common::client().await; // 30 s lease: the first holder notices in 10 s
     let name = common::unique("stale-local");
-    let stale = tokio::spawn({
-        let (client, name) = (client.clone(), name.clone());
-        async move { client.lock(&name).await.unwrap() }
-    })
-    .await
-    .unwrap();
+    let stale = common::lock_as_another_owner(&client, &name).await;
     // The lock vanishes behind the first holder's back (a restart, a force unlock).
     let _: i64 = client.redis().del(common_key(&name)).await.unwrap();
     assert!(!stale.is_lost(), "not noticed yet");

@@ -52,12 +52,7 @@ async fn an_unlocked_hold_is_gone_and_another_owner_takes_it_afresh() {
     let owner = guard.owner().to_owned();
     guard.unlock().await.unwrap();
     // Another owner takes it; the old owner's hold is gone and cannot be released.
-    let other = {
-        let (client, name) = (client.clone(), name.clone());
-        tokio::spawn(async move { client.lock(&name).await.unwrap() })
-            .await
-            .unwrap()
-    };
+    let other = common::lock_as_another_owner(&client, &name).await;
     assert_ne!(other.owner(), owner);
     assert_eq!(count_in_redis(&client, &name, &owner).await, None);
     assert_eq!(count_in_redis(&client, &name, other.owner()).await, Some(1));

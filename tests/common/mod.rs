@@ -59,6 +59,15 @@ pub async fn client_with_lease(url: &str, lease: Duration) -> LockClient {
         .expect("connect to the test redis")
 }
 
+/// Takes `name` in a task of its own, so that the guard has another owner than the
+/// calling task.
+pub async fn lock_as_another_owner(client: &LockClient, name: &str) -> holdlock::LockGuard {
+    let (client, name) = (client.clone(), name.to_owned());
+    tokio::spawn(async move { client.lock(&name).await.unwrap() })
+        .await
+        .unwrap()
+}
+
 /// Starts `tracing` output for a test when `RUST_LOG` is set.
 pub fn trace() {
     if std::env::var_os("RUST_LOG").is_some() {
