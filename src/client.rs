@@ -483,10 +483,8 @@ impl LockClient {
         let holder = match self.inner.holds.local_holder(name, &owner) {
             LocalHolder::Owner(entry) => {
                 let names = Arc::clone(&entry.hold.names);
-                return Ok(self
-                    .attempt(&names, &owner, options, Some(entry))
-                    .await?
-                    .granted());
+                let attempt = self.inner.acquire(&names, &owner, options, Some(entry));
+                return Ok(attempt.await?.granted());
             }
             other => other,
         };
@@ -497,7 +495,11 @@ impl LockClient {
         if options.wait == Some(Duration::ZERO) {
             return Ok(match holder {
                 LocalHolder::Other => None,
-                _ => self.attempt(&names, &owner, options, None).await?.granted(),
+                _ => self
+                    .inner
+                    .acquire(&names, &owner, options, None)
+                    .await?
+                    .granted(),
             });
         }
 
@@ -513,7 +515,7 @@ impl LockClient {
             },
         };
         loop {
-            let pttl = match self.attempt(&names, &owner, options, None).await? {
+            let pttl = match self.inner.acquire(&names, &owner, options, None).await? {
                 Attempt::Granted(guard) => return Ok(Some(guard)),
                 Attempt::Busy(pttl) => pttl,
             };
@@ -536,19 +538,6 @@ impl LockClient {
                 () = tokio::time::sleep_until(wake) => {}
             }
         }
-    }
-
-    /// One acquire attempt, with the owner's hold already in use for a re-entry. Not
-    /// cut short by the caller's deadline (the command timeout bounds it), so a zero
-    /// wait still gets one answer.
-    async fn attempt(
-        &self,
-        names: &Arc<LockNames>,
-        owner: &str,
-        options: ResolvedOptions,
-        entered: Option<HoldUse>,
-    ) -> Result<Attempt> {
-        self.inner.acquire(names, owner, options, entered).await
     }
 
     /// Looks at a lock: its owners and their hold counts, its remaining TTL and its
@@ -776,8 +765,11 @@ impl Inner {
         }));
     }
 
-    /// Runs `acquire.lua` exactly once for `owner` and records a granted hold
-    /// (starting its watchdog) before the guard exists.
+    /// One acquire attempt: runs `acquire.lua` (or, for a re-entry, whose hold
+    /// `entered` is already in use, `reenter.lua`) exactly once for `owner` and records
+    /// a granted hold (starting its watchdog) before the guard exists. Not cut short by
+    /// the caller's deadline (the command timeout bounds it), so a zero wait still gets
+    /// one answer.
     ///
     /// Cancel safe without a task per call: while the script is in flight, an
     /// [`InFlight`] holds the owner's operation lock; if this future is

@@ -259,8 +259,9 @@ async fn renewals_that_fall_due_together_are_sent_at_most_64_at_a_time() {
     let sha = server
         .query(&["SCRIPT", "LOAD", include_str!("../lua/renew.lua")])
         .unwrap();
+    let lease_ms = lease.as_millis().to_string();
     let renewal =
-        |name: &str, owner: &str| wire_size(&["EVALSHA", &sha, "1", &key(name), owner, "3000"]);
+        |name: &str, owner: &str| wire_size(&["EVALSHA", &sha, "1", &key(name), owner, &lease_ms]);
     let sizes: Vec<usize> = guards
         .iter()
         .map(|guard| renewal(guard.name(), guard.owner()))
