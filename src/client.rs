@@ -479,16 +479,21 @@ impl LockClient {
         let owner = self.owner_id();
 
         // Re-entry goes straight to Redis, with the names its hold keeps (the name was
-        // checked when the lock was taken).
-        let holder = match self.inner.holds.local_holder(name, &owner) {
+        // checked when the lock was taken). If the hold went away before the attempt
+        // could enter it (a release of it was in flight), the attempt was a fresh one:
+        // a busy lock is then waited for like by any other caller.
+        let (holder, names) = match self.inner.holds.local_holder(name, &owner) {
             LocalHolder::Owner(entry) => {
                 let names = Arc::clone(&entry.hold.names);
                 let attempt = self.inner.acquire(&names, &owner, options, Some(entry));
-                return Ok(attempt.await?.granted());
+                match attempt.await? {
+                    Attempt::Granted(guard) => return Ok(Some(guard)),
+                    Attempt::Busy(_) if options.wait == Some(Duration::ZERO) => return Ok(None),
+                    Attempt::Busy(_) => (LocalHolder::Nobody, names),
+                }
             }
-            other => other,
+            other => (other, Arc::new(self.inner.config.names(name)?)),
         };
-        let names = Arc::new(self.inner.config.names(name)?);
 
         // A single try never waits in line, and is refused at once if another owner in
         // this process holds the lock.
@@ -746,17 +751,29 @@ impl Inner {
         }
     }
 
-    /// Releases `hold` in a background task (for a dropped guard).
+    /// Releases one hold of `hold` in a background task: for a dropped guard, a
+    /// cancelled `unlock()`, and a release Redis refused (nothing changed, so the hold is
+    /// still owed). Retried, with a growing pause, until it succeeds, the hold is lost,
+    /// or the client shuts down; a release whose reply is lost is settled instead (see
+    /// [`settle`](Self::settle)).
     pub(crate) fn release_in_background(self: &Arc<Self>, hold: Arc<Hold>) {
         let inner = Arc::clone(self);
         let runtime =
             tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
         self.background.fetch_add(1, Ordering::AcqRel);
         drop(runtime.spawn(async move {
-            match inner.release(&hold).await {
-                Ok(()) | Err(LockError::Shutdown) => {}
-                Err(error) => {
-                    tracing::debug!(lock = %hold.names.name, %error, "background release failed")
+            let mut pause = RETRY_PAUSE;
+            loop {
+                match inner.release_once(&hold, &mut true).await {
+                    Ok(()) | Err(Unreleased::Final(_) | Unreleased::Settling(_)) => break,
+                    Err(Unreleased::Owed(error)) => {
+                        tracing::debug!(lock = %hold.names.name, %error, "background release refused; will retry");
+                        if hold.is_lost() || inner.check_running().is_err() {
+                            break;
+                        }
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(MAX_RETRY_PAUSE);
+                    }
                 }
             }
             if inner.background.fetch_sub(1, Ordering::AcqRel) == 1 {
@@ -771,10 +788,15 @@ impl Inner {
     /// the caller's deadline (the command timeout bounds it), so a zero wait still gets
     /// one answer.
     ///
+    /// A grant whose reply came later than a third of the lease (a slow or restarting
+    /// server) has its lease set again from now before it is handed out, so a guard is
+    /// never handed out already lost; if that fails, the grant is undone.
+    ///
     /// Cancel safe without a task per call: while the script is in flight, an
-    /// [`InFlight`] holds the owner's operation lock; if this future is
-    /// dropped, it settles the outcome in the background (releasing a hold that was
-    /// granted after all) before any other call of this owner on this lock can run.
+    /// [`InFlight`] holds the owner's operation lock; if this future is dropped (or the
+    /// reply is lost for good), it settles the outcome in the background (releasing a
+    /// hold that was granted after all) before any other call of this owner on this
+    /// lock can run.
     async fn acquire(
         self: &Arc<Self>,
         names: &Arc<LockNames>,
@@ -798,15 +820,39 @@ impl Inner {
             // it alone (one that wants a watchdog need not set it again, and a fixed
             // lease must not cut short the lease the watchdog counts on).
             let keep_lease = held > 0 && hold.has_watchdog();
-            let mut in_flight = InFlight::new(self, Op::Acquire, entry, count);
-            let sent_at = Instant::now();
-            let reply = self
+            let in_flight = InFlight::new(self, Op::Acquire, entry, count, options.lease);
+            let mut sent_at = Instant::now();
+            let mut reply = self
                 .acquire_exactly_once(names, owner, options, held, keep_lease)
                 .await;
-            let (entry, mut count) = in_flight.land()?;
-            let (granted, token) = match reply? {
+            if matches!(reply, Ok(Acquire::Granted { .. }))
+                && !keep_lease
+                && sent_at.elapsed() > watchdog::renewal_period(options.lease)
+            {
+                match self.confirm_late_grant(names, owner, options).await {
+                    Ok(Some(renewed_at)) => sent_at = renewed_at,
+                    Ok(None) => reply = Ok(Acquire::Vanished),
+                    // Still in flight: settling undoes the grant.
+                    Err(error) => return Err(error),
+                }
+            }
+            let reply = match reply {
+                Ok(reply) => reply,
+                // Still in flight: settling finds out whether it ran, and undoes it.
+                Err(CallFailed {
+                    error,
+                    maybe_ran: true,
+                }) => return Err(error),
+                Err(CallFailed { error, .. }) => {
+                    drop(in_flight.land());
+                    return Err(error);
+                }
+            };
+            let (entry, mut count) = in_flight.land();
+            let (granted, token) = match reply {
                 Acquire::Busy { pttl } => return Ok(Attempt::Busy(pttl)),
                 Acquire::Granted { count, token } => (count, token),
+                Acquire::Vanished if held == 0 => continue, // a late grant expired: again
                 Acquire::Vanished => {
                     // Expired or force-unlocked: old guards must not touch what comes
                     // next, so the next round enters a fresh hold and takes it afresh.
@@ -832,6 +878,39 @@ impl Inner {
                 Arc::clone(&entry.hold),
             )));
         }
+    }
+
+    /// Sets the lease of a grant whose reply came late again, from now, so that the
+    /// holder gets the whole lease it counts on. Returns when the renewal was sent, or
+    /// `None` if the hold expired before the reply arrived. Fails if three renewals in a
+    /// row also take longer than a third of the lease: the lease is too short for this
+    /// connection.
+    async fn confirm_late_grant(
+        &self,
+        names: &LockNames,
+        owner: &str,
+        options: ResolvedOptions,
+    ) -> Result<Option<Instant>> {
+        let period = watchdog::renewal_period(options.lease);
+        for _ in 0..3 {
+            let renewed_at = Instant::now();
+            let renewal = self
+                .scripts
+                .renew(&self.redis, &names.key, owner, options.lease_ms);
+            if !Box::pin(renewal).await? {
+                return Ok(None);
+            }
+            if renewed_at.elapsed() <= period {
+                return Ok(Some(renewed_at));
+            }
+        }
+        Err(LockError::Redis(fred::error::Error::new(
+            ErrorKind::Timeout,
+            format!(
+                "lock `{}`: redis took longer than a third of the {:?} lease to answer, three times in a row",
+                names.name, options.lease
+            ),
+        )))
     }
 
     /// Sets the token, the expiry and the watchdog of a freshly granted hold.
@@ -861,7 +940,7 @@ impl Inner {
         options: ResolvedOptions,
         held: u32,
         keep_lease: bool,
-    ) -> Result<Acquire> {
+    ) -> Result<Acquire, CallFailed> {
         let give_up = Instant::now() + self.config.connect_timeout;
         // Replicas acknowledge fresh acquisitions only (see `replicas.rs`).
         let acknowledged = options.min_replicas.filter(|_| held == 0);
@@ -882,44 +961,60 @@ impl Inner {
             };
             let error = match reply {
                 Err(error) if outcome_unknown(&error) => error,
-                done => return done,
+                done => return done.map_err(CallFailed::definite),
             };
             tracing::debug!(lock = %names.name, %error, "acquire reply lost; checking whether it ran");
             match self.field(names, owner).await {
                 Ok(count) if count == held + 1 => {
                     if let Some(min) = acknowledged {
                         // It ran, but nobody counted the replicas that have it.
-                        return Err(self.undo_unacknowledged(names, owner, 0, min).await);
+                        let error = self.undo_unacknowledged(names, owner, 0, min).await;
+                        return Err(CallFailed::definite(error));
                     }
-                    if held == 0 {
-                        // A fresh hold's field may also be one this owner gave up as
-                        // lost, its lease about to run out, if the script did not run:
-                        // set the lease from now, so that Redis keeps the hold at least
-                        // as long as the watchdog will assume.
-                        let lease_ms = options.lease_ms;
-                        let renewal = self.scripts.renew(&self.redis, &names.key, owner, lease_ms);
-                        if !Box::pin(renewal).await? {
-                            continue; // gone meanwhile: not ours after all
-                        }
-                    }
-                    let token = if options.fenced && count == 1 {
-                        Box::pin(
-                            self.redis
-                                .hget::<Option<u64>, _, _>(names.key.as_str(), TOKEN_FIELD),
-                        )
-                        .await?
-                        .unwrap_or(0)
-                    } else {
-                        0
-                    };
-                    return Ok(Acquire::Granted { count, token });
+                    // From here on the script has run: a failure leaves it to settling.
+                    return self
+                        .complete_lost_grant(names, owner, options, held, count)
+                        .await
+                        .map_err(CallFailed::maybe_ran);
                 }
                 Ok(_) | Err(_) if Instant::now() < give_up => {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-                _ => return Err(error),
+                _ => return Err(CallFailed::maybe_ran(error)),
             }
         }
+    }
+
+    /// The reply of an acquire that ran but whose reply was lost: `count` holds.
+    async fn complete_lost_grant(
+        &self,
+        names: &LockNames,
+        owner: &str,
+        options: ResolvedOptions,
+        held: u32,
+        count: u32,
+    ) -> Result<Acquire> {
+        if held == 0 {
+            // A fresh hold's field may also be one this owner gave up as lost, its lease
+            // about to run out, if the script did not run: set the lease from now, so
+            // that Redis keeps the hold at least as long as the watchdog will assume.
+            let lease_ms = options.lease_ms;
+            let renewal = self.scripts.renew(&self.redis, &names.key, owner, lease_ms);
+            if !Box::pin(renewal).await? {
+                return Ok(Acquire::Vanished);
+            }
+        }
+        let token = if options.fenced && count == 1 {
+            Box::pin(
+                self.redis
+                    .hget::<Option<u64>, _, _>(names.key.as_str(), TOKEN_FIELD),
+            )
+            .await?
+            .unwrap_or(0)
+        } else {
+            0
+        };
+        Ok(Acquire::Granted { count, token })
     }
 
     /// `release.lua`, written at most once per try. When a reply is lost, the owner's
@@ -952,12 +1047,6 @@ impl Inner {
         }
     }
 
-    /// [`release_exactly_once`](Self::release_exactly_once) for one of `hold`'s holds.
-    async fn release_hold(&self, hold: &Hold, held: u32) -> Result<Option<u32>> {
-        self.release_exactly_once(&hold.names, &hold.owner, held)
-            .await
-    }
-
     /// The owner's hold count as Redis has it (0 if none).
     async fn field(&self, names: &LockNames, owner: &str) -> Result<u32> {
         let value: Value = Box::pin(self.redis.hget(names.key.as_str(), owner))
@@ -972,15 +1061,44 @@ impl Inner {
         }
     }
 
-    /// Releases one hold of `hold`. Stops the watchdog before the last release is sent.
+    /// Releases one hold of `hold` for a guard. Stops the watchdog once the last
+    /// release is answered.
     ///
-    /// Cancel safe like [`acquire`](Self::acquire): a release abandoned in flight is
-    /// settled (and completed) in the background.
-    pub(crate) async fn release(self: &Arc<Self>, hold: &Arc<Hold>) -> Result<()> {
-        self.check_running()?;
-        let not_held = || LockError::NotHeld {
-            name: hold.names.name.clone(),
-            owner: hold.owner.clone(),
+    /// `claimed` is the guard's claim on the hold: it is cleared once the release is in
+    /// flight, from when this call (or, if it is dropped, the settlement of its script)
+    /// answers for the release. A call dropped before that leaves the claim with the
+    /// guard, whose `Drop` releases in the background.
+    ///
+    /// A release that Redis refused (nothing changed) is retried in the background, and
+    /// one whose reply was lost is settled in the background; the error is returned
+    /// either way.
+    pub(crate) async fn release(
+        self: &Arc<Self>,
+        hold: &Arc<Hold>,
+        claimed: &mut bool,
+    ) -> Result<()> {
+        match self.release_once(hold, claimed).await {
+            Ok(()) => Ok(()),
+            Err(Unreleased::Owed(error)) => {
+                self.release_in_background(Arc::clone(hold));
+                Err(error)
+            }
+            Err(Unreleased::Final(error) | Unreleased::Settling(error)) => Err(error),
+        }
+    }
+
+    /// One try of [`release`](Self::release), which says what is left to do if it fails.
+    async fn release_once(
+        self: &Arc<Self>,
+        hold: &Arc<Hold>,
+        claimed: &mut bool,
+    ) -> Result<(), Unreleased> {
+        self.check_running().map_err(Unreleased::Final)?;
+        let not_held = || {
+            Unreleased::Final(LockError::NotHeld {
+                name: hold.names.name.clone(),
+                owner: hold.owner.clone(),
+            })
         };
         let entry = self.holds.reenter(hold);
         let count = hold.lock_ops().await;
@@ -993,75 +1111,144 @@ impl Inner {
             // that the release is written without waiting on the task's cancellation.
             hold.begin_last_release();
         }
-        let mut in_flight = InFlight::new(self, Op::Release, entry, count);
+        let in_flight = InFlight::new(self, Op::Release, entry, count, self.config.lease);
+        *claimed = false;
         let reply = self.release_hold(hold, held).await;
-        let (_entry, mut count) = in_flight.land()?;
-        if held == 1 {
-            hold.stop_watchdog();
+        if let Err(error) = reply {
+            if outcome_unknown(&error) {
+                // Maybe ran: still in flight, so settling finds out and completes it.
+                return Err(Unreleased::Settling(error));
+            }
+            // Redis refused it: nothing changed, and the hold is still owed.
+            drop(in_flight.land());
+            hold.end_last_release();
+            return Err(Unreleased::Owed(error));
         }
+        let (_entry, mut count) = in_flight.land();
         match reply {
             Ok(Some(remaining)) => {
                 hold.set_count(&mut count, remaining);
+                if remaining == 0 {
+                    hold.stop_watchdog();
+                }
                 Ok(())
             }
-            Ok(None) => {
+            _ => {
                 hold.set_count(&mut count, 0);
                 drop(count);
                 hold.mark_lost("released a hold that redis no longer had");
                 Err(not_held())
             }
-            Err(error) => {
-                // Unknown outcome: forget the hold locally; Redis expires it within a lease.
-                hold.set_count(&mut count, held - 1);
-                Err(error)
-            }
         }
     }
 
-    /// Settles a script whose caller went away mid-flight, with the owner's operation
-    /// lock still held: Redis's count for the owner tells whether it ran. An abandoned
-    /// acquire that ran is undone; an abandoned release that did not run is completed.
-    async fn settle(self: Arc<Self>, op: Op, entry: HoldUse, mut count: OwnedMutexGuard<u32>) {
+    /// [`release_exactly_once`](Self::release_exactly_once) for one of `hold`'s holds.
+    async fn release_hold(&self, hold: &Hold, held: u32) -> Result<Option<u32>> {
+        self.release_exactly_once(&hold.names, &hold.owner, held)
+            .await
+    }
+
+    /// Settles a script whose caller went away mid-flight, or whose reply was lost,
+    /// with the owner's operation lock still held: Redis's count for the owner tells
+    /// whether it ran. An acquire that ran is undone, and a release that did not run
+    /// is completed, by a background release (see
+    /// [`release_in_background`](Self::release_in_background)).
+    ///
+    /// Reading the count is retried until it succeeds, the hold is lost, the client
+    /// shuts down, or `give_up` passes; in the last case the hold is given up as lost
+    /// (no longer renewed), so that Redis expires whatever it has within a lease.
+    async fn settle(
+        self: Arc<Self>,
+        op: Op,
+        entry: HoldUse,
+        mut count: OwnedMutexGuard<u32>,
+        give_up: Instant,
+    ) {
         let hold = &entry.hold;
         let held = *count;
-        let give_up = Instant::now() + self.config.connect_timeout;
+        let mut pause = RETRY_PAUSE;
         let now = loop {
             match self.field(&hold.names, &hold.owner).await {
-                Ok(now) => break now,
-                Err(_) if Instant::now() < give_up => {
-                    tokio::time::sleep(Duration::from_millis(20)).await
-                }
+                Ok(now) => break Some(now),
                 Err(error) => {
-                    tracing::debug!(lock = %hold.names.name, %error, "could not settle a cancelled call");
-                    return;
+                    tracing::debug!(lock = %hold.names.name, %error, "settling a cancelled call: reading its count failed");
+                    let hopeless = hold.is_lost() || self.check_running().is_err();
+                    if hopeless || Instant::now() + pause >= give_up {
+                        break None;
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(MAX_RETRY_PAUSE);
                 }
             }
         };
-        let undo = match op {
-            Op::Acquire if now == held + 1 => Some(now),
-            Op::Acquire if now == held => None,
-            Op::Release if now + 1 == held => {
+        let owed = match (op, now) {
+            (Op::Acquire, Some(now)) if now == held + 1 => {
                 hold.set_count(&mut count, now);
-                None
+                true
             }
-            Op::Release if now == held => Some(held),
-            _ => {
+            (Op::Acquire, Some(now)) if now == held => false,
+            (Op::Release, Some(now)) if now + 1 == held => {
+                hold.set_count(&mut count, now);
+                false
+            }
+            (Op::Release, Some(now)) if now == held => true,
+            (_, Some(_)) => {
                 hold.set_count(&mut count, 0);
                 hold.mark_lost("redis disagrees with the local hold count");
-                None
+                false
+            }
+            (_, None) => {
+                hold.set_count(&mut count, 0);
+                hold.mark_lost("could not tell whether a cancelled call ran");
+                false
             }
         };
-        if let Some(in_redis) = undo {
-            match self.release_hold(hold, in_redis).await {
-                Ok(Some(remaining)) if op == Op::Release => hold.set_count(&mut count, remaining),
-                Ok(_) => {}
-                Err(error) => {
-                    tracing::debug!(lock = %hold.names.name, %error, "could not settle a cancelled call")
-                }
-            }
-        }
         if hold.count() == 0 {
             hold.stop_watchdog();
+        }
+        drop(count);
+        if owed {
+            self.release_in_background(Arc::clone(hold));
+        }
+    }
+}
+
+/// The first pause before a background call is tried again; it doubles up to
+/// [`MAX_RETRY_PAUSE`].
+const RETRY_PAUSE: Duration = Duration::from_millis(20);
+/// The longest pause between tries of a background call.
+const MAX_RETRY_PAUSE: Duration = Duration::from_secs(1);
+
+/// What is left to do after a release that did not complete.
+enum Unreleased {
+    /// Nothing: the hold is not held, or the client is shut down.
+    Final(LockError),
+    /// Redis refused the release: nothing changed, and the release is still owed.
+    Owed(LockError),
+    /// The reply was lost: the release is being settled in the background.
+    Settling(LockError),
+}
+
+/// An exactly-once call that failed, and whether it may have run.
+struct CallFailed {
+    error: LockError,
+    maybe_ran: bool,
+}
+
+impl CallFailed {
+    /// Redis answered with an error: the script changed nothing.
+    fn definite(error: LockError) -> Self {
+        Self {
+            error,
+            maybe_ran: false,
+        }
+    }
+
+    /// The script may have run (its reply was lost, or what followed it failed).
+    fn maybe_ran(error: LockError) -> Self {
+        Self {
+            error,
+            maybe_ran: true,
         }
     }
 }
@@ -1073,28 +1260,41 @@ enum Op {
     Release,
 }
 
-/// A script in flight with the owner's operation lock held. If the call's future is
-/// dropped before [`land`](Self::land), the outcome is settled in the background.
+/// A script in flight with the owner's operation lock held. If it is dropped before
+/// [`land`](Self::land) (its caller's future was dropped, or the reply was lost for
+/// good), the outcome is settled in the background.
 struct InFlight {
     inner: Arc<Inner>,
     op: Op,
+    /// How long settling may try to read the outcome: a lease (after which Redis has
+    /// expired whatever the script left) and the connect timeout.
+    give_up_after: Duration,
     state: Option<(HoldUse, OwnedMutexGuard<u32>)>,
 }
 
 impl InFlight {
-    fn new(inner: &Arc<Inner>, op: Op, entry: HoldUse, count: OwnedMutexGuard<u32>) -> Self {
+    fn new(
+        inner: &Arc<Inner>,
+        op: Op,
+        entry: HoldUse,
+        count: OwnedMutexGuard<u32>,
+        lease: Duration,
+    ) -> Self {
         Self {
             inner: Arc::clone(inner),
             op,
+            give_up_after: lease + inner.config.connect_timeout,
             state: Some((entry, count)),
         }
     }
 
     /// The call completed: hand the state back to it.
-    fn land(&mut self) -> Result<(HoldUse, OwnedMutexGuard<u32>)> {
-        self.state
-            .take()
-            .ok_or_else(|| LockError::Protocol("an in-flight call landed twice".into()))
+    fn land(mut self) -> (HoldUse, OwnedMutexGuard<u32>) {
+        match self.state.take() {
+            Some(state) => state,
+            // `land` consumes the call, and only `Drop` takes the state otherwise.
+            None => unreachable!("an in-flight call landed twice"),
+        }
     }
 }
 
@@ -1106,7 +1306,8 @@ impl Drop for InFlight {
         let inner = Arc::clone(&self.inner);
         let runtime =
             tokio::runtime::Handle::try_current().unwrap_or_else(|_| inner.runtime.clone());
-        drop(runtime.spawn(inner.settle(self.op, entry, count)));
+        let give_up = Instant::now() + self.give_up_after;
+        drop(runtime.spawn(inner.settle(self.op, entry, count, give_up)));
     }
 }
 

@@ -34,7 +34,9 @@ use crate::hold::Hold;
 pub struct LockGuard {
     inner: Arc<Inner>,
     hold: Arc<Hold>,
-    released: bool,
+    /// Whether this guard still answers for its hold: until an `unlock()` has put the
+    /// release in flight. A guard dropped while claimed releases in the background.
+    claimed: bool,
 }
 
 impl LockGuard {
@@ -42,7 +44,7 @@ impl LockGuard {
         Self {
             inner: Arc::clone(inner),
             hold,
-            released: false,
+            claimed: true,
         }
     }
 
@@ -179,9 +181,18 @@ impl LockGuard {
     /// Redis could not be reached (the hold then expires within its lease);
     /// [`LockError::Shutdown`].
     ///
+    /// If Redis refuses the release (it changed nothing, e.g. `NOREPLICAS` or `OOM`),
+    /// the error is returned and the hold is released in the background, as a dropped
+    /// guard's is: retried until it succeeds, the hold is lost or the client shuts
+    /// down. Nested guards of the same hold are not affected: the hold count in Redis
+    /// and here stay equal.
+    ///
     /// # Cancel safety
-    /// If the future is dropped after the release was sent, the release still happens
-    /// or the hold expires within its lease.
+    /// Cancel safe: dropping the future at any point releases the hold all the same.
+    /// Dropped before the release was sent (it may wait behind another call of the
+    /// same owner on the same lock), the guard is dropped with it and releases in the
+    /// background; dropped after, the outcome is read from Redis in the background and
+    /// the release completed if it did not run.
     ///
     /// # Examples
     /// ```no_run
@@ -190,14 +201,15 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub async fn unlock(mut self) -> Result<()> {
-        self.released = true;
-        self.inner.release(&self.hold).await
+        let result = self.inner.release(&self.hold, &mut self.claimed).await;
+        self.claimed = false;
+        result
     }
 }
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if self.released {
+        if !self.claimed {
             return;
         }
         self.inner.release_in_background(Arc::clone(&self.hold));

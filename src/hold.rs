@@ -157,6 +157,12 @@ impl Hold {
         self.releasing.store(true, Ordering::Release);
     }
 
+    /// The last hold's release was refused (nothing changed): a renewal that finds
+    /// the field gone is a loss again.
+    pub(crate) fn end_last_release(&self) {
+        self.releasing.store(false, Ordering::Release);
+    }
+
     /// Whether the last hold's release may already have run in Redis.
     pub(crate) fn is_releasing(&self) -> bool {
         self.releasing.load(Ordering::Acquire)

@@ -5,6 +5,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use fred::interfaces::PubsubInterface;
+use futures::FutureExt;
 use holdlock::LockClient;
 
 async fn wait_until_free(client: &LockClient, name: &str) {
@@ -99,4 +100,134 @@ async fn cancelling_a_waiter_keeps_the_queue_moving() {
         .await
         .expect("queue stalled")
         .unwrap();
+}
+
+/// A nested `unlock()` dropped while it waits behind another call of its owner (here
+/// the other guard's release, in flight) still releases its hold.
+#[tokio::test(flavor = "current_thread")]
+async fn an_unlock_dropped_before_it_was_sent_still_releases() {
+    let client = common::client().await;
+    let other = common::client().await;
+    for round in 0..20 {
+        let name = common::unique(&format!("cancel-unlock-{round}"));
+        let outer = client.lock(&name).await.unwrap();
+        let inner = client.lock(&name).await.unwrap();
+        assert_eq!(inner.hold_count(), 2);
+        // The outer release goes out first and holds the owner's operation lock while
+        // its script is in flight...
+        let first = tokio::spawn(outer.unlock());
+        tokio::task::yield_now().await;
+        // ...so the inner one queues behind it, and is dropped there.
+        let cancelled = inner.unlock().now_or_never();
+        assert!(
+            cancelled.is_none(),
+            "the inner unlock should still be waiting"
+        );
+        first.await.unwrap().unwrap();
+        wait_until_free(&other, &name).await;
+    }
+}
+
+/// An `unlock()` polled once and dropped, in any state, never leaks its hold.
+#[tokio::test(flavor = "multi_thread")]
+async fn unlocks_polled_once_and_dropped_leave_nothing_behind() {
+    let client = common::client().await;
+    let other = common::client().await;
+    let names: Vec<String> = (0..200)
+        .map(|i| common::unique(&format!("poll-once-{i}")))
+        .collect();
+    let mut dropped_pending = 0;
+    for name in &names {
+        let outer = client.lock(name).await.unwrap();
+        let inner = client.lock(name).await.unwrap();
+        drop(outer); // released in the background
+        // Polled once: most are still pending (queued or in flight) when dropped.
+        if inner.unlock().now_or_never().is_none() {
+            dropped_pending += 1;
+        }
+    }
+    assert!(
+        dropped_pending > 100,
+        "only {dropped_pending} were dropped pending"
+    );
+    for name in &names {
+        wait_until_free(&other, name).await;
+    }
+}
+
+/// With the server asleep, an `unlock()` cut short by a timeout while another release
+/// of the same hold is in flight still releases; the lock is free once the server
+/// wakes, and nothing renews it.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unlock_timed_out_behind_a_slow_release_still_releases() {
+    let server = std::sync::Arc::new(common::RedisServer::start_with(|_| {
+        vec!["--enable-debug-command".into(), "local".into()]
+    }));
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let other = LockClient::connect(&server.url()).await.unwrap();
+    let name = common::unique("cancel-slow-unlock");
+    let outer = client.lock(&name).await.unwrap();
+    let inner = client.lock(&name).await.unwrap();
+    let sleeper = std::thread::spawn({
+        let server = std::sync::Arc::clone(&server);
+        move || server.command(&["DEBUG", "SLEEP", "1"])
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let first = tokio::spawn(outer.unlock());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let cut_short = tokio::time::timeout(Duration::from_millis(100), inner.unlock()).await;
+    assert!(
+        cut_short.is_err(),
+        "the server sleeps: the unlock cannot finish"
+    );
+    sleeper.join().unwrap().unwrap();
+    first.await.unwrap().unwrap();
+    wait_until_free(&other, &name).await;
+    other
+        .try_lock(&name)
+        .await
+        .unwrap()
+        .expect("another client takes the lock")
+        .unlock()
+        .await
+        .unwrap();
+}
+
+/// `lock()` calls cut short at random moments, their guards dropped at once, while two
+/// other clients take turns on the lock: every `lock()` that completes has the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn locks_after_cancelled_locks_of_the_same_owner_never_fail() {
+    let name = common::unique("cancel-then-lock");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut rivals = Vec::new();
+    for _ in 0..2 {
+        let (client, name, stop) = (common::client().await, name.clone(), stop.clone());
+        rivals.push(tokio::spawn(async move {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                client.lock(&name).await.unwrap().unlock().await.unwrap();
+            }
+        }));
+    }
+    let client = common::client().await;
+    let (mut completed, mut cancelled) = (0, 0);
+    let start = Instant::now();
+    let mut micros = 0u64;
+    while start.elapsed() < Duration::from_secs(3) {
+        micros = (micros * 7 + 1_300) % 3_000;
+        match tokio::time::timeout(Duration::from_micros(micros), client.lock(&name)).await {
+            Ok(result) => {
+                drop(result.expect("a wait-forever lock() only fails on redis errors"));
+                completed += 1;
+            }
+            Err(_) => cancelled += 1,
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for rival in rivals {
+        rival.await.unwrap();
+    }
+    assert!(
+        completed > 20 && cancelled > 20,
+        "{completed} completed, {cancelled} cancelled"
+    );
 }

@@ -191,3 +191,85 @@ async fn a_lock_call_fails_cleanly_when_the_server_is_gone() {
         start.elapsed()
     );
 }
+
+/// A nested release that Redis refuses (no replicas to write to) changes nothing: the
+/// counts here and in Redis stay equal, the refused release is done once writes are
+/// allowed again, and the lock ends up free for every task of the same client.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_release_keeps_the_counts_and_is_done_later() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let name = common::unique("refused-release");
+    let outer = client.lock(&name).await.unwrap();
+    let inner = client.lock(&name).await.unwrap();
+    let owner = outer.owner().to_owned();
+    server
+        .command(&["CONFIG", "SET", "min-replicas-to-write", "1"])
+        .unwrap();
+    let refused = inner.unlock().await;
+    assert!(refused.is_err(), "writes are refused: {refused:?}");
+    assert_eq!(outer.hold_count(), 2, "nothing changed here");
+    assert_eq!(
+        redis_count(&client, &name, &owner).await,
+        Some(2),
+        "nor in redis"
+    );
+    server
+        .command(&["CONFIG", "SET", "min-replicas-to-write", "0"])
+        .unwrap();
+    outer.unlock().await.unwrap();
+    let start = Instant::now();
+    while redis_count(&client, &name, &owner).await.is_some() {
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "the refused release was never done"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Another task of the same client is not refused by what this one held.
+    let (other_task, other_name) = (client.clone(), name.clone());
+    let guard = tokio::spawn(async move { other_task.try_lock(&other_name).await })
+        .await
+        .unwrap()
+        .unwrap();
+    guard
+        .expect("free for another task")
+        .unlock()
+        .await
+        .unwrap();
+}
+
+/// A grant whose reply comes later than a third of the lease (the server slept through
+/// it) is renewed before its guard is handed out: the guard is not lost, and releasing
+/// it frees the lock.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slow_grant_hands_out_a_guard_that_holds() {
+    let server = Arc::new(RedisServer::start_with(|_| {
+        vec!["--enable-debug-command".into(), "local".into()]
+    }));
+    let lease = Duration::from_secs(3);
+    let client = common::client_with_lease(&server.url(), lease).await;
+    for options in [
+        holdlock::LockOptions::new(),
+        holdlock::LockOptions::new().lease(lease),
+    ] {
+        let name = common::unique("slow-grant");
+        let sleeper = std::thread::spawn({
+            let server = Arc::clone(&server);
+            move || server.command(&["DEBUG", "SLEEP", "3.3"])
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let asked = Instant::now();
+        let guard = client.lock_with(&name, options).await.unwrap().unwrap();
+        sleeper.join().unwrap().unwrap();
+        assert!(
+            asked.elapsed() > lease * 3 / 4,
+            "the grant should have been slow"
+        );
+        assert!(!guard.is_lost(), "handed out lost");
+        tokio::time::sleep(lease / 2).await;
+        assert!(!guard.is_lost(), "lost soon after");
+        guard.unlock().await.unwrap();
+        assert!(!client.is_locked(&name).await.unwrap(), "left held");
+    }
+}
