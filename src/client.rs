@@ -952,24 +952,24 @@ impl Inner {
                     let reenter = self
                         .scripts
                         .reenter(&self.redis, &names.key, owner, lease_ms);
-                    reenter.await
+                    reenter.await.map_err(CallFailed::from)
                 }
                 None => {
                     let call = AcquireCall::of(names, owner, &options);
-                    self.scripts.acquire(&self.redis, &call).await
+                    let acquire = self.scripts.acquire(&self.redis, &call);
+                    acquire.await.map_err(CallFailed::from)
                 }
             };
             let error = match reply {
-                Err(error) if outcome_unknown(&error) => error,
-                done => return done.map_err(CallFailed::definite),
+                Err(failed) if outcome_unknown(&failed.error) => failed.error,
+                done => return done,
             };
             tracing::debug!(lock = %names.name, %error, "acquire reply lost; checking whether it ran");
             match self.field(names, owner).await {
                 Ok(count) if count == held + 1 => {
                     if let Some(min) = acknowledged {
                         // It ran, but nobody counted the replicas that have it.
-                        let error = self.undo_unacknowledged(names, owner, 0, min).await;
-                        return Err(CallFailed::definite(error));
+                        return Err(self.undo_unacknowledged(names, owner, 0, min).await);
                     }
                     // From here on the script has run: a failure leaves it to settling.
                     return self
@@ -1229,26 +1229,29 @@ enum Unreleased {
     Settling(LockError),
 }
 
-/// An exactly-once call that failed, and whether it may have run.
-struct CallFailed {
-    error: LockError,
-    maybe_ran: bool,
+/// An exactly-once call that failed, and whether it may have left a hold in Redis.
+pub(crate) struct CallFailed {
+    pub(crate) error: LockError,
+    pub(crate) maybe_ran: bool,
 }
 
 impl CallFailed {
-    /// Redis answered with an error: the script changed nothing.
-    fn definite(error: LockError) -> Self {
-        Self {
-            error,
-            maybe_ran: false,
-        }
-    }
-
-    /// The script may have run (its reply was lost, or what followed it failed).
-    fn maybe_ran(error: LockError) -> Self {
+    /// The script ran, or may have: its reply was lost, or what had to follow it (an
+    /// undo, a read) failed.
+    pub(crate) fn maybe_ran(error: LockError) -> Self {
         Self {
             error,
             maybe_ran: true,
+        }
+    }
+}
+
+impl From<LockError> for CallFailed {
+    /// A failed call: it may have run only if the failure was in transit.
+    fn from(error: LockError) -> Self {
+        Self {
+            maybe_ran: outcome_unknown(&error),
+            error,
         }
     }
 }

@@ -19,13 +19,15 @@
 //! another look.
 //!
 //! A fresh acquisition acknowledged by too few replicas is released again at once
-//! (exactly once, like any release) and reported as [`LockError::NotReplicated`].
+//! (exactly once, like any release) and reported as [`LockError::NotReplicated`]. If
+//! that release fails, the call is reported as one that may have left a hold, which
+//! the engine settles (and releases) in the background.
 
 use fred::clients::Client;
 use fred::interfaces::{ClientLike, EventInterface};
 use tokio::sync::OnceCell;
 
-use crate::client::Inner;
+use crate::client::{CallFailed, Inner};
 use crate::config::{LockNames, MinReplicas, ResolvedOptions};
 use crate::error::{LockError, Result};
 use crate::scripts::{Acquire, AcquireCall};
@@ -78,7 +80,7 @@ impl Inner {
         owner: &str,
         options: ResolvedOptions,
         min: MinReplicas,
-    ) -> Result<Acquire> {
+    ) -> Result<Acquire, CallFailed> {
         let client = self
             .acknowledging
             .client(&self.redis, self.config.connect_timeout)
@@ -113,21 +115,26 @@ impl Inner {
     }
 
     /// Releases a fresh hold (count 1) that too few replicas acknowledged, and returns
-    /// the error to report. If the release fails, the hold expires within its lease.
+    /// the error to report: one that may have left the hold if the release failed.
     pub(crate) async fn undo_unacknowledged(
         &self,
         names: &LockNames,
         owner: &str,
         acked: u32,
         min: MinReplicas,
-    ) -> LockError {
-        if let Err(error) = self.release_exactly_once(names, owner, 1).await {
-            tracing::warn!(lock = %names.name, %error, "could not release an unreplicated hold; it expires with its lease");
-        }
-        LockError::NotReplicated {
+    ) -> CallFailed {
+        let released = self.release_exactly_once(names, owner, 1).await;
+        let error = LockError::NotReplicated {
             name: names.name.clone(),
             acked,
             wanted: min.replicas,
+        };
+        match released {
+            Ok(_) => CallFailed::from(error),
+            Err(failure) => {
+                tracing::debug!(lock = %names.name, error = %failure, "could not release an unreplicated hold yet; settling it");
+                CallFailed::maybe_ran(error)
+            }
         }
     }
 }
