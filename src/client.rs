@@ -74,7 +74,7 @@ pub(crate) struct Inner {
     pub(crate) watchdogs: watchdog::Bookings,
     /// Bounds the renewals in flight at once; see `watchdog.rs`.
     pub(crate) renewal_slots: watchdog::RenewalSlots,
-    /// The task that starts booked watchdogs.
+    /// The task that starts booked watchdogs and renews every hold on reconnection.
     starter: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
     runtime: tokio::runtime::Handle,
     shut_down: AtomicBool,
@@ -292,7 +292,7 @@ impl LockClientBuilder {
             background: AtomicUsize::new(0),
             background_done: Notify::new(),
         });
-        *inner.starter.lock() = Some(watchdog::spawn_starter(Arc::downgrade(&inner), lease));
+        *inner.starter.lock() = Some(watchdog::spawn_starter(&inner, lease));
         Ok(LockClient { inner })
     }
 }

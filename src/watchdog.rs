@@ -9,6 +9,15 @@
 //! was deleted or expired behind our back), or renewals keep failing until the lease
 //! is about to run out (see [`lost_deadline`]), the hold is lost: the guard's
 //! [`lost`](crate::LockGuard::lost) signal fires and a warning is logged.
+//!
+//! Every hold is also renewed as soon as the command connection is re-established.
+//! The server the client reconnects to may not be the one it renewed on: after a
+//! Sentinel or Cluster failover the new primary keeps the expiry of the last renewal
+//! that reached it before the promotion, while the client may have gone on renewing
+//! on the old primary until it was demoted. Waiting for the next `lease / 3` tick
+//! would then lose any hold with less than that left on the new primary. The starter
+//! task hears fred's reconnection events, tells every running watchdog to renew now,
+//! and starts every booked one at once (see [`spawn_starter`]).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
@@ -16,21 +25,32 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use tokio::sync::{Semaphore, SemaphorePermit};
+use fred::interfaces::EventInterface;
+use fred::types::config::Server;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+use tokio::sync::{Semaphore, SemaphorePermit, broadcast, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::client::Inner;
 use crate::hold::Hold;
 
-/// Starts renewing `hold` every `lease / 3`; `granted_at` is when the acquire that
-/// set the current expiry was sent.
+/// Starts renewing `hold` every `lease / 3`, and after every reconnection;
+/// `granted_at` is when the acquire that set the current expiry was sent. With
+/// `renew_now` the first renewal is sent at once (the client has just reconnected).
 pub(crate) fn spawn(
     inner: &Arc<Inner>,
     hold: &Arc<Hold>,
     lease: Duration,
     granted_at: Instant,
+    renew_now: bool,
 ) -> JoinHandle<()> {
+    // Subscribed here, not in the task: a reconnection between this spawn and the
+    // task's first poll is not missed.
+    let mut reconnected = inner.watchdogs.reconnections.subscribe();
+    if renew_now {
+        reconnected.mark_changed();
+    }
     let inner = Arc::clone(inner);
     let hold = Arc::clone(hold);
     let period = renewal_period(lease);
@@ -44,8 +64,14 @@ pub(crate) fn spawn(
             // flight: a holder cut off from Redis is told before its lease can run out.
             tokio::select! {
                 _ = ticks.tick() => {}
+                // The client reconnected (maybe to another server): renew now, and a
+                // period from now. (The sender lives in `inner`, so this never fails.)
+                Ok(()) = reconnected.changed() => ticks.reset(),
                 () = tokio::time::sleep_until(expires) => break,
             }
+            // This renewal goes out after every reconnection heard so far; one heard
+            // while it is in flight is answered by another renewal.
+            reconnected.borrow_and_update();
             // Taken before the wait for a slot: the deadline errs early, never late.
             let sent_at = Instant::now();
             let renewal = async {
@@ -120,10 +146,23 @@ impl RenewalSlots {
     }
 }
 
-/// Watchdogs booked and not yet started, in the order they fall due.
-#[derive(Debug, Default)]
+/// Watchdogs booked and not yet started, in the order they fall due; and the signal
+/// that tells running watchdogs that the client reconnected.
+#[derive(Debug)]
 pub(crate) struct Bookings {
     queue: Mutex<Queue>,
+    /// Bumped (by the starter task only) on each reconnection of the command client;
+    /// every running watchdog holds a receiver.
+    reconnections: watch::Sender<()>,
+}
+
+impl Default for Bookings {
+    fn default() -> Self {
+        Self {
+            queue: Mutex::default(),
+            reconnections: watch::channel(()).0,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -189,32 +228,82 @@ impl Bookings {
         let next = queue.entries.front().map(|booking| booking.start_by);
         (due, next)
     }
+
+    /// After a reconnection: tells every running watchdog to renew now, and takes
+    /// every booking, due or not.
+    fn reconnected(&self) -> Vec<Booking> {
+        self.reconnections.send_replace(());
+        let mut queue = self.queue.lock();
+        queue.entries.drain(..).collect()
+    }
 }
 
 /// Starts booked watchdogs when they fall due, until the client is gone. It wakes at
 /// least every `lease / 6`, so a booking made while it sleeps is never started late
 /// (bookings fall due half a renewal period after their grant).
-pub(crate) fn spawn_starter(inner: Weak<Inner>, lease: Duration) -> JoinHandle<()> {
+///
+/// It also listens for reconnections of the command client: on each, every running
+/// watchdog renews at once and every booked one is started at once and renews. One
+/// task per client does both, so a booking is started by exactly one of the two.
+pub(crate) fn spawn_starter(inner: &Arc<Inner>, lease: Duration) -> JoinHandle<()> {
+    // Subscribed before `build` returns: no reconnection after it is missed. (fred also
+    // reports the first connection, but that happened in `init`, before this.)
+    let mut reconnects = Some(inner.redis.reconnect_rx());
+    let inner = Arc::downgrade(inner);
     let nap = renewal_period(lease) / 2;
     tokio::spawn(async move {
+        let mut reconnected = false;
         loop {
             let now = Instant::now();
             let Some(strong) = inner.upgrade() else {
                 return;
             };
             let (due, next) = strong.watchdogs.take_due(now);
+            let (due, renew_now) = if reconnected {
+                let mut all = due;
+                all.extend(strong.watchdogs.reconnected());
+                (all, true)
+            } else {
+                (due, false)
+            };
             for booking in due {
                 if let Some(hold) = booking.hold.upgrade() {
                     hold.start_booked_watchdog(|| {
-                        spawn(&strong, &hold, booking.lease, booking.granted_at)
+                        spawn(&strong, &hold, booking.lease, booking.granted_at, renew_now)
                     });
                 }
             }
             drop(strong);
             let wake = next.map_or(now + nap, |next| next.min(now + nap));
-            tokio::time::sleep_until(wake.max(now + Duration::from_millis(1))).await;
+            let wake = wake.max(now + Duration::from_millis(1));
+            reconnected = tokio::select! {
+                () = tokio::time::sleep_until(wake) => false,
+                () = next_reconnection(&mut reconnects) => true,
+            };
         }
     })
+}
+
+/// Resolves on the next reconnection of the command client, having taken every other
+/// one already queued (a cluster client reports each node it connects to; one renewal
+/// per hold answers them all). A lagging receiver missed some: that counts as one.
+/// Never resolves once fred has closed the channel (the client quit).
+async fn next_reconnection(reconnects: &mut Option<broadcast::Receiver<Server>>) {
+    let Some(receiver) = reconnects else {
+        return std::future::pending().await;
+    };
+    match receiver.recv().await {
+        Ok(_) | Err(RecvError::Lagged(_)) => loop {
+            match receiver.try_recv() {
+                Ok(_) | Err(TryRecvError::Lagged(_)) => {}
+                Err(TryRecvError::Empty | TryRecvError::Closed) => return,
+            }
+        },
+        Err(RecvError::Closed) => {
+            *reconnects = None;
+            std::future::pending().await
+        }
+    }
 }
 
 #[cfg(test)]

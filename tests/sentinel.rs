@@ -121,3 +121,93 @@ async fn locks_follow_a_sentinel_failover() {
         guard.unlock().await.unwrap();
     }
 }
+
+/// The PTTL of `key` on `server`, in milliseconds (negative if it has none).
+fn pttl(server: &common::RedisServer, key: &str) -> i64 {
+    common::integer(&server.query(&["PTTL", key]).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn holds_are_renewed_as_soon_as_the_client_reaches_the_new_master() {
+    // The sentinels promote the replica at once but retire the old master (and cut its
+    // clients) only some seconds later. Meanwhile the holder renews on the old master,
+    // and the new master keeps the expiry of the last renewal it had replicated, which
+    // runs low. A holder that waited for its next renewal period after reconnecting
+    // would find its holds gone.
+    let deployment = Sentinels::start();
+    let (old_master, new_master) = (&deployment.master, &deployment.replica);
+    let lease = Duration::from_secs(9);
+    let period = lease / 3;
+    let holder = LockClient::builder(deployment.url())
+        .lease(lease)
+        .build()
+        .await
+        .unwrap();
+    let mut guards: Vec<LockGuard> = Vec::new();
+    for i in 0..5 {
+        guards.push(
+            holder
+                .lock(&common::unique(&format!("renewed-{i}")))
+                .await
+                .unwrap(),
+        );
+    }
+    let keys: Vec<String> = guards.iter().map(|guard| key(guard.name())).collect();
+    old_master.wait_replicated(new_master);
+
+    deployment.promote();
+    // Renewals go on reaching the old master, not the new one, until the new master's
+    // copy has less than a renewal period left. (The renewals are a period apart and
+    // the new master's copy expires a lease after one of them, so the old master
+    // renewed about now: wait a little longer, so that renewal is answered and not
+    // re-sent to the new master when the old one cuts the connection.)
+    let low = i64::try_from((period - Duration::from_millis(300)).as_millis()).unwrap();
+    common::wait_until("the new master's copy to run low", lease, || {
+        pttl(new_master, &keys[0]) < low
+    });
+    let (old_ttl, new_ttl) = (pttl(old_master, &keys[0]), pttl(new_master, &keys[0]));
+    assert!(
+        old_ttl > new_ttl + 3_000,
+        "the holder did not renew on the old master after the promotion \
+         (PTTL {old_ttl} ms there, {new_ttl} ms on the new master)"
+    );
+    // With the renewals a third of a lease apart, the next one is due just when the
+    // new master's copy expires (the issue saw it arrive 5 ms late): a coin toss. Cut
+    // the new master's copies to 1.2 s, as if they were 1.5 s older, so that a holder
+    // which waits for its next period loses them for certain.
+    for key in &keys {
+        assert_eq!(
+            new_master.query(&["PEXPIRE", key, "1200"]).as_deref(),
+            Ok(":1")
+        );
+    }
+    deployment.retire_old_master();
+    let retired = Instant::now();
+
+    // The copies would expire 1.2 s from now; the next periodic renewal is due in
+    // about 2.7 s. Every copy must be renewed before it expires.
+    let renewed = |key: &String| pttl(new_master, key) > (lease / 2).as_millis() as i64;
+    while !keys.iter().all(renewed) {
+        assert!(
+            retired.elapsed() < Duration::from_millis(2_000),
+            "not renewed on the new master after the reconnection: {:?}",
+            keys.iter()
+                .map(|key| (key.as_str(), pttl(new_master, key)))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    println!(
+        "every hold renewed on the new master {:?} after the old master was retired",
+        retired.elapsed()
+    );
+    for guard in &guards {
+        assert!(!guard.is_lost(), "{} reports lost", guard.name());
+    }
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+    for key in &keys {
+        assert_eq!(pttl(new_master, key), -2, "{key} was left held");
+    }
+}

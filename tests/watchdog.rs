@@ -293,3 +293,53 @@ async fn renewals_that_fall_due_together_are_sent_at_most_64_at_a_time() {
         guard.unlock().await.unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_hold_is_renewed_as_soon_as_the_connection_is_back() {
+    // After a reconnection the server may keep an older expiry than the one the client
+    // last set (a failover, see tests/sentinel.rs). Here the server's copies are cut
+    // short by hand before the connection is killed: a holder that waited for its
+    // next renewal period would lose them.
+    let server = common::RedisServer::start();
+    let lease = Duration::from_secs(6); // renewed every 2 s; booked watchdogs start at 1 s
+    let client = common::client_with_lease(&server.url(), lease).await;
+    let running = client.lock(&common::unique("running")).await.unwrap();
+    // Wait for the first renewal (the TTL jumps back up): its watchdog runs, and its
+    // next renewal is 2 s away.
+    let mut last = running.remaining_ttl().await.unwrap().unwrap();
+    loop {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let ttl = running.remaining_ttl().await.unwrap().unwrap();
+        if ttl > last {
+            break;
+        }
+        last = ttl;
+    }
+    // Taken now: its watchdog is booked, to start in 1 s and renew in 2 s.
+    let booked = client.lock(&common::unique("booked")).await.unwrap();
+    let cut = Instant::now();
+    for guard in [&running, &booked] {
+        assert_eq!(
+            server
+                .command(&["PEXPIRE", &key(guard.name()), "800"])
+                .as_deref(),
+            Ok(":1")
+        );
+    }
+    server.kill_clients();
+
+    // The copies would expire 0.8 s from now, and the periodic renewals are 2 s away:
+    // look in between.
+    tokio::time::sleep_until((cut + Duration::from_millis(1_400)).into()).await;
+    for guard in [&running, &booked] {
+        let ttl = common::integer(&server.query(&["PTTL", &key(guard.name())]).unwrap());
+        assert!(
+            ttl > 4_000,
+            "{} was not renewed after the reconnection (PTTL {ttl} ms)",
+            guard.name()
+        );
+        assert!(!guard.is_lost(), "{} reports lost", guard.name());
+    }
+    running.unlock().await.unwrap();
+    booked.unlock().await.unwrap();
+}

@@ -88,12 +88,22 @@ impl Sentinels {
     /// The old master does not know yet: clients still connected to it go on writing
     /// there, and those writes are lost.
     pub fn promote(&self) {
-        assert_eq!(
-            self.sentinels[0]
-                .query(&["SENTINEL", "FAILOVER", SERVICE])
-                .as_deref(),
-            Ok("+OK")
-        );
+        let start = Instant::now();
+        loop {
+            let reply = self.sentinels[0].query(&["SENTINEL", "FAILOVER", SERVICE]);
+            // A sentinel that has not yet had the replica's own INFO reply (it learns
+            // of the replica from the master's) finds "no suitable replica".
+            if reply
+                .as_deref()
+                .is_ok_and(|reply| reply.starts_with("-NOGOODSLAVE"))
+                && start.elapsed() < Duration::from_secs(15)
+            {
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+            assert_eq!(reply.as_deref(), Ok("+OK"));
+            break;
+        }
         let start = Instant::now();
         let promoted = self.replica.port;
         while (0..self.sentinels.len()).any(|i| self.master_port(i) != Some(promoted)) {
