@@ -558,3 +558,39 @@ async fn bench_runs_every_workload_and_leaves_nothing_behind() {
     assert_eq!(ran.code, Some(64), "{ran:?}");
     assert!(ran.stderr.contains("unknown workload"), "{ran:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_and_owners_cannot_forge_table_rows() {
+    use fred::interfaces::HashesInterface;
+    let base = common::unique("forge");
+    let name = format!("{base}:a\nb   fake-owner   9   1s   -");
+    let client = common::client().await;
+    let guard = client.lock(&name).await.unwrap();
+    // A hash someone else wrote, whose owner id carries a terminal escape and a newline.
+    let raw = common::raw(&common::url()).await;
+    let foreign = format!("{}{{{base}:c}}", holdlock::DEFAULT_PREFIX);
+    let _: () = raw
+        .hset(foreign.as_str(), ("evil\x1b[2K\rowner\nx", "1"))
+        .await
+        .unwrap();
+
+    let ran = finish(&mut holdlock(["list", &format!("{base}:*")])).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let lines: Vec<&str> = ran.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "a header and one row per lock: {lines:#?}");
+    assert!(
+        lines[1].starts_with(&format!("{base}:a\\nb   fake-owner")),
+        "{lines:#?}"
+    );
+    assert!(lines[1].contains(guard.owner()), "{lines:#?}");
+    assert!(lines[2].contains("evil\\x1b[2K\\rowner\\nx"), "{lines:#?}");
+    assert!(!ran.stdout.contains('\x1b'), "{:?}", ran.stdout);
+
+    let ran = finish(&mut holdlock(["inspect", &name])).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert_eq!(ran.stdout.lines().count(), 2, "{:?}", ran.stdout);
+    guard.unlock().await.unwrap();
+    let ran = finish(&mut holdlock(["inspect", &name])).await;
+    assert_eq!(ran.code, Some(1), "{ran:?}");
+    assert_eq!(ran.stdout.lines().count(), 1, "{:?}", ran.stdout);
+}

@@ -42,7 +42,7 @@ use tokio::signal::unix::{SignalKind, signal as listen_for};
 mod table;
 mod workloads;
 
-use table::render_columns;
+use table::{escape, render_columns, sanitize};
 use workloads::{Bench, Figure, Goal, Settings, Workload};
 
 /// Success.
@@ -299,7 +299,7 @@ fn usage_error_exit(error: &clap::Error) -> ExitCode {
 }
 
 fn fail(failure: &Failure) -> ExitCode {
-    eprintln!("holdlock: {}", failure.message);
+    eprintln!("holdlock: {}", sanitize(&failure.message));
     ExitCode::from(failure.code)
 }
 
@@ -586,8 +586,10 @@ async fn finish(holding: Holding, end: CommandEnd, name: &str) -> u8 {
             EX_SOFTWARE
         }
         Err(error) => {
+            let error = error.to_string();
             eprintln!(
-                "holdlock: warning: releasing lock {name:?} failed ({error}); it expires within its lease"
+                "holdlock: warning: releasing lock {name:?} failed ({}); it expires within its lease",
+                sanitize(&error)
             );
             end.code
         }
@@ -666,7 +668,7 @@ async fn inspect(client: &LockClient, name: &str, json: bool) -> Result<u8, Fail
             if json {
                 "null".to_owned()
             } else {
-                format!("{name} is not locked")
+                format!("{} is not locked", escape(name))
             }
         );
         return Ok(EX_NOT_FOUND);
@@ -703,9 +705,9 @@ async fn force_unlock(client: &LockClient, name: &str, json: bool) -> Result<u8,
     if json {
         println!("{}", json!({ "name": name, "was_locked": was_locked }));
     } else if was_locked {
-        println!("unlocked {name}");
+        println!("unlocked {}", escape(name));
     } else {
-        println!("{name} was not locked");
+        println!("{} was not locked", escape(name));
     }
     Ok(EX_OK)
 }
@@ -919,6 +921,7 @@ fn format_duration(duration: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::borrow::Cow;
 
     #[test]
     fn durations_parse_in_every_unit_and_combination() {
@@ -978,6 +981,32 @@ mod tests {
             vec!["long".to_owned(), "x".to_owned(), "y".to_owned()],
         ];
         assert_eq!(render_columns(&rows), "A     BB  C\nlong  x   y\n");
+    }
+
+    #[test]
+    fn control_and_invisible_characters_are_escaped() {
+        assert_eq!(escape("job:42"), "job:42");
+        assert!(matches!(escape("plain"), Cow::Borrowed(_)));
+        assert_eq!(escape("a\nb\tc\r\0"), "a\\nb\\tc\\r\\0");
+        assert_eq!(escape("\x1b[31mred"), "\\x1b[31mred");
+        assert_eq!(escape("\u{7f}\u{85}"), "\\x7f\\u{85}");
+        assert_eq!(escape("abc\u{202e}fed"), "abc\\u{202e}fed");
+        assert_eq!(escape("zero\u{200b}width"), "zero\\u{200b}width");
+        assert_eq!(escape(r"C:\dir"), r"C:\\dir");
+        assert_eq!(escape("ünïcödé ✓"), "ünïcödé ✓");
+        assert_eq!(sanitize(r#"lock "a\nb": x"#), r#"lock "a\nb": x"#);
+        assert_eq!(sanitize("a\nb"), "a\\nb");
+    }
+
+    #[test]
+    fn a_cell_cannot_break_its_row() {
+        let rows = vec![
+            vec!["NAME".to_owned(), "OWNER".to_owned()],
+            vec!["a\nb   fake-owner".to_owned(), "me".to_owned()],
+        ];
+        let table = render_columns(&rows);
+        assert_eq!(table.lines().count(), 2, "{table}");
+        assert!(table.contains("a\\nb   fake-owner  me"), "{table}");
     }
 
     #[test]
