@@ -51,7 +51,7 @@ mod tls;
 mod waiting;
 mod watchdog;
 
-pub use client::{LockClient, LockClientBuilder, LockInfo, LockOwner};
+pub use client::{LockClient, LockClientBuilder, LockInfo, LockListing, LockOwner, UnreadableLock};
 pub use config::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PREFIX, LockOptions, redact_url};
 pub use error::{LockError, Result};
 /// The Redis client underneath, for commands of your own via [`LockClient::redis`].

@@ -497,13 +497,14 @@ async fn inspect_list_and_force_unlock() {
     );
     let ran = finish(&mut holdlock(["list", &pattern, "--json"])).await;
     let listed: serde_json::Value = serde_json::from_str(&ran.stdout).expect("list --json is JSON");
-    let names: Vec<_> = listed
+    let names: Vec<_> = listed["locks"]
         .as_array()
         .unwrap()
         .iter()
         .map(|info| info["name"].clone())
         .collect();
     assert_eq!(names, [first.as_str(), second.as_str()]);
+    assert_eq!(listed["unreadable"], serde_json::json!([]));
 
     let ran = finish(&mut holdlock(["--prefix", "elsewhere:", "inspect", &first])).await;
     assert_eq!(ran.code, Some(1), "another prefix, another lock: {ran:?}");
@@ -593,4 +594,52 @@ async fn names_and_owners_cannot_forge_table_rows() {
     let ran = finish(&mut holdlock(["inspect", &name])).await;
     assert_eq!(ran.code, Some(1), "{ran:?}");
     assert_eq!(ran.stdout.lines().count(), 1, "{:?}", ran.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_shows_the_locks_and_warns_of_each_key_that_is_not_one() {
+    use fred::interfaces::{HashesInterface, KeysInterface};
+    let base = common::unique("foreign");
+    let good = format!("{base}:good");
+    let client = common::client().await;
+    let guard = client.lock(&good).await.unwrap();
+    let raw = common::raw(&common::url()).await;
+    let key = |name: &str| format!("{}{{{base}:{name}}}", holdlock::DEFAULT_PREFIX);
+    let (foreign, string) = (key("foreign"), key("string"));
+    let _: () = raw.hset(foreign.as_str(), ("owner", "abc")).await.unwrap();
+    let _: () = raw
+        .set(string.as_str(), "x", None, None, false)
+        .await
+        .unwrap();
+    let pattern = format!("{base}:*");
+
+    let ran = finish(&mut holdlock(["list", &pattern])).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert_no_panic(&ran);
+    let rows: Vec<&str> = ran.stdout.lines().collect();
+    assert_eq!(rows.len(), 2, "a header and the one lock: {rows:#?}");
+    assert!(rows[1].starts_with(&good), "{rows:#?}");
+    let warnings: Vec<&str> = ran.stderr.lines().collect();
+    assert_eq!(warnings.len(), 2, "one warning per key: {warnings:#?}");
+    assert!(warnings[0].contains(&foreign), "{warnings:#?}");
+    assert!(warnings[1].contains(&string), "{warnings:#?}");
+    assert!(warnings[1].contains("WRONGTYPE"), "{warnings:#?}");
+
+    let ran = finish(&mut holdlock(["list", &pattern, "--json"])).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let listed: serde_json::Value = serde_json::from_str(&ran.stdout).expect("JSON");
+    assert_eq!(listed["locks"][0]["name"], good.as_str(), "{listed}");
+    assert_eq!(
+        listed["locks"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+    let unreadable = listed["unreadable"]
+        .as_array()
+        .expect("an unreadable array");
+    let keys: Vec<_> = unreadable.iter().map(|bad| bad["key"].clone()).collect();
+    assert_eq!(keys, [foreign.as_str(), string.as_str()], "{listed}");
+    assert_eq!(unreadable[0]["name"], format!("{base}:foreign"));
+    assert!(unreadable[0]["error"].is_string(), "{listed}");
+    guard.unlock().await.unwrap();
 }

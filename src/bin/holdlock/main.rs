@@ -3,7 +3,7 @@
 //! ```text
 //! holdlock run NAME [--wait DUR | --no-wait] [--lease DUR] [--once-per DUR] -- CMD ARGS...
 //! holdlock inspect NAME [--json]
-//! holdlock list [PATTERN] [--json]
+//! holdlock list [PATTERN] [--json]     (keys that are not locks: a warning each, exit 0)
 //! holdlock unlock --force NAME [--json]
 //! ```
 //!
@@ -80,6 +80,16 @@ Exit status:
   126, 127      CMD could not be executed, or was not found
   130, 143      holdlock got SIGINT or SIGTERM while waiting for the lock";
 
+const LIST_HELP: &str = "\
+A key under the prefix that cannot be read as a lock (a value of another type, a
+hash written by someone else) does not stop the listing: it is left out, with a
+warning line on stderr naming the key (and, with --json, an entry in \"unreadable\").
+
+Exit status:
+  0             the locks were listed (even if some keys could not be read)
+  64            usage error
+  69            Redis could not be reached";
+
 /// Run commands under a distributed lock on Redis, and look at locks.
 #[derive(Debug, Parser)]
 #[command(name = "holdlock", version, propagate_version = true)]
@@ -125,11 +135,12 @@ enum Subcommands {
         json: bool,
     },
     /// List the held locks whose names match a glob.
+    #[command(after_help = LIST_HELP)]
     List {
         /// Glob over lock names (`*`, `?`, `[abc]`).
         #[arg(default_value = "*")]
         pattern: String,
-        /// Print a JSON array.
+        /// Print JSON: `{"locks": [...], "unreadable": [{"key", "name", "error"}]}`.
         #[arg(long)]
         json: bool,
     },
@@ -682,17 +693,30 @@ async fn inspect(client: &LockClient, name: &str, json: bool) -> Result<u8, Fail
 }
 
 async fn list(client: &LockClient, pattern: &str, json: bool) -> Result<u8, Failure> {
-    let locks = client
-        .list(pattern)
+    let listing = client
+        .list_report(pattern)
         .await
         .map_err(|error| Failure::from_lock_error("cannot list locks", &error))?;
+    for bad in &listing.unreadable {
+        let error = bad.error.to_string();
+        eprintln!(
+            "holdlock: warning: key {} is not a readable lock, left out: {}",
+            escape(&bad.key),
+            sanitize(&error)
+        );
+    }
     if json {
-        let array: Vec<_> = locks.iter().map(lock_json).collect();
-        println!("{}", serde_json::Value::Array(array));
-    } else if locks.is_empty() {
+        let locks: Vec<_> = listing.locks.iter().map(lock_json).collect();
+        let unreadable: Vec<_> = listing
+            .unreadable
+            .iter()
+            .map(|bad| json!({ "key": bad.key, "name": bad.name, "error": bad.error.to_string() }))
+            .collect();
+        println!("{}", json!({ "locks": locks, "unreadable": unreadable }));
+    } else if listing.locks.is_empty() {
         println!("no locks match {pattern:?}");
     } else {
-        print!("{}", lock_table(&locks));
+        print!("{}", lock_table(&listing.locks));
     }
     Ok(EX_OK)
 }
