@@ -643,3 +643,46 @@ async fn list_shows_the_locks_and_warns_of_each_key_that_is_not_one() {
     assert!(unreadable[0]["error"].is_string(), "{listed}");
     guard.unlock().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_names_patterns_and_durations_exit_64_before_connecting() {
+    // Nothing listens here: an argument checked only after connecting would exit 69.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dead_url = format!("redis://127.0.0.1:{port}");
+    let cases: [(&[&str], &str); 8] = [
+        (&["run", "", "--", "true"], "empty"),
+        (&["run", "a{b", "--", "true"], "brace"),
+        (&["inspect", "a{b"], "brace"),
+        (&["inspect", ""], "empty"),
+        (&["unlock", "--force", "x}"], "brace"),
+        (&["list", ""], "pattern"),
+        (&["run", "x", "--wait", "4000d", "--", "true"], "ten years"),
+        (
+            &["run", "x", "--once-per", "4000d", "--", "true"],
+            "ten years",
+        ),
+    ];
+    for (args, mentioned) in cases {
+        let ran = finish(&mut holdlock_at(&dead_url, args)).await;
+        assert_eq!(ran.code, Some(64), "{args:?}: {ran:?}");
+        assert!(ran.stderr.contains(mentioned), "{args:?}: {:?}", ran.stderr);
+        assert_no_panic(&ran);
+    }
+    // The longest duration accepted is still accepted (and then Redis is unreachable).
+    let args = [
+        "--connect-timeout",
+        "1s",
+        "run",
+        "x",
+        "--wait",
+        "3650d",
+        "--",
+        "true",
+    ];
+    let ran = finish(&mut holdlock_at(&dead_url, args)).await;
+    assert_eq!(ran.code, Some(69), "{ran:?}");
+}

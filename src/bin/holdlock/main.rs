@@ -331,6 +331,7 @@ async fn execute(cli: Cli, started_at: SystemTime) -> Result<u8, Failure> {
         Subcommands::Run(run) => run.lease,
         _ => None,
     };
+    check_arguments(&cli.command)?;
     let client = connect(&cli.connection, lease).await?;
     let outcome = match cli.command {
         Subcommands::Run(args) => run(&client, &args, started_at).await,
@@ -341,6 +342,26 @@ async fn execute(cli: Cli, started_at: SystemTime) -> Result<u8, Failure> {
     };
     client.shutdown().await;
     outcome
+}
+
+/// Refuses, before connecting, every argument the library would refuse once connected
+/// (durations are checked as they are parsed), so that a bad command line exits 64
+/// whether Redis is up or not. The prefix and URL are checked by the builder, before
+/// it connects.
+fn check_arguments(command: &Subcommands) -> Result<(), Failure> {
+    let name = match command {
+        Subcommands::Run(RunArgs { name, .. })
+        | Subcommands::Inspect { name, .. }
+        | Subcommands::Unlock { name, .. } => name,
+        Subcommands::List { pattern, .. } if pattern.is_empty() => {
+            return Err(Failure::new(
+                EX_USAGE,
+                "the empty pattern matches no lock name; use '*' to list every lock",
+            ));
+        }
+        Subcommands::List { .. } | Subcommands::Bench(_) => return Ok(()),
+    };
+    holdlock::validate_name(name).map_err(|error| Failure::from_lock_error("", &error))
 }
 
 // ---------------------------------------------------------------------------------
@@ -902,9 +923,15 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
             .and_then(|piece| total_ms.checked_add(piece))
             .ok_or_else(|| format!("{text:?} is too long"))?;
     }
-    u64::try_from(total_ms)
+    let duration = u64::try_from(total_ms)
         .map(Duration::from_millis)
-        .map_err(|_| format!("{text:?} is too long"))
+        .map_err(|_| format!("{text:?} is too long"))?;
+    if duration > holdlock::MAX_DURATION {
+        return Err(format!(
+            "{text:?} is longer than ten years, the longest duration holdlock accepts"
+        ));
+    }
+    Ok(duration)
 }
 
 /// A `--once-per` period: a duration of at least one second.
@@ -979,6 +1006,13 @@ mod tests {
         }
         assert!(parse_duration("99999999999999999999999999999999999999999d").is_err());
         assert!(parse_duration("999999999999999999d").is_err());
+        assert_eq!(
+            parse_duration("3650d"),
+            Ok(holdlock::MAX_DURATION),
+            "ten years are accepted"
+        );
+        let error = parse_duration("3650d 1ms").expect_err("beyond ten years");
+        assert!(error.contains("ten years"), "{error}");
     }
 
     #[test]
