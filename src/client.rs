@@ -718,7 +718,8 @@ impl LockClient {
     /// Stops every watchdog and closes the connections. Releases nothing that is still
     /// held: such locks expire within their lease, and their guards report themselves
     /// lost. Releases already started by dropped guards are given up to the connect
-    /// timeout to finish first. Every later call fails with [`LockError::Shutdown`].
+    /// timeout to finish first. A connection already lost (Redis unreachable) is closed
+    /// without waiting for Redis. Every later call fails with [`LockError::Shutdown`].
     ///
     /// # Examples
     /// ```no_run
@@ -746,7 +747,7 @@ impl LockClient {
         }
         self.inner.waiting.quit().await;
         self.inner.acknowledging.quit().await;
-        let _ = self.inner.redis.quit().await;
+        close(&self.inner.redis).await;
     }
 
     /// The underlying fred client, for commands of your own on the same connection.
@@ -768,6 +769,23 @@ async fn until<F: Future>(deadline: Option<Instant>, future: F) -> Option<F::Out
     match deadline {
         Some(deadline) => tokio::time::timeout_at(deadline, future).await.ok(),
         None => Some(future.await),
+    }
+}
+
+/// Closes one of the client's connections with `QUIT`, waiting for the reply only while
+/// the client is connected. A client that is not (Redis went away and fred is
+/// reconnecting) has nobody to say goodbye to, and its `QUIT` may never be answered:
+/// fred holds it until a reconnection succeeds, or leaves it in the channel of a router
+/// that the same `QUIT` has just stopped; either way `quit()` would wait out the whole
+/// command timeout (the connect timeout). So it is only sent: the first poll of `quit()`
+/// marks the client as closing, stops its reconnection loop and sends the command,
+/// before it waits for anything.
+pub(crate) async fn close(client: &impl ClientLike) {
+    let quit = client.quit();
+    if client.is_connected() {
+        let _ = quit.await;
+    } else {
+        let _ = futures::FutureExt::now_or_never(quit);
     }
 }
 

@@ -686,3 +686,89 @@ async fn bad_names_patterns_and_durations_exit_64_before_connecting() {
     let ran = finish(&mut holdlock_at(&dead_url, args)).await;
     assert_eq!(ran.code, Some(69), "{ran:?}");
 }
+
+/// Accepts connections on a port and never answers: a server that died and whose
+/// address still accepts (a frozen host, a proxy whose backend is gone).
+struct SilentListener {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl SilentListener {
+    fn bind(port: u16) -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = std::net::TcpListener::bind(("127.0.0.1", port)).expect("take the port");
+        listener.set_nonblocking(true).unwrap();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let stopped = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            while !stopped.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => held.push(stream),
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        Self { stop }
+    }
+}
+
+impl Drop for SilentListener {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Runs `holdlock run NAME --lease 3s -- sleep 30` on a server of its own, kills the
+/// server (by its PID, through the test helper) once the command runs, and, if
+/// `then_silent`, has the port accept connections that never answer. Returns how long
+/// holdlock took to exit after the kill, and what it said.
+async fn run_while_the_server_dies(then_silent: bool) -> (Duration, Ran) {
+    let server = common::RedisServer::start();
+    let port = server.port;
+    let name = common::unique("dead-server");
+    let dir = scratch();
+    let pid_file = dir.join("pid");
+    let script = r#"echo $$ > "$PID_FILE"; exec sleep 30"#;
+    let args = ["run", &name, "--lease", "3s", "--", "sh", "-c", script];
+    let mut command = holdlock_at(&server.url(), args);
+    let child = command.env("PID_FILE", &pid_file).spawn().unwrap();
+    eventually("the command runs", async || {
+        !read_lines(&pid_file).is_empty()
+    })
+    .await;
+
+    let killed_at = Instant::now();
+    tokio::task::spawn_blocking(move || drop(server))
+        .await
+        .unwrap();
+    let _silent = then_silent.then(|| SilentListener::bind(port));
+    let output = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("holdlock exits within 30 s of the server's death")
+        .unwrap();
+    let took = killed_at.elapsed();
+    let _ = std::fs::remove_dir_all(dir);
+    (took, Ran::from(output))
+}
+
+/// Once the lock is known lost, holdlock exits at once: closing its connections does
+/// not wait on a server that is gone (fred would hold a QUIT sent while it reconnects
+/// for the whole command timeout, 5 s, once per connection).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_exits_within_a_lease_of_the_server_dying() {
+    let lease = Duration::from_secs(3);
+    let (refused, silent) = tokio::join!(
+        run_while_the_server_dies(false),
+        run_while_the_server_dies(true)
+    );
+    for (case, (took, ran)) in [("refused", refused), ("silent", silent)] {
+        assert_eq!(ran.code, Some(70), "{case}: {ran:?}");
+        assert!(ran.stderr.contains("lost lock"), "{case}: {ran:?}");
+        assert_no_panic(&ran);
+        assert!(
+            took < lease + Duration::from_millis(1500),
+            "{case}: exited {took:?} after the server died: {ran:?}"
+        );
+    }
+}
