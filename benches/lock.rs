@@ -18,6 +18,7 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 #[path = "../src/bin/holdlock/table.rs"]
+#[allow(dead_code)]
 mod table;
 #[path = "../src/bin/holdlock/workloads.rs"]
 #[allow(dead_code)]

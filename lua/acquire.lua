@@ -21,9 +21,14 @@
 -- Every redis.call costs about a microsecond of the server's time: a free lock takes
 -- 3 (PTTL, HSET, PEXPIRE), a busy one 3 (PTTL, HEXISTS, HSETNX).
 --
+-- Both keys are checked before the first write, so that a failure leaves nothing
+-- written: KEYS[1] by PTTL and HEXISTS (or it does not exist), KEYS[2] by reading the
+-- floor (only a fenced acquisition pays for it; it reads the floor anyway).
+--
 -- Granted:  { 1, fencing token or 0 }
 -- Busy:     { 0, remaining PTTL of the current holder in ms (-1 if it has none) }
--- Raises WRONGTYPE if KEYS[1] exists but is not a hash.
+-- Raises WRONGTYPE if KEYS[1] exists but is not a hash, and the error
+-- "WRONGTYPE KEYS[2] <key> ..." (naming the key) if KEYS[2] exists but is not a string.
 local key, owner, lease, fenced = KEYS[1], ARGV[1], ARGV[2], KEYS[2] ~= nil
 if fenced and redis.replicate_commands then
   -- Redis < 5 replicates scripts verbatim and refuses writes after TIME unless the
@@ -38,6 +43,19 @@ if pttl ~= -2 and redis.call('hexists', key, owner) == 0 then
   redis.call('hsetnx', key, 'waiting', '1')
   return { 0, pttl }
 end
+local floor = 0
+if fenced then
+  -- Read before the first write: a token key of another type fails the call with
+  -- nothing written (not with the hold written and no token drawn).
+  local last = redis.pcall('get', KEYS[2])
+  if type(last) == 'table' and last.err then
+    if string.sub(last.err, 1, 9) == 'WRONGTYPE' then
+      return redis.error_reply('WRONGTYPE KEYS[2] ' .. KEYS[2] .. ' holds the wrong kind of value')
+    end
+    return last
+  end
+  floor = tonumber(last or '0') or 0
+end
 -- A field of ours still here is a hold the caller already gave up as lost (its lease
 -- was about to run out, so its guards did not release it): start over.
 redis.call('hset', key, owner, 1)
@@ -47,7 +65,6 @@ if not fenced then
 end
 local now = redis.call('time')
 local token = tonumber(now[1]) * 1000000 + tonumber(now[2])
-local floor = tonumber(redis.call('get', KEYS[2]) or '0') or 0
 if token <= floor then
   token = floor + 1
 end

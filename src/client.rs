@@ -9,7 +9,6 @@ use fred::clients::Client;
 use fred::error::ErrorKind;
 use fred::interfaces::{ClientLike, HashesInterface, KeysInterface};
 use fred::types::config::{Config, ReconnectPolicy};
-use fred::types::scan::ScanType;
 use fred::types::{Builder, Value};
 use futures::StreamExt;
 use tokio::sync::{Notify, OwnedMutexGuard};
@@ -582,8 +581,13 @@ impl LockClient {
     /// Every held lock whose name matches the glob `pattern` (`*` for all), found with
     /// `SCAN` (on every primary of a cluster), never `KEYS`.
     ///
+    /// A key under the prefix that cannot be read as a lock (a value of another type, a
+    /// hash written by someone else) is left out with a `tracing` warning; use
+    /// [`list_report`](Self::list_report) to learn which keys those are.
+    ///
     /// # Errors
-    /// [`LockError::Redis`].
+    /// [`LockError::Redis`] (the connection failed, or Redis refused the scan), and
+    /// [`LockError::Shutdown`].
     ///
     /// # Examples
     /// ```no_run
@@ -594,38 +598,87 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn list(&self, pattern: &str) -> Result<Vec<LockInfo>> {
+        let listing = self.list_report(pattern).await?;
+        for unreadable in &listing.unreadable {
+            tracing::warn!(
+                key = %unreadable.key,
+                error = %unreadable.error,
+                "left a key that is not a readable lock out of the list"
+            );
+        }
+        Ok(listing.locks)
+    }
+
+    /// Like [`list`](Self::list), and also reports each key under the prefix whose
+    /// name matches `pattern` but that cannot be read as a lock, with the reason: a
+    /// value of another type ([`LockError::WrongType`]), a hash this crate did not
+    /// write ([`LockError::Protocol`]), or a name no lock can have
+    /// ([`LockError::InvalidName`]). Such a key does not stop the listing. Locks come
+    /// sorted by name, unreadable keys by key.
+    ///
+    /// # Errors
+    /// Only failures that concern the whole listing: [`LockError::Redis`] (the
+    /// connection failed, or Redis refused the scan), and [`LockError::Shutdown`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let listing = client.list_report("*").await?;
+    /// for info in &listing.locks {
+    ///     println!("{}: {:?}", info.name, info.owners);
+    /// }
+    /// for bad in &listing.unreadable {
+    ///     eprintln!("{} is not a lock: {}", bad.key, bad.error);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn list_report(&self, pattern: &str) -> Result<LockListing> {
         self.inner.check_running()?;
         let scan_pattern = self.inner.config.scan_pattern(pattern);
         let redis = &self.inner.redis;
+        // No TYPE filter: a lock key holding a value of another type is reported too.
         let mut keys = if redis.is_clustered() {
             redis
-                .scan_cluster_buffered(scan_pattern, Some(200), Some(ScanType::Hash))
+                .scan_cluster_buffered(scan_pattern, Some(200), None)
                 .boxed()
         } else {
-            redis
-                .scan_buffered(scan_pattern, Some(200), Some(ScanType::Hash))
-                .boxed()
+            redis.scan_buffered(scan_pattern, Some(200), None).boxed()
         };
-        let mut names = Vec::new();
+        let mut found = Vec::new();
         while let Some(key) = keys.next().await {
             let key = key?;
-            if let Some(name) = key
-                .as_str()
-                .and_then(|key| self.inner.config.name_of_key(key))
-            {
-                names.push(name.to_owned());
+            if let Some(key) = key.into_string() {
+                if self.inner.config.name_of_key(&key).is_some() {
+                    found.push(key);
+                }
             }
         }
-        names.sort();
-        names.dedup();
-        let mut locks = Vec::with_capacity(names.len());
-        for name in names {
+        found.sort();
+        found.dedup();
+        let mut listing = LockListing {
+            locks: Vec::with_capacity(found.len()),
+            unreadable: Vec::new(),
+        };
+        for key in found {
+            let Some(name) = self.inner.config.name_of_key(&key) else {
+                continue;
+            };
             // A lock released since the scan is simply left out.
-            if let Some(info) = self.inspect(&name).await? {
-                locks.push(info);
+            match self.inspect(name).await {
+                Ok(Some(info)) => listing.locks.push(info),
+                Ok(None) => {}
+                Err(
+                    error @ (LockError::WrongType { .. }
+                    | LockError::Protocol(_)
+                    | LockError::InvalidName { .. }),
+                ) => {
+                    let name = name.to_owned();
+                    listing.unreadable.push(UnreadableLock { key, name, error });
+                }
+                Err(error) => return Err(error),
             }
         }
-        Ok(locks)
+        Ok(listing)
     }
 
     /// Deletes the lock whoever holds it, and wakes its waiters. The former holder's
@@ -670,7 +723,8 @@ impl LockClient {
     /// Stops every watchdog and closes the connections. Releases nothing that is still
     /// held: such locks expire within their lease, and their guards report themselves
     /// lost. Releases already started by dropped guards are given up to the connect
-    /// timeout to finish first. Every later call fails with [`LockError::Shutdown`].
+    /// timeout to finish first. A connection already lost (Redis unreachable) is closed
+    /// without waiting for Redis. Every later call fails with [`LockError::Shutdown`].
     ///
     /// # Examples
     /// ```no_run
@@ -698,7 +752,7 @@ impl LockClient {
         }
         self.inner.waiting.quit().await;
         self.inner.acknowledging.quit().await;
-        let _ = self.inner.redis.quit().await;
+        close(&self.inner.redis).await;
     }
 
     /// The underlying fred client, for commands of your own on the same connection.
@@ -720,6 +774,23 @@ async fn until<F: Future>(deadline: Option<Instant>, future: F) -> Option<F::Out
     match deadline {
         Some(deadline) => tokio::time::timeout_at(deadline, future).await.ok(),
         None => Some(future.await),
+    }
+}
+
+/// Closes one of the client's connections with `QUIT`, waiting for the reply only while
+/// the client is connected. A client that is not (Redis went away and fred is
+/// reconnecting) has nobody to say goodbye to, and its `QUIT` may never be answered:
+/// fred holds it until a reconnection succeeds, or leaves it in the channel of a router
+/// that the same `QUIT` has just stopped; either way `quit()` would wait out the whole
+/// command timeout (the connect timeout). So it is only sent: the first poll of `quit()`
+/// marks the client as closing, stops its reconnection loop and sends the command,
+/// before it waits for anything.
+pub(crate) async fn close(client: &impl ClientLike) {
+    let quit = client.quit();
+    if client.is_connected() {
+        let _ = quit.await;
+    } else {
+        let _ = futures::FutureExt::now_or_never(quit);
     }
 }
 
@@ -1374,4 +1445,47 @@ pub struct LockOwner {
     pub id: String,
     /// How many nested holds it has.
     pub hold_count: u32,
+}
+
+/// What [`LockClient::list_report`] found: the locks it could read, and the keys it
+/// could not read as a lock.
+///
+/// # Examples
+/// ```no_run
+/// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+/// let listing = client.list_report("job:*").await?;
+/// if !listing.unreadable.is_empty() {
+///     eprintln!("{} keys under the prefix are not locks", listing.unreadable.len());
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct LockListing {
+    /// The locks read, sorted by name.
+    pub locks: Vec<LockInfo>,
+    /// The keys that could not be read as a lock, sorted by key.
+    pub unreadable: Vec<UnreadableLock>,
+}
+
+/// A key where a lock would be that could not be read as one, in a [`LockListing`].
+///
+/// # Examples
+/// ```no_run
+/// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+/// for bad in client.list_report("*").await?.unreadable {
+///     eprintln!("{} (lock {:?}): {}", bad.key, bad.name, bad.error);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct UnreadableLock {
+    /// The Redis key.
+    pub key: String,
+    /// The lock name the key belongs to (it may be one no lock can have, e.g. empty).
+    pub name: String,
+    /// Why it could not be read: [`LockError::WrongType`], [`LockError::Protocol`] or
+    /// [`LockError::InvalidName`].
+    pub error: LockError,
 }

@@ -11,9 +11,17 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// The default limit on connecting to Redis.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Longest duration accepted anywhere: Redis takes milliseconds as a signed 64-bit
-/// integer, and ten years is far beyond any sensible lease or wait.
-const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+/// The longest duration accepted anywhere (a lease, a wait, a timeout, a period):
+/// ten years. Redis takes milliseconds as a signed 64-bit integer, and ten years is far
+/// beyond any sensible lease or wait.
+///
+/// # Examples
+/// ```
+/// use std::time::Duration;
+/// let wait = Duration::from_secs(4000 * 86_400);
+/// assert!(wait > holdlock::MAX_DURATION); // `lock_with` would refuse this wait
+/// ```
+pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
 /// Settings shared by every lock of one [`LockClient`](crate::LockClient).
 #[derive(Debug, Clone)]
@@ -173,7 +181,21 @@ pub fn redact_url(url: &str) -> String {
     redacted
 }
 
-fn validate_name(name: &str) -> Result<()> {
+/// Checks that `name` can name a lock, by the rules every call that takes a name
+/// applies: it must not be empty, and must not contain a brace (the library puts the
+/// Redis Cluster hash tag `{name}` around it). Useful to refuse a bad name before
+/// connecting.
+///
+/// # Errors
+/// [`LockError::InvalidName`] with the reason.
+///
+/// # Examples
+/// ```
+/// assert!(holdlock::validate_name("account:42").is_ok());
+/// assert!(holdlock::validate_name("").is_err());
+/// assert!(holdlock::validate_name("a{b}").is_err());
+/// ```
+pub fn validate_name(name: &str) -> Result<()> {
     let reason = if name.is_empty() {
         "the name is empty"
     } else if name.contains(['{', '}']) {

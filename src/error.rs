@@ -133,12 +133,27 @@ impl LockError {
 
     /// Maps a Redis error, recognising WRONGTYPE for `key`.
     pub(crate) fn from_redis(error: fred::error::Error, key: &str) -> Self {
-        if error.details().contains("WRONGTYPE") {
-            LockError::WrongType {
-                key: key.to_owned(),
-            }
-        } else {
-            LockError::from(error)
+        Self::from_script(error, &[key])
+    }
+
+    /// Maps the error of a script called with `keys`, recognising WRONGTYPE: for the
+    /// key a script names in its own error (`WRONGTYPE KEYS[n] ...`, see `lua/`), else
+    /// for the first key (every other key is checked by the scripts themselves).
+    pub(crate) fn from_script(error: fred::error::Error, keys: &[&str]) -> Self {
+        let details = error.details();
+        let Some(at) = details.find("WRONGTYPE") else {
+            return LockError::from(error);
+        };
+        let named = details[at..]
+            .strip_prefix("WRONGTYPE KEYS[")
+            .and_then(|rest| rest.split_once(']'))
+            .and_then(|(index, _)| index.parse::<usize>().ok())
+            .and_then(|index| keys.get(index.checked_sub(1)?));
+        match named.or(keys.first()) {
+            Some(key) => LockError::WrongType {
+                key: (*key).to_owned(),
+            },
+            None => LockError::from(error),
         }
     }
 }
@@ -165,5 +180,38 @@ impl From<fred::error::Error> for LockError {
             return LockError::Tls { detail };
         }
         LockError::Redis(error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fred::error::{Error, ErrorKind};
+
+    fn wrong_type(details: &str, keys: &[&str]) -> Option<String> {
+        match LockError::from_script(
+            Error::new(ErrorKind::InvalidArgument, details.to_owned()),
+            keys,
+        ) {
+            LockError::WrongType { key } => Some(key),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn wrongtype_names_the_key_the_script_named() {
+        let keys = ["p:{a}", "p:{a}:token"];
+        let named = "WRONGTYPE KEYS[2] p:{a}:token holds the wrong kind of value";
+        assert_eq!(wrong_type(named, &keys).as_deref(), Some("p:{a}:token"));
+        let plain = "WRONGTYPE Operation against a key holding the wrong kind of value";
+        assert_eq!(wrong_type(plain, &keys).as_deref(), Some("p:{a}"));
+        // An index the call did not have falls back to the first key.
+        let beyond = "WRONGTYPE KEYS[3] x holds the wrong kind of value";
+        assert_eq!(wrong_type(beyond, &keys).as_deref(), Some("p:{a}"));
+        assert_eq!(
+            wrong_type("WRONGTYPE KEYS[0] x", &keys).as_deref(),
+            Some("p:{a}")
+        );
+        assert_eq!(wrong_type("ERR something else", &keys), None);
     }
 }

@@ -51,8 +51,11 @@ mod tls;
 mod waiting;
 mod watchdog;
 
-pub use client::{LockClient, LockClientBuilder, LockInfo, LockOwner};
-pub use config::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PREFIX, LockOptions, redact_url};
+pub use client::{LockClient, LockClientBuilder, LockInfo, LockListing, LockOwner, UnreadableLock};
+pub use config::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PREFIX, LockOptions, MAX_DURATION, redact_url,
+    validate_name,
+};
 pub use error::{LockError, Result};
 /// The Redis client underneath, for commands of your own via [`LockClient::redis`].
 pub use fred;

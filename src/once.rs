@@ -18,7 +18,7 @@ use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 
 /// The longest period accepted (ten years), so that every derived duration fits.
-const MAX_PERIOD: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+const MAX_PERIOD: Duration = crate::config::MAX_DURATION;
 
 /// What [`LockClient::claim_period`] found.
 ///

@@ -65,7 +65,7 @@ impl Acknowledging {
     /// Closes the connection if it was ever opened.
     pub(crate) async fn quit(&self) {
         if let Some(client) = self.client.get() {
-            let _ = client.quit().await;
+            crate::client::close(client).await;
         }
     }
 }

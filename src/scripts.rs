@@ -3,6 +3,11 @@
 //! Each script lives in `lua/` and is sent with `EVALSHA`. A `NOSCRIPT` reply (after a
 //! `SCRIPT FLUSH` or a failover to a fresh server) loads the script and sends it again;
 //! that is safe because `NOSCRIPT` means the script did not run.
+//!
+//! Every script checks each key it touches before its first write, so that an error
+//! (a key of another type) leaves nothing written. A script that finds a key other
+//! than its first of the wrong type says which (`WRONGTYPE KEYS[n] <key> ...`), and
+//! `LockError::from_script` reports that key.
 
 use std::time::Duration;
 
@@ -304,7 +309,7 @@ impl Scripts {
                     loaded = true;
                     continue;
                 }
-                other => other.map_err(|error| LockError::from_redis(error, key))?,
+                other => other.map_err(|error| LockError::from_script(error, &keys))?,
             };
             let acked = match replies.next() {
                 Some(Ok(reply)) => {
@@ -331,9 +336,9 @@ impl Scripts {
         args: &(dyn Fn() -> Vec<Value> + Sync),
         delivery: Delivery,
     ) -> Result<Value> {
-        let Some(first_key) = keys.first() else {
+        if keys.is_empty() {
             return Err(LockError::Protocol("a lock script needs a key".into()));
-        };
+        }
         let options = Options {
             max_attempts: (delivery == Delivery::AtMostOnce).then_some(1),
             ..Options::default()
@@ -354,7 +359,7 @@ impl Scripts {
             }
             other => other,
         };
-        reply.map_err(|error| LockError::from_redis(error, first_key))
+        reply.map_err(|error| LockError::from_script(error, keys))
     }
 }
 

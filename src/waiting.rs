@@ -120,7 +120,7 @@ impl Waiting {
     }
 
     pub(crate) async fn quit(&self) {
-        let _ = self.subscriber.quit().await;
+        crate::client::close(&self.subscriber).await;
     }
 
     fn leave(self: &Arc<Self>, key: &str, room: &Arc<Room>) {

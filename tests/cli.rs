@@ -497,13 +497,14 @@ async fn inspect_list_and_force_unlock() {
     );
     let ran = finish(&mut holdlock(["list", &pattern, "--json"])).await;
     let listed: serde_json::Value = serde_json::from_str(&ran.stdout).expect("list --json is JSON");
-    let names: Vec<_> = listed
+    let names: Vec<_> = listed["locks"]
         .as_array()
         .unwrap()
         .iter()
         .map(|info| info["name"].clone())
         .collect();
     assert_eq!(names, [first.as_str(), second.as_str()]);
+    assert_eq!(listed["unreadable"], serde_json::json!([]));
 
     let ran = finish(&mut holdlock(["--prefix", "elsewhere:", "inspect", &first])).await;
     assert_eq!(ran.code, Some(1), "another prefix, another lock: {ran:?}");
@@ -557,4 +558,217 @@ async fn bench_runs_every_workload_and_leaves_nothing_behind() {
     let ran = finish(&mut holdlock(["bench", "--workloads", "w9"])).await;
     assert_eq!(ran.code, Some(64), "{ran:?}");
     assert!(ran.stderr.contains("unknown workload"), "{ran:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_and_owners_cannot_forge_table_rows() {
+    use fred::interfaces::HashesInterface;
+    let base = common::unique("forge");
+    let name = format!("{base}:a\nb   fake-owner   9   1s   -");
+    let client = common::client().await;
+    let guard = client.lock(&name).await.unwrap();
+    // A hash someone else wrote, whose owner id carries a terminal escape and a newline.
+    let raw = common::raw(&common::url()).await;
+    let foreign = format!("{}{{{base}:c}}", holdlock::DEFAULT_PREFIX);
+    let _: () = raw
+        .hset(foreign.as_str(), ("evil\x1b[2K\rowner\nx", "1"))
+        .await
+        .unwrap();
+
+    let ran = finish(&mut holdlock(["list", &format!("{base}:*")])).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let lines: Vec<&str> = ran.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "a header and one row per lock: {lines:#?}");
+    assert!(
+        lines[1].starts_with(&format!("{base}:a\\nb   fake-owner")),
+        "{lines:#?}"
+    );
+    assert!(lines[1].contains(guard.owner()), "{lines:#?}");
+    assert!(lines[2].contains("evil\\x1b[2K\\rowner\\nx"), "{lines:#?}");
+    assert!(!ran.stdout.contains('\x1b'), "{:?}", ran.stdout);
+
+    let ran = finish(&mut holdlock(["inspect", &name])).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert_eq!(ran.stdout.lines().count(), 2, "{:?}", ran.stdout);
+    guard.unlock().await.unwrap();
+    let ran = finish(&mut holdlock(["inspect", &name])).await;
+    assert_eq!(ran.code, Some(1), "{ran:?}");
+    assert_eq!(ran.stdout.lines().count(), 1, "{:?}", ran.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_shows_the_locks_and_warns_of_each_key_that_is_not_one() {
+    use fred::interfaces::{HashesInterface, KeysInterface};
+    let base = common::unique("foreign");
+    let good = format!("{base}:good");
+    let client = common::client().await;
+    let guard = client.lock(&good).await.unwrap();
+    let raw = common::raw(&common::url()).await;
+    let key = |name: &str| format!("{}{{{base}:{name}}}", holdlock::DEFAULT_PREFIX);
+    let (foreign, string) = (key("foreign"), key("string"));
+    let _: () = raw.hset(foreign.as_str(), ("owner", "abc")).await.unwrap();
+    let _: () = raw
+        .set(string.as_str(), "x", None, None, false)
+        .await
+        .unwrap();
+    let pattern = format!("{base}:*");
+
+    let ran = finish(&mut holdlock(["list", &pattern])).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert_no_panic(&ran);
+    let rows: Vec<&str> = ran.stdout.lines().collect();
+    assert_eq!(rows.len(), 2, "a header and the one lock: {rows:#?}");
+    assert!(rows[1].starts_with(&good), "{rows:#?}");
+    let warnings: Vec<&str> = ran.stderr.lines().collect();
+    assert_eq!(warnings.len(), 2, "one warning per key: {warnings:#?}");
+    assert!(warnings[0].contains(&foreign), "{warnings:#?}");
+    assert!(warnings[1].contains(&string), "{warnings:#?}");
+    assert!(warnings[1].contains("WRONGTYPE"), "{warnings:#?}");
+
+    let ran = finish(&mut holdlock(["list", &pattern, "--json"])).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let listed: serde_json::Value = serde_json::from_str(&ran.stdout).expect("JSON");
+    assert_eq!(listed["locks"][0]["name"], good.as_str(), "{listed}");
+    assert_eq!(
+        listed["locks"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+    let unreadable = listed["unreadable"]
+        .as_array()
+        .expect("an unreadable array");
+    let keys: Vec<_> = unreadable.iter().map(|bad| bad["key"].clone()).collect();
+    assert_eq!(keys, [foreign.as_str(), string.as_str()], "{listed}");
+    assert_eq!(unreadable[0]["name"], format!("{base}:foreign"));
+    assert!(unreadable[0]["error"].is_string(), "{listed}");
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_names_patterns_and_durations_exit_64_before_connecting() {
+    // Nothing listens here: an argument checked only after connecting would exit 69.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dead_url = format!("redis://127.0.0.1:{port}");
+    let cases: [(&[&str], &str); 8] = [
+        (&["run", "", "--", "true"], "empty"),
+        (&["run", "a{b", "--", "true"], "brace"),
+        (&["inspect", "a{b"], "brace"),
+        (&["inspect", ""], "empty"),
+        (&["unlock", "--force", "x}"], "brace"),
+        (&["list", ""], "pattern"),
+        (&["run", "x", "--wait", "4000d", "--", "true"], "ten years"),
+        (
+            &["run", "x", "--once-per", "4000d", "--", "true"],
+            "ten years",
+        ),
+    ];
+    for (args, mentioned) in cases {
+        let ran = finish(&mut holdlock_at(&dead_url, args)).await;
+        assert_eq!(ran.code, Some(64), "{args:?}: {ran:?}");
+        assert!(ran.stderr.contains(mentioned), "{args:?}: {:?}", ran.stderr);
+        assert_no_panic(&ran);
+    }
+    // The longest duration accepted is still accepted (and then Redis is unreachable).
+    let args = [
+        "--connect-timeout",
+        "1s",
+        "run",
+        "x",
+        "--wait",
+        "3650d",
+        "--",
+        "true",
+    ];
+    let ran = finish(&mut holdlock_at(&dead_url, args)).await;
+    assert_eq!(ran.code, Some(69), "{ran:?}");
+}
+
+/// Accepts connections on a port and never answers: a server that died and whose
+/// address still accepts (a frozen host, a proxy whose backend is gone).
+struct SilentListener {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl SilentListener {
+    fn bind(port: u16) -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = std::net::TcpListener::bind(("127.0.0.1", port)).expect("take the port");
+        listener.set_nonblocking(true).unwrap();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let stopped = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            while !stopped.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => held.push(stream),
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        Self { stop }
+    }
+}
+
+impl Drop for SilentListener {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Runs `holdlock run NAME --lease 3s -- sleep 30` on a server of its own, kills the
+/// server (by its PID, through the test helper) once the command runs, and, if
+/// `then_silent`, has the port accept connections that never answer. Returns how long
+/// holdlock took to exit after the kill, and what it said.
+async fn run_while_the_server_dies(then_silent: bool) -> (Duration, Ran) {
+    let server = common::RedisServer::start();
+    let port = server.port;
+    let name = common::unique("dead-server");
+    let dir = scratch();
+    let pid_file = dir.join("pid");
+    let script = r#"echo $$ > "$PID_FILE"; exec sleep 30"#;
+    let args = ["run", &name, "--lease", "3s", "--", "sh", "-c", script];
+    let mut command = holdlock_at(&server.url(), args);
+    let child = command.env("PID_FILE", &pid_file).spawn().unwrap();
+    eventually("the command runs", async || {
+        !read_lines(&pid_file).is_empty()
+    })
+    .await;
+
+    let killed_at = Instant::now();
+    tokio::task::spawn_blocking(move || drop(server))
+        .await
+        .unwrap();
+    let _silent = then_silent.then(|| SilentListener::bind(port));
+    let output = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("holdlock exits within 30 s of the server's death")
+        .unwrap();
+    let took = killed_at.elapsed();
+    let _ = std::fs::remove_dir_all(dir);
+    (took, Ran::from(output))
+}
+
+/// Once the lock is known lost, holdlock exits at once: closing its connections does
+/// not wait on a server that is gone (fred would hold a QUIT sent while it reconnects
+/// for the whole command timeout, 5 s, once per connection).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_exits_within_a_lease_of_the_server_dying() {
+    let lease = Duration::from_secs(3);
+    let (refused, silent) = tokio::join!(
+        run_while_the_server_dies(false),
+        run_while_the_server_dies(true)
+    );
+    for (case, (took, ran)) in [("refused", refused), ("silent", silent)] {
+        assert_eq!(ran.code, Some(70), "{case}: {ran:?}");
+        assert!(ran.stderr.contains("lost lock"), "{case}: {ran:?}");
+        assert_no_panic(&ran);
+        assert!(
+            took < lease + Duration::from_millis(1500),
+            "{case}: exited {took:?} after the server died: {ran:?}"
+        );
+    }
 }

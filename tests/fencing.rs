@@ -220,3 +220,28 @@ async fn a_fenced_acquire_whose_reply_was_lost_still_gets_its_token() {
     guard.unlock().await.unwrap();
     client.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_foreign_token_key_fails_a_fenced_acquire_with_nothing_written() {
+    use fred::interfaces::{HashesInterface, KeysInterface};
+    let client = common::client().await;
+    let name = common::unique("foreign-token");
+    let key = format!("{}{{{name}}}", holdlock::DEFAULT_PREFIX);
+    let token_key = format!("{key}:token");
+    let raw = common::raw(&common::url()).await;
+    let _: () = raw
+        .hset(token_key.as_str(), ("someone", "else"))
+        .await
+        .unwrap();
+
+    match client.lock_with(&name, LockOptions::fenced()).await {
+        Err(LockError::WrongType { key }) => assert_eq!(key, token_key),
+        other => panic!("expected WrongType for the token key, got {other:?}"),
+    }
+    let exists: i64 = raw.exists(key.as_str()).await.unwrap();
+    assert_eq!(exists, 0, "no half-written hold is left behind");
+    assert!(!client.is_locked(&name).await.unwrap());
+    // The lock itself is free for an unfenced holder.
+    let guard = client.try_lock(&name).await.unwrap().expect("free");
+    guard.unlock().await.unwrap();
+}

@@ -114,3 +114,74 @@ async fn force_unlock_frees_the_lock_wakes_waiters_and_the_holder_learns_it_lost
         "nothing left to break"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn list_leaves_out_keys_that_are_not_locks_and_reports_them() {
+    use fred::interfaces::{HashesInterface, KeysInterface};
+    use holdlock::LockError;
+    let prefix = format!("list-{}:", uuid::Uuid::new_v4().simple());
+    let client = LockClient::builder(common::url())
+        .prefix(&prefix)
+        .build()
+        .await
+        .unwrap();
+    let guards = [
+        client.lock("job:a").await.unwrap(),
+        client.lock("job:b").await.unwrap(),
+    ];
+    let raw = common::raw(&common::url()).await;
+    let (string, foreign, empty) = (
+        format!("{prefix}{{job:string}}"),
+        format!("{prefix}{{job:foreign}}"),
+        format!("{prefix}{{}}"),
+    );
+    let _: () = raw
+        .set(string.as_str(), "x", None, None, false)
+        .await
+        .unwrap();
+    let _: () = raw.hset(foreign.as_str(), ("owner", "abc")).await.unwrap();
+    let _: () = raw.hset(empty.as_str(), ("owner", "1")).await.unwrap();
+
+    let listing = client.list_report("*").await.unwrap();
+    let names: Vec<&str> = listing
+        .locks
+        .iter()
+        .map(|info| info.name.as_str())
+        .collect();
+    assert_eq!(names, ["job:a", "job:b"]);
+    let keys: Vec<&str> = listing
+        .unreadable
+        .iter()
+        .map(|bad| bad.key.as_str())
+        .collect();
+    // Sorted by key (`}` sorts after letters).
+    assert_eq!(keys, [foreign.as_str(), string.as_str(), empty.as_str()]);
+    let [not_ours, wrong_type, empty_name] = &listing.unreadable[..] else {
+        panic!("{:?}", listing.unreadable);
+    };
+    assert!(
+        matches!(&empty_name.error, LockError::InvalidName { .. }),
+        "{empty_name:?}"
+    );
+    assert_eq!(empty_name.name, "");
+    assert!(
+        matches!(&not_ours.error, LockError::Protocol(_)),
+        "{not_ours:?}"
+    );
+    assert_eq!(not_ours.name, "job:foreign");
+    assert!(
+        matches!(&wrong_type.error, LockError::WrongType { key } if *key == string),
+        "{wrong_type:?}"
+    );
+
+    // `list` returns the readable locks alone.
+    let names: Vec<String> = client
+        .list("job:*")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|info| info.name)
+        .collect();
+    assert_eq!(names, ["job:a", "job:b"]);
+    drop(guards);
+}

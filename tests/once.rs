@@ -91,3 +91,41 @@ async fn zero_and_overlong_periods_are_rejected() {
         ));
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_foreign_marker_fails_completion_and_is_left_alone() {
+    use fred::interfaces::HashesInterface;
+    let client = common::client().await;
+    let name = common::unique("cron-foreign");
+    let claim = client
+        .claim_period(
+            &name,
+            Duration::from_secs(3600),
+            SystemTime::now(),
+            no_wait(),
+        )
+        .await
+        .unwrap();
+    let claim = claim.won().unwrap();
+    let marker = format!(
+        "{}{{{name}}}:period:{}",
+        holdlock::DEFAULT_PREFIX,
+        claim.period()
+    );
+    let raw = common::raw(&common::url()).await;
+    let _: () = raw
+        .hset(marker.as_str(), ("someone", "else"))
+        .await
+        .unwrap();
+    match claim.complete().await {
+        Err(LockError::WrongType { key }) => assert_eq!(key, marker),
+        other => panic!("expected WrongType for the marker, got {other:?}"),
+    }
+    let foreign: std::collections::HashMap<String, String> =
+        raw.hgetall(marker.as_str()).await.unwrap();
+    assert_eq!(foreign["someone"], "else");
+    assert!(
+        !client.is_locked(&name).await.unwrap(),
+        "the lock was released"
+    );
+}

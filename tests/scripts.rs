@@ -11,6 +11,7 @@ const RELEASE: &str = include_str!("../lua/release.lua");
 const RENEW: &str = include_str!("../lua/renew.lua");
 const FORCE_UNLOCK: &str = include_str!("../lua/force_unlock.lua");
 const FENCE: &str = include_str!("../lua/fence.lua");
+const COMPLETE_PERIOD: &str = include_str!("../lua/complete_period.lua");
 
 struct Lock {
     redis: fred::clients::Client,
@@ -422,6 +423,51 @@ async fn scripts_raise_wrongtype_on_a_foreign_key() {
     }
     let value: String = lock.redis.get(lock.key.as_str()).await.unwrap();
     assert_eq!(value, "x");
+}
+
+/// Every key a script writes is checked before its first write: a key of another type
+/// fails the call with nothing written, and the error names the key.
+#[tokio::test]
+async fn a_foreign_second_key_fails_the_script_before_anything_is_written() {
+    let lock = Lock::new("foreign-second").await;
+    let _: () = lock
+        .redis
+        .hset(lock.token_key.as_str(), ("someone", "else"))
+        .await
+        .unwrap();
+    let keys = vec![lock.key.clone(), lock.token_key.clone()];
+    let error = lock
+        .redis
+        .eval::<Value, _, _, _>(ACQUIRE, keys, vec!["a", "10000"])
+        .await
+        .unwrap_err();
+    let named = format!("WRONGTYPE KEYS[2] {} ", lock.token_key);
+    assert!(error.details().starts_with(&named), "{error:?}");
+    let exists: i64 = lock.redis.exists(lock.key.as_str()).await.unwrap();
+    assert_eq!(exists, 0, "the fenced acquire wrote nothing");
+    // An unfenced acquire does not touch the token key.
+    assert_eq!(lock.acquire("a", 10_000, false).await, [1, 0]);
+
+    let marker = format!("{}:period:7", lock.key);
+    let _: () = lock
+        .redis
+        .hset(marker.as_str(), ("someone", "else"))
+        .await
+        .unwrap();
+    let keys = vec![lock.key.clone(), marker.clone()];
+    let error = lock
+        .redis
+        .eval::<Value, _, _, _>(COMPLETE_PERIOD, keys, vec!["a", "10000"])
+        .await
+        .unwrap_err();
+    let named = format!("WRONGTYPE KEYS[2] {marker} ");
+    assert!(error.details().starts_with(&named), "{error:?}");
+    let foreign: std::collections::HashMap<String, String> =
+        lock.redis.hgetall(marker.as_str()).await.unwrap();
+    assert_eq!(
+        foreign["someone"], "else",
+        "the foreign marker is left alone"
+    );
 }
 
 #[tokio::test]

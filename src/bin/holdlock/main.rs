@@ -3,7 +3,7 @@
 //! ```text
 //! holdlock run NAME [--wait DUR | --no-wait] [--lease DUR] [--once-per DUR] -- CMD ARGS...
 //! holdlock inspect NAME [--json]
-//! holdlock list [PATTERN] [--json]
+//! holdlock list [PATTERN] [--json]     (keys that are not locks: a warning each, exit 0)
 //! holdlock unlock --force NAME [--json]
 //! ```
 //!
@@ -42,7 +42,7 @@ use tokio::signal::unix::{SignalKind, signal as listen_for};
 mod table;
 mod workloads;
 
-use table::render_columns;
+use table::{escape, render_columns, sanitize};
 use workloads::{Bench, Figure, Goal, Settings, Workload};
 
 /// Success.
@@ -79,6 +79,16 @@ Exit status:
   69            Redis could not be reached
   126, 127      CMD could not be executed, or was not found
   130, 143      holdlock got SIGINT or SIGTERM while waiting for the lock";
+
+const LIST_HELP: &str = "\
+A key under the prefix that cannot be read as a lock (a value of another type, a
+hash written by someone else) does not stop the listing: it is left out, with a
+warning line on stderr naming the key (and, with --json, an entry in \"unreadable\").
+
+Exit status:
+  0             the locks were listed (even if some keys could not be read)
+  64            usage error
+  69            Redis could not be reached";
 
 /// Run commands under a distributed lock on Redis, and look at locks.
 #[derive(Debug, Parser)]
@@ -125,11 +135,12 @@ enum Subcommands {
         json: bool,
     },
     /// List the held locks whose names match a glob.
+    #[command(after_help = LIST_HELP)]
     List {
         /// Glob over lock names (`*`, `?`, `[abc]`).
         #[arg(default_value = "*")]
         pattern: String,
-        /// Print a JSON array.
+        /// Print JSON: `{"locks": [...], "unreadable": [{"key", "name", "error"}]}`.
         #[arg(long)]
         json: bool,
     },
@@ -299,7 +310,7 @@ fn usage_error_exit(error: &clap::Error) -> ExitCode {
 }
 
 fn fail(failure: &Failure) -> ExitCode {
-    eprintln!("holdlock: {}", failure.message);
+    eprintln!("holdlock: {}", sanitize(&failure.message));
     ExitCode::from(failure.code)
 }
 
@@ -320,6 +331,7 @@ async fn execute(cli: Cli, started_at: SystemTime) -> Result<u8, Failure> {
         Subcommands::Run(run) => run.lease,
         _ => None,
     };
+    check_arguments(&cli.command)?;
     let client = connect(&cli.connection, lease).await?;
     let outcome = match cli.command {
         Subcommands::Run(args) => run(&client, &args, started_at).await,
@@ -330,6 +342,26 @@ async fn execute(cli: Cli, started_at: SystemTime) -> Result<u8, Failure> {
     };
     client.shutdown().await;
     outcome
+}
+
+/// Refuses, before connecting, every argument the library would refuse once connected
+/// (durations are checked as they are parsed), so that a bad command line exits 64
+/// whether Redis is up or not. The prefix and URL are checked by the builder, before
+/// it connects.
+fn check_arguments(command: &Subcommands) -> Result<(), Failure> {
+    let name = match command {
+        Subcommands::Run(RunArgs { name, .. })
+        | Subcommands::Inspect { name, .. }
+        | Subcommands::Unlock { name, .. } => name,
+        Subcommands::List { pattern, .. } if pattern.is_empty() => {
+            return Err(Failure::new(
+                EX_USAGE,
+                "the empty pattern matches no lock name; use '*' to list every lock",
+            ));
+        }
+        Subcommands::List { .. } | Subcommands::Bench(_) => return Ok(()),
+    };
+    holdlock::validate_name(name).map_err(|error| Failure::from_lock_error("", &error))
 }
 
 // ---------------------------------------------------------------------------------
@@ -586,8 +618,10 @@ async fn finish(holding: Holding, end: CommandEnd, name: &str) -> u8 {
             EX_SOFTWARE
         }
         Err(error) => {
+            let error = error.to_string();
             eprintln!(
-                "holdlock: warning: releasing lock {name:?} failed ({error}); it expires within its lease"
+                "holdlock: warning: releasing lock {name:?} failed ({}); it expires within its lease",
+                sanitize(&error)
             );
             end.code
         }
@@ -666,7 +700,7 @@ async fn inspect(client: &LockClient, name: &str, json: bool) -> Result<u8, Fail
             if json {
                 "null".to_owned()
             } else {
-                format!("{name} is not locked")
+                format!("{} is not locked", escape(name))
             }
         );
         return Ok(EX_NOT_FOUND);
@@ -680,17 +714,30 @@ async fn inspect(client: &LockClient, name: &str, json: bool) -> Result<u8, Fail
 }
 
 async fn list(client: &LockClient, pattern: &str, json: bool) -> Result<u8, Failure> {
-    let locks = client
-        .list(pattern)
+    let listing = client
+        .list_report(pattern)
         .await
         .map_err(|error| Failure::from_lock_error("cannot list locks", &error))?;
+    for bad in &listing.unreadable {
+        let error = bad.error.to_string();
+        eprintln!(
+            "holdlock: warning: key {} is not a readable lock, left out: {}",
+            escape(&bad.key),
+            sanitize(&error)
+        );
+    }
     if json {
-        let array: Vec<_> = locks.iter().map(lock_json).collect();
-        println!("{}", serde_json::Value::Array(array));
-    } else if locks.is_empty() {
+        let locks: Vec<_> = listing.locks.iter().map(lock_json).collect();
+        let unreadable: Vec<_> = listing
+            .unreadable
+            .iter()
+            .map(|bad| json!({ "key": bad.key, "name": bad.name, "error": bad.error.to_string() }))
+            .collect();
+        println!("{}", json!({ "locks": locks, "unreadable": unreadable }));
+    } else if listing.locks.is_empty() {
         println!("no locks match {pattern:?}");
     } else {
-        print!("{}", lock_table(&locks));
+        print!("{}", lock_table(&listing.locks));
     }
     Ok(EX_OK)
 }
@@ -703,9 +750,9 @@ async fn force_unlock(client: &LockClient, name: &str, json: bool) -> Result<u8,
     if json {
         println!("{}", json!({ "name": name, "was_locked": was_locked }));
     } else if was_locked {
-        println!("unlocked {name}");
+        println!("unlocked {}", escape(name));
     } else {
-        println!("{name} was not locked");
+        println!("{} was not locked", escape(name));
     }
     Ok(EX_OK)
 }
@@ -876,9 +923,15 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
             .and_then(|piece| total_ms.checked_add(piece))
             .ok_or_else(|| format!("{text:?} is too long"))?;
     }
-    u64::try_from(total_ms)
+    let duration = u64::try_from(total_ms)
         .map(Duration::from_millis)
-        .map_err(|_| format!("{text:?} is too long"))
+        .map_err(|_| format!("{text:?} is too long"))?;
+    if duration > holdlock::MAX_DURATION {
+        return Err(format!(
+            "{text:?} is longer than ten years, the longest duration holdlock accepts"
+        ));
+    }
+    Ok(duration)
 }
 
 /// A `--once-per` period: a duration of at least one second.
@@ -919,6 +972,7 @@ fn format_duration(duration: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::borrow::Cow;
 
     #[test]
     fn durations_parse_in_every_unit_and_combination() {
@@ -952,6 +1006,13 @@ mod tests {
         }
         assert!(parse_duration("99999999999999999999999999999999999999999d").is_err());
         assert!(parse_duration("999999999999999999d").is_err());
+        assert_eq!(
+            parse_duration("3650d"),
+            Ok(holdlock::MAX_DURATION),
+            "ten years are accepted"
+        );
+        let error = parse_duration("3650d 1ms").expect_err("beyond ten years");
+        assert!(error.contains("ten years"), "{error}");
     }
 
     #[test]
@@ -978,6 +1039,32 @@ mod tests {
             vec!["long".to_owned(), "x".to_owned(), "y".to_owned()],
         ];
         assert_eq!(render_columns(&rows), "A     BB  C\nlong  x   y\n");
+    }
+
+    #[test]
+    fn control_and_invisible_characters_are_escaped() {
+        assert_eq!(escape("job:42"), "job:42");
+        assert!(matches!(escape("plain"), Cow::Borrowed(_)));
+        assert_eq!(escape("a\nb\tc\r\0"), "a\\nb\\tc\\r\\0");
+        assert_eq!(escape("\x1b[31mred"), "\\x1b[31mred");
+        assert_eq!(escape("\u{7f}\u{85}"), "\\x7f\\u{85}");
+        assert_eq!(escape("abc\u{202e}fed"), "abc\\u{202e}fed");
+        assert_eq!(escape("zero\u{200b}width"), "zero\\u{200b}width");
+        assert_eq!(escape(r"C:\dir"), r"C:\\dir");
+        assert_eq!(escape("ünïcödé ✓"), "ünïcödé ✓");
+        assert_eq!(sanitize(r#"lock "a\nb": x"#), r#"lock "a\nb": x"#);
+        assert_eq!(sanitize("a\nb"), "a\\nb");
+    }
+
+    #[test]
+    fn a_cell_cannot_break_its_row() {
+        let rows = vec![
+            vec!["NAME".to_owned(), "OWNER".to_owned()],
+            vec!["a\nb   fake-owner".to_owned(), "me".to_owned()],
+        ];
+        let table = render_columns(&rows);
+        assert_eq!(table.lines().count(), 2, "{table}");
+        assert!(table.contains("a\\nb   fake-owner  me"), "{table}");
     }
 
     #[test]
