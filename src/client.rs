@@ -794,25 +794,6 @@ pub(crate) async fn close(client: &impl ClientLike) {
     }
 }
 
-/// Whether a script failed in transit (not sent, or its reply lost), so that it may
-/// or may not have run. Errors that Redis itself replied with are final.
-fn outcome_unknown(error: &LockError) -> bool {
-    let LockError::Redis(error) = error else {
-        return false;
-    };
-    let details = error.details();
-    matches!(
-        error.kind(),
-        ErrorKind::IO
-            | ErrorKind::Canceled
-            | ErrorKind::Timeout
-            | ErrorKind::Routing
-            | ErrorKind::Backpressure
-    ) || details.contains("attempts")
-        || details.contains("route")
-        || details.contains("onnection")
-}
-
 impl Inner {
     pub(crate) fn check_running(&self) -> Result<()> {
         if self.shut_down.load(Ordering::Acquire) {
@@ -1032,7 +1013,7 @@ impl Inner {
                 }
             };
             let error = match reply {
-                Err(failed) if outcome_unknown(&failed.error) => failed.error,
+                Err(failed) if failed.error.outcome_unknown() => failed.error,
                 done => return done,
             };
             tracing::debug!(lock = %names.name, %error, "acquire reply lost; checking whether it ran");
@@ -1103,7 +1084,7 @@ impl Inner {
                 .release(&self.redis, &names.key, owner, held)
                 .await
             {
-                Err(error) if outcome_unknown(&error) => error,
+                Err(error) if error.outcome_unknown() => error,
                 done => return done,
             };
             tracing::debug!(lock = %names.name, %error, "release reply lost; checking whether it ran");
@@ -1186,7 +1167,7 @@ impl Inner {
         *claimed = false;
         let reply = self.release_hold(hold, held).await;
         if let Err(error) = reply {
-            if outcome_unknown(&error) {
+            if error.outcome_unknown() {
                 // Maybe ran: still in flight, so settling finds out and completes it.
                 return Err(Unreleased::Settling(error));
             }
@@ -1321,7 +1302,7 @@ impl From<LockError> for CallFailed {
     /// A failed call: it may have run only if the failure was in transit.
     fn from(error: LockError) -> Self {
         Self {
-            maybe_ran: outcome_unknown(&error),
+            maybe_ran: error.outcome_unknown(),
             error,
         }
     }

@@ -24,7 +24,7 @@ pub type Result<T, E = LockError> = std::result::Result<T, E>;
 pub enum LockError {
     /// A Redis command or the connection failed.
     #[error("redis error: {0}")]
-    Redis(fred::error::Error),
+    Redis(#[source] fred::error::Error),
 
     /// Redis refused a command under its ACL rules (`NOPERM`): the user may not run
     /// the command, or touch the key or channel. See `docs/deployments.md` for the rule
@@ -140,10 +140,11 @@ impl LockError {
     /// key a script names in its own error (`WRONGTYPE KEYS[n] ...`, see `lua/`), else
     /// for the first key (every other key is checked by the scripts themselves).
     pub(crate) fn from_script(error: fred::error::Error, keys: &[&str]) -> Self {
-        let details = error.details();
-        let Some(at) = details.find("WRONGTYPE") else {
+        if classify(&error) != Cause::WrongType {
             return LockError::from(error);
-        };
+        }
+        let details = error.details();
+        let at = details.find("WRONGTYPE").unwrap_or(0);
         let named = details[at..]
             .strip_prefix("WRONGTYPE KEYS[")
             .and_then(|rest| rest.split_once(']'))
@@ -163,23 +164,88 @@ impl From<fred::error::Error> for LockError {
     /// handshakes.
     fn from(error: fred::error::Error) -> Self {
         let details = error.details();
-        if let Some(at) = details.find("NOPERM") {
-            return LockError::PermissionDenied {
-                detail: details[at + "NOPERM".len()..].trim().to_owned(),
-            };
+        match classify(&error) {
+            Cause::NoPerm => {
+                let at = details.find("NOPERM").map_or(0, |at| at + "NOPERM".len());
+                LockError::PermissionDenied {
+                    detail: details[at..].trim().to_owned(),
+                }
+            }
+            Cause::Tls => {
+                let detail = match details.find("InvalidCertificate") {
+                    Some(at) => details[at..].trim_end_matches([' ', '}']).to_owned(),
+                    None => details.to_string(),
+                };
+                LockError::Tls { detail }
+            }
+            _ => LockError::Redis(error),
         }
-        #[cfg(feature = "tls-rustls")]
-        let tls = *error.kind() == fred::error::ErrorKind::Tls;
-        #[cfg(not(feature = "tls-rustls"))]
-        let tls = false;
-        if tls || details.contains("InvalidCertificate") {
-            let detail = match details.find("InvalidCertificate") {
-                Some(at) => details[at..].trim_end_matches([' ', '}']).to_owned(),
-                None => details.to_string(),
-            };
-            return LockError::Tls { detail };
-        }
-        LockError::Redis(error)
+    }
+}
+
+/// What a Redis error means for the command that got it. Every reading of Redis's or
+/// fred's error text happens here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cause {
+    /// Lost in transit (connection closed or not routable, timed out, cancelled, out of
+    /// attempts): the command may or may not have run. The only cause that may have
+    /// changed anything.
+    InTransit,
+    /// `NOSCRIPT`: the script is not loaded on the server, and did not run.
+    NoScript,
+    /// `WRONGTYPE`: a key holds another kind of value.
+    WrongType,
+    /// `NOPERM`: refused by the ACL.
+    NoPerm,
+    /// The TLS handshake failed.
+    Tls,
+    /// Any other reply of Redis's (`NOREPLICAS`, `OOM`, `ERR ...`): nothing was done.
+    Refused,
+}
+
+/// Reads what `error` means (see [`Cause`]).
+pub(crate) fn classify(error: &fred::error::Error) -> Cause {
+    use fred::error::ErrorKind;
+    let details = error.details();
+    if details.starts_with("NOSCRIPT") {
+        return Cause::NoScript;
+    }
+    if details.contains("WRONGTYPE") {
+        return Cause::WrongType;
+    }
+    if details.contains("NOPERM") {
+        return Cause::NoPerm;
+    }
+    #[cfg(feature = "tls-rustls")]
+    if *error.kind() == ErrorKind::Tls {
+        return Cause::Tls;
+    }
+    if details.contains("InvalidCertificate") {
+        return Cause::Tls;
+    }
+    let in_transit = matches!(
+        error.kind(),
+        ErrorKind::IO
+            | ErrorKind::Canceled
+            | ErrorKind::Timeout
+            | ErrorKind::Routing
+            | ErrorKind::Backpressure
+    ) || details.contains("attempts")
+        || details.contains("route")
+        || details.contains("onnection");
+    if in_transit {
+        Cause::InTransit
+    } else {
+        Cause::Refused
+    }
+}
+
+impl LockError {
+    /// Whether the call that failed may have run: its reply was lost in transit. Every
+    /// other error (one Redis replied with, or found before sending) means nothing was
+    /// done.
+    pub(crate) fn outcome_unknown(&self) -> bool {
+        matches!(self, LockError::Redis(error) if classify(error) == Cause::InTransit)
     }
 }
 

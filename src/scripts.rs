@@ -19,7 +19,7 @@ use fred::types::{ClusterHash, CustomCommand, Value};
 use fred::util::redis_keyslot;
 
 use crate::config::{LockNames, ResolvedOptions};
-use crate::error::{LockError, Result};
+use crate::error::{Cause, LockError, Result, classify};
 
 const ACQUIRE: &str = include_str!("../lua/acquire.lua");
 const REENTER: &str = include_str!("../lua/reenter.lua");
@@ -303,7 +303,7 @@ impl Scripts {
                 ))
             });
             let acquired = match acquired {
-                Err(error) if !loaded && error.details().starts_with("NOSCRIPT") => {
+                Err(error) if !loaded && classify(&error) == Cause::NoScript => {
                     tracing::debug!("script cache flushed on the server; loading the script again");
                     Box::pin(self.acquire.load(client)).await?;
                     loaded = true;
@@ -352,7 +352,7 @@ impl Scripts {
             )
         };
         let reply = match send(command.clone()).await {
-            Err(error) if error.details().starts_with("NOSCRIPT") => {
+            Err(error) if classify(&error) == Cause::NoScript => {
                 tracing::debug!("script cache flushed on the server; loading the script again");
                 Box::pin(script.load(client)).await?;
                 send(command).await
