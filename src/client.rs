@@ -1,31 +1,19 @@
-//! [`LockClient`]: connections, acquiring and releasing, and looking at locks.
+//! [`LockClient`]: taking locks (and waiting for them), looking at them, shutting down.
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use fred::clients::Client;
-use fred::error::ErrorKind;
-use fred::interfaces::{ClientLike, HashesInterface, KeysInterface};
-use fred::types::config::{Config, ReconnectPolicy};
-use fred::types::{Builder, Value};
+use fred::interfaces::{ClientLike, KeysInterface};
 use futures::StreamExt;
-use tokio::sync::{Notify, OwnedMutexGuard};
 use tokio::time::Instant;
-use uuid::Uuid;
 
-use crate::config::{
-    ClientConfig, LockNames, LockOptions, MinReplicas, ResolvedOptions, redact_url,
-};
+use crate::config::LockOptions;
+use crate::engine::{Attempt, Engine};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
-use crate::hold::{Hold, HoldUse, Holds, LocalHolder};
-use crate::owner::local_owner;
-use crate::replicas::Acknowledging;
-use crate::scripts::{Acquire, AcquireCall, Scripts, TOKEN_FIELD};
-use crate::waiting::Waiting;
-use crate::watchdog;
+use crate::hold::{Hold, LocalHolder};
 
 /// A handle to Redis for taking reentrant, self-renewing locks.
 ///
@@ -55,298 +43,20 @@ use crate::watchdog;
 /// ```
 #[derive(Clone)]
 pub struct LockClient {
-    pub(crate) inner: Arc<Inner>,
-}
-
-pub(crate) struct Inner {
-    id: Uuid,
-    /// `<client-uuid>:`, the start of every owner id of this client.
-    owner_prefix: String,
-    pub(crate) config: ClientConfig,
-    pub(crate) redis: Client,
-    pub(crate) scripts: Scripts,
-    /// The connection for replica-acknowledged acquisitions (see `replicas.rs`).
-    pub(crate) acknowledging: Acknowledging,
-    waiting: Arc<Waiting>,
-    holds: Arc<Holds>,
-    /// Watchdogs booked and not yet started; see `watchdog.rs`.
-    pub(crate) watchdogs: watchdog::Bookings,
-    /// Bounds the renewals in flight at once; see `watchdog.rs`.
-    pub(crate) renewal_slots: watchdog::RenewalSlots,
-    /// The task that starts booked watchdogs and renews every hold on reconnection.
-    starter: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
-    runtime: tokio::runtime::Handle,
-    shut_down: AtomicBool,
-    /// Releases started by dropped guards and not yet finished; `shutdown` waits for them.
-    background: AtomicUsize,
-    background_done: Notify,
+    engine: Arc<Engine>,
 }
 
 impl fmt::Debug for LockClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockClient")
-            .field("id", &self.inner.id)
-            .field("prefix", &self.inner.config.prefix)
-            .field("lease", &self.inner.config.lease)
+            .field("id", &self.engine.id())
+            .field("prefix", &self.engine.config().prefix)
+            .field("lease", &self.engine.config().lease)
             .finish_non_exhaustive()
-    }
-}
-
-/// Builds a [`LockClient`] with settings other than the defaults.
-///
-/// # Examples
-/// ```no_run
-/// # async fn dox() -> holdlock::Result<()> {
-/// use std::time::Duration;
-///
-/// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379")
-///     .prefix("shop:")
-///     .lease(Duration::from_secs(10))
-///     .build()
-///     .await?;
-/// # Ok(()) }
-/// ```
-#[derive(Clone)]
-#[must_use = "a builder does nothing until `build` is awaited"]
-pub struct LockClientBuilder {
-    url: String,
-    config: ClientConfig,
-    #[cfg(feature = "tls-rustls")]
-    pub(crate) tls: Option<crate::tls::TlsSetting>,
-}
-
-/// Shows the URL with its passwords replaced by `***`.
-impl fmt::Debug for LockClientBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LockClientBuilder")
-            .field("url", &redact_url(&self.url))
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
-
-impl LockClientBuilder {
-    /// The prefix of every key and channel. Must not contain braces.
-    /// Default: `holdlock:`.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox() -> holdlock::Result<()> {
-    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379").prefix("shop:").build().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.config.prefix = prefix.into();
-        self
-    }
-
-    /// How long a hold survives without renewal; the watchdog renews every third of
-    /// it, so a crashed holder frees the lock within one lease. At least 3 ms.
-    /// Default: 30 s.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox() -> holdlock::Result<()> {
-    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379")
-    ///     .lease(std::time::Duration::from_secs(10))
-    ///     .build()
-    ///     .await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.config.lease = lease;
-        self
-    }
-
-    /// How long [`build`](Self::build) may take to connect, and how long an
-    /// unanswered acquire or release is retried. Default: 5 s.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox() -> holdlock::Result<()> {
-    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379")
-    ///     .connect_timeout(std::time::Duration::from_secs(1))
-    ///     .build()
-    ///     .await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.config.connect_timeout = timeout;
-        self
-    }
-
-    /// Draw a fencing token on every fresh acquisition. Default: `false`.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox() -> holdlock::Result<()> {
-    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379").fencing(true).build().await?;
-    /// let token = client.lock("stock:7").await?.fencing_token();
-    /// assert!(token.is_some());
-    /// # Ok(()) }
-    /// ```
-    pub fn fencing(mut self, fencing: bool) -> Self {
-        self.config.fencing = fencing;
-        self
-    }
-
-    /// Require `replicas` replicas to acknowledge every fresh acquisition within
-    /// `timeout` (Redis `WAIT`, on a connection of its own). A fresh hold that too few
-    /// replicas acknowledged is released again and the call fails with
-    /// [`LockError::NotReplicated`]. Re-entries are not checked; per call,
-    /// [`LockOptions::min_replicas`] overrides this. `replicas = 0` turns it off
-    /// (the default).
-    ///
-    /// This narrows, but does not close, the window in which a failover loses a hold:
-    /// see `docs/deployments.md`.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox() -> holdlock::Result<()> {
-    /// let client = holdlock::LockClient::builder("redis-sentinel://127.0.0.1:26379?sentinelServiceName=locks")
-    ///     .min_replicas(1, std::time::Duration::from_millis(100))
-    ///     .build()
-    ///     .await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn min_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
-        self.config.min_replicas = MinReplicas::new(replicas, timeout);
-        self
-    }
-
-    /// Validates the settings and connects.
-    ///
-    /// # Errors
-    /// [`LockError::InvalidOption`] for a bad URL, prefix, lease or timeout;
-    /// [`LockError::ConnectTimeout`] or [`LockError::Redis`] if Redis cannot be reached
-    /// within the connect timeout (a refused password or TLS certificate is a
-    /// [`LockError::Redis`] that says so); [`LockError::PermissionDenied`] if the
-    /// user may not subscribe.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox() -> holdlock::Result<()> {
-    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379").build().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn build(self) -> Result<LockClient> {
-        self.config.validate()?;
-        #[allow(unused_mut)]
-        let mut fred_config =
-            Config::from_url(&self.url).map_err(|error| LockError::InvalidOption {
-                option: "url",
-                reason: error.details().to_string(),
-            })?;
-        #[cfg(feature = "tls-rustls")]
-        crate::tls::apply(self.tls.as_ref(), &mut fred_config)?;
-        let timeout = self.config.connect_timeout;
-        let mut builder = Builder::from_config(fred_config);
-        builder
-            .with_connection_config(|connection| {
-                connection.connection_timeout = timeout;
-                connection.internal_command_timeout = timeout;
-            })
-            .with_performance_config(|performance| performance.default_command_timeout = timeout)
-            .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2));
-        let redis = builder.build()?;
-        let subscriber = builder.build_subscriber_client()?;
-        let connecting = async {
-            redis.init().await?;
-            subscriber.init().await?;
-            Ok::<_, fred::error::Error>(())
-        };
-        match tokio::time::timeout(timeout, connecting).await {
-            Ok(Ok(())) => {}
-            failed => {
-                let _ = redis.quit().await;
-                let _ = subscriber.quit().await;
-                return Err(match failed {
-                    Ok(Err(error)) => LockError::from(error),
-                    _ => LockError::ConnectTimeout { timeout },
-                });
-            }
-        }
-        let _resubscriber = subscriber.manage_subscriptions();
-        // Release messages go over shard channels from Redis 7.0 on (see `waiting.rs`);
-        // a server that hides its version (INFO refused by the ACL) is taken to be 7+.
-        let sharded = redis
-            .server_version()
-            .is_none_or(|version| version.major >= 7);
-        let lease = self.config.lease;
-        let id = Uuid::new_v4();
-        let inner = Arc::new(Inner {
-            id,
-            owner_prefix: format!("{id}:"),
-            config: self.config,
-            redis,
-            scripts: Scripts::new(sharded),
-            acknowledging: Acknowledging::default(),
-            waiting: Waiting::start(subscriber, sharded),
-            holds: Arc::default(),
-            watchdogs: watchdog::Bookings::default(),
-            renewal_slots: watchdog::RenewalSlots::default(),
-            starter: parking_lot::Mutex::new(None),
-            runtime: tokio::runtime::Handle::current(),
-            shut_down: AtomicBool::new(false),
-            background: AtomicUsize::new(0),
-            background_done: Notify::new(),
-        });
-        *inner.starter.lock() = Some(watchdog::spawn_starter(&inner, lease));
-        Ok(LockClient { inner })
-    }
-}
-
-/// What one acquire attempt came to.
-enum Attempt {
-    Granted(LockGuard),
-    Busy(Option<Duration>),
-}
-
-impl Attempt {
-    /// The guard, if the lock was granted.
-    fn granted(self) -> Option<LockGuard> {
-        match self {
-            Self::Granted(guard) => Some(guard),
-            Self::Busy(_) => None,
-        }
     }
 }
 
 impl LockClient {
-    /// Connects with the default settings (prefix `holdlock:`, 30 s lease, 5 s
-    /// connect timeout). Any fred URL works: `redis://`, `rediss://` (with a TLS
-    /// feature of fred), `redis-cluster://`, `redis-sentinel://`, `redis+unix://`.
-    ///
-    /// # Errors
-    /// As [`LockClientBuilder::build`].
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox() -> holdlock::Result<()> {
-    /// let client = holdlock::LockClient::connect("redis://127.0.0.1:6379").await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn connect(url: &str) -> Result<Self> {
-        Self::builder(url).build().await
-    }
-
-    /// Starts building a client for `url`; see [`LockClientBuilder`].
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox() -> holdlock::Result<()> {
-    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379").prefix("app:").build().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn builder(url: impl Into<String>) -> LockClientBuilder {
-        LockClientBuilder {
-            url: url.into(),
-            config: ClientConfig::default(),
-            #[cfg(feature = "tls-rustls")]
-            tls: None,
-        }
-    }
-
     /// The owner id that locks taken here and now would have:
     /// `<client-uuid>:<task>`, where the task part names the current tokio task,
     /// [`owner_scope`](crate::owner_scope) or thread.
@@ -359,13 +69,7 @@ impl LockClient {
     /// # }
     /// ```
     pub fn owner_id(&self) -> String {
-        use std::fmt::Write;
-        // Built on every lock call: the client's part is formatted once, at connect.
-        let prefix = &self.inner.owner_prefix;
-        let mut id = String::with_capacity(prefix.len() + 24);
-        id.push_str(prefix);
-        let _ = write!(id, "{}", local_owner());
-        id
+        self.engine.owner_id()
     }
 
     /// Takes the lock, waiting as long as it takes. Re-entry by the same owner returns
@@ -463,8 +167,8 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn lock_with(&self, name: &str, options: LockOptions) -> Result<Option<LockGuard>> {
-        self.inner.check_running()?;
-        let options = options.resolve(&self.inner.config)?;
+        self.engine.check_running()?;
+        let options = options.resolve(self.engine.config())?;
         let deadline =
             match options.wait {
                 None => None,
@@ -481,17 +185,17 @@ impl LockClient {
         // checked when the lock was taken). If the hold went away before the attempt
         // could enter it (a release of it was in flight), the attempt was a fresh one:
         // a busy lock is then waited for like by any other caller.
-        let (holder, names) = match self.inner.holds.local_holder(name, &owner) {
+        let (holder, names) = match self.engine.local_holder(name, &owner) {
             LocalHolder::Owner(entry) => {
                 let names = Arc::clone(&entry.hold.names);
-                let attempt = self.inner.acquire(&names, &owner, options, Some(entry));
+                let attempt = self.engine.acquire(&names, &owner, options, Some(entry));
                 match attempt.await? {
-                    Attempt::Granted(guard) => return Ok(Some(guard)),
+                    Attempt::Granted(hold) => return Ok(Some(self.guard(hold))),
                     Attempt::Busy(_) if options.wait == Some(Duration::ZERO) => return Ok(None),
                     Attempt::Busy(_) => (LocalHolder::Nobody, names),
                 }
             }
-            other => (other, Arc::new(self.inner.config.names(name)?)),
+            other => (other, Arc::new(self.engine.config().names(name)?)),
         };
 
         // A single try never waits in line, and is refused at once if another owner in
@@ -499,18 +203,17 @@ impl LockClient {
         if options.wait == Some(Duration::ZERO) {
             return Ok(match holder {
                 LocalHolder::Other => None,
-                _ => self
-                    .inner
-                    .acquire(&names, &owner, options, None)
-                    .await?
-                    .granted(),
+                _ => match self.engine.acquire(&names, &owner, options, None).await? {
+                    Attempt::Granted(hold) => Some(self.guard(hold)),
+                    Attempt::Busy(_) => None,
+                },
             });
         }
 
         // Queue behind the local callers already here (FIFO): only the head talks to
         // Redis, so many callers arriving at once send one attempt, not one each. With
         // nobody ahead, the turn is ours at once.
-        let ticket = self.inner.waiting.join(&names.key);
+        let ticket = self.engine.waiting().join(&names.key);
         let _turn = match ticket.try_turn() {
             Some(turn) => turn,
             None => match until(deadline, ticket.turn()).await {
@@ -519,8 +222,8 @@ impl LockClient {
             },
         };
         loop {
-            let pttl = match self.inner.acquire(&names, &owner, options, None).await? {
-                Attempt::Granted(guard) => return Ok(Some(guard)),
+            let pttl = match self.engine.acquire(&names, &owner, options, None).await? {
+                Attempt::Granted(hold) => return Ok(Some(self.guard(hold))),
                 Attempt::Busy(pttl) => pttl,
             };
             if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
@@ -559,13 +262,9 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn inspect(&self, name: &str) -> Result<Option<LockInfo>> {
-        self.inner.check_running()?;
-        let names = self.inner.config.names(name)?;
-        let snapshot = self
-            .inner
-            .scripts
-            .inspect(&self.inner.redis, &names.key)
-            .await?;
+        self.engine.check_running()?;
+        let names = self.engine.config().names(name)?;
+        let snapshot = self.engine.protocol().inspect(&names.key).await?;
         Ok(snapshot.map(|snapshot| LockInfo {
             name: names.name,
             owners: snapshot
@@ -633,9 +332,9 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn list_report(&self, pattern: &str) -> Result<LockListing> {
-        self.inner.check_running()?;
-        let scan_pattern = self.inner.config.scan_pattern(pattern);
-        let redis = &self.inner.redis;
+        self.engine.check_running()?;
+        let scan_pattern = self.engine.config().scan_pattern(pattern);
+        let redis = self.redis();
         // No TYPE filter: a lock key holding a value of another type is reported too.
         let mut keys = if redis.is_clustered() {
             redis
@@ -648,7 +347,7 @@ impl LockClient {
         while let Some(key) = keys.next().await {
             let key = key?;
             if let Some(key) = key.into_string() {
-                if self.inner.config.name_of_key(&key).is_some() {
+                if self.engine.config().name_of_key(&key).is_some() {
                     found.push(key);
                 }
             }
@@ -660,7 +359,7 @@ impl LockClient {
             unreadable: Vec::new(),
         };
         for key in found {
-            let Some(name) = self.inner.config.name_of_key(&key) else {
+            let Some(name) = self.engine.config().name_of_key(&key) else {
                 continue;
             };
             // A lock released since the scan is simply left out.
@@ -694,12 +393,9 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn force_unlock(&self, name: &str) -> Result<bool> {
-        self.inner.check_running()?;
-        let names = self.inner.config.names(name)?;
-        self.inner
-            .scripts
-            .force_unlock(&self.inner.redis, &names.key)
-            .await
+        self.engine.check_running()?;
+        let names = self.engine.config().names(name)?;
+        self.engine.protocol().force_unlock(&names.key).await
     }
 
     /// Whether anyone holds the lock right now.
@@ -714,9 +410,9 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn is_locked(&self, name: &str) -> Result<bool> {
-        self.inner.check_running()?;
-        let names = self.inner.config.names(name)?;
-        let exists: i64 = self.inner.redis.exists(names.key.as_str()).await?;
+        self.engine.check_running()?;
+        let names = self.engine.config().names(name)?;
+        let exists: i64 = self.redis().exists(names.key.as_str()).await?;
         Ok(exists == 1)
     }
 
@@ -733,26 +429,7 @@ impl LockClient {
     /// # }
     /// ```
     pub async fn shutdown(&self) {
-        let flushed = async {
-            while self.inner.background.load(Ordering::Acquire) > 0 {
-                let idle = self.inner.background_done.notified();
-                if self.inner.background.load(Ordering::Acquire) == 0 {
-                    break;
-                }
-                idle.await;
-            }
-        };
-        let _ = tokio::time::timeout(self.inner.config.connect_timeout, flushed).await;
-        if self.inner.shut_down.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        self.inner.holds.drain("the client was shut down");
-        if let Some(starter) = self.inner.starter.lock().take() {
-            starter.abort();
-        }
-        self.inner.waiting.quit().await;
-        self.inner.acknowledging.quit().await;
-        close(&self.inner.redis).await;
+        self.engine.shut_down().await;
     }
 
     /// The underlying fred client, for commands of your own on the same connection.
@@ -765,7 +442,37 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub fn redis(&self) -> &Client {
-        &self.inner.redis
+        self.engine.protocol().redis()
+    }
+
+    /// The client a guard was taken from.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let guard = client.lock("a").await?;
+    /// let same = holdlock::LockClient::of(&guard);
+    /// # Ok(()) }
+    /// ```
+    pub fn of(guard: &LockGuard) -> LockClient {
+        LockClient {
+            engine: Arc::clone(guard.engine()),
+        }
+    }
+
+    /// The client over `engine` (for the builder).
+    pub(crate) fn over(engine: Arc<Engine>) -> Self {
+        Self { engine }
+    }
+
+    /// A guard for a hold just granted.
+    fn guard(&self, hold: Arc<Hold>) -> LockGuard {
+        LockGuard::new(&self.engine, hold)
+    }
+
+    /// The engine, for the other parts of the API (cron claims, fencing).
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
+        &self.engine
     }
 }
 
@@ -774,616 +481,6 @@ async fn until<F: Future>(deadline: Option<Instant>, future: F) -> Option<F::Out
     match deadline {
         Some(deadline) => tokio::time::timeout_at(deadline, future).await.ok(),
         None => Some(future.await),
-    }
-}
-
-/// Closes one of the client's connections with `QUIT`, waiting for the reply only while
-/// the client is connected. A client that is not (Redis went away and fred is
-/// reconnecting) has nobody to say goodbye to, and its `QUIT` may never be answered:
-/// fred holds it until a reconnection succeeds, or leaves it in the channel of a router
-/// that the same `QUIT` has just stopped; either way `quit()` would wait out the whole
-/// command timeout (the connect timeout). So it is only sent: the first poll of `quit()`
-/// marks the client as closing, stops its reconnection loop and sends the command,
-/// before it waits for anything.
-pub(crate) async fn close(client: &impl ClientLike) {
-    let quit = client.quit();
-    if client.is_connected() {
-        let _ = quit.await;
-    } else {
-        let _ = futures::FutureExt::now_or_never(quit);
-    }
-}
-
-impl Inner {
-    pub(crate) fn check_running(&self) -> Result<()> {
-        if self.shut_down.load(Ordering::Acquire) {
-            Err(LockError::Shutdown)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Releases one hold of `hold` in a background task: for a dropped guard, a
-    /// cancelled `unlock()`, and a release Redis refused (nothing changed, so the hold is
-    /// still owed). Retried, with a growing pause, until it succeeds, the hold is lost,
-    /// or the client shuts down; a release whose reply is lost is settled instead (see
-    /// [`settle`](Self::settle)).
-    pub(crate) fn release_in_background(self: &Arc<Self>, hold: Arc<Hold>) {
-        let inner = Arc::clone(self);
-        let runtime =
-            tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
-        self.background.fetch_add(1, Ordering::AcqRel);
-        drop(runtime.spawn(async move {
-            let mut pause = RETRY_PAUSE;
-            loop {
-                match inner.release_once(&hold, &mut true).await {
-                    Ok(()) | Err(Unreleased::Final(_) | Unreleased::Settling(_)) => break,
-                    Err(Unreleased::Owed(error)) => {
-                        tracing::debug!(lock = %hold.names.name, %error, "background release refused; will retry");
-                        if hold.is_lost() || inner.check_running().is_err() {
-                            break;
-                        }
-                        tokio::time::sleep(pause).await;
-                        pause = (pause * 2).min(MAX_RETRY_PAUSE);
-                    }
-                }
-            }
-            if inner.background.fetch_sub(1, Ordering::AcqRel) == 1 {
-                inner.background_done.notify_waiters();
-            }
-        }));
-    }
-
-    /// One acquire attempt: runs `acquire.lua` (or, for a re-entry, whose hold
-    /// `entered` is already in use, `reenter.lua`) exactly once for `owner` and records
-    /// a granted hold (starting its watchdog) before the guard exists. Not cut short by
-    /// the caller's deadline (the command timeout bounds it), so a zero wait still gets
-    /// one answer.
-    ///
-    /// A grant whose reply came later than a third of the lease (a slow or restarting
-    /// server) has its lease set again from now before it is handed out, so a guard is
-    /// never handed out already lost; if that fails, the grant is undone.
-    ///
-    /// Cancel safe without a task per call: while the script is in flight, an
-    /// [`InFlight`] holds the owner's operation lock; if this future is dropped (or the
-    /// reply is lost for good), it settles the outcome in the background (releasing a
-    /// hold that was granted after all) before any other call of this owner on this
-    /// lock can run.
-    async fn acquire(
-        self: &Arc<Self>,
-        names: &Arc<LockNames>,
-        owner: &str,
-        options: ResolvedOptions,
-        mut entered: Option<HoldUse>,
-    ) -> Result<Attempt> {
-        loop {
-            let entry = match entered.take() {
-                Some(entry) => entry,
-                None => self.holds.enter(names, owner),
-            };
-            let hold = Arc::clone(&entry.hold);
-            let count = hold.lock_ops().await;
-            if hold.is_lost() {
-                // Lost while we queued behind another call: enter the fresh hold instead.
-                continue;
-            }
-            let held = *count;
-            // A watchdog that already renews the hold keeps its lease: a re-entry leaves
-            // it alone (one that wants a watchdog need not set it again, and a fixed
-            // lease must not cut short the lease the watchdog counts on).
-            let keep_lease = held > 0 && hold.has_watchdog();
-            let in_flight = InFlight::new(self, Op::Acquire, entry, count, options.lease);
-            let mut sent_at = Instant::now();
-            let mut reply = self
-                .acquire_exactly_once(names, owner, options, held, keep_lease)
-                .await;
-            if matches!(reply, Ok(Acquire::Granted { .. }))
-                && !keep_lease
-                && sent_at.elapsed() > watchdog::renewal_period(options.lease)
-            {
-                match self.confirm_late_grant(names, owner, options).await {
-                    Ok(Some(renewed_at)) => sent_at = renewed_at,
-                    Ok(None) => reply = Ok(Acquire::Vanished),
-                    // Still in flight: settling undoes the grant.
-                    Err(error) => return Err(error),
-                }
-            }
-            let reply = match reply {
-                Ok(reply) => reply,
-                // Still in flight: settling finds out whether it ran, and undoes it.
-                Err(CallFailed {
-                    error,
-                    maybe_ran: true,
-                }) => return Err(error),
-                Err(CallFailed { error, .. }) => {
-                    drop(in_flight.land());
-                    return Err(error);
-                }
-            };
-            let (entry, mut count) = in_flight.land();
-            let (granted, token) = match reply {
-                Acquire::Busy { pttl } => return Ok(Attempt::Busy(pttl)),
-                Acquire::Granted { count, token } => (count, token),
-                Acquire::Vanished if held == 0 => continue, // a late grant expired: again
-                Acquire::Vanished => {
-                    // Expired or force-unlocked: old guards must not touch what comes
-                    // next, so the next round enters a fresh hold and takes it afresh.
-                    hold.set_count(&mut count, 0);
-                    drop(count);
-                    hold.mark_lost("the hold vanished from redis (expired or force-unlocked)");
-                    continue;
-                }
-            };
-            let entry = if granted == held + 1 {
-                hold.set_count(&mut count, granted);
-                entry
-            } else {
-                // Redis disagrees with our count: the hold we knew vanished (expired or
-                // force-unlocked) and this is a new one. Old guards must not touch it.
-                hold.set_count(&mut count, 0);
-                self.holds.replace(&hold, granted)
-            };
-            drop(count);
-            self.record_grant(&entry, options, token, sent_at);
-            return Ok(Attempt::Granted(LockGuard::new(
-                self,
-                Arc::clone(&entry.hold),
-            )));
-        }
-    }
-
-    /// Sets the lease of a grant whose reply came late again, from now, so that the
-    /// holder gets the whole lease it counts on. Returns when the renewal was sent, or
-    /// `None` if the hold expired before the reply arrived. Fails if three renewals in a
-    /// row also take longer than a third of the lease: the lease is too short for this
-    /// connection.
-    async fn confirm_late_grant(
-        &self,
-        names: &LockNames,
-        owner: &str,
-        options: ResolvedOptions,
-    ) -> Result<Option<Instant>> {
-        let period = watchdog::renewal_period(options.lease);
-        for _ in 0..3 {
-            let renewed_at = Instant::now();
-            let renewal = self
-                .scripts
-                .renew(&self.redis, &names.key, owner, options.lease_ms);
-            if !Box::pin(renewal).await? {
-                return Ok(None);
-            }
-            if renewed_at.elapsed() <= period {
-                return Ok(Some(renewed_at));
-            }
-        }
-        Err(LockError::Redis(fred::error::Error::new(
-            ErrorKind::Timeout,
-            format!(
-                "lock `{}`: redis took longer than a third of the {:?} lease to answer, three times in a row",
-                names.name, options.lease
-            ),
-        )))
-    }
-
-    /// Sets the token, the expiry and the watchdog of a freshly granted hold.
-    fn record_grant(
-        self: &Arc<Self>,
-        entry: &HoldUse,
-        options: ResolvedOptions,
-        token: u64,
-        sent_at: Instant,
-    ) {
-        let hold = &entry.hold;
-        hold.set_token(token);
-        if options.watchdog {
-            hold.set_expiry(sent_at, None);
-            self.watchdogs.book(hold, options.lease, sent_at);
-        } else if !hold.has_watchdog() {
-            hold.set_expiry(sent_at, Some(options.lease));
-        }
-    }
-
-    /// `acquire.lua`, written at most once per try. When a reply is lost, the owner's
-    /// field tells whether the script ran: `held` + 1 means it did.
-    async fn acquire_exactly_once(
-        &self,
-        names: &LockNames,
-        owner: &str,
-        options: ResolvedOptions,
-        held: u32,
-        keep_lease: bool,
-    ) -> Result<Acquire, CallFailed> {
-        let give_up = Instant::now() + self.config.connect_timeout;
-        // Replicas acknowledge fresh acquisitions only (see `replicas.rs`).
-        let acknowledged = options.min_replicas.filter(|_| held == 0);
-        loop {
-            let reply = match acknowledged {
-                Some(min) => self.acquire_acknowledged(names, owner, options, min).await,
-                None if held > 0 => {
-                    let lease_ms = (!keep_lease).then_some(options.lease_ms);
-                    let reenter = self
-                        .scripts
-                        .reenter(&self.redis, &names.key, owner, lease_ms);
-                    reenter.await.map_err(CallFailed::from)
-                }
-                None => {
-                    let call = AcquireCall::of(names, owner, &options);
-                    let acquire = self.scripts.acquire(&self.redis, &call);
-                    acquire.await.map_err(CallFailed::from)
-                }
-            };
-            let error = match reply {
-                Err(failed) if failed.error.outcome_unknown() => failed.error,
-                done => return done,
-            };
-            tracing::debug!(lock = %names.name, %error, "acquire reply lost; checking whether it ran");
-            match self.field(names, owner).await {
-                Ok(count) if count == held + 1 => {
-                    if let Some(min) = acknowledged {
-                        // It ran, but nobody counted the replicas that have it.
-                        return Err(self.undo_unacknowledged(names, owner, 0, min).await);
-                    }
-                    // From here on the script has run: a failure leaves it to settling.
-                    return self
-                        .complete_lost_grant(names, owner, options, held, count)
-                        .await
-                        .map_err(CallFailed::maybe_ran);
-                }
-                Ok(_) | Err(_) if Instant::now() < give_up => {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                _ => return Err(CallFailed::maybe_ran(error)),
-            }
-        }
-    }
-
-    /// The reply of an acquire that ran but whose reply was lost: `count` holds.
-    async fn complete_lost_grant(
-        &self,
-        names: &LockNames,
-        owner: &str,
-        options: ResolvedOptions,
-        held: u32,
-        count: u32,
-    ) -> Result<Acquire> {
-        if held == 0 {
-            // A fresh hold's field may also be one this owner gave up as lost, its lease
-            // about to run out, if the script did not run: set the lease from now, so
-            // that Redis keeps the hold at least as long as the watchdog will assume.
-            let lease_ms = options.lease_ms;
-            let renewal = self.scripts.renew(&self.redis, &names.key, owner, lease_ms);
-            if !Box::pin(renewal).await? {
-                return Ok(Acquire::Vanished);
-            }
-        }
-        let token = if options.fenced && count == 1 {
-            Box::pin(
-                self.redis
-                    .hget::<Option<u64>, _, _>(names.key.as_str(), TOKEN_FIELD),
-            )
-            .await?
-            .unwrap_or(0)
-        } else {
-            0
-        };
-        Ok(Acquire::Granted { count, token })
-    }
-
-    /// `release.lua`, written at most once per try. When a reply is lost, the owner's
-    /// field tells whether the script ran: `held` - 1 means it did.
-    pub(crate) async fn release_exactly_once(
-        &self,
-        names: &LockNames,
-        owner: &str,
-        held: u32,
-    ) -> Result<Option<u32>> {
-        let give_up = Instant::now() + self.config.connect_timeout;
-        loop {
-            let error = match self
-                .scripts
-                .release(&self.redis, &names.key, owner, held)
-                .await
-            {
-                Err(error) if error.outcome_unknown() => error,
-                done => return done,
-            };
-            tracing::debug!(lock = %names.name, %error, "release reply lost; checking whether it ran");
-            match self.field(names, owner).await {
-                Ok(count) if count + 1 == held => return Ok(Some(count)),
-                Ok(count) if count != held => return Ok(None),
-                Ok(_) | Err(_) if Instant::now() < give_up => {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                _ => return Err(error),
-            }
-        }
-    }
-
-    /// The owner's hold count as Redis has it (0 if none).
-    async fn field(&self, names: &LockNames, owner: &str) -> Result<u32> {
-        let value: Value = Box::pin(self.redis.hget(names.key.as_str(), owner))
-            .await
-            .map_err(|error| LockError::from_redis(error, &names.key))?;
-        match value {
-            Value::Null => Ok(0),
-            other => other
-                .as_u64()
-                .and_then(|count| u32::try_from(count).ok())
-                .ok_or_else(|| LockError::Protocol(format!("hold count {other:?}"))),
-        }
-    }
-
-    /// Releases one hold of `hold` for a guard. Stops the watchdog once the last
-    /// release is answered.
-    ///
-    /// `claimed` is the guard's claim on the hold: it is cleared once the release is in
-    /// flight, from when this call (or, if it is dropped, the settlement of its script)
-    /// answers for the release. A call dropped before that leaves the claim with the
-    /// guard, whose `Drop` releases in the background.
-    ///
-    /// A release that Redis refused (nothing changed) is retried in the background, and
-    /// one whose reply was lost is settled in the background; the error is returned
-    /// either way.
-    pub(crate) async fn release(
-        self: &Arc<Self>,
-        hold: &Arc<Hold>,
-        claimed: &mut bool,
-    ) -> Result<()> {
-        match self.release_once(hold, claimed).await {
-            Ok(()) => Ok(()),
-            Err(Unreleased::Owed(error)) => {
-                self.release_in_background(Arc::clone(hold));
-                Err(error)
-            }
-            Err(Unreleased::Final(error) | Unreleased::Settling(error)) => Err(error),
-        }
-    }
-
-    /// One try of [`release`](Self::release), which says what is left to do if it fails.
-    async fn release_once(
-        self: &Arc<Self>,
-        hold: &Arc<Hold>,
-        claimed: &mut bool,
-    ) -> Result<(), Unreleased> {
-        self.check_running().map_err(Unreleased::Final)?;
-        let not_held = || {
-            Unreleased::Final(LockError::NotHeld {
-                name: hold.names.name.clone(),
-                owner: hold.owner.clone(),
-            })
-        };
-        let entry = self.holds.reenter(hold);
-        let count = hold.lock_ops().await;
-        if hold.is_lost() || *count == 0 {
-            return Err(not_held());
-        }
-        let held = *count;
-        if held == 1 {
-            // The watchdog is stopped once the answer is in (below, or by `settle`), so
-            // that the release is written without waiting on the task's cancellation.
-            hold.begin_last_release();
-        }
-        let in_flight = InFlight::new(self, Op::Release, entry, count, self.config.lease);
-        *claimed = false;
-        let reply = self.release_hold(hold, held).await;
-        if let Err(error) = reply {
-            if error.outcome_unknown() {
-                // Maybe ran: still in flight, so settling finds out and completes it.
-                return Err(Unreleased::Settling(error));
-            }
-            // Redis refused it: nothing changed, and the hold is still owed.
-            drop(in_flight.land());
-            hold.end_last_release();
-            return Err(Unreleased::Owed(error));
-        }
-        let (_entry, mut count) = in_flight.land();
-        match reply {
-            Ok(Some(remaining)) => {
-                hold.set_count(&mut count, remaining);
-                if remaining == 0 {
-                    hold.stop_watchdog();
-                }
-                Ok(())
-            }
-            _ => {
-                hold.set_count(&mut count, 0);
-                drop(count);
-                hold.mark_lost("released a hold that redis no longer had");
-                Err(not_held())
-            }
-        }
-    }
-
-    /// [`release_exactly_once`](Self::release_exactly_once) for one of `hold`'s holds.
-    async fn release_hold(&self, hold: &Hold, held: u32) -> Result<Option<u32>> {
-        self.release_exactly_once(&hold.names, &hold.owner, held)
-            .await
-    }
-
-    /// Settles a script whose caller went away mid-flight, or whose reply was lost,
-    /// with the owner's operation lock still held: Redis's count for the owner tells
-    /// whether it ran. An acquire that ran is undone, and a release that did not run
-    /// is completed, by a background release (see
-    /// [`release_in_background`](Self::release_in_background)).
-    ///
-    /// Reading the count is retried until it succeeds, the hold is lost, the client
-    /// shuts down, or `give_up` passes; in the last case the hold is given up as lost
-    /// (no longer renewed), so that Redis expires whatever it has within a lease.
-    async fn settle(
-        self: Arc<Self>,
-        op: Op,
-        entry: HoldUse,
-        mut count: OwnedMutexGuard<u32>,
-        give_up: Instant,
-    ) {
-        let hold = &entry.hold;
-        let held = *count;
-        let mut pause = RETRY_PAUSE;
-        let now = loop {
-            match self.field(&hold.names, &hold.owner).await {
-                Ok(now) => break Some(now),
-                Err(error) => {
-                    tracing::debug!(lock = %hold.names.name, %error, "settling a cancelled call: reading its count failed");
-                    let hopeless = hold.is_lost() || self.check_running().is_err();
-                    if hopeless || Instant::now() + pause >= give_up {
-                        break None;
-                    }
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(MAX_RETRY_PAUSE);
-                }
-            }
-        };
-        let owed = match (op, now) {
-            (Op::Acquire, Some(now)) if now == held + 1 => {
-                hold.set_count(&mut count, now);
-                true
-            }
-            (Op::Acquire, Some(now)) if now == held => false,
-            (Op::Release, Some(now)) if now + 1 == held => {
-                hold.set_count(&mut count, now);
-                false
-            }
-            (Op::Release, Some(now)) if now == held => true,
-            (_, Some(_)) => {
-                hold.set_count(&mut count, 0);
-                hold.mark_lost("redis disagrees with the local hold count");
-                false
-            }
-            (_, None) => {
-                hold.set_count(&mut count, 0);
-                hold.mark_lost("could not tell whether a cancelled call ran");
-                false
-            }
-        };
-        if hold.count() == 0 {
-            hold.stop_watchdog();
-        }
-        drop(count);
-        if owed {
-            self.release_in_background(Arc::clone(hold));
-        }
-    }
-}
-
-/// The first pause before a background call is tried again; it doubles up to
-/// [`MAX_RETRY_PAUSE`].
-const RETRY_PAUSE: Duration = Duration::from_millis(20);
-/// The longest pause between tries of a background call.
-const MAX_RETRY_PAUSE: Duration = Duration::from_secs(1);
-
-/// What is left to do after a release that did not complete.
-enum Unreleased {
-    /// Nothing: the hold is not held, or the client is shut down.
-    Final(LockError),
-    /// Redis refused the release: nothing changed, and the release is still owed.
-    Owed(LockError),
-    /// The reply was lost: the release is being settled in the background.
-    Settling(LockError),
-}
-
-/// An exactly-once call that failed, and whether it may have left a hold in Redis.
-pub(crate) struct CallFailed {
-    pub(crate) error: LockError,
-    pub(crate) maybe_ran: bool,
-}
-
-impl CallFailed {
-    /// The script ran, or may have: its reply was lost, or what had to follow it (an
-    /// undo, a read) failed.
-    pub(crate) fn maybe_ran(error: LockError) -> Self {
-        Self {
-            error,
-            maybe_ran: true,
-        }
-    }
-}
-
-impl From<LockError> for CallFailed {
-    /// A failed call: it may have run only if the failure was in transit.
-    fn from(error: LockError) -> Self {
-        Self {
-            maybe_ran: error.outcome_unknown(),
-            error,
-        }
-    }
-}
-
-/// Which script an [`InFlight`] call sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Acquire,
-    Release,
-}
-
-/// A script in flight with the owner's operation lock held. If it is dropped before
-/// [`land`](Self::land) (its caller's future was dropped, or the reply was lost for
-/// good), the outcome is settled in the background.
-struct InFlight {
-    inner: Arc<Inner>,
-    op: Op,
-    /// How long settling may try to read the outcome: a lease (after which Redis has
-    /// expired whatever the script left) and the connect timeout.
-    give_up_after: Duration,
-    state: Option<(HoldUse, OwnedMutexGuard<u32>)>,
-}
-
-impl InFlight {
-    fn new(
-        inner: &Arc<Inner>,
-        op: Op,
-        entry: HoldUse,
-        count: OwnedMutexGuard<u32>,
-        lease: Duration,
-    ) -> Self {
-        Self {
-            inner: Arc::clone(inner),
-            op,
-            give_up_after: lease + inner.config.connect_timeout,
-            state: Some((entry, count)),
-        }
-    }
-
-    /// The call completed: hand the state back to it.
-    fn land(mut self) -> (HoldUse, OwnedMutexGuard<u32>) {
-        match self.state.take() {
-            Some(state) => state,
-            // `land` consumes the call, and only `Drop` takes the state otherwise.
-            None => unreachable!("an in-flight call landed twice"),
-        }
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        let Some((entry, count)) = self.state.take() else {
-            return;
-        };
-        let inner = Arc::clone(&self.inner);
-        let runtime =
-            tokio::runtime::Handle::try_current().unwrap_or_else(|_| inner.runtime.clone());
-        let give_up = Instant::now() + self.give_up_after;
-        drop(runtime.spawn(inner.settle(self.op, entry, count, give_up)));
-    }
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        if self.shut_down.load(Ordering::Acquire) {
-            return;
-        }
-        self.holds.drain("the client was dropped");
-        if let Some(starter) = self.starter.lock().take() {
-            starter.abort();
-        }
-        let redis = self.redis.clone();
-        let waiting = Arc::clone(&self.waiting);
-        let acknowledging = std::mem::take(&mut self.acknowledging);
-        // Closing politely needs the runtime; if it is gone, so are the connections.
-        drop(self.runtime.spawn(async move {
-            waiting.quit().await;
-            acknowledging.quit().await;
-            let _ = redis.quit().await;
-        }));
     }
 }
 

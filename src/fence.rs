@@ -121,15 +121,15 @@ async fn fenced(
     token: u64,
     value: Option<Value>,
 ) -> Result<Option<String>> {
-    let inner = &client.inner;
-    inner.check_running()?;
+    let engine = client.engine();
+    engine.check_running()?;
     if token == 0 {
         return Err(LockError::InvalidOption {
             option: "token",
             reason: "fencing tokens start at 1".to_owned(),
         });
     }
-    match inner.scripts.fence(&inner.redis, key, token, value).await? {
+    match engine.protocol().fence(key, token, value).await? {
         Ok(value) => Ok(value),
         Err(newest) => Err(LockError::StaleToken {
             presented: token,
@@ -191,10 +191,9 @@ fn token_of(guard: &LockGuard) -> Result<u64> {
 /// # Ok(()) }
 /// ```
 pub async fn get(client: &LockClient, key: &str) -> Result<Option<Fenced>> {
-    let inner = &client.inner;
-    inner.check_running()?;
-    let (value, token): (Option<String>, Option<u64>) = inner
-        .redis
+    client.engine().check_running()?;
+    let (value, token): (Option<String>, Option<u64>) = client
+        .redis()
         .hmget(key, vec!["value", "token"])
         .await
         .map_err(|error| LockError::from_redis(error, key))?;
@@ -220,10 +219,9 @@ pub async fn get(client: &LockClient, key: &str) -> Result<Option<Fenced>> {
 /// # Ok(()) }
 /// ```
 pub async fn newest_token(client: &LockClient, key: &str) -> Result<u64> {
-    let inner = &client.inner;
-    inner.check_running()?;
-    let token: Option<u64> = inner
-        .redis
+    client.engine().check_running()?;
+    let token: Option<u64> = client
+        .redis()
         .hget(key, "token")
         .await
         .map_err(|error| LockError::from_redis(error, key))?;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use fred::interfaces::KeysInterface;
 
-use crate::client::{Inner, LockClient};
+use crate::engine::Engine;
 #[cfg(doc)]
 use crate::error::LockError;
 use crate::error::Result;
@@ -32,7 +32,7 @@ use crate::hold::Hold;
 #[must_use = "if unused the lock is released immediately"]
 #[clippy::has_significant_drop]
 pub struct LockGuard {
-    inner: Arc<Inner>,
+    engine: Arc<Engine>,
     hold: Arc<Hold>,
     /// Whether this guard still answers for its hold: until an `unlock()` has put the
     /// release in flight. A guard dropped while claimed releases in the background.
@@ -40,9 +40,14 @@ pub struct LockGuard {
 }
 
 impl LockGuard {
-    pub(crate) fn new(inner: &Arc<Inner>, hold: Arc<Hold>) -> Self {
+    /// The engine the guard's hold belongs to.
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    pub(crate) fn new(engine: &Arc<Engine>, hold: Arc<Hold>) -> Self {
         Self {
-            inner: Arc::clone(inner),
+            engine: Arc::clone(engine),
             hold,
             claimed: true,
         }
@@ -168,8 +173,9 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
-        self.inner.check_running()?;
-        let pttl: i64 = self.inner.redis.pttl(self.hold.names.key.as_str()).await?;
+        self.engine.check_running()?;
+        let redis = self.engine.protocol().redis();
+        let pttl: i64 = redis.pttl(self.hold.names.key.as_str()).await?;
         Ok(u64::try_from(pttl).ok().map(Duration::from_millis))
     }
 
@@ -201,7 +207,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub async fn unlock(mut self) -> Result<()> {
-        let result = self.inner.release(&self.hold, &mut self.claimed).await;
+        let result = self.engine.release(&self.hold, &mut self.claimed).await;
         self.claimed = false;
         result
     }
@@ -212,7 +218,7 @@ impl Drop for LockGuard {
         if !self.claimed {
             return;
         }
-        self.inner.release_in_background(Arc::clone(&self.hold));
+        self.engine.release_in_background(Arc::clone(&self.hold));
     }
 }
 
@@ -224,22 +230,5 @@ impl fmt::Debug for LockGuard {
             .field("hold_count", &self.hold_count())
             .field("lost", &self.is_lost())
             .finish()
-    }
-}
-
-impl LockClient {
-    /// The client a guard was taken from.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// let guard = client.lock("a").await?;
-    /// let same = holdlock::LockClient::of(&guard);
-    /// # Ok(()) }
-    /// ```
-    pub fn of(guard: &LockGuard) -> LockClient {
-        LockClient {
-            inner: Arc::clone(&guard.inner),
-        }
     }
 }

@@ -89,7 +89,7 @@ impl Hold {
 
     /// Records a fixed lease granted at `sent_at`, or clears it when a watchdog renews.
     pub(crate) fn set_expiry(&self, sent_at: Instant, lease: Option<Duration>) {
-        *self.expires_at.lock() = lease.map(|lease| crate::watchdog::lost_deadline(sent_at, lease));
+        *self.expires_at.lock() = lease.map(|lease| crate::lease::lost_deadline(sent_at, lease));
     }
 
     pub(crate) fn expires_at(&self) -> Option<Instant> {

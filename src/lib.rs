@@ -36,14 +36,19 @@
     deny(clippy::print_stdout, clippy::panic, clippy::unwrap_used)
 )]
 
+mod builder;
 mod client;
 mod config;
+mod connection;
+mod engine;
 mod error;
 pub mod fence;
 mod guard;
 mod hold;
+mod lease;
 mod once;
 mod owner;
+mod protocol;
 mod replicas;
 mod scripts;
 #[cfg(feature = "tls-rustls")]
@@ -51,7 +56,8 @@ mod tls;
 mod waiting;
 mod watchdog;
 
-pub use client::{LockClient, LockClientBuilder, LockInfo, LockListing, LockOwner, UnreadableLock};
+pub use builder::LockClientBuilder;
+pub use client::{LockClient, LockInfo, LockListing, LockOwner, UnreadableLock};
 pub use config::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PREFIX, LockOptions, MAX_DURATION, redact_url,
     validate_name,

@@ -139,18 +139,13 @@ impl PeriodClaim {
     /// ```
     pub async fn complete(self) -> Result<()> {
         let client = LockClient::of(&self.guard);
-        let inner = &client.inner;
-        let names = inner.config.names(self.guard.name())?;
+        let engine = client.engine();
+        let names = engine.config().names(self.guard.name())?;
         let keep_ms = u64::try_from(self.keep.as_millis()).unwrap_or(u64::MAX);
-        let recorded = inner
-            .scripts
-            .complete_period(
-                &inner.redis,
-                &names.key,
-                &self.marker,
-                self.guard.owner(),
-                keep_ms,
-            )
+        let owner = self.guard.owner();
+        let recorded = engine
+            .protocol()
+            .complete_period(&names.key, &self.marker, owner, keep_ms)
             .await;
         if !matches!(recorded, Ok(true)) {
             let (name, owner) = (self.guard.name().to_owned(), self.guard.owner().to_owned());
@@ -224,7 +219,7 @@ impl LockClient {
                 reason: "is before 1970".to_owned(),
             })?;
         let index = u64::try_from(since_epoch.as_millis() / period_ms).unwrap_or(u64::MAX);
-        let names = self.inner.config.names(name)?;
+        let names = self.engine().config().names(name)?;
         let Some(guard) = self.lock_with(name, options).await? else {
             return Ok(Claim::Busy);
         };

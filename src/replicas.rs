@@ -24,13 +24,10 @@
 //! the engine settles (and releases) in the background.
 
 use fred::clients::Client;
-use fred::interfaces::{ClientLike, EventInterface};
+use fred::interfaces::ClientLike;
 use tokio::sync::OnceCell;
 
-use crate::client::{CallFailed, Inner};
-use crate::config::{LockNames, MinReplicas, ResolvedOptions};
 use crate::error::{LockError, Result};
-use crate::scripts::{Acquire, AcquireCall};
 
 /// The connection for acknowledged acquisitions, opened on first use.
 #[derive(Debug, Default)]
@@ -65,76 +62,7 @@ impl Acknowledging {
     /// Closes the connection if it was ever opened.
     pub(crate) async fn quit(&self) {
         if let Some(client) = self.client.get() {
-            crate::client::close(client).await;
-        }
-    }
-}
-
-impl Inner {
-    /// Runs `acquire.lua` and `WAIT` (see the module docs). A fresh hold that fewer
-    /// than `min.replicas` replicas acknowledged is released, and the call fails with
-    /// [`LockError::NotReplicated`]. Busy replies and re-entries are returned as they are.
-    pub(crate) async fn acquire_acknowledged(
-        &self,
-        names: &LockNames,
-        owner: &str,
-        options: ResolvedOptions,
-        min: MinReplicas,
-    ) -> Result<Acquire, CallFailed> {
-        let client = self
-            .acknowledging
-            .client(&self.redis, self.config.connect_timeout)
-            .await?;
-        let reconnects = client.reconnect_rx();
-        let reroutes = client.cluster_change_rx();
-        let (acquired, acked) = self
-            .scripts
-            .acquire_then_wait(
-                client,
-                &AcquireCall::of(names, owner, &options), // fresh acquisitions only
-                (min.replicas, min.timeout_ms()),
-                min.timeout + self.config.connect_timeout,
-            )
-            .await?;
-        if !matches!(acquired, Acquire::Granted { count: 1, .. }) {
-            return Ok(acquired);
-        }
-        let same_connection = reconnects.is_empty() && reroutes.is_empty();
-        let acked = match acked {
-            Ok(acked) if same_connection => acked,
-            Ok(_) => 0,
-            Err(error) => {
-                tracing::debug!(lock = %names.name, %error, "WAIT failed after a fresh acquisition");
-                0
-            }
-        };
-        if acked >= min.replicas {
-            return Ok(acquired);
-        }
-        Err(self.undo_unacknowledged(names, owner, acked, min).await)
-    }
-
-    /// Releases a fresh hold (count 1) that too few replicas acknowledged, and returns
-    /// the error to report: one that may have left the hold if the release failed.
-    pub(crate) async fn undo_unacknowledged(
-        &self,
-        names: &LockNames,
-        owner: &str,
-        acked: u32,
-        min: MinReplicas,
-    ) -> CallFailed {
-        let released = self.release_exactly_once(names, owner, 1).await;
-        let error = LockError::NotReplicated {
-            name: names.name.clone(),
-            acked,
-            wanted: min.replicas,
-        };
-        match released {
-            Ok(_) => CallFailed::from(error),
-            Err(failure) => {
-                tracing::debug!(lock = %names.name, error = %failure, "could not release an unreplicated hold yet; settling it");
-                CallFailed::maybe_ran(error)
-            }
+            crate::connection::close(client).await;
         }
     }
 }

@@ -7,7 +7,6 @@ use fred::types::config::{Config, TlsConnector};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-use crate::client::LockClientBuilder;
 use crate::error::{LockError, Result};
 
 /// How a client's TLS connections are set up.
@@ -17,50 +16,6 @@ pub(crate) enum TlsSetting {
     CaPem(Vec<u8>),
     /// A connector built by the caller.
     Connector(TlsConnector),
-}
-
-impl LockClientBuilder {
-    /// Connect with TLS, trusting only the CA certificates in `pem` (one or more
-    /// `-----BEGIN CERTIFICATE-----` blocks) instead of the system's roots. Turns TLS
-    /// on even for a `redis://` URL. The server's certificate must name the host
-    /// of the URL (for `127.0.0.1`, an IP address entry).
-    ///
-    /// Requires the `tls-rustls` feature.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox() -> holdlock::Result<()> {
-    /// let ca = std::fs::read("/etc/redis/ca.crt").unwrap();
-    /// let client = holdlock::LockClient::builder("rediss://redis.internal:6380")
-    ///     .tls_ca_pem(ca)
-    ///     .build()
-    ///     .await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn tls_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
-        self.tls = Some(TlsSetting::CaPem(pem.into()));
-        self
-    }
-
-    /// Connect with TLS through `connector` (for client certificates or other rustls
-    /// settings), instead of the system's roots. Turns TLS on even for a `redis://` URL.
-    ///
-    /// Requires the `tls-rustls` feature.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(rustls_config: rustls::ClientConfig) -> holdlock::Result<()> {
-    /// use holdlock::fred::types::config::TlsConnector;
-    /// let client = holdlock::LockClient::builder("rediss://redis.internal:6380")
-    ///     .tls_connector(TlsConnector::from(rustls_config))
-    ///     .build()
-    ///     .await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn tls_connector(mut self, connector: TlsConnector) -> Self {
-        self.tls = Some(TlsSetting::Connector(connector));
-        self
-    }
 }
 
 /// Puts the builder's TLS setting (if any) into fred's config.

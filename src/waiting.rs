@@ -120,7 +120,7 @@ impl Waiting {
     }
 
     pub(crate) async fn quit(&self) {
-        crate::client::close(&self.subscriber).await;
+        crate::connection::close(&self.subscriber).await;
     }
 
     fn leave(self: &Arc<Self>, key: &str, room: &Arc<Room>) {

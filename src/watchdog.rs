@@ -7,7 +7,7 @@
 //!
 //! Every `lease / 3` the task runs `renew.lua`. If the owner's field is gone (the key
 //! was deleted or expired behind our back), or renewals keep failing until the lease
-//! is about to run out (see [`lost_deadline`]), the hold is lost: the guard's
+//! is about to run out (see [`lost_deadline`](crate::lease::lost_deadline)), the hold is lost: the guard's
 //! [`lost`](crate::LockGuard::lost) signal fires and a warning is logged.
 //!
 //! Every hold is also renewed as soon as the command connection is re-established.
@@ -32,14 +32,15 @@ use tokio::sync::{Semaphore, SemaphorePermit, broadcast, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::client::Inner;
 use crate::hold::Hold;
+use crate::lease::{lost_deadline, renewal_period};
+use crate::protocol::Protocol;
 
 /// Starts renewing `hold` every `lease / 3`, and after every reconnection;
 /// `granted_at` is when the acquire that set the current expiry was sent. With
 /// `renew_now` the first renewal is sent at once (the client has just reconnected).
-pub(crate) fn spawn(
-    inner: &Arc<Inner>,
+fn spawn(
+    watchdogs: &Arc<Watchdogs>,
     hold: &Arc<Hold>,
     lease: Duration,
     granted_at: Instant,
@@ -47,11 +48,11 @@ pub(crate) fn spawn(
 ) -> JoinHandle<()> {
     // Subscribed here, not in the task: a reconnection between this spawn and the
     // task's first poll is not missed.
-    let mut reconnected = inner.watchdogs.reconnections.subscribe();
+    let mut reconnected = watchdogs.bookings.reconnections.subscribe();
     if renew_now {
         reconnected.mark_changed();
     }
-    let inner = Arc::clone(inner);
+    let watchdogs = Arc::clone(watchdogs);
     let hold = Arc::clone(hold);
     let period = renewal_period(lease);
     let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
@@ -65,7 +66,7 @@ pub(crate) fn spawn(
             tokio::select! {
                 _ = ticks.tick() => {}
                 // The client reconnected (maybe to another server): renew now, and a
-                // period from now. (The sender lives in `inner`, so this never fails.)
+                // period from now. (The sender lives in `watchdogs`, so this never fails.)
                 Ok(()) = reconnected.changed() => ticks.reset(),
                 () = tokio::time::sleep_until(expires) => break,
             }
@@ -75,13 +76,12 @@ pub(crate) fn spawn(
             // Taken before the wait for a slot: the deadline errs early, never late.
             let sent_at = Instant::now();
             let renewal = async {
-                let _slot = inner.renewal_slots.take().await;
+                let _slot = watchdogs.slots.take().await;
                 // Boxed: the renewal's state lives only while it is in flight, not in
                 // every held lock's task (a third of the task's size).
-                let renew =
-                    inner
-                        .scripts
-                        .renew(&inner.redis, &hold.names.key, &hold.owner, lease_ms);
+                let renew = watchdogs
+                    .renewer
+                    .renew(&hold.names.key, &hold.owner, lease_ms);
                 Box::pin(renew).await
             };
             match tokio::time::timeout_at((sent_at + period).min(expires), renewal).await {
@@ -105,19 +105,45 @@ pub(crate) fn spawn(
     })
 }
 
-/// When a hold whose expiry was last set by a command sent at `sent_at` must be taken
-/// as lost: a tenth of the lease before Redis can expire it (Redis counts from when it
-/// ran the command, which is later). The tenth covers clock-rate drift and a late
-/// timer or thread, so the holder hears of the loss before anyone else can take the
-/// lock; it costs nothing while renewals succeed, as each renewal moves it a third of
-/// a lease on.
-pub(crate) fn lost_deadline(sent_at: Instant, lease: Duration) -> Instant {
-    sent_at + (lease - lease / 10)
+/// The watchdogs of one client: bookings not yet started, the bound on renewals in
+/// flight, and the protocol they renew over. One starter task per client starts booked
+/// watchdogs when they fall due and renews every hold after a reconnection.
+#[derive(Debug)]
+pub(crate) struct Watchdogs {
+    bookings: Bookings,
+    slots: RenewalSlots,
+    renewer: Arc<Protocol>,
+    /// The starter task, until [`stop`](Self::stop).
+    starter: Mutex<Option<JoinHandle<()>>>,
 }
 
-/// How often a lease is renewed: a third of it, so two renewals may fail in a row.
-pub(crate) fn renewal_period(lease: Duration) -> Duration {
-    (lease / 3).max(Duration::from_millis(1))
+impl Watchdogs {
+    /// Starts the starter task of a client whose holds are renewed over `renewer`,
+    /// with `lease` as its default lease (the starter wakes every sixth of it).
+    pub(crate) fn start(renewer: Arc<Protocol>, lease: Duration) -> Arc<Self> {
+        let watchdogs = Arc::new(Self {
+            bookings: Bookings::default(),
+            slots: RenewalSlots::default(),
+            renewer,
+            starter: Mutex::new(None),
+        });
+        *watchdogs.starter.lock() = Some(spawn_starter(&watchdogs, lease));
+        watchdogs
+    }
+
+    /// Books a watchdog for `hold`, granted at `granted_at`, unless it has one. The
+    /// renewal task itself starts only if the hold lives until its first renewal.
+    pub(crate) fn book(&self, hold: &Arc<Hold>, lease: Duration, granted_at: Instant) {
+        self.bookings.book(hold, lease, granted_at);
+    }
+
+    /// Stops the starter task: booked watchdogs are never started. (Running ones are
+    /// stopped with their holds.)
+    pub(crate) fn stop(&self) {
+        if let Some(starter) = self.starter.lock().take() {
+            starter.abort();
+        }
+    }
 }
 
 /// How many renewals of one client may be in flight at once. Locks taken together fall
@@ -130,7 +156,7 @@ const RENEWALS_IN_FLIGHT: usize = 64;
 
 /// The slots that bound the renewals in flight (see [`RENEWALS_IN_FLIGHT`]).
 #[derive(Debug)]
-pub(crate) struct RenewalSlots(Semaphore);
+struct RenewalSlots(Semaphore);
 
 impl Default for RenewalSlots {
     fn default() -> Self {
@@ -149,7 +175,7 @@ impl RenewalSlots {
 /// Watchdogs booked and not yet started, in the order they fall due; and the signal
 /// that tells running watchdogs that the client reconnected.
 #[derive(Debug)]
-pub(crate) struct Bookings {
+struct Bookings {
     queue: Mutex<Queue>,
     /// Bumped (by the starter task only) on each reconnection of the command client;
     /// every running watchdog holds a receiver.
@@ -193,7 +219,7 @@ impl Booking {
 
 impl Bookings {
     /// Books a watchdog for `hold`, granted at `granted_at`, unless it has one.
-    pub(crate) fn book(&self, hold: &Arc<Hold>, lease: Duration, granted_at: Instant) {
+    fn book(&self, hold: &Arc<Hold>, lease: Duration, granted_at: Instant) {
         if !hold.book_watchdog() {
             return;
         }
@@ -245,23 +271,23 @@ impl Bookings {
 /// It also listens for reconnections of the command client: on each, every running
 /// watchdog renews at once and every booked one is started at once and renews. One
 /// task per client does both, so a booking is started by exactly one of the two.
-pub(crate) fn spawn_starter(inner: &Arc<Inner>, lease: Duration) -> JoinHandle<()> {
-    // Subscribed before `build` returns: no reconnection after it is missed. (fred also
-    // reports the first connection, but that happened in `init`, before this.)
-    let mut reconnects = Some(inner.redis.reconnect_rx());
-    let inner = Arc::downgrade(inner);
+fn spawn_starter(watchdogs: &Arc<Watchdogs>, lease: Duration) -> JoinHandle<()> {
+    // Subscribed before the client is handed out: no reconnection after it is missed.
+    // (fred also reports the first connection, but that happened in `init`, before this.)
+    let mut reconnects = Some(watchdogs.renewer.redis().reconnect_rx());
+    let watchdogs = Arc::downgrade(watchdogs);
     let nap = renewal_period(lease) / 2;
     tokio::spawn(async move {
         let mut reconnected = false;
         loop {
             let now = Instant::now();
-            let Some(strong) = inner.upgrade() else {
+            let Some(strong) = watchdogs.upgrade() else {
                 return;
             };
-            let (due, next) = strong.watchdogs.take_due(now);
+            let (due, next) = strong.bookings.take_due(now);
             let (due, renew_now) = if reconnected {
                 let mut all = due;
-                all.extend(strong.watchdogs.reconnected());
+                all.extend(strong.bookings.reconnected());
                 (all, true)
             } else {
                 (due, false)

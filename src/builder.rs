@@ -1,0 +1,290 @@
+//! [`LockClientBuilder`]: a client's settings, and connecting it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::interfaces::ClientLike;
+use fred::types::Builder;
+use fred::types::config::{Config, ReconnectPolicy};
+
+use crate::client::LockClient;
+use crate::config::{ClientConfig, MinReplicas, redact_url};
+use crate::engine::Engine;
+use crate::error::{LockError, Result};
+use crate::protocol::Protocol;
+use crate::waiting::Waiting;
+
+impl LockClient {
+    /// Connects with the default settings (prefix `holdlock:`, 30 s lease, 5 s
+    /// connect timeout). Any fred URL works: `redis://`, `rediss://` (with a TLS
+    /// feature of fred), `redis-cluster://`, `redis-sentinel://`, `redis+unix://`.
+    ///
+    /// # Errors
+    /// As [`LockClientBuilder::build`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// let client = holdlock::LockClient::connect("redis://127.0.0.1:6379").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::builder(url).build().await
+    }
+
+    /// Starts building a client for `url`; see [`LockClientBuilder`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379").prefix("app:").build().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn builder(url: impl Into<String>) -> LockClientBuilder {
+        LockClientBuilder::new(url.into())
+    }
+}
+
+/// Builds a [`LockClient`] with settings other than the defaults.
+///
+/// # Examples
+/// ```no_run
+/// # async fn dox() -> holdlock::Result<()> {
+/// use std::time::Duration;
+///
+/// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379")
+///     .prefix("shop:")
+///     .lease(Duration::from_secs(10))
+///     .build()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+#[must_use = "a builder does nothing until `build` is awaited"]
+pub struct LockClientBuilder {
+    url: String,
+    config: ClientConfig,
+    #[cfg(feature = "tls-rustls")]
+    tls: Option<crate::tls::TlsSetting>,
+}
+
+/// Shows the URL with its passwords replaced by `***`.
+impl fmt::Debug for LockClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockClientBuilder")
+            .field("url", &redact_url(&self.url))
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LockClientBuilder {
+    /// A builder for `url` with the default settings.
+    pub(crate) fn new(url: String) -> Self {
+        Self {
+            url,
+            config: ClientConfig::default(),
+            #[cfg(feature = "tls-rustls")]
+            tls: None,
+        }
+    }
+
+    /// The prefix of every key and channel. Must not contain braces.
+    /// Default: `holdlock:`.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379").prefix("shop:").build().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.config.prefix = prefix.into();
+        self
+    }
+
+    /// How long a hold survives without renewal; the watchdog renews every third of
+    /// it, so a crashed holder frees the lock within one lease. At least 3 ms.
+    /// Default: 30 s.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .lease(std::time::Duration::from_secs(10))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.config.lease = lease;
+        self
+    }
+
+    /// How long [`build`](Self::build) may take to connect, and how long an
+    /// unanswered acquire or release is retried. Default: 5 s.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .connect_timeout(std::time::Duration::from_secs(1))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.config.connect_timeout = timeout;
+        self
+    }
+
+    /// Draw a fencing token on every fresh acquisition. Default: `false`.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379").fencing(true).build().await?;
+    /// let token = client.lock("stock:7").await?.fencing_token();
+    /// assert!(token.is_some());
+    /// # Ok(()) }
+    /// ```
+    pub fn fencing(mut self, fencing: bool) -> Self {
+        self.config.fencing = fencing;
+        self
+    }
+
+    /// Require `replicas` replicas to acknowledge every fresh acquisition within
+    /// `timeout` (Redis `WAIT`, on a connection of its own). A fresh hold that too few
+    /// replicas acknowledged is released again and the call fails with
+    /// [`LockError::NotReplicated`]. Re-entries are not checked; per call,
+    /// [`LockOptions::min_replicas`](crate::LockOptions::min_replicas) overrides this. `replicas = 0` turns it off
+    /// (the default).
+    ///
+    /// This narrows, but does not close, the window in which a failover loses a hold:
+    /// see `docs/deployments.md`.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// let client = holdlock::LockClient::builder("redis-sentinel://127.0.0.1:26379?sentinelServiceName=locks")
+    ///     .min_replicas(1, std::time::Duration::from_millis(100))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn min_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.config.min_replicas = MinReplicas::new(replicas, timeout);
+        self
+    }
+
+    /// Validates the settings and connects.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidOption`] for a bad URL, prefix, lease or timeout;
+    /// [`LockError::ConnectTimeout`] or [`LockError::Redis`] if Redis cannot be reached
+    /// within the connect timeout (a refused password or TLS certificate is a
+    /// [`LockError::Redis`] that says so); [`LockError::PermissionDenied`] if the
+    /// user may not subscribe.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379").build().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn build(self) -> Result<LockClient> {
+        self.config.validate()?;
+        #[allow(unused_mut)]
+        let mut fred_config =
+            Config::from_url(&self.url).map_err(|error| LockError::InvalidOption {
+                option: "url",
+                reason: error.details().to_string(),
+            })?;
+        #[cfg(feature = "tls-rustls")]
+        crate::tls::apply(self.tls.as_ref(), &mut fred_config)?;
+        let timeout = self.config.connect_timeout;
+        let mut builder = Builder::from_config(fred_config);
+        builder
+            .with_connection_config(|connection| {
+                connection.connection_timeout = timeout;
+                connection.internal_command_timeout = timeout;
+            })
+            .with_performance_config(|performance| performance.default_command_timeout = timeout)
+            .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2));
+        let redis = builder.build()?;
+        let subscriber = builder.build_subscriber_client()?;
+        let connecting = async {
+            redis.init().await?;
+            subscriber.init().await?;
+            Ok::<_, fred::error::Error>(())
+        };
+        match tokio::time::timeout(timeout, connecting).await {
+            Ok(Ok(())) => {}
+            failed => {
+                let _ = redis.quit().await;
+                let _ = subscriber.quit().await;
+                return Err(match failed {
+                    Ok(Err(error)) => LockError::from(error),
+                    _ => LockError::ConnectTimeout { timeout },
+                });
+            }
+        }
+        let _resubscriber = subscriber.manage_subscriptions();
+        // Release messages go over shard channels from Redis 7.0 on (see `waiting.rs`);
+        // a server that hides its version (INFO refused by the ACL) is taken to be 7+.
+        let sharded = redis
+            .server_version()
+            .is_none_or(|version| version.major >= 7);
+        let protocol = Protocol::new(redis, sharded, timeout);
+        let waiting = Waiting::start(subscriber, sharded);
+        let engine = Engine::start(self.config, Arc::new(protocol), waiting);
+        Ok(LockClient::over(engine))
+    }
+}
+
+/// TLS settings (feature `tls-rustls`).
+#[cfg(feature = "tls-rustls")]
+impl LockClientBuilder {
+    /// Connect with TLS, trusting only the CA certificates in `pem` (one or more
+    /// `-----BEGIN CERTIFICATE-----` blocks) instead of the system's roots. Turns TLS
+    /// on even for a `redis://` URL. The server's certificate must name the host
+    /// of the URL (for `127.0.0.1`, an IP address entry).
+    ///
+    /// Requires the `tls-rustls` feature.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// let ca = std::fs::read("/etc/redis/ca.crt").unwrap();
+    /// let client = holdlock::LockClient::builder("rediss://redis.internal:6380")
+    ///     .tls_ca_pem(ca)
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn tls_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls = Some(crate::tls::TlsSetting::CaPem(pem.into()));
+        self
+    }
+
+    /// Connect with TLS through `connector` (for client certificates or other rustls
+    /// settings), instead of the system's roots. Turns TLS on even for a `redis://` URL.
+    ///
+    /// Requires the `tls-rustls` feature.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(rustls_config: rustls::ClientConfig) -> holdlock::Result<()> {
+    /// use holdlock::fred::types::config::TlsConnector;
+    /// let client = holdlock::LockClient::builder("rediss://redis.internal:6380")
+    ///     .tls_connector(TlsConnector::from(rustls_config))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn tls_connector(mut self, connector: fred::types::config::TlsConnector) -> Self {
+        self.tls = Some(crate::tls::TlsSetting::Connector(connector));
+        self
+    }
+}

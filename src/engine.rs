@@ -1,0 +1,567 @@
+//! The engine: holds taken and released exactly once, with their watchdogs, and every
+//! call's outcome settled even when its caller goes away.
+//!
+//! [`Engine::acquire`] and [`Engine::release`] run one script for one owner on one
+//! lock, under that owner's per-hold operation lock, through the exactly-once
+//! [`Protocol`]; they record the outcome in the hold (its count, token, expiry and
+//! watchdog) and return a hold, never a guard. A call whose future is dropped while its
+//! script is in flight, or whose reply stays lost, leaves an [`InFlight`] that settles
+//! the outcome in the background; a release that did not happen is owed, and paid by a
+//! background release (see `docs/design.md`, "Cancel safety").
+//!
+//! A kind of lock plugs in here: its scripts in the protocol, and a guard over the
+//! holds this engine keeps.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{Notify, OwnedMutexGuard};
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use crate::config::{ClientConfig, LockNames, ResolvedOptions};
+use crate::error::{LockError, Result};
+use crate::hold::{Hold, HoldUse, Holds, LocalHolder};
+use crate::lease::renewal_period;
+use crate::owner::local_owner;
+use crate::protocol::{CallFailed, Protocol};
+use crate::scripts::Acquire;
+use crate::waiting::Waiting;
+use crate::watchdog::Watchdogs;
+
+/// The shared state of one client and its clones, and the calls that change holds.
+#[derive(Debug)]
+pub(crate) struct Engine {
+    id: Uuid,
+    /// `<client-uuid>:`, the start of every owner id of this client.
+    owner_prefix: String,
+    config: ClientConfig,
+    protocol: Arc<Protocol>,
+    waiting: Arc<Waiting>,
+    holds: Arc<Holds>,
+    watchdogs: Arc<Watchdogs>,
+    runtime: tokio::runtime::Handle,
+    shut_down: AtomicBool,
+    /// Background releases (dropped guards, refused or cancelled releases) not yet
+    /// finished; `shutdown` waits for them.
+    background: AtomicUsize,
+    background_done: Notify,
+}
+
+/// What one acquire attempt came to.
+#[derive(Debug)]
+pub(crate) enum Attempt {
+    /// Granted: the hold, with its count raised, for a new guard.
+    Granted(Arc<Hold>),
+    /// Someone else holds the lock; their lease ends in this long (if it has an end).
+    Busy(Option<Duration>),
+}
+
+impl Engine {
+    /// The engine of a new client with `config`, over `protocol` (connected), waking
+    /// waiters through `waiting`.
+    pub(crate) fn start(
+        config: ClientConfig,
+        protocol: Arc<Protocol>,
+        waiting: Arc<Waiting>,
+    ) -> Arc<Self> {
+        let id = Uuid::new_v4();
+        Arc::new(Self {
+            id,
+            owner_prefix: format!("{id}:"),
+            watchdogs: Watchdogs::start(Arc::clone(&protocol), config.lease),
+            config,
+            protocol,
+            waiting,
+            holds: Arc::default(),
+            runtime: tokio::runtime::Handle::current(),
+            shut_down: AtomicBool::new(false),
+            background: AtomicUsize::new(0),
+            background_done: Notify::new(),
+        })
+    }
+
+    /// The client's id, the first part of its owner ids.
+    pub(crate) fn id(&self) -> Uuid {
+        self.id
+    }
+
+    /// The client's settings.
+    pub(crate) fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    /// The connection and scripts, for calls that change no hold (inspect, fence, ...).
+    pub(crate) fn protocol(&self) -> &Protocol {
+        &self.protocol
+    }
+
+    /// The waiting rooms of this client's locks.
+    pub(crate) fn waiting(&self) -> &Arc<Waiting> {
+        &self.waiting
+    }
+
+    /// The owner id that a lock taken here and now would have.
+    pub(crate) fn owner_id(&self) -> String {
+        use std::fmt::Write;
+        // Built on every lock call: the client's part is formatted once, at connect.
+        let prefix = &self.owner_prefix;
+        let mut id = String::with_capacity(prefix.len() + 24);
+        id.push_str(prefix);
+        let _ = write!(id, "{}", local_owner());
+        id
+    }
+
+    /// Who holds the lock called `name` here, as far as this client knows (see
+    /// [`Holds::local_holder`]).
+    pub(crate) fn local_holder(&self, name: &str, owner: &str) -> LocalHolder {
+        self.holds.local_holder(name, owner)
+    }
+
+    pub(crate) fn check_running(&self) -> Result<()> {
+        if self.shut_down.load(Ordering::Acquire) {
+            Err(LockError::Shutdown)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Releases one hold of `hold` in a background task: for a dropped guard, a
+    /// cancelled `unlock()`, and a release Redis refused (nothing changed, so the hold is
+    /// still owed). Retried, with a growing pause, until it succeeds, the hold is lost,
+    /// or the client shuts down; a release whose reply is lost is settled instead (see
+    /// [`settle`](Self::settle)).
+    pub(crate) fn release_in_background(self: &Arc<Self>, hold: Arc<Hold>) {
+        let engine = Arc::clone(self);
+        let runtime =
+            tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
+        self.background.fetch_add(1, Ordering::AcqRel);
+        drop(runtime.spawn(async move {
+            let mut pause = RETRY_PAUSE;
+            loop {
+                match engine.release_once(&hold, &mut true).await {
+                    Ok(()) | Err(Unreleased::Final(_) | Unreleased::Settling(_)) => break,
+                    Err(Unreleased::Owed(error)) => {
+                        tracing::debug!(lock = %hold.names.name, %error, "background release refused; will retry");
+                        if hold.is_lost() || engine.check_running().is_err() {
+                            break;
+                        }
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(MAX_RETRY_PAUSE);
+                    }
+                }
+            }
+            if engine.background.fetch_sub(1, Ordering::AcqRel) == 1 {
+                engine.background_done.notify_waiters();
+            }
+        }));
+    }
+
+    /// One acquire attempt: runs `acquire.lua` (or, for a re-entry, whose hold
+    /// `entered` is already in use, `reenter.lua`) exactly once for `owner` and records
+    /// a granted hold (starting its watchdog) before the guard exists. Not cut short by
+    /// the caller's deadline (the command timeout bounds it), so a zero wait still gets
+    /// one answer.
+    ///
+    /// A grant whose reply came later than a third of the lease (a slow or restarting
+    /// server) has its lease set again from now before it is handed out, so a guard is
+    /// never handed out already lost; if that fails, the grant is undone.
+    ///
+    /// Cancel safe without a task per call: while the script is in flight, an
+    /// [`InFlight`] holds the owner's operation lock; if this future is dropped (or the
+    /// reply is lost for good), it settles the outcome in the background (releasing a
+    /// hold that was granted after all) before any other call of this owner on this
+    /// lock can run.
+    pub(crate) async fn acquire(
+        self: &Arc<Self>,
+        names: &Arc<LockNames>,
+        owner: &str,
+        options: ResolvedOptions,
+        mut entered: Option<HoldUse>,
+    ) -> Result<Attempt> {
+        loop {
+            let entry = match entered.take() {
+                Some(entry) => entry,
+                None => self.holds.enter(names, owner),
+            };
+            let hold = Arc::clone(&entry.hold);
+            let count = hold.lock_ops().await;
+            if hold.is_lost() {
+                // Lost while we queued behind another call: enter the fresh hold instead.
+                continue;
+            }
+            let held = *count;
+            // A watchdog that already renews the hold keeps its lease: a re-entry leaves
+            // it alone (one that wants a watchdog need not set it again, and a fixed
+            // lease must not cut short the lease the watchdog counts on).
+            let keep_lease = held > 0 && hold.has_watchdog();
+            let in_flight = InFlight::new(self, Op::Acquire, entry, count, options.lease);
+            let mut sent_at = Instant::now();
+            let mut reply = self
+                .protocol
+                .acquire(names, owner, options, held, keep_lease)
+                .await;
+            if matches!(reply, Ok(Acquire::Granted { .. }))
+                && !keep_lease
+                && sent_at.elapsed() > renewal_period(options.lease)
+            {
+                match self
+                    .protocol
+                    .confirm_late_grant(names, owner, options)
+                    .await
+                {
+                    Ok(Some(renewed_at)) => sent_at = renewed_at,
+                    Ok(None) => reply = Ok(Acquire::Vanished),
+                    // Still in flight: settling undoes the grant.
+                    Err(error) => return Err(error),
+                }
+            }
+            let reply = match reply {
+                Ok(reply) => reply,
+                // Still in flight: settling finds out whether it ran, and undoes it.
+                Err(CallFailed {
+                    error,
+                    maybe_ran: true,
+                }) => return Err(error),
+                Err(CallFailed { error, .. }) => {
+                    drop(in_flight.land());
+                    return Err(error);
+                }
+            };
+            let (entry, mut count) = in_flight.land();
+            let (granted, token) = match reply {
+                Acquire::Busy { pttl } => return Ok(Attempt::Busy(pttl)),
+                Acquire::Granted { count, token } => (count, token),
+                Acquire::Vanished if held == 0 => continue, // a late grant expired: again
+                Acquire::Vanished => {
+                    // Expired or force-unlocked: old guards must not touch what comes
+                    // next, so the next round enters a fresh hold and takes it afresh.
+                    hold.set_count(&mut count, 0);
+                    drop(count);
+                    hold.mark_lost("the hold vanished from redis (expired or force-unlocked)");
+                    continue;
+                }
+            };
+            let entry = if granted == held + 1 {
+                hold.set_count(&mut count, granted);
+                entry
+            } else {
+                // Redis disagrees with our count: the hold we knew vanished (expired or
+                // force-unlocked) and this is a new one. Old guards must not touch it.
+                hold.set_count(&mut count, 0);
+                self.holds.replace(&hold, granted)
+            };
+            drop(count);
+            self.record_grant(&entry, options, token, sent_at);
+            return Ok(Attempt::Granted(Arc::clone(&entry.hold)));
+        }
+    }
+
+    /// Sets the token, the expiry and the watchdog of a freshly granted hold.
+    fn record_grant(
+        self: &Arc<Self>,
+        entry: &HoldUse,
+        options: ResolvedOptions,
+        token: u64,
+        sent_at: Instant,
+    ) {
+        let hold = &entry.hold;
+        hold.set_token(token);
+        if options.watchdog {
+            hold.set_expiry(sent_at, None);
+            self.watchdogs.book(hold, options.lease, sent_at);
+        } else if !hold.has_watchdog() {
+            hold.set_expiry(sent_at, Some(options.lease));
+        }
+    }
+
+    /// Releases one hold of `hold` for a guard. Stops the watchdog once the last
+    /// release is answered.
+    ///
+    /// `claimed` is the guard's claim on the hold: it is cleared once the release is in
+    /// flight, from when this call (or, if it is dropped, the settlement of its script)
+    /// answers for the release. A call dropped before that leaves the claim with the
+    /// guard, whose `Drop` releases in the background.
+    ///
+    /// A release that Redis refused (nothing changed) is retried in the background, and
+    /// one whose reply was lost is settled in the background; the error is returned
+    /// either way.
+    pub(crate) async fn release(
+        self: &Arc<Self>,
+        hold: &Arc<Hold>,
+        claimed: &mut bool,
+    ) -> Result<()> {
+        match self.release_once(hold, claimed).await {
+            Ok(()) => Ok(()),
+            Err(Unreleased::Owed(error)) => {
+                self.release_in_background(Arc::clone(hold));
+                Err(error)
+            }
+            Err(Unreleased::Final(error) | Unreleased::Settling(error)) => Err(error),
+        }
+    }
+
+    /// One try of [`release`](Self::release), which says what is left to do if it fails.
+    async fn release_once(
+        self: &Arc<Self>,
+        hold: &Arc<Hold>,
+        claimed: &mut bool,
+    ) -> Result<(), Unreleased> {
+        self.check_running().map_err(Unreleased::Final)?;
+        let not_held = || {
+            Unreleased::Final(LockError::NotHeld {
+                name: hold.names.name.clone(),
+                owner: hold.owner.clone(),
+            })
+        };
+        let entry = self.holds.reenter(hold);
+        let count = hold.lock_ops().await;
+        if hold.is_lost() || *count == 0 {
+            return Err(not_held());
+        }
+        let held = *count;
+        if held == 1 {
+            // The watchdog is stopped once the answer is in (below, or by `settle`), so
+            // that the release is written without waiting on the task's cancellation.
+            hold.begin_last_release();
+        }
+        let in_flight = InFlight::new(self, Op::Release, entry, count, self.config.lease);
+        *claimed = false;
+        let reply = self.release_hold(hold, held).await;
+        if let Err(error) = reply {
+            if error.outcome_unknown() {
+                // Maybe ran: still in flight, so settling finds out and completes it.
+                return Err(Unreleased::Settling(error));
+            }
+            // Redis refused it: nothing changed, and the hold is still owed.
+            drop(in_flight.land());
+            hold.end_last_release();
+            return Err(Unreleased::Owed(error));
+        }
+        let (_entry, mut count) = in_flight.land();
+        match reply {
+            Ok(Some(remaining)) => {
+                hold.set_count(&mut count, remaining);
+                if remaining == 0 {
+                    hold.stop_watchdog();
+                }
+                Ok(())
+            }
+            _ => {
+                hold.set_count(&mut count, 0);
+                drop(count);
+                hold.mark_lost("released a hold that redis no longer had");
+                Err(not_held())
+            }
+        }
+    }
+
+    /// [`release_exactly_once`](Self::release_exactly_once) for one of `hold`'s holds.
+    async fn release_hold(&self, hold: &Hold, held: u32) -> Result<Option<u32>> {
+        self.protocol.release(&hold.names, &hold.owner, held).await
+    }
+
+    /// Settles a script whose caller went away mid-flight, or whose reply was lost,
+    /// with the owner's operation lock still held: Redis's count for the owner tells
+    /// whether it ran. An acquire that ran is undone, and a release that did not run
+    /// is completed, here; if Redis refuses that release, it is owed and paid by a
+    /// background release (see [`release_in_background`](Self::release_in_background)).
+    ///
+    /// Reading the count is retried until it succeeds, the hold is lost, the client
+    /// shuts down, or `give_up` passes; in the last case the hold is given up as lost
+    /// (no longer renewed), so that Redis expires whatever it has within a lease.
+    async fn settle(
+        self: Arc<Self>,
+        op: Op,
+        entry: HoldUse,
+        mut count: OwnedMutexGuard<u32>,
+        give_up: Instant,
+    ) {
+        let hold = &entry.hold;
+        let held = *count;
+        let mut pause = RETRY_PAUSE;
+        let owed = loop {
+            let now = match self.protocol.count(&hold.names, &hold.owner).await {
+                Ok(now) => now,
+                Err(error) => {
+                    tracing::debug!(lock = %hold.names.name, %error, "settling a cancelled call: reading its count failed");
+                    let hopeless = hold.is_lost() || self.check_running().is_err();
+                    if hopeless || Instant::now() + pause >= give_up {
+                        hold.set_count(&mut count, 0);
+                        hold.mark_lost("could not tell whether a cancelled call ran");
+                        break false;
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(MAX_RETRY_PAUSE);
+                    continue;
+                }
+            };
+            // An acquire that ran is undone, a release that did not run is completed:
+            // either way one release of the `now` holds Redis has.
+            let settled = match op {
+                Op::Acquire => now == held,
+                Op::Release => now + 1 == held,
+            };
+            let undone = match op {
+                Op::Acquire => now == held + 1,
+                Op::Release => now == held,
+            };
+            if settled {
+                hold.set_count(&mut count, now);
+                break false;
+            }
+            if !undone {
+                hold.set_count(&mut count, 0);
+                hold.mark_lost("redis disagrees with the local hold count");
+                break false;
+            }
+            // Released here, with the operation lock still held, so that no other call
+            // of this owner sees the hold in between.
+            match self.protocol.release(&hold.names, &hold.owner, now).await {
+                Ok(Some(remaining)) => {
+                    hold.set_count(&mut count, remaining);
+                    break false;
+                }
+                Ok(None) => {
+                    // Gone meanwhile (expired or force-unlocked).
+                    hold.set_count(&mut count, 0);
+                    if held > 0 {
+                        hold.mark_lost("the hold vanished from redis (expired or force-unlocked)");
+                    }
+                    break false;
+                }
+                // Lost again: find out again.
+                Err(error) if error.outcome_unknown() => {}
+                Err(error) => {
+                    // Refused: still owed, and paid by a background release.
+                    tracing::debug!(lock = %hold.names.name, %error, "settling a cancelled call: release refused; will retry");
+                    hold.set_count(&mut count, now);
+                    break true;
+                }
+            }
+        };
+        if hold.count() == 0 {
+            hold.stop_watchdog();
+        }
+        drop(count);
+        if owed {
+            self.release_in_background(Arc::clone(hold));
+        }
+    }
+
+    /// Waits (up to the connect timeout) for background releases, then stops every
+    /// watchdog, marks every hold lost and closes the connections. Returns `false` if
+    /// the engine was already shut down.
+    pub(crate) async fn shut_down(&self) -> bool {
+        let flushed = async {
+            while self.background.load(Ordering::Acquire) > 0 {
+                let idle = self.background_done.notified();
+                if self.background.load(Ordering::Acquire) == 0 {
+                    break;
+                }
+                idle.await;
+            }
+        };
+        let _ = tokio::time::timeout(self.config.connect_timeout, flushed).await;
+        if self.shut_down.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        self.holds.drain("the client was shut down");
+        self.watchdogs.stop();
+        self.waiting.quit().await;
+        self.protocol.quit().await;
+        true
+    }
+}
+
+/// The first pause before a background call is tried again; it doubles up to
+/// [`MAX_RETRY_PAUSE`].
+const RETRY_PAUSE: Duration = Duration::from_millis(20);
+/// The longest pause between tries of a background call.
+const MAX_RETRY_PAUSE: Duration = Duration::from_secs(1);
+
+/// What is left to do after a release that did not complete.
+enum Unreleased {
+    /// Nothing: the hold is not held, or the client is shut down.
+    Final(LockError),
+    /// Redis refused the release: nothing changed, and the release is still owed.
+    Owed(LockError),
+    /// The reply was lost: the release is being settled in the background.
+    Settling(LockError),
+}
+
+/// Which script an [`InFlight`] call sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Acquire,
+    Release,
+}
+
+/// A script in flight with the owner's operation lock held. If it is dropped before
+/// [`land`](Self::land) (its caller's future was dropped, or the reply was lost for
+/// good), the outcome is settled in the background.
+struct InFlight {
+    engine: Arc<Engine>,
+    op: Op,
+    /// How long settling may try to read the outcome: a lease (after which Redis has
+    /// expired whatever the script left) and the connect timeout.
+    give_up_after: Duration,
+    state: Option<(HoldUse, OwnedMutexGuard<u32>)>,
+}
+
+impl InFlight {
+    fn new(
+        engine: &Arc<Engine>,
+        op: Op,
+        entry: HoldUse,
+        count: OwnedMutexGuard<u32>,
+        lease: Duration,
+    ) -> Self {
+        Self {
+            engine: Arc::clone(engine),
+            op,
+            give_up_after: lease + engine.config.connect_timeout,
+            state: Some((entry, count)),
+        }
+    }
+
+    /// The call completed: hand the state back to it.
+    fn land(mut self) -> (HoldUse, OwnedMutexGuard<u32>) {
+        match self.state.take() {
+            Some(state) => state,
+            // `land` consumes the call, and only `Drop` takes the state otherwise.
+            None => unreachable!("an in-flight call landed twice"),
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let Some((entry, count)) = self.state.take() else {
+            return;
+        };
+        let engine = Arc::clone(&self.engine);
+        let runtime =
+            tokio::runtime::Handle::try_current().unwrap_or_else(|_| engine.runtime.clone());
+        let give_up = Instant::now() + self.give_up_after;
+        drop(runtime.spawn(engine.settle(self.op, entry, count, give_up)));
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if self.shut_down.load(Ordering::Acquire) {
+            return;
+        }
+        self.holds.drain("the client was dropped");
+        self.watchdogs.stop();
+        let waiting = Arc::clone(&self.waiting);
+        let protocol = Arc::clone(&self.protocol);
+        // Closing politely needs the runtime; if it is gone, so are the connections.
+        drop(self.runtime.spawn(async move {
+            waiting.quit().await;
+            protocol.quit().await;
+        }));
+    }
+}

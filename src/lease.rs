@@ -1,0 +1,21 @@
+//! Lease arithmetic shared by holds, the watchdog and the protocol: when a hold must be
+//! taken as lost, and how often a lease is renewed.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// When a hold whose expiry was last set by a command sent at `sent_at` must be taken
+/// as lost: a tenth of the lease before Redis can expire it (Redis counts from when it
+/// ran the command, which is later). The tenth covers clock-rate drift and a late
+/// timer or thread, so the holder hears of the loss before anyone else can take the
+/// lock; it costs nothing while renewals succeed, as each renewal moves it a third of
+/// a lease on.
+pub(crate) fn lost_deadline(sent_at: Instant, lease: Duration) -> Instant {
+    sent_at + (lease - lease / 10)
+}
+
+/// How often a lease is renewed: a third of it, so two renewals may fail in a row.
+pub(crate) fn renewal_period(lease: Duration) -> Duration {
+    (lease / 3).max(Duration::from_millis(1))
+}

@@ -1,0 +1,365 @@
+//! The exactly-once protocol: each acquire and release script runs at most once, and
+//! a call whose reply was lost finds out from the owner's field whether it ran.
+//!
+//! `HINCRBY` is not idempotent, and fred writes a command again after a reconnect. So
+//! acquire and release are sent at most once (see `scripts.rs`); when one fails in
+//! transit, the owner's count in Redis tells whether it ran (`held + 1` after an
+//! acquire, `held - 1` after a release), and one that did not run is sent again, until
+//! the connect timeout. The caller serialises one owner's calls on one lock (the
+//! engine's per-hold operation lock), so `held` is exact. An error Redis replied with
+//! means nothing was done ([`CallFailed`] says which it was).
+//!
+//! Fresh acquisitions that replicas must acknowledge go out with `WAIT` on a
+//! connection of their own (see `replicas.rs`).
+
+use std::time::Duration;
+
+use fred::clients::Client;
+use fred::error::ErrorKind;
+use fred::interfaces::{EventInterface, HashesInterface};
+use fred::types::Value;
+use tokio::time::Instant;
+
+use crate::config::{LockNames, MinReplicas, ResolvedOptions};
+use crate::error::{LockError, Result};
+use crate::lease::renewal_period;
+use crate::replicas::Acknowledging;
+use crate::scripts::{Acquire, AcquireCall, Scripts, Snapshot, TOKEN_FIELD};
+
+/// The connection and scripts of one client, and the exactly-once calls made over them.
+#[derive(Debug)]
+pub(crate) struct Protocol {
+    redis: Client,
+    scripts: Scripts,
+    /// The connection for replica-acknowledged acquisitions.
+    acknowledging: Acknowledging,
+    /// How long a call whose reply was lost is resolved and retried.
+    connect_timeout: Duration,
+}
+
+impl Protocol {
+    /// The protocol over `redis` (connected), publishing releases on shard channels if
+    /// `sharded`.
+    pub(crate) fn new(redis: Client, sharded: bool, connect_timeout: Duration) -> Self {
+        Self {
+            redis,
+            scripts: Scripts::new(sharded),
+            acknowledging: Acknowledging::default(),
+            connect_timeout,
+        }
+    }
+
+    /// The command connection, for calls that are not scripts.
+    pub(crate) fn redis(&self) -> &Client {
+        &self.redis
+    }
+
+    /// Extends the lease of `owner`'s hold on the lock at `key`; whether it still held it.
+    pub(crate) async fn renew(&self, key: &str, owner: &str, lease_ms: u64) -> Result<bool> {
+        self.scripts.renew(&self.redis, key, owner, lease_ms).await
+    }
+
+    /// Reads a lock's owners, TTL and token (`inspect.lua`); `None` if it is free.
+    pub(crate) async fn inspect(&self, key: &str) -> Result<Option<Snapshot>> {
+        self.scripts.inspect(&self.redis, key).await
+    }
+
+    /// Deletes the lock at `key` whoever holds it; whether there was one.
+    pub(crate) async fn force_unlock(&self, key: &str) -> Result<bool> {
+        self.scripts.force_unlock(&self.redis, key).await
+    }
+
+    /// Reads or writes a fenced value (`fence.lua`): the value after the call, or
+    /// `Err(newest)` if `token` is stale.
+    pub(crate) async fn fence(
+        &self,
+        key: &str,
+        token: u64,
+        value: Option<Value>,
+    ) -> Result<Result<Option<String>, u64>> {
+        self.scripts.fence(&self.redis, key, token, value).await
+    }
+
+    /// Marks a period done if `owner` still holds the lock at `key`; whether it did.
+    pub(crate) async fn complete_period(
+        &self,
+        key: &str,
+        marker: &str,
+        owner: &str,
+        keep_ms: u64,
+    ) -> Result<bool> {
+        let scripts = &self.scripts;
+        Box::pin(scripts.complete_period(&self.redis, key, marker, owner, keep_ms)).await
+    }
+
+    /// Closes both connections (see [`close`](crate::connection::close)).
+    pub(crate) async fn quit(&self) {
+        self.acknowledging.quit().await;
+        crate::connection::close(&self.redis).await;
+    }
+
+    /// Sets the lease of a grant whose reply came late again, from now, so that the
+    /// holder gets the whole lease it counts on. Returns when the renewal was sent, or
+    /// `None` if the hold expired before the reply arrived. Fails if three renewals in a
+    /// row also take longer than a third of the lease: the lease is too short for this
+    /// connection.
+    pub(crate) async fn confirm_late_grant(
+        &self,
+        names: &LockNames,
+        owner: &str,
+        options: ResolvedOptions,
+    ) -> Result<Option<Instant>> {
+        let period = renewal_period(options.lease);
+        for _ in 0..3 {
+            let renewed_at = Instant::now();
+            let renewal = self
+                .scripts
+                .renew(&self.redis, &names.key, owner, options.lease_ms);
+            if !Box::pin(renewal).await? {
+                return Ok(None);
+            }
+            if renewed_at.elapsed() <= period {
+                return Ok(Some(renewed_at));
+            }
+        }
+        Err(LockError::Redis(fred::error::Error::new(
+            ErrorKind::Timeout,
+            format!(
+                "lock `{}`: redis took longer than a third of the {:?} lease to answer, three times in a row",
+                names.name, options.lease
+            ),
+        )))
+    }
+
+    /// `acquire.lua`, written at most once per try. When a reply is lost, the owner's
+    /// field tells whether the script ran: `held` + 1 means it did.
+    pub(crate) async fn acquire(
+        &self,
+        names: &LockNames,
+        owner: &str,
+        options: ResolvedOptions,
+        held: u32,
+        keep_lease: bool,
+    ) -> Result<Acquire, CallFailed> {
+        let give_up = Instant::now() + self.connect_timeout;
+        // Replicas acknowledge fresh acquisitions only (see `replicas.rs`).
+        let acknowledged = options.min_replicas.filter(|_| held == 0);
+        loop {
+            let reply = match acknowledged {
+                Some(min) => self.acquire_acknowledged(names, owner, options, min).await,
+                None if held > 0 => {
+                    let lease_ms = (!keep_lease).then_some(options.lease_ms);
+                    let reenter = self
+                        .scripts
+                        .reenter(&self.redis, &names.key, owner, lease_ms);
+                    reenter.await.map_err(CallFailed::from)
+                }
+                None => {
+                    let call = AcquireCall::of(names, owner, &options);
+                    let acquire = self.scripts.acquire(&self.redis, &call);
+                    acquire.await.map_err(CallFailed::from)
+                }
+            };
+            let error = match reply {
+                Err(failed) if failed.error.outcome_unknown() => failed.error,
+                done => return done,
+            };
+            tracing::debug!(lock = %names.name, %error, "acquire reply lost; checking whether it ran");
+            match self.count(names, owner).await {
+                Ok(count) if count == held + 1 => {
+                    if let Some(min) = acknowledged {
+                        // It ran, but nobody counted the replicas that have it.
+                        return Err(self.undo_unacknowledged(names, owner, 0, min).await);
+                    }
+                    // It ran. What follows is idempotent, and retried while in transit;
+                    // a failure leaves the grant to be settled (undone) by the caller.
+                    loop {
+                        match self
+                            .complete_lost_grant(names, owner, options, held, count)
+                            .await
+                        {
+                            Err(error) if error.outcome_unknown() && Instant::now() < give_up => {
+                                tokio::time::sleep(Duration::from_millis(20)).await;
+                            }
+                            done => return done.map_err(CallFailed::maybe_ran),
+                        }
+                    }
+                }
+                Ok(_) | Err(_) if Instant::now() < give_up => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                _ => return Err(CallFailed::maybe_ran(error)),
+            }
+        }
+    }
+
+    /// The reply of an acquire that ran but whose reply was lost: `count` holds.
+    async fn complete_lost_grant(
+        &self,
+        names: &LockNames,
+        owner: &str,
+        options: ResolvedOptions,
+        held: u32,
+        count: u32,
+    ) -> Result<Acquire> {
+        if held == 0 {
+            // A fresh hold's field may also be one this owner gave up as lost, its lease
+            // about to run out, if the script did not run: set the lease from now, so
+            // that Redis keeps the hold at least as long as the watchdog will assume.
+            let lease_ms = options.lease_ms;
+            let renewal = self.scripts.renew(&self.redis, &names.key, owner, lease_ms);
+            if !Box::pin(renewal).await? {
+                return Ok(Acquire::Vanished);
+            }
+        }
+        let token = if options.fenced && count == 1 {
+            Box::pin(
+                self.redis
+                    .hget::<Option<u64>, _, _>(names.key.as_str(), TOKEN_FIELD),
+            )
+            .await?
+            .unwrap_or(0)
+        } else {
+            0
+        };
+        Ok(Acquire::Granted { count, token })
+    }
+
+    /// `release.lua`, written at most once per try. When a reply is lost, the owner's
+    /// field tells whether the script ran: `held` - 1 means it did.
+    pub(crate) async fn release(
+        &self,
+        names: &LockNames,
+        owner: &str,
+        held: u32,
+    ) -> Result<Option<u32>> {
+        let give_up = Instant::now() + self.connect_timeout;
+        loop {
+            let error = match self
+                .scripts
+                .release(&self.redis, &names.key, owner, held)
+                .await
+            {
+                Err(error) if error.outcome_unknown() => error,
+                done => return done,
+            };
+            tracing::debug!(lock = %names.name, %error, "release reply lost; checking whether it ran");
+            match self.count(names, owner).await {
+                Ok(count) if count + 1 == held => return Ok(Some(count)),
+                Ok(count) if count != held => return Ok(None),
+                Ok(_) | Err(_) if Instant::now() < give_up => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                _ => return Err(error),
+            }
+        }
+    }
+
+    /// The owner's hold count as Redis has it (0 if none).
+    pub(crate) async fn count(&self, names: &LockNames, owner: &str) -> Result<u32> {
+        let value: Value = Box::pin(self.redis.hget(names.key.as_str(), owner))
+            .await
+            .map_err(|error| LockError::from_redis(error, &names.key))?;
+        match value {
+            Value::Null => Ok(0),
+            other => other
+                .as_u64()
+                .and_then(|count| u32::try_from(count).ok())
+                .ok_or_else(|| LockError::Protocol(format!("hold count {other:?}"))),
+        }
+    }
+
+    /// Runs `acquire.lua` and `WAIT` (see the module docs). A fresh hold that fewer
+    /// than `min.replicas` replicas acknowledged is released, and the call fails with
+    /// [`LockError::NotReplicated`]. Busy replies and re-entries are returned as they are.
+    async fn acquire_acknowledged(
+        &self,
+        names: &LockNames,
+        owner: &str,
+        options: ResolvedOptions,
+        min: MinReplicas,
+    ) -> Result<Acquire, CallFailed> {
+        let client = self
+            .acknowledging
+            .client(&self.redis, self.connect_timeout)
+            .await?;
+        let reconnects = client.reconnect_rx();
+        let reroutes = client.cluster_change_rx();
+        let (acquired, acked) = self
+            .scripts
+            .acquire_then_wait(
+                client,
+                &AcquireCall::of(names, owner, &options), // fresh acquisitions only
+                (min.replicas, min.timeout_ms()),
+                min.timeout + self.connect_timeout,
+            )
+            .await?;
+        if !matches!(acquired, Acquire::Granted { count: 1, .. }) {
+            return Ok(acquired);
+        }
+        let same_connection = reconnects.is_empty() && reroutes.is_empty();
+        let acked = match acked {
+            Ok(acked) if same_connection => acked,
+            Ok(_) => 0,
+            Err(error) => {
+                tracing::debug!(lock = %names.name, %error, "WAIT failed after a fresh acquisition");
+                0
+            }
+        };
+        if acked >= min.replicas {
+            return Ok(acquired);
+        }
+        Err(self.undo_unacknowledged(names, owner, acked, min).await)
+    }
+
+    /// Releases a fresh hold (count 1) that too few replicas acknowledged, and returns
+    /// the error to report: one that may have left the hold if the release failed.
+    async fn undo_unacknowledged(
+        &self,
+        names: &LockNames,
+        owner: &str,
+        acked: u32,
+        min: MinReplicas,
+    ) -> CallFailed {
+        let released = self.release(names, owner, 1).await;
+        let error = LockError::NotReplicated {
+            name: names.name.clone(),
+            acked,
+            wanted: min.replicas,
+        };
+        match released {
+            Ok(_) => CallFailed::from(error),
+            Err(failure) => {
+                tracing::debug!(lock = %names.name, error = %failure, "could not release an unreplicated hold yet; settling it");
+                CallFailed::maybe_ran(error)
+            }
+        }
+    }
+}
+
+/// An exactly-once call that failed, and whether it may have left a hold in Redis.
+pub(crate) struct CallFailed {
+    pub(crate) error: LockError,
+    pub(crate) maybe_ran: bool,
+}
+
+impl CallFailed {
+    /// The script ran, or may have: its reply was lost, or what had to follow it (an
+    /// undo, a read) failed.
+    pub(crate) fn maybe_ran(error: LockError) -> Self {
+        Self {
+            error,
+            maybe_ran: true,
+        }
+    }
+}
+
+impl From<LockError> for CallFailed {
+    /// A failed call: it may have run only if the failure was in transit.
+    fn from(error: LockError) -> Self {
+        Self {
+            maybe_ran: error.outcome_unknown(),
+            error,
+        }
+    }
+}
