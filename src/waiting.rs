@@ -11,6 +11,11 @@
 //! after such a refusal of the very hold it waits for, so it is always told; a lock
 //! nobody waited for is released without a message.
 //!
+//! # Shutdown
+//!
+//! [`Waiting::close`] (the first thing `LockClient::shutdown` does) ends every wait at
+//! once, wherever it is: queued for its turn, subscribing, or asleep.
+//!
 //! On Redis 7.0 and later, release channels are shard channels
 //! (`SSUBSCRIBE`/`SPUBLISH`, see `shards.rs`): on a cluster a release travels only
 //! within the shard that owns the lock's slot.
@@ -21,8 +26,8 @@ use std::sync::{Arc, Weak};
 use fred::clients::SubscriberClient;
 use fred::interfaces::{ClientLike, EventInterface};
 use parking_lot::Mutex;
-use tokio::sync::Notify;
 use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{Notify, watch};
 
 use crate::config::{key_of_channel, release_channel};
 use crate::error::Result;
@@ -35,6 +40,8 @@ pub(crate) struct Waiting {
     subscriber: SubscriberClient,
     /// Shard channels (cluster) instead of plain ones.
     sharded: bool,
+    /// Set once by [`close`](Self::close): every waiter gives up.
+    closed: watch::Sender<bool>,
     rooms: Mutex<HashMap<String, Arc<Room>>>,
 }
 
@@ -60,6 +67,7 @@ impl Waiting {
         let waiting = Arc::new(Self {
             subscriber,
             sharded,
+            closed: watch::Sender::new(false),
             rooms: Mutex::new(HashMap::new()),
         });
         if sharded && waiting.subscriber.is_clustered() {
@@ -119,7 +127,18 @@ impl Waiting {
         }
     }
 
+    /// Ends every wait: each waiter's [`Ticket::closed`] resolves, now and on joining.
+    pub(crate) fn close(&self) {
+        self.closed.send_replace(true);
+    }
+
+    fn is_closed(&self) -> bool {
+        *self.closed.borrow()
+    }
+
+    /// Closes the rooms and the subscriber connection.
     pub(crate) async fn quit(&self) {
+        self.close();
         crate::client::close(&self.subscriber).await;
     }
 
@@ -132,12 +151,16 @@ impl Waiting {
                 return;
             }
             // Never subscribed (the usual case for a lock that was free): forget the
-            // room now rather than in a task.
+            // room now rather than in a task. After `close` the subscriber is going
+            // away with its subscriptions.
             let never_subscribed = room
                 .subscribed
                 .try_lock()
                 .is_ok_and(|subscribed| !*subscribed);
-            if never_subscribed || tokio::runtime::Handle::try_current().is_err() {
+            if never_subscribed
+                || self.is_closed()
+                || tokio::runtime::Handle::try_current().is_err()
+            {
                 forget(&mut rooms, key, room);
                 return;
             }
@@ -210,6 +233,13 @@ impl Ticket<'_> {
     /// Resolves at the next release message (or a stored one).
     pub(crate) async fn released(&self) {
         self.room.released.notified().await;
+    }
+
+    /// Resolves once the client is shut down (at once if it is).
+    pub(crate) async fn closed(&self) {
+        let mut closed = self.waiting.closed.subscribe();
+        // Fails only if the sender is gone, and this ticket keeps it.
+        let _ = closed.wait_for(|closed| *closed).await;
     }
 }
 
