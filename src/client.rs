@@ -24,7 +24,7 @@ use crate::hold::{Hold, HoldUse, Holds, LocalHolder};
 use crate::owner::local_owner;
 use crate::replicas::Acknowledging;
 use crate::scripts::{Acquire, AcquireCall, Scripts, TOKEN_FIELD};
-use crate::waiting::Waiting;
+use crate::waiting::{Listening, Waiting};
 use crate::watchdog;
 
 /// A handle to Redis for taking reentrant, self-renewing locks.
@@ -266,7 +266,8 @@ impl LockClientBuilder {
                 });
             }
         }
-        let _resubscriber = subscriber.manage_subscriptions();
+        // Not `subscriber.manage_subscriptions()`: the waiting rooms subscribe again
+        // themselves after a reconnection (see `waiting.rs`).
         // Release messages go over shard channels from Redis 7.0 on (see `waiting.rs`);
         // a server that hides its version (INFO refused by the ACL) is taken to be 7+.
         let sharded = redis
@@ -529,15 +530,16 @@ impl LockClient {
                 }
                 // Subscribe before sleeping; a release between our attempt and the
                 // subscription would be missed, so a fresh subscription tries again
-                // first.
+                // first. One lost in transit is tried again soon.
+                let mut nap = pttl.unwrap_or(options.lease);
                 match until(deadline, ticket.subscribe()).await {
-                    Some(Ok(true)) => continue,
-                    Some(Ok(false)) => {}
+                    Some(Ok(Listening::Now)) => continue,
+                    Some(Ok(Listening::Already)) => {}
+                    Some(Ok(Listening::Not(retry))) => nap = nap.min(retry),
                     Some(Err(error)) => return Err(error),
                     None => return Ok(None),
                 }
-                let holder_expires =
-                    Instant::now() + pttl.unwrap_or(options.lease).max(Duration::from_millis(1));
+                let holder_expires = Instant::now() + nap.max(Duration::from_millis(1));
                 let wake = deadline.map_or(holder_expires, |deadline| deadline.min(holder_expires));
                 tokio::select! {
                     () = ticket.released() => {}

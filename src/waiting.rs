@@ -11,17 +11,36 @@
 //! after such a refusal of the very hold it waits for, so it is always told; a lock
 //! nobody waited for is released without a message.
 //!
+//! On Redis 7.0 and later, release channels are shard channels
+//! (`SSUBSCRIBE`/`SPUBLISH`, see `shards.rs`): on a cluster a release travels only
+//! within the shard that owns the lock's slot.
+//!
+//! # Subscriptions that are lost
+//!
+//! A subscription lives as long as the subscriber connection. After a reconnection
+//! every room is woken to try again (a release may have gone by unheard) and its head
+//! subscribes again before it sleeps: a room records the connection its subscription
+//! was confirmed on, and every reconnection counts as a new connection. fred's own
+//! resubscription (`SubscriberClient::manage_subscriptions`) is not used: fred 10
+//! sends `SUBSCRIBE` and `PSUBSCRIBE` even with no channels to restore, Redis answers
+//! each with an error, and since fred expects no reply to those commands (their
+//! confirmations arrive out of band) the errors were taken as the replies to the next
+//! `SSUBSCRIBE` on the connection: fred's own, which then gave up on every channel but
+//! the lowest slot's, or a waiter's, which failed its `lock()` with "wrong number of
+//! arguments for 'subscribe'". A subscription that fails in transit (the connection
+//! lost under it, or being restored) leaves the waiter unsubscribed and asleep for at
+//! most [`SUBSCRIBE_RETRY`], then it tries again; only a definite refusal
+//! (`NOPERM`: the ACL does not allow the channel) fails the wait.
+//!
 //! # Shutdown
 //!
 //! [`Waiting::close`] (the first thing `LockClient::shutdown` does) ends every wait at
 //! once, wherever it is: queued for its turn, subscribing, or asleep.
-//!
-//! On Redis 7.0 and later, release channels are shard channels
-//! (`SSUBSCRIBE`/`SPUBLISH`, see `shards.rs`): on a cluster a release travels only
-//! within the shard that owns the lock's slot.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use fred::clients::SubscriberClient;
 use fred::interfaces::{ClientLike, EventInterface};
@@ -30,9 +49,13 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{Notify, watch};
 
 use crate::config::{key_of_channel, release_channel};
-use crate::error::Result;
+use crate::error::{LockError, Result};
 
 mod shards;
+
+/// How soon a waiter whose subscription failed in transit tries again (unless the
+/// subscriber's reconnection, or the holder's lease, wakes it sooner).
+const SUBSCRIBE_RETRY: Duration = Duration::from_millis(100);
 
 /// The waiting rooms of one client, by lock key.
 #[derive(Debug)]
@@ -40,6 +63,9 @@ pub(crate) struct Waiting {
     subscriber: SubscriberClient,
     /// Shard channels (cluster) instead of plain ones.
     sharded: bool,
+    /// Counts the subscriber's reconnections: a channel subscribed on an earlier
+    /// connection is subscribed again before its waiter sleeps.
+    connection: AtomicU64,
     /// Set once by [`close`](Self::close): every waiter gives up.
     closed: watch::Sender<bool>,
     rooms: Mutex<HashMap<String, Arc<Room>>>,
@@ -53,10 +79,33 @@ struct Room {
     turn: tokio::sync::Mutex<()>,
     /// Woken by a release message (stores one permit if nobody waits yet).
     released: Notify,
-    /// Whether the channel is subscribed; the lock serialises SUBSCRIBE and UNSUBSCRIBE.
-    subscribed: tokio::sync::Mutex<bool>,
+    /// The release channel's subscription; the lock serialises SUBSCRIBE and UNSUBSCRIBE.
+    channel: tokio::sync::Mutex<Channel>,
     /// For a shard channel: the cluster node it was subscribed on.
     node: Mutex<Option<fred::types::config::Server>>,
+}
+
+/// Where a room's release channel stands.
+#[derive(Debug, Default)]
+struct Channel {
+    /// A subscription was sent since the last unsubscription, answered or not: the
+    /// server may have it, so leaving the room unsubscribes.
+    sent: bool,
+    /// The subscriber connection (see [`Waiting::connection`]) on which the server
+    /// confirmed the subscription.
+    confirmed: Option<u64>,
+}
+
+/// Whether a waiter listens to its lock's release channel, from [`Ticket::subscribe`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Listening {
+    /// Subscribed just now: a release may have gone by unheard, so try again first.
+    Now,
+    /// Subscribed before, on the current connection.
+    Already,
+    /// Not subscribed: the subscription failed in transit (the subscriber connection
+    /// was lost, or is being restored). Sleep no longer than this, then try again.
+    Not(Duration),
 }
 
 impl Waiting {
@@ -67,6 +116,7 @@ impl Waiting {
         let waiting = Arc::new(Self {
             subscriber,
             sharded,
+            connection: AtomicU64::new(0),
             closed: watch::Sender::new(false),
             rooms: Mutex::new(HashMap::new()),
         });
@@ -78,38 +128,50 @@ impl Waiting {
         let weak = Arc::downgrade(&waiting);
         tokio::spawn(async move {
             loop {
-                let channel = tokio::select! {
+                let (message, reconnected) = tokio::select! {
                     message = messages.recv() => match message {
-                        Ok(message) => Some(message.channel),
-                        Err(RecvError::Lagged(_)) => None,
+                        Ok(message) => (Some(message), false),
+                        Err(RecvError::Lagged(_)) => (None, false),
                         Err(RecvError::Closed) => return,
                     },
-                    // Messages published while disconnected are lost: wake everyone to retry.
                     reconnect = reconnects.recv() => match reconnect {
                         Err(RecvError::Closed) => return,
-                        _ => None,
+                        // (Lagged: it missed reconnections, so there was at least one.)
+                        Ok(_) | Err(RecvError::Lagged(_)) => (None, true),
                     },
                 };
                 let Some(waiting) = Weak::upgrade(&weak) else {
                     return;
                 };
-                waiting.wake(channel.as_ref().map(|channel| key_of_channel(channel)));
+                if reconnected {
+                    // The new connection has no subscriptions: each head subscribes
+                    // again when woken below.
+                    waiting.connection.fetch_add(1, Ordering::AcqRel);
+                }
+                match message {
+                    Some(message) => waiting.wake(key_of_channel(&message.channel)),
+                    // Messages published while disconnected (or dropped) are lost:
+                    // wake everyone to retry.
+                    None => waiting.wake_all(),
+                }
             }
         });
         waiting
     }
 
-    /// Wakes the head waiter of the lock at `key`, or of every room if `None`.
-    fn wake(&self, key: Option<&str>) {
-        let rooms = self.rooms.lock();
-        match key {
-            Some(key) => {
-                if let Some(room) = rooms.get(key) {
-                    room.released.notify_one();
-                }
-            }
-            None => rooms.values().for_each(|room| room.released.notify_one()),
+    /// Wakes the head waiter of the lock at `key`.
+    fn wake(&self, key: &str) {
+        if let Some(room) = self.rooms.lock().get(key) {
+            room.released.notify_one();
         }
+    }
+
+    /// Wakes the head waiter of every lock.
+    fn wake_all(&self) {
+        self.rooms
+            .lock()
+            .values()
+            .for_each(|room| room.released.notify_one());
     }
 
     /// Enters the waiting room of the lock at `key`.
@@ -142,6 +204,23 @@ impl Waiting {
         crate::client::close(&self.subscriber).await;
     }
 
+    /// Subscribes `room`'s release channel, recording it in `state`.
+    async fn subscribe_room(
+        &self,
+        key: &str,
+        room: &Room,
+        state: &mut Channel,
+    ) -> fred::prelude::FredResult<()> {
+        // Read before sending: a reconnection during the call leaves the subscription
+        // recorded on the older connection, to be made again.
+        let connection = self.connection.load(Ordering::Acquire);
+        state.sent = true;
+        state.confirmed = None;
+        Box::pin(self.subscribe(&release_channel(key), room)).await?;
+        state.confirmed = Some(connection);
+        Ok(())
+    }
+
     fn leave(self: &Arc<Self>, key: &str, room: &Arc<Room>) {
         {
             let mut rooms = self.rooms.lock();
@@ -153,10 +232,7 @@ impl Waiting {
             // Never subscribed (the usual case for a lock that was free): forget the
             // room now rather than in a task. After `close` the subscriber is going
             // away with its subscriptions.
-            let never_subscribed = room
-                .subscribed
-                .try_lock()
-                .is_ok_and(|subscribed| !*subscribed);
+            let never_subscribed = room.channel.try_lock().is_ok_and(|channel| !channel.sent);
             if never_subscribed
                 || self.is_closed()
                 || tokio::runtime::Handle::try_current().is_err()
@@ -169,15 +245,15 @@ impl Waiting {
         let key = key.to_owned();
         let room = Arc::clone(room);
         tokio::spawn(async move {
-            let mut subscribed = room.subscribed.lock().await;
-            if *subscribed && *room.members.lock() == 0 {
+            let mut state = room.channel.lock().await;
+            if state.sent && *room.members.lock() == 0 {
                 let channel = release_channel(&key);
                 if let Err(error) = waiting.unsubscribe(&channel, &room).await {
                     tracing::debug!(%error, %channel, "unsubscribe failed");
                 }
-                *subscribed = false;
+                *state = Channel::default();
             }
-            drop(subscribed);
+            drop(state);
             waiting.forget_if_empty(&key, &room);
         });
     }
@@ -217,17 +293,32 @@ impl Ticket<'_> {
         self.room.turn.try_lock().ok()
     }
 
-    /// Subscribes to the release channel if no waiter has yet. Returns `true` if this
-    /// call subscribed (so the caller should try again before sleeping).
-    pub(crate) async fn subscribe(&self) -> Result<bool> {
-        let mut subscribed = self.room.subscribed.lock().await;
-        if *subscribed {
-            return Ok(false);
+    /// Subscribes to the release channel unless it is subscribed on the subscriber's
+    /// current connection.
+    ///
+    /// # Errors
+    /// Only a definite refusal ([`LockError::PermissionDenied`]). A subscription that
+    /// failed in transit is [`Listening::Not`]: after a lost connection fred answers
+    /// `SSUBSCRIBE` with an I/O error, or, while it restores its own subscriptions,
+    /// with a reply meant for another command.
+    pub(crate) async fn subscribe(&self) -> Result<Listening> {
+        let mut state = self.room.channel.lock().await;
+        let connection = self.waiting.connection.load(Ordering::Acquire);
+        if state.confirmed == Some(connection) {
+            return Ok(Listening::Already);
         }
-        let channel = release_channel(self.key);
-        Box::pin(self.waiting.subscribe(&channel, &self.room)).await?;
-        *subscribed = true;
-        Ok(true)
+        let subscribed = self
+            .waiting
+            .subscribe_room(self.key, &self.room, &mut state)
+            .await;
+        match subscribed.map_err(LockError::from) {
+            Ok(()) => Ok(Listening::Now),
+            Err(refused @ LockError::PermissionDenied { .. }) => Err(refused),
+            Err(error) => {
+                tracing::debug!(lock = %self.key, %error, "could not subscribe; will retry");
+                Ok(Listening::Not(SUBSCRIBE_RETRY))
+            }
+        }
     }
 
     /// Resolves at the next release message (or a stored one).
