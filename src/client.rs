@@ -282,7 +282,7 @@ impl LockClientBuilder {
             redis,
             scripts: Scripts::new(sharded),
             acknowledging: Acknowledging::default(),
-            waiting: Waiting::start(subscriber, sharded),
+            waiting: Waiting::start(subscriber, sharded, id),
             holds: Arc::default(),
             watchdogs: watchdog::Bookings::default(),
             renewal_slots: watchdog::RenewalSlots::default(),

@@ -1,11 +1,13 @@
-//! Waiting for a held lock: shutdown, and a lost subscriber connection.
+//! Waiting for a held lock: shutdown, a lost subscriber connection, and two clients
+//! taking turns on one busy lock.
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fred::interfaces::PubsubInterface;
+use fred::interfaces::{KeysInterface, PubsubInterface};
 use holdlock::{LockClient, LockError, LockOptions};
 
 /// How many clients are subscribed to `name`'s release channel.
@@ -120,12 +122,12 @@ async fn waiters_survive_losing_the_subscriber_connection() {
     // subscriber connection is busy subscribing when it is killed.
     let churned = common::unique("lost-subscriber-churn");
     let _churn_hold = common::lock_as_another_owner(&holder, &churned).await;
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
     let churn: Vec<_> = (0..4)
         .map(|i| {
             let (client, name, stop) = (client.clone(), churned.clone(), Arc::clone(&stop));
             tokio::spawn(async move {
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                while !stop.load(Ordering::Relaxed) {
                     let wait = Duration::from_millis(5 + 7 * i);
                     let options = LockOptions::new().wait(wait);
                     if let Some(guard) = client.lock_with(&name, options).await? {
@@ -146,7 +148,7 @@ async fn waiters_survive_losing_the_subscriber_connection() {
         tokio::time::sleep(Duration::from_millis(150)).await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
     for task in churn {
         let result = task.await.unwrap();
         assert!(result.is_ok(), "a waiter failed: {result:?}");
@@ -169,4 +171,104 @@ async fn waiters_survive_losing_the_subscriber_connection() {
         "the first waiter woke {:?} after the release",
         first - released
     );
+}
+
+/// Takes `name` in a loop until `stop`: lock; read, increment and write a counter;
+/// unlock; sleep 1 ms. Logs `(client, when granted)` for every acquisition.
+fn spawn_worker(
+    (client, c): (&LockClient, usize),
+    (name, counter): (&str, &str),
+    stop: &Arc<AtomicBool>,
+    log: &Arc<Mutex<Vec<(usize, Instant)>>>,
+) -> tokio::task::JoinHandle<()> {
+    let (client, name, counter) = (client.clone(), name.to_owned(), counter.to_owned());
+    let (stop, log) = (Arc::clone(stop), Arc::clone(log));
+    tokio::spawn(async move {
+        while !stop.load(Ordering::Relaxed) {
+            let guard = client.lock(&name).await.unwrap();
+            log.lock().unwrap().push((c, Instant::now()));
+            let n: Option<i64> = client.redis().get(counter.as_str()).await.unwrap();
+            let next = n.unwrap_or(0) + 1;
+            let _: () = client
+                .redis()
+                .set(counter.as_str(), next, None, None, false)
+                .await
+                .unwrap();
+            guard.unlock().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+}
+
+/// Two clients of one process on a `current_thread` runtime, 16 tasks each, taking
+/// turns on one lock: the second joins while the first keeps the lock busy. It gets
+/// the lock within a few hand-overs (not once the first stops asking), and from then
+/// on they share it. Run both ways round, as which client's waiter wins a race for a
+/// release depends on the order of their connections.
+#[tokio::test(flavor = "current_thread")]
+async fn a_client_joining_a_busy_lock_gets_it_within_a_few_hand_overs() {
+    let url = common::url();
+    let clients = [
+        LockClient::connect(&url).await.unwrap(),
+        LockClient::connect(&url).await.unwrap(),
+    ];
+    for busy in 0..2 {
+        let joining = 1 - busy;
+        let name = common::unique("join-busy");
+        let counter = format!("{name}:counter");
+        let (stop, log) = (Arc::default(), Arc::default());
+        let worker = |c: usize| spawn_worker((&clients[c], c), (&name, &counter), &stop, &log);
+        let mut tasks: Vec<_> = (0..16).map(|_| worker(busy)).collect();
+        // One client's tasks keep the lock busy...
+        while log.lock().unwrap().len() < 50 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // ...when the other's join.
+        let (joined, joined_at) = (log.lock().unwrap().len(), Instant::now());
+        tasks.extend((0..16).map(|_| worker(joining)));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        stop.store(true, Ordering::Relaxed);
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let total: i64 = clients[0].redis().get(counter.as_str()).await.unwrap();
+        let log = log.lock().unwrap();
+        assert_eq!(
+            total as usize,
+            log.len(),
+            "a lost update: the lock did not exclude"
+        );
+
+        let after = &log[joined..];
+        let first = after
+            .iter()
+            .position(|&(c, _)| c == joining)
+            .unwrap_or_else(|| {
+                panic!(
+                    "the joining client never got the lock in {} hand-overs",
+                    after.len()
+                )
+            });
+        let waited = after[first].1 - joined_at;
+        let shares: Vec<usize> = (0..2)
+            .map(|c| after.iter().filter(|&&(who, _)| who == c).count())
+            .collect();
+        println!(
+            "client {joining} joined client {busy}: its first hold was hand-over #{first}, \
+             after {waited:?}; holds since it joined: {shares:?}"
+        );
+        // The lock changes hands about every millisecond here: a fair hand-over lets
+        // the newcomer in within a few of them.
+        assert!(
+            first <= 8 && waited < Duration::from_millis(200),
+            "client {joining} first got the lock {first} hand-overs ({waited:?}) after joining"
+        );
+        for (c, share) in shares.iter().enumerate() {
+            assert!(
+                *share * 5 >= after.len(),
+                "client {c} got {share} of the {} holds since client {joining} joined",
+                after.len()
+            );
+        }
+    }
 }

@@ -97,7 +97,7 @@ impl Waiting {
                 tracing::debug!(%error, %channel, "could not subscribe again");
             }
             drop(state);
-            room.released.notify_one();
+            room.wake(false);
         }
     }
 }
