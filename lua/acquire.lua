@@ -2,8 +2,8 @@
 --
 -- KEYS[1]  lock key (hash: field = owner id, value = hold count; a fenced hold also
 --          has the field `token` = its fencing token, and a lock someone was refused
---          has the field `waiting` = 1; no owner id can be either, as owner ids are
---          "<uuid>:<task>")
+--          has the field `waiting` = the client to hand it to next; no owner id can be
+--          either, as owner ids are "<client-uuid>:<task>")
 -- KEYS[2]  token floor key (same hash slot), given only to draw a fencing token: the
 --          last token issued, kept only until this server's clock has passed it
 -- ARGV[1]  owner id "<client-uuid>:<task>"
@@ -19,10 +19,20 @@
 -- year 2255), so they are exact in Lua numbers and are always formatted as integers.
 --
 -- Every redis.call costs about a microsecond of the server's time: a free lock takes
--- 3 (PTTL, HSET, PEXPIRE), a busy one 3 (PTTL, HEXISTS, HSETNX).
+-- 3 (PTTL, HSET, PEXPIRE), a busy one 2 (PTTL, HGETALL of its few fields), plus an
+-- HSET when the refusal changes the `waiting` mark.
+--
+-- The mark names the client (the owner id up to its first ':') that the release
+-- hands the lock to (release.lua publishes it; waiters of other clients give that
+-- client's waiter a head start, see src/waiting.rs). The first client refused while
+-- the hold lasts is named, except that any other client replaces the holder's own:
+-- the holder's client lines its waiters up locally, and its next one asks the moment
+-- the hold is granted, before another client's waiter can, so naming the first
+-- refused alone would hand a busy lock around one client for as long as it has
+-- waiters.
 --
 -- Both keys are checked before the first write, so that a failure leaves nothing
--- written: KEYS[1] by PTTL and HEXISTS (or it does not exist), KEYS[2] by reading the
+-- written: KEYS[1] by PTTL and HGETALL (or it does not exist), KEYS[2] by reading the
 -- floor (only a fenced acquisition pays for it; it reads the floor anyway).
 --
 -- Granted:  { 1, fencing token or 0 }
@@ -35,13 +45,34 @@ if fenced and redis.replicate_commands then
   -- script replicates its effects instead; from 7.0 this is a no-op.
   redis.replicate_commands()
 end
+-- The client part of an owner id.
+local function client_of(id)
+  return string.match(id, '^[^:]*')
+end
 -- PTTL answers "free?" (-2) and, when busy, how long the holder has left.
 local pttl = redis.call('pttl', key)
-if pttl ~= -2 and redis.call('hexists', key, owner) == 0 then
-  -- The caller may wait for the release: have it told (see release.lua). Written once
-  -- per holder; later refusals find it set and write nothing.
-  redis.call('hsetnx', key, 'waiting', '1')
-  return { 0, pttl }
+if pttl ~= -2 then
+  local fields = redis.call('hgetall', key)
+  local mine, holder, named = false, nil, nil
+  for i = 1, #fields, 2 do
+    local field = fields[i]
+    if field == owner then
+      mine = true
+    elseif field == 'waiting' then
+      named = fields[i + 1]
+    elseif field ~= 'token' then
+      holder = field
+    end
+  end
+  if not mine then
+    -- The caller may wait for the release: have it told (see release.lua), and have
+    -- the lock handed to the right client (see above).
+    local client = client_of(owner)
+    if named ~= client and (not named or (holder and named == client_of(holder))) then
+      redis.call('hset', key, 'waiting', client)
+    end
+    return { 0, pttl }
+  end
 end
 local floor = 0
 if fenced then

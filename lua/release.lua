@@ -13,6 +13,7 @@
 -- The channel is told only if someone was refused the lock while this hold had it
 -- (acquire.lua sets the field `waiting`): a lock nobody waited for is released with
 -- two calls (HMGET, DEL) and sends nothing to subscribers or, on a cluster, replicas.
+-- The message is the mark: the client the lock is handed to next.
 --
 -- Returns the owner's remaining hold count (0: the key was deleted and any waiters
 -- told), or -1 if the owner holds nothing.
@@ -45,6 +46,6 @@ end
 -- `token` and `waiting` fields with it).
 redis.call('del', key)
 if waiting then
-  redis.call(ARGV[2] == 'spublish' and 'spublish' or 'publish', key .. ':released', 'released')
+  redis.call(ARGV[2] == 'spublish' and 'spublish' or 'publish', key .. ':released', waiting)
 end
 return 0

@@ -230,15 +230,17 @@ impl LockClientBuilder {
                 });
             }
         }
-        let _resubscriber = subscriber.manage_subscriptions();
+        // Not `subscriber.manage_subscriptions()`: the waiting rooms subscribe again
+        // themselves after a reconnection (see `waiting.rs`).
         // Release messages go over shard channels from Redis 7.0 on (see `waiting.rs`);
         // a server that hides its version (INFO refused by the ACL) is taken to be 7+.
         let sharded = redis
             .server_version()
             .is_none_or(|version| version.major >= 7);
         let protocol = Protocol::new(redis, sharded, timeout);
-        let waiting = Waiting::start(subscriber, sharded);
-        let engine = Engine::start(self.config, Arc::new(protocol), waiting);
+        let id = uuid::Uuid::new_v4();
+        let waiting = Waiting::start(subscriber, sharded, id);
+        let engine = Engine::start(id, self.config, Arc::new(protocol), waiting);
         Ok(LockClient::over(engine))
     }
 }

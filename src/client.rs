@@ -14,6 +14,7 @@ use crate::engine::{Attempt, Engine};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::hold::{Hold, LocalHolder};
+use crate::waiting::Listening;
 
 /// A handle to Redis for taking reentrant, self-renewing locks.
 ///
@@ -214,36 +215,47 @@ impl LockClient {
         // Redis, so many callers arriving at once send one attempt, not one each. With
         // nobody ahead, the turn is ours at once.
         let ticket = self.engine.waiting().join(&names.key);
-        let _turn = match ticket.try_turn() {
-            Some(turn) => turn,
-            None => match until(deadline, ticket.turn()).await {
+        let waiting = async {
+            let _turn = match ticket.try_turn() {
                 Some(turn) => turn,
-                None => return Ok(None),
-            },
-        };
-        loop {
-            let pttl = match self.engine.acquire(&names, &owner, options, None).await? {
-                Attempt::Granted(hold) => return Ok(Some(self.guard(hold))),
-                Attempt::Busy(pttl) => pttl,
+                None => match until(deadline, ticket.turn()).await {
+                    Some(turn) => turn,
+                    None => return Ok(None),
+                },
             };
-            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-                return Ok(None);
+            loop {
+                let pttl = match self.engine.acquire(&names, &owner, options, None).await? {
+                    Attempt::Granted(hold) => return Ok(Some(self.guard(hold))),
+                    Attempt::Busy(pttl) => pttl,
+                };
+                if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                    return Ok(None);
+                }
+                // Subscribe before sleeping; a release between our attempt and the
+                // subscription would be missed, so a fresh subscription tries again
+                // first. One lost in transit is tried again soon.
+                let mut nap = pttl.unwrap_or(options.lease);
+                match until(deadline, ticket.subscribe()).await {
+                    Some(Ok(Listening::Now)) => continue,
+                    Some(Ok(Listening::Already)) => {}
+                    Some(Ok(Listening::Not(retry))) => nap = nap.min(retry),
+                    Some(Err(error)) => return Err(error),
+                    None => return Ok(None),
+                }
+                let holder_expires = Instant::now() + nap.max(Duration::from_millis(1));
+                let wake = deadline.map_or(holder_expires, |deadline| deadline.min(holder_expires));
+                tokio::select! {
+                    () = ticket.released() => {}
+                    () = tokio::time::sleep_until(wake) => {}
+                }
             }
-            // Subscribe before sleeping; a release between our attempt and the
-            // subscription would be missed, so a fresh subscription tries again first.
-            match until(deadline, ticket.subscribe()).await {
-                Some(Ok(true)) => continue,
-                Some(Ok(false)) => {}
-                Some(Err(error)) => return Err(error),
-                None => return Ok(None),
-            }
-            let holder_expires =
-                Instant::now() + pttl.unwrap_or(options.lease).max(Duration::from_millis(1));
-            let wake = deadline.map_or(holder_expires, |deadline| deadline.min(holder_expires));
-            tokio::select! {
-                () = ticket.released() => {}
-                () = tokio::time::sleep_until(wake) => {}
-            }
+        };
+        // `shutdown` ends the wait wherever it is: in line, subscribing, asleep (an
+        // acquire in flight is settled as if cancelled).
+        tokio::select! {
+            biased;
+            () = ticket.closed() => Err(LockError::Shutdown),
+            result = waiting => result,
         }
     }
 
@@ -420,7 +432,8 @@ impl LockClient {
     /// held: such locks expire within their lease, and their guards report themselves
     /// lost. Releases already started by dropped guards are given up to the connect
     /// timeout to finish first. A connection already lost (Redis unreachable) is closed
-    /// without waiting for Redis. Every later call fails with [`LockError::Shutdown`].
+    /// without waiting for Redis. Calls waiting for a lock return
+    /// [`LockError::Shutdown`] at once, and every later call fails with it.
     ///
     /// # Examples
     /// ```no_run

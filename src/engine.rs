@@ -59,14 +59,14 @@ pub(crate) enum Attempt {
 }
 
 impl Engine {
-    /// The engine of a new client with `config`, over `protocol` (connected), waking
-    /// waiters through `waiting`.
+    /// The engine of a new client `id` with `config`, over `protocol` (connected),
+    /// waking waiters through `waiting`.
     pub(crate) fn start(
+        id: Uuid,
         config: ClientConfig,
         protocol: Arc<Protocol>,
         waiting: Arc<Waiting>,
     ) -> Arc<Self> {
-        let id = Uuid::new_v4();
         Arc::new(Self {
             id,
             owner_prefix: format!("{id}:"),
@@ -450,10 +450,13 @@ impl Engine {
         }
     }
 
-    /// Waits (up to the connect timeout) for background releases, then stops every
+    /// Ends every wait for a lock, waits (up to the connect timeout) for background
+    /// releases, then stops every
     /// watchdog, marks every hold lost and closes the connections. Returns `false` if
     /// the engine was already shut down.
     pub(crate) async fn shut_down(&self) -> bool {
+        // Waiters give up at once: they would only wait for the connections to close.
+        self.waiting.close();
         let flushed = async {
             while self.background.load(Ordering::Acquire) > 0 {
                 let idle = self.background_done.notified();

@@ -14,20 +14,79 @@
 //! On Redis 7.0 and later, release channels are shard channels
 //! (`SSUBSCRIBE`/`SPUBLISH`, see `shards.rs`): on a cluster a release travels only
 //! within the shard that owns the lock's slot.
+//!
+//! # Handing the lock to another client
+//!
+//! A release message wakes the head waiter of every client subscribed to it, and they
+//! race. The race is not fair: on a `current_thread` runtime it goes the same way
+//! every time (each wake-up passes through the same chain of tasks, served in the same
+//! order), and every client that waits always has a waiter ready to ask (the holder's
+//! next local waiter becomes head the moment the hold is granted). Two clients of one
+//! process taking turns on a busy lock, 16 tasks each, saw one of them get every hold
+//! for as long as it had tasks asking (seconds), the other's head refused each time,
+//! its attempt about a hundred microseconds behind.
+//!
+//! So the mark names a client, and the message carries it (see `lua/acquire.lua`): the
+//! first client refused during the hold, except that any other client replaces the
+//! holder's own. The named client's head asks at once; the heads of other clients
+//! give it [`HEAD_START`] first (less if a message for their own client, or for
+//! nobody in particular, comes meanwhile). If the named client's waiter is gone, the
+//! others lose that head start once; if it is slower than the head start, another
+//! client may win, the named client is refused, and since it is not the holder's
+//! client it is named again on the next release. A client that waits is therefore
+//! handed the lock within a few holds however busy the lock is. When three or more
+//! clients wait at once, the heads that were not named ask after the head start in a
+//! random order (it lasts up to twice [`HEAD_START`], at random), so the next name
+//! falls on each of them in turn at random rather than always on the same one.
+//!
+//! # Subscriptions that are lost
+//!
+//! A subscription lives as long as the subscriber connection. After a reconnection
+//! every room is woken to try again (a release may have gone by unheard) and its head
+//! subscribes again before it sleeps: a room records the connection its subscription
+//! was confirmed on, and every reconnection counts as a new connection. fred's own
+//! resubscription (`SubscriberClient::manage_subscriptions`) is not used: fred 10
+//! sends `SUBSCRIBE` and `PSUBSCRIBE` even with no channels to restore, Redis answers
+//! each with an error, and since fred expects no reply to those commands (their
+//! confirmations arrive out of band) the errors were taken as the replies to the next
+//! `SSUBSCRIBE` on the connection: fred's own, which then gave up on every channel but
+//! the lowest slot's, or a waiter's, which failed its `lock()` with "wrong number of
+//! arguments for 'subscribe'". A subscription that fails in transit (the connection
+//! lost under it, or being restored) leaves the waiter unsubscribed and asleep for at
+//! most [`SUBSCRIBE_RETRY`], then it tries again; only a definite refusal
+//! (`NOPERM`: the ACL does not allow the channel) fails the wait.
+//!
+//! # Shutdown
+//!
+//! [`Waiting::close`] (the first thing `LockClient::shutdown` does) ends every wait at
+//! once, wherever it is: queued for its turn, subscribing, or asleep.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use fred::clients::SubscriberClient;
 use fred::interfaces::{ClientLike, EventInterface};
 use parking_lot::Mutex;
-use tokio::sync::Notify;
 use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+use uuid::Uuid;
 
 use crate::config::{key_of_channel, release_channel};
-use crate::error::Result;
+use crate::error::{LockError, Result};
 
 mod shards;
+
+/// How long a waiter lets another client's waiter ask first, after a release message
+/// that hands the lock to that client (see the module docs); plus up to as much again
+/// at random, so that the waiters of several other clients ask in a random order.
+const HEAD_START: Duration = Duration::from_millis(5);
+
+/// How soon a waiter whose subscription failed in transit tries again (unless the
+/// subscriber's reconnection, or the holder's lease, wakes it sooner).
+const SUBSCRIBE_RETRY: Duration = Duration::from_millis(100);
 
 /// The waiting rooms of one client, by lock key.
 #[derive(Debug)]
@@ -35,6 +94,13 @@ pub(crate) struct Waiting {
     subscriber: SubscriberClient,
     /// Shard channels (cluster) instead of plain ones.
     sharded: bool,
+    /// This client's id, as release messages name it.
+    client: Uuid,
+    /// Counts the subscriber's reconnections: a channel subscribed on an earlier
+    /// connection is subscribed again before its waiter sleeps.
+    connection: AtomicU64,
+    /// Set once by [`close`](Self::close): every waiter gives up.
+    closed: watch::Sender<bool>,
     rooms: Mutex<HashMap<String, Arc<Room>>>,
 }
 
@@ -46,20 +112,57 @@ struct Room {
     turn: tokio::sync::Mutex<()>,
     /// Woken by a release message (stores one permit if nobody waits yet).
     released: Notify,
-    /// Whether the channel is subscribed; the lock serialises SUBSCRIBE and UNSUBSCRIBE.
-    subscribed: tokio::sync::Mutex<bool>,
+    /// Whether the last release message handed the lock to another client.
+    for_another: AtomicBool,
+    /// The release channel's subscription; the lock serialises SUBSCRIBE and UNSUBSCRIBE.
+    channel: tokio::sync::Mutex<Channel>,
     /// For a shard channel: the cluster node it was subscribed on.
     node: Mutex<Option<fred::types::config::Server>>,
+}
+
+impl Room {
+    /// Wakes the head waiter (or the next to become head), to try at once unless
+    /// `for_another` client (see [`Ticket::released`]).
+    fn wake(&self, for_another: bool) {
+        self.for_another.store(for_another, Ordering::Release);
+        self.released.notify_one();
+    }
+}
+
+/// Where a room's release channel stands.
+#[derive(Debug, Default)]
+struct Channel {
+    /// A subscription was sent since the last unsubscription, answered or not: the
+    /// server may have it, so leaving the room unsubscribes.
+    sent: bool,
+    /// The subscriber connection (see [`Waiting::connection`]) on which the server
+    /// confirmed the subscription.
+    confirmed: Option<u64>,
+}
+
+/// Whether a waiter listens to its lock's release channel, from [`Ticket::subscribe`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Listening {
+    /// Subscribed just now: a release may have gone by unheard, so try again first.
+    Now,
+    /// Subscribed before, on the current connection.
+    Already,
+    /// Not subscribed: the subscription failed in transit (the subscriber connection
+    /// was lost, or is being restored). Sleep no longer than this, then try again.
+    Not(Duration),
 }
 
 impl Waiting {
     /// Starts dispatching release messages from `subscriber`, which must be connected;
     /// `sharded` subscribes shard channels (and, on a cluster, follows them when their
-    /// slots move).
-    pub(crate) fn start(subscriber: SubscriberClient, sharded: bool) -> Arc<Self> {
+    /// slots move). `client` is this client's id (the first part of its owner ids).
+    pub(crate) fn start(subscriber: SubscriberClient, sharded: bool, client: Uuid) -> Arc<Self> {
         let waiting = Arc::new(Self {
             subscriber,
             sharded,
+            client,
+            connection: AtomicU64::new(0),
+            closed: watch::Sender::new(false),
             rooms: Mutex::new(HashMap::new()),
         });
         if sharded && waiting.subscriber.is_clustered() {
@@ -70,38 +173,60 @@ impl Waiting {
         let weak = Arc::downgrade(&waiting);
         tokio::spawn(async move {
             loop {
-                let channel = tokio::select! {
+                let (message, reconnected) = tokio::select! {
                     message = messages.recv() => match message {
-                        Ok(message) => Some(message.channel),
-                        Err(RecvError::Lagged(_)) => None,
+                        Ok(message) => (Some(message), false),
+                        Err(RecvError::Lagged(_)) => (None, false),
                         Err(RecvError::Closed) => return,
                     },
-                    // Messages published while disconnected are lost: wake everyone to retry.
                     reconnect = reconnects.recv() => match reconnect {
                         Err(RecvError::Closed) => return,
-                        _ => None,
+                        // (Lagged: it missed reconnections, so there was at least one.)
+                        Ok(_) | Err(RecvError::Lagged(_)) => (None, true),
                     },
                 };
                 let Some(waiting) = Weak::upgrade(&weak) else {
                     return;
                 };
-                waiting.wake(channel.as_ref().map(|channel| key_of_channel(channel)));
+                if reconnected {
+                    // The new connection has no subscriptions: each head subscribes
+                    // again when woken below.
+                    waiting.connection.fetch_add(1, Ordering::AcqRel);
+                }
+                match message {
+                    Some(message) => {
+                        let for_another = waiting.names_another_client(&message.value);
+                        waiting.wake(key_of_channel(&message.channel), for_another);
+                    }
+                    // Messages published while disconnected (or dropped) are lost:
+                    // wake everyone to retry.
+                    None => waiting.wake_all(),
+                }
             }
         });
         waiting
     }
 
-    /// Wakes the head waiter of the lock at `key`, or of every room if `None`.
-    fn wake(&self, key: Option<&str>) {
-        let rooms = self.rooms.lock();
-        match key {
-            Some(key) => {
-                if let Some(room) = rooms.get(key) {
-                    room.released.notify_one();
-                }
-            }
-            None => rooms.values().for_each(|room| room.released.notify_one()),
+    /// Whether a release message hands the lock to another client than this one (see
+    /// `lua/acquire.lua`). Messages that name no client (`force_unlock`) hand it to
+    /// nobody in particular.
+    fn names_another_client(&self, message: &fred::types::Value) -> bool {
+        message
+            .as_bytes()
+            .and_then(|name| Uuid::try_parse_ascii(name).ok())
+            .is_some_and(|client| client != self.client)
+    }
+
+    /// Wakes the head waiter of the lock at `key`.
+    fn wake(&self, key: &str, for_another: bool) {
+        if let Some(room) = self.rooms.lock().get(key) {
+            room.wake(for_another);
         }
+    }
+
+    /// Wakes the head waiter of every lock.
+    fn wake_all(&self) {
+        self.rooms.lock().values().for_each(|room| room.wake(false));
     }
 
     /// Enters the waiting room of the lock at `key`.
@@ -119,8 +244,36 @@ impl Waiting {
         }
     }
 
+    /// Ends every wait: each waiter's [`Ticket::closed`] resolves, now and on joining.
+    pub(crate) fn close(&self) {
+        self.closed.send_replace(true);
+    }
+
+    fn is_closed(&self) -> bool {
+        *self.closed.borrow()
+    }
+
+    /// Closes the rooms and the subscriber connection.
     pub(crate) async fn quit(&self) {
+        self.close();
         crate::connection::close(&self.subscriber).await;
+    }
+
+    /// Subscribes `room`'s release channel, recording it in `state`.
+    async fn subscribe_room(
+        &self,
+        key: &str,
+        room: &Room,
+        state: &mut Channel,
+    ) -> fred::prelude::FredResult<()> {
+        // Read before sending: a reconnection during the call leaves the subscription
+        // recorded on the older connection, to be made again.
+        let connection = self.connection.load(Ordering::Acquire);
+        state.sent = true;
+        state.confirmed = None;
+        Box::pin(self.subscribe(&release_channel(key), room)).await?;
+        state.confirmed = Some(connection);
+        Ok(())
     }
 
     fn leave(self: &Arc<Self>, key: &str, room: &Arc<Room>) {
@@ -132,12 +285,13 @@ impl Waiting {
                 return;
             }
             // Never subscribed (the usual case for a lock that was free): forget the
-            // room now rather than in a task.
-            let never_subscribed = room
-                .subscribed
-                .try_lock()
-                .is_ok_and(|subscribed| !*subscribed);
-            if never_subscribed || tokio::runtime::Handle::try_current().is_err() {
+            // room now rather than in a task. After `close` the subscriber is going
+            // away with its subscriptions.
+            let never_subscribed = room.channel.try_lock().is_ok_and(|channel| !channel.sent);
+            if never_subscribed
+                || self.is_closed()
+                || tokio::runtime::Handle::try_current().is_err()
+            {
                 forget(&mut rooms, key, room);
                 return;
             }
@@ -146,15 +300,15 @@ impl Waiting {
         let key = key.to_owned();
         let room = Arc::clone(room);
         tokio::spawn(async move {
-            let mut subscribed = room.subscribed.lock().await;
-            if *subscribed && *room.members.lock() == 0 {
+            let mut state = room.channel.lock().await;
+            if state.sent && *room.members.lock() == 0 {
                 let channel = release_channel(&key);
                 if let Err(error) = waiting.unsubscribe(&channel, &room).await {
                     tracing::debug!(%error, %channel, "unsubscribe failed");
                 }
-                *subscribed = false;
+                *state = Channel::default();
             }
-            drop(subscribed);
+            drop(state);
             waiting.forget_if_empty(&key, &room);
         });
     }
@@ -165,6 +319,16 @@ impl Waiting {
             forget(&mut rooms, key, room);
         }
     }
+}
+
+/// A random duration shorter than `limit` (not for cryptography: std's hasher keys).
+fn random_below(limit: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    let limit = u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX).max(1);
+    Duration::from_nanos(random % limit)
 }
 
 /// Removes `room` from `rooms` unless another room has taken its place meanwhile.
@@ -194,22 +358,59 @@ impl Ticket<'_> {
         self.room.turn.try_lock().ok()
     }
 
-    /// Subscribes to the release channel if no waiter has yet. Returns `true` if this
-    /// call subscribed (so the caller should try again before sleeping).
-    pub(crate) async fn subscribe(&self) -> Result<bool> {
-        let mut subscribed = self.room.subscribed.lock().await;
-        if *subscribed {
-            return Ok(false);
+    /// Subscribes to the release channel unless it is subscribed on the subscriber's
+    /// current connection.
+    ///
+    /// # Errors
+    /// Only a definite refusal ([`LockError::PermissionDenied`]). A subscription that
+    /// failed in transit is [`Listening::Not`]: after a lost connection fred answers
+    /// `SSUBSCRIBE` with an I/O error, or, while it restores its own subscriptions,
+    /// with a reply meant for another command.
+    pub(crate) async fn subscribe(&self) -> Result<Listening> {
+        let mut state = self.room.channel.lock().await;
+        let connection = self.waiting.connection.load(Ordering::Acquire);
+        if state.confirmed == Some(connection) {
+            return Ok(Listening::Already);
         }
-        let channel = release_channel(self.key);
-        Box::pin(self.waiting.subscribe(&channel, &self.room)).await?;
-        *subscribed = true;
-        Ok(true)
+        let subscribed = self
+            .waiting
+            .subscribe_room(self.key, &self.room, &mut state)
+            .await;
+        match subscribed.map_err(LockError::from) {
+            Ok(()) => Ok(Listening::Now),
+            Err(refused @ LockError::PermissionDenied { .. }) => Err(refused),
+            Err(error) => {
+                tracing::debug!(lock = %self.key, %error, "could not subscribe; will retry");
+                Ok(Listening::Not(SUBSCRIBE_RETRY))
+            }
+        }
     }
 
-    /// Resolves at the next release message (or a stored one).
+    /// Resolves when this waiter should try again after a release message (or at once
+    /// for a stored one). A message that hands the lock to another client first gives
+    /// that client's waiter [`HEAD_START`] to ask, unless a message for this client,
+    /// or for anyone, comes sooner.
     pub(crate) async fn released(&self) {
         self.room.released.notified().await;
+        if !self.room.for_another.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let go = Instant::now() + HEAD_START + random_below(HEAD_START);
+        while tokio::time::timeout_at(go, self.room.released.notified())
+            .await
+            .is_ok()
+        {
+            if !self.room.for_another.swap(false, Ordering::AcqRel) {
+                return;
+            }
+        }
+    }
+
+    /// Resolves once the client is shut down (at once if it is).
+    pub(crate) async fn closed(&self) {
+        let mut closed = self.waiting.closed.subscribe();
+        // Fails only if the sender is gone, and this ticket keeps it.
+        let _ = closed.wait_for(|closed| *closed).await;
     }
 }
 

@@ -124,10 +124,16 @@ async fn acquire_grants_and_reports_the_holders_ttl() {
         busy[1] > 9_000 && busy[1] <= 10_000,
         "with the holder's PTTL: {busy:?}"
     );
+    let fields: std::collections::HashMap<String, String> =
+        lock.redis.hgetall(lock.key.as_str()).await.unwrap();
     assert_eq!(
-        lock.fields().await,
-        [("a".to_owned(), 2), ("waiting".to_owned(), 1)].into(),
-        "the refusal left word that someone waits"
+        fields,
+        [
+            ("a".to_owned(), "2".to_owned()),
+            ("waiting".to_owned(), "b".to_owned())
+        ]
+        .into(),
+        "the refusal left word that someone waits: b's client"
     );
     let floor: i64 = lock.redis.exists(lock.token_key.as_str()).await.unwrap();
     assert_eq!(floor, 0, "no token key without fencing");
@@ -244,13 +250,9 @@ async fn the_hot_paths_make_the_fewest_redis_calls() {
 
     lock.acquire("a", 10_000, false).await;
     assert_eq!(lock.acquire("b", 10_000, false).await[0], 0);
-    calls(&[
-        ("pttl", 2),
-        ("hset", 1),
-        ("pexpire", 1),
-        ("hexists", 1),
-        ("hsetnx", 1),
-    ]);
+    calls(&[("pttl", 2), ("hset", 2), ("pexpire", 1), ("hgetall", 1)]);
+    assert_eq!(lock.acquire("c", 10_000, false).await[0], 0);
+    calls(&[("pttl", 1), ("hgetall", 1)]); // the mark is written once
     assert_eq!(lock.release_hinted("a", 1).await, 0);
     calls(&[("hmget", 1), ("del", 1), ("publish", 1)]); // b waits: told
 }
@@ -280,9 +282,55 @@ async fn release_at_zero_publishes_on_the_channel() {
         .unwrap()
         .unwrap();
     assert_eq!(message.channel.to_string(), lock.channel);
+    assert_eq!(
+        message.value.as_string().as_deref(),
+        Some("b"),
+        "the message names the client to hand the lock to"
+    );
     // Exactly one message: the nested release published nothing.
     let more = tokio::time::timeout(std::time::Duration::from_millis(200), messages.recv()).await;
     assert!(more.is_err(), "published before the count reached zero");
+}
+
+#[tokio::test]
+async fn the_mark_names_another_client_before_the_holders_own() {
+    // Owner ids are "<client>:<task>".
+    let lock = Lock::new("mark").await;
+    let mark = || async {
+        let mark: Option<String> = lock.redis.hget(lock.key.as_str(), "waiting").await.unwrap();
+        mark
+    };
+    lock.acquire("x:1", 10_000, false).await;
+    assert_eq!(lock.acquire("x:2", 10_000, false).await[0], 0);
+    assert_eq!(
+        mark().await.as_deref(),
+        Some("x"),
+        "the holder's own client"
+    );
+    assert_eq!(lock.acquire("y:1", 10_000, false).await[0], 0);
+    assert_eq!(
+        mark().await.as_deref(),
+        Some("y"),
+        "another client replaces it"
+    );
+    assert_eq!(lock.acquire("z:1", 10_000, false).await[0], 0);
+    assert_eq!(lock.acquire("x:3", 10_000, false).await[0], 0);
+    assert_eq!(mark().await.as_deref(), Some("y"), "and keeps its place");
+    assert_eq!(lock.release("x:1").await, 0);
+
+    // Another client refused first keeps its place too.
+    lock.acquire("x:1", 10_000, false).await;
+    assert_eq!(mark().await, None, "a fresh hold has no mark");
+    assert_eq!(lock.acquire("z:1", 10_000, false).await[0], 0);
+    assert_eq!(lock.acquire("x:2", 10_000, false).await[0], 0);
+    assert_eq!(lock.acquire("y:1", 10_000, false).await[0], 0);
+    assert_eq!(mark().await.as_deref(), Some("z"));
+    // A fenced hold's token is not taken for its holder.
+    assert_eq!(lock.release("x:1").await, 0);
+    lock.acquire("x:1", 10_000, true).await;
+    assert_eq!(lock.acquire("x:2", 10_000, false).await[0], 0);
+    assert_eq!(lock.acquire("y:1", 10_000, false).await[0], 0);
+    assert_eq!(mark().await.as_deref(), Some("y"));
 }
 
 #[tokio::test]

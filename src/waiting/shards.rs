@@ -75,7 +75,7 @@ impl Waiting {
             .lock()
             .iter()
             .filter(|(_, room)| room.node.lock().is_some())
-            .map(|(key, room)| (release_channel(key), Arc::clone(room)))
+            .map(|(key, room)| (key.clone(), Arc::clone(room)))
             .collect();
         if rooms.is_empty() {
             return;
@@ -84,18 +84,20 @@ impl Waiting {
             tracing::debug!(%error, "could not read the cluster's slot map");
             return;
         }
-        for (channel, room) in rooms {
-            let subscribed = room.subscribed.lock().await;
-            let moved = *subscribed && *room.node.lock() != self.node_of(&channel);
+        for (key, room) in rooms {
+            let mut state = room.channel.lock().await;
+            let channel = release_channel(&key);
+            let moved = state.confirmed.is_some() && *room.node.lock() != self.node_of(&channel);
             if !moved {
                 continue;
             }
             tracing::debug!(%channel, "the lock's slot moved; subscribing on its new node");
-            match self.subscribe(&channel, &room).await {
-                Ok(()) => room.released.notify_one(),
-                Err(error) => tracing::debug!(%error, %channel, "could not subscribe again"),
+            if let Err(error) = self.subscribe_room(&key, &room, &mut state).await {
+                // Its head subscribes again when it wakes.
+                tracing::debug!(%error, %channel, "could not subscribe again");
             }
-            drop(subscribed);
+            drop(state);
+            room.wake(false);
         }
     }
 }

@@ -1,0 +1,274 @@
+//! Waiting for a held lock: shutdown, a lost subscriber connection, and two clients
+//! taking turns on one busy lock.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fred::interfaces::{KeysInterface, PubsubInterface};
+use holdlock::{LockClient, LockError, LockOptions};
+
+/// How many clients are subscribed to `name`'s release channel.
+async fn subscribers(client: &LockClient, name: &str) -> i64 {
+    let channel = format!("holdlock:{{{name}}}:released");
+    let counts: Vec<(String, i64)> = client
+        .redis()
+        .pubsub_shardnumsub(channel.as_str())
+        .await
+        .unwrap();
+    counts.first().map_or(0, |(_, n)| *n)
+}
+
+async fn wait_for_subscribers(client: &LockClient, name: &str, count: i64) {
+    let start = Instant::now();
+    while subscribers(client, name).await != count {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the release channel never had {count} subscribers"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shutdown_wakes_every_waiter_with_shutdown() {
+    let holder = common::client().await; // holds with the default 30 s lease
+    let client = common::client().await;
+    let name = common::unique("shutdown-waiters");
+    let held = common::lock_as_another_owner(&holder, &name).await;
+
+    // One head, asleep on the release channel...
+    let head = {
+        let (client, name) = (client.clone(), name.clone());
+        tokio::spawn(async move { client.lock(&name).await.map(drop) })
+    };
+    wait_for_subscribers(&holder, &name, 1).await;
+    // ...and two queued behind it, one of them with a (long) timeout.
+    let queued = {
+        let (client, name) = (client.clone(), name.clone());
+        tokio::spawn(async move { client.lock(&name).await.map(drop) })
+    };
+    let timed = {
+        let (client, name) = (client.clone(), name.clone());
+        tokio::spawn(async move {
+            client
+                .lock_timeout(&name, Duration::from_secs(60))
+                .await
+                .map(drop)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let start = Instant::now();
+    client.shutdown().await;
+    for (which, task) in [("head", head), ("queued", queued), ("timed", timed)] {
+        let result = tokio::time::timeout(Duration::from_secs(1), task)
+            .await
+            .unwrap_or_else(|_| panic!("the {which} waiter still waits after shutdown"))
+            .unwrap();
+        assert!(
+            matches!(result, Err(LockError::Shutdown)),
+            "{which}: {result:?}"
+        );
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
+    held.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn waiters_survive_losing_the_subscriber_connection() {
+    common::trace();
+    let server = common::RedisServer::start();
+    let holder = LockClient::connect(&server.url()).await.unwrap(); // 30 s lease
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    // Two locks with a waiter each, the anchor's channel in a lower hash slot: fred's
+    // own resubscription (`manage_subscriptions`) stops after the lowest slot's
+    // channels when it fails, so only the anchor would be subscribed again.
+    let slot =
+        |name: &str| fred::util::redis_keyslot(format!("holdlock:{{{name}}}:released").as_bytes());
+    let name = std::iter::repeat_with(|| common::unique("lost-subscriber"))
+        .find(|name| slot(name) > 1_000)
+        .unwrap();
+    let anchor = std::iter::repeat_with(|| common::unique("lost-subscriber-anchor"))
+        .find(|anchor| slot(anchor) < slot(&name))
+        .unwrap();
+    let held = common::lock_as_another_owner(&holder, &name).await;
+    let _anchor_hold = common::lock_as_another_owner(&holder, &anchor).await;
+    let anchor_waiter = {
+        let (client, anchor) = (client.clone(), anchor.clone());
+        tokio::spawn(async move { client.lock(&anchor).await.map(drop) })
+    };
+
+    // Waiters that take the lock in turn once it is released...
+    let woken = Arc::new(Mutex::new(Vec::new()));
+    let waiters: Vec<_> = (0..4)
+        .map(|_| {
+            let (client, name, woken) = (client.clone(), name.clone(), Arc::clone(&woken));
+            tokio::spawn(async move {
+                let guard = client.lock(&name).await?;
+                woken.lock().unwrap().push(Instant::now());
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                guard.unlock().await
+            })
+        })
+        .collect();
+    // ...and, on another lock, waiters that keep joining and giving up, so that the
+    // subscriber connection is busy subscribing when it is killed.
+    let churned = common::unique("lost-subscriber-churn");
+    let _churn_hold = common::lock_as_another_owner(&holder, &churned).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let churn: Vec<_> = (0..4)
+        .map(|i| {
+            let (client, name, stop) = (client.clone(), churned.clone(), Arc::clone(&stop));
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let wait = Duration::from_millis(5 + 7 * i);
+                    let options = LockOptions::new().wait(wait);
+                    if let Some(guard) = client.lock_with(&name, options).await? {
+                        drop(guard);
+                    }
+                }
+                Ok::<_, LockError>(())
+            })
+        })
+        .collect();
+    wait_for_subscribers(&holder, &name, 1).await;
+    wait_for_subscribers(&holder, &anchor, 1).await;
+
+    for _ in 0..6 {
+        server
+            .command(&["CLIENT", "KILL", "TYPE", "pubsub"])
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    for task in churn {
+        let result = task.await.unwrap();
+        assert!(result.is_ok(), "a waiter failed: {result:?}");
+    }
+
+    let released = Instant::now();
+    held.unlock().await.unwrap();
+    for waiter in waiters {
+        let result = tokio::time::timeout(Duration::from_secs(10), waiter)
+            .await
+            .expect("a waiter never got the lock")
+            .unwrap();
+        assert!(result.is_ok(), "a waiter failed: {result:?}");
+    }
+    assert!(!anchor_waiter.is_finished(), "{:?}", anchor_waiter.await);
+    anchor_waiter.abort();
+    let first = woken.lock().unwrap().iter().min().copied().unwrap();
+    assert!(
+        first - released < Duration::from_secs(2),
+        "the first waiter woke {:?} after the release",
+        first - released
+    );
+}
+
+/// Takes `name` in a loop until `stop`: lock; read, increment and write a counter;
+/// unlock; sleep 1 ms. Logs `(client, when granted)` for every acquisition.
+fn spawn_worker(
+    (client, c): (&LockClient, usize),
+    (name, counter): (&str, &str),
+    stop: &Arc<AtomicBool>,
+    log: &Arc<Mutex<Vec<(usize, Instant)>>>,
+) -> tokio::task::JoinHandle<()> {
+    let (client, name, counter) = (client.clone(), name.to_owned(), counter.to_owned());
+    let (stop, log) = (Arc::clone(stop), Arc::clone(log));
+    tokio::spawn(async move {
+        while !stop.load(Ordering::Relaxed) {
+            let guard = client.lock(&name).await.unwrap();
+            log.lock().unwrap().push((c, Instant::now()));
+            let n: Option<i64> = client.redis().get(counter.as_str()).await.unwrap();
+            let next = n.unwrap_or(0) + 1;
+            let _: () = client
+                .redis()
+                .set(counter.as_str(), next, None, None, false)
+                .await
+                .unwrap();
+            guard.unlock().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+}
+
+/// Two clients of one process on a `current_thread` runtime, 16 tasks each, taking
+/// turns on one lock: the second joins while the first keeps the lock busy. It gets
+/// the lock within a few hand-overs (not once the first stops asking), and from then
+/// on they share it. Run both ways round, as which client's waiter wins a race for a
+/// release depends on the order of their connections.
+#[tokio::test(flavor = "current_thread")]
+async fn a_client_joining_a_busy_lock_gets_it_within_a_few_hand_overs() {
+    let url = common::url();
+    let clients = [
+        LockClient::connect(&url).await.unwrap(),
+        LockClient::connect(&url).await.unwrap(),
+    ];
+    for busy in 0..2 {
+        let joining = 1 - busy;
+        let name = common::unique("join-busy");
+        let counter = format!("{name}:counter");
+        let (stop, log) = (Arc::default(), Arc::default());
+        let worker = |c: usize| spawn_worker((&clients[c], c), (&name, &counter), &stop, &log);
+        let mut tasks: Vec<_> = (0..16).map(|_| worker(busy)).collect();
+        // One client's tasks keep the lock busy...
+        while log.lock().unwrap().len() < 50 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // ...when the other's join.
+        let (joined, joined_at) = (log.lock().unwrap().len(), Instant::now());
+        tasks.extend((0..16).map(|_| worker(joining)));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        stop.store(true, Ordering::Relaxed);
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let total: i64 = clients[0].redis().get(counter.as_str()).await.unwrap();
+        let log = log.lock().unwrap();
+        assert_eq!(
+            total as usize,
+            log.len(),
+            "a lost update: the lock did not exclude"
+        );
+
+        let after = &log[joined..];
+        let first = after
+            .iter()
+            .position(|&(c, _)| c == joining)
+            .unwrap_or_else(|| {
+                panic!(
+                    "the joining client never got the lock in {} hand-overs",
+                    after.len()
+                )
+            });
+        let waited = after[first].1 - joined_at;
+        let shares: Vec<usize> = (0..2)
+            .map(|c| after.iter().filter(|&&(who, _)| who == c).count())
+            .collect();
+        println!(
+            "client {joining} joined client {busy}: its first hold was hand-over #{first}, \
+             after {waited:?}; holds since it joined: {shares:?}"
+        );
+        // The lock changes hands about every millisecond here: a fair hand-over lets
+        // the newcomer in within a few of them.
+        assert!(
+            first <= 8 && waited < Duration::from_millis(200),
+            "client {joining} first got the lock {first} hand-overs ({waited:?}) after joining"
+        );
+        for (c, share) in shares.iter().enumerate() {
+            assert!(
+                *share * 5 >= after.len(),
+                "client {c} got {share} of the {} holds since client {joining} joined",
+                after.len()
+            );
+        }
+    }
+}
