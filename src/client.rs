@@ -218,7 +218,8 @@ impl LockClientBuilder {
     /// Validates the settings and connects.
     ///
     /// # Errors
-    /// [`LockError::InvalidOption`] for a bad URL, prefix, lease or timeout;
+    /// [`LockError::InvalidOption`] for a bad URL (also an unknown scheme, or a TLS one
+    /// such as `rediss://` without the `tls-rustls` feature), prefix, lease or timeout;
     /// [`LockError::ConnectTimeout`] or [`LockError::Redis`] if Redis cannot be reached
     /// within the connect timeout (a refused password or TLS certificate is a
     /// [`LockError::Redis`] that says so); [`LockError::PermissionDenied`] if the
@@ -231,6 +232,7 @@ impl LockClientBuilder {
     /// # Ok(()) }
     /// ```
     pub async fn build(self) -> Result<LockClient> {
+        crate::config::check_url(&self.url, cfg!(feature = "tls-rustls"))?;
         self.config.validate()?;
         #[allow(unused_mut)]
         let mut fred_config =

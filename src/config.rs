@@ -123,6 +123,73 @@ pub(crate) fn key_of_channel(channel: &str) -> &str {
     channel.strip_suffix(RELEASED).unwrap_or(channel)
 }
 
+/// The URL schemes a client accepts, and whether each one means TLS. These are the
+/// schemes fred's `Config::from_url` knows, less its Unix-socket ones (`redis+unix`,
+/// `valkey+unix`), which need a fred feature this crate does not enable. fred reads
+/// any other scheme as `redis://`, and a TLS scheme without a TLS feature as
+/// plaintext, so [`check_url`] refuses both before fred sees the URL.
+const SCHEMES: [(&str, bool); 12] = [
+    ("redis", false),
+    ("redis-cluster", false),
+    ("redis-sentinel", false),
+    ("valkey", false),
+    ("valkey-cluster", false),
+    ("valkey-sentinel", false),
+    ("rediss", true),
+    ("rediss-cluster", true),
+    ("rediss-sentinel", true),
+    ("valkeys", true),
+    ("valkeys-cluster", true),
+    ("valkeys-sentinel", true),
+];
+
+/// Checks the scheme of a client URL before anything connects: it must be one of
+/// [`SCHEMES`], and a TLS one only if the crate was built with TLS (`tls_built`, which
+/// is `cfg!(feature = "tls-rustls")` outside tests).
+pub(crate) fn check_url(url: &str, tls_built: bool) -> Result<()> {
+    let invalid = |reason: String| LockError::InvalidOption {
+        option: "url",
+        reason,
+    };
+    let expected = "expected redis://, rediss://, redis-cluster://, rediss-cluster://, \
+                    redis-sentinel://, rediss-sentinel:// or their valkey equivalents";
+    let Some(scheme) = scheme_of(url) else {
+        return Err(invalid(format!(
+            "the URL has no scheme ({expected}, e.g. redis://127.0.0.1:6379)"
+        )));
+    };
+    let known = SCHEMES
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(scheme));
+    match known {
+        Some((_, false)) => Ok(()),
+        Some((_, true)) if tls_built => Ok(()),
+        Some((name, true)) => Err(invalid(format!(
+            "`{name}://` needs TLS, and holdlock was built without its `tls-rustls` \
+             feature: enable that feature (or use a `redis://` URL to connect without TLS)"
+        ))),
+        None if scheme.to_ascii_lowercase().ends_with("+unix") => Err(invalid(format!(
+            "`{scheme}://`: Unix sockets are not supported (holdlock does not enable \
+             fred's `unix-sockets` feature); connect over TCP"
+        ))),
+        None => Err(invalid(format!("unknown scheme `{scheme}`; {expected}"))),
+    }
+}
+
+/// The scheme of `url` as a URL parser reads it (the `url` crate, under fred, first
+/// trims leading spaces and control characters); `None` if it has none.
+fn scheme_of(url: &str) -> Option<&str> {
+    let (scheme, _) = url.trim_start_matches(|c| c <= ' ').split_once(':')?;
+    is_scheme(scheme).then_some(scheme)
+}
+
+/// Whether `text` is a URL scheme: a letter, then letters, digits, `+`, `-` or `.`.
+fn is_scheme(text: &str) -> bool {
+    let mut chars = text.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+}
+
 /// `url` with the passwords in it (`user:password@`, `sentinelPassword=`) replaced by
 /// `***`: how this crate shows a URL in `Debug` output, and how to put one in a log or
 /// an error message of your own.
@@ -448,6 +515,94 @@ mod tests {
         assert!(lease_millis("lease", Duration::from_micros(500)).is_err());
         let options = LockOptions::new().wait(Duration::MAX);
         assert!(options.resolve(&config).is_err());
+    }
+
+    /// The reason `check_url` gives for `url`, or `None` if it accepts it.
+    fn url_refusal(url: &str, tls_built: bool) -> Option<String> {
+        match check_url(url, tls_built) {
+            Ok(()) => None,
+            Err(LockError::InvalidOption {
+                option: "url",
+                reason,
+            }) => Some(reason),
+            Err(other) => panic!("{url}: unexpected error {other:?}"),
+        }
+    }
+
+    #[test]
+    fn plaintext_schemes_are_accepted_with_or_without_tls() {
+        for tls_built in [false, true] {
+            for url in [
+                "redis://127.0.0.1:6379",
+                "redis://:pw@h:1/0",
+                "REDIS://h:1",
+                " redis://h:1",
+                "redis-cluster://h:1?node=h:2",
+                "redis-sentinel://h:26379?sentinelServiceName=m",
+                "valkey://h:1",
+                "valkey-cluster://h:1",
+                "valkey-sentinel://h:1?sentinelServiceName=m",
+            ] {
+                assert_eq!(url_refusal(url, tls_built), None, "{url}");
+            }
+        }
+    }
+
+    #[test]
+    fn tls_schemes_need_the_tls_feature() {
+        for url in [
+            "rediss://:pw@h:6380",
+            "RedisS://h:1",
+            "rediss-cluster://h:1?node=h:2",
+            "rediss-sentinel://h:1?sentinelServiceName=m",
+            "valkeys://h:1",
+            "valkeys-cluster://h:1",
+            "valkeys-sentinel://h:1?sentinelServiceName=m",
+        ] {
+            assert_eq!(url_refusal(url, true), None, "{url}");
+            let reason = url_refusal(url, false).unwrap_or_else(|| panic!("{url} accepted"));
+            assert!(
+                reason.contains("tls-rustls") && reason.contains("needs TLS"),
+                "{url}: {reason}"
+            );
+            assert!(!reason.contains("pw"), "{reason}");
+        }
+    }
+
+    #[test]
+    fn unknown_schemes_and_urls_without_one_are_refused() {
+        for tls_built in [false, true] {
+            for (url, says) in [
+                ("foo://127.0.0.1:6379", "unknown scheme `foo`"),
+                ("http://127.0.0.1:6379", "unknown scheme `http`"),
+                ("https://127.0.0.1:6379", "unknown scheme `https`"),
+                ("redis-sentinal://h:1", "unknown scheme `redis-sentinal`"),
+                ("redis-clustre://h:1", "unknown scheme `redis-clustre`"),
+                ("rediss-foo://h:1", "unknown scheme `rediss-foo`"),
+                ("redis+tls://h:1", "unknown scheme `redis+tls`"),
+                ("localhost:6379", "unknown scheme `localhost`"),
+                (
+                    "redis+unix:///tmp/redis.sock",
+                    "Unix sockets are not supported",
+                ),
+                (
+                    "valkey+unix:///tmp/redis.sock",
+                    "Unix sockets are not supported",
+                ),
+                ("127.0.0.1:6379", "no scheme"),
+                ("//127.0.0.1:6379", "no scheme"),
+                ("", "no scheme"),
+                ("not a url at all", "no scheme"),
+                ("s3cret@h:1", "no scheme"),
+                ("re\tdis://h:1", "no scheme"),
+                ("://h:1", "no scheme"),
+            ] {
+                let reason =
+                    url_refusal(url, tls_built).unwrap_or_else(|| panic!("{url} accepted"));
+                assert!(reason.contains(says), "{url}: {reason}");
+                assert!(!reason.contains("s3cret"), "{reason}");
+            }
+        }
     }
 
     #[test]
