@@ -181,7 +181,8 @@ impl LockClientBuilder {
     /// Validates the settings and connects.
     ///
     /// # Errors
-    /// [`LockError::InvalidOption`] for a bad URL, prefix, lease or timeout;
+    /// [`LockError::InvalidOption`] for a bad URL (also an unknown scheme, or a TLS one
+    /// such as `rediss://` without the `tls-rustls` feature), prefix, lease or timeout;
     /// [`LockError::ConnectTimeout`] or [`LockError::Redis`] if Redis cannot be reached
     /// within the connect timeout (a refused password or TLS certificate is a
     /// [`LockError::Redis`] that says so); [`LockError::PermissionDenied`] if the
@@ -195,6 +196,7 @@ impl LockClientBuilder {
     /// ```
     pub async fn build(self) -> Result<LockClient> {
         self.config.validate()?;
+        crate::config::check_url(&self.url, cfg!(feature = "tls-rustls"))?;
         #[allow(unused_mut)]
         let mut fred_config =
             Config::from_url(&self.url).map_err(|error| LockError::InvalidOption {

@@ -1,0 +1,152 @@
+//! Client URLs: a scheme fred does not know, or a TLS scheme in a build without TLS,
+//! is refused before anything connects (fred would read the first as `redis://`, and
+//! the second as plaintext, sending the password in the clear); and no password shows
+//! in a builder's `Debug` output or an error, whatever characters it holds.
+
+use std::time::Duration;
+
+use holdlock::{LockClient, LockError};
+use tokio::net::TcpListener;
+
+/// Builds a client for `url(port)`, where `port` is a listener's that nothing else
+/// knows, and returns the error, after checking that nothing connected to the port.
+async fn refused_without_connecting(url: impl Fn(u16) -> String) -> LockError {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let url = url(port);
+    let built = LockClient::builder(&url)
+        .connect_timeout(Duration::from_millis(500))
+        .build()
+        .await;
+    // A connection attempt completes in the kernel (the listener's backlog) whether or
+    // not we accept it, so an attempt made during `build` is still here to be seen.
+    let accepted = tokio::time::timeout(Duration::from_millis(300), listener.accept()).await;
+    if let Ok(connection) = accepted {
+        panic!("{url}: a connection reached the port: {connection:?}");
+    }
+    match built {
+        Ok(_) => panic!("{url}: a client was built"),
+        Err(error) => error,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unknown_schemes_are_refused_before_connecting() {
+    for scheme in [
+        "foo",
+        "http",
+        "redis-sentinal",
+        "redis-clustre",
+        "Redis+TLS",
+    ] {
+        let error = refused_without_connecting(|port| {
+            format!("{scheme}://:pa55word@127.0.0.1:{port}?sentinelServiceName=m")
+        })
+        .await;
+        assert!(
+            matches!(&error, LockError::InvalidOption { option: "url", reason }
+                if reason.contains("unknown scheme")),
+            "{scheme}: {error:?}"
+        );
+        let shown = format!("{error} {error:?}");
+        assert!(shown.contains(scheme), "the scheme is named: {shown}");
+        assert!(!shown.contains("pa55word"), "{shown}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_url_without_a_scheme_is_refused_before_connecting() {
+    for url in [
+        |port| format!("127.0.0.1:{port}"),
+        |port| format!("localhost:{port}"),
+        |port| format!("//127.0.0.1:{port}"),
+    ] as [fn(u16) -> String; 3]
+    {
+        let error = refused_without_connecting(url).await;
+        assert!(
+            matches!(error, LockError::InvalidOption { option: "url", .. }),
+            "{error:?}"
+        );
+    }
+}
+
+/// Without TLS built in, fred would connect to a `rediss://` URL in plaintext and
+/// send `AUTH` with the password in the clear. (CI builds with every feature, so this
+/// runs in a build of its own: `cargo test --test urls`.)
+#[cfg(not(feature = "tls-rustls"))]
+#[tokio::test(flavor = "multi_thread")]
+async fn tls_schemes_without_the_tls_feature_are_refused_before_connecting() {
+    for scheme in ["rediss", "rediss-cluster", "rediss-sentinel", "valkeys"] {
+        let error = refused_without_connecting(|port| {
+            format!("{scheme}://:pa55word@127.0.0.1:{port}?sentinelServiceName=m")
+        })
+        .await;
+        assert!(
+            matches!(&error, LockError::InvalidOption { option: "url", reason }
+                if reason.contains("tls-rustls")),
+            "{scheme}: {error:?}"
+        );
+    }
+}
+
+/// URLs whose passwords hold characters that delimit parts of a URL, with the
+/// passwords in each.
+const TRICKY_URLS: [(&str, &[&str]); 14] = [
+    ("redis://user:pa/ss@127.0.0.1:6379", &["pa/ss"]),
+    ("redis://:p?w@127.0.0.1:1", &["p?w"]),
+    ("redis://:p#w@127.0.0.1:1", &["p#w"]),
+    ("redis://:p@w@127.0.0.1:1", &["p@w"]),
+    ("redis://u:p:w@127.0.0.1:1", &["p:w"]),
+    ("redis://u:12?34@127.0.0.1:1", &["12?34"]),
+    ("redis://u:a/b?c#d:e@f@127.0.0.1:1/0", &["a/b?c#d:e@f"]),
+    ("redis://u:p%2Fw%40x@127.0.0.1:1", &["p%2Fw%40x"]),
+    ("rediss://u:s3cret@127.0.0.1:1", &["s3cret"]),
+    (
+        "redis-sentinel://u:pw-1@127.0.0.1:1?sentinelServiceName=m&sentinelPassword=pw-2",
+        &["pw-1", "pw-2"],
+    ),
+    (
+        "redis-sentinel://u:pw/1@127.0.0.1:1?sentinelServiceName=m&sentinelPassword=pw@2",
+        &["pw/1", "pw@2"],
+    ),
+    (
+        "redis-sentinel://127.0.0.1:1?sentinelServiceName=m&sentinelPassword=pw#2&node=h:2",
+        &["pw#2"],
+    ),
+    ("user:pw/1@127.0.0.1:1", &["pw/1"]),
+    ("::pw?1@127.0.0.1:1", &["pw?1"]),
+];
+
+#[test]
+fn builder_debug_never_shows_a_password() {
+    for (url, passwords) in TRICKY_URLS {
+        let shown = format!("{:?}", LockClient::builder(url));
+        assert!(shown.contains("***"), "{url}: {shown}");
+        for password in passwords {
+            assert!(!shown.contains(password), "{url}: {shown}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn errors_for_tricky_urls_never_show_a_password() {
+    for (url, passwords) in TRICKY_URLS {
+        if url.contains("u:12?34@") {
+            // fred reads this one as host `u`, port 12 (and no password): tests
+            // connect to loopback only.
+            continue;
+        }
+        // Each is refused before connecting, or by a port where nothing listens.
+        let built = LockClient::builder(url)
+            .connect_timeout(Duration::from_millis(200))
+            .build()
+            .await;
+        let Err(error) = built else {
+            panic!("{url}: connected");
+        };
+        let shown = format!("{error} {error:?}");
+        for password in passwords {
+            assert!(!shown.contains(password), "{url}: {shown}");
+        }
+    }
+}
