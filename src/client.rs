@@ -1,5 +1,6 @@
 //! [`LockClient`]: taking locks (and waiting for them), looking at them, shutting down.
 
+use std::convert::Infallible;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,7 +10,7 @@ use fred::interfaces::{ClientLike, KeysInterface};
 use futures::StreamExt;
 use tokio::time::Instant;
 
-use crate::config::LockOptions;
+use crate::config::{LockOptions, ResolvedOptions};
 use crate::engine::{Attempt, Engine};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
@@ -95,10 +96,13 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn lock(&self, name: &str) -> Result<LockGuard> {
-        let guard = self
-            .lock_with(name, LockOptions::new().wait_forever())
-            .await?;
-        guard.ok_or_else(|| LockError::Protocol("an unbounded wait ended without the lock".into()))
+        self.engine.check_running()?;
+        let options = LockOptions::new().wait_forever();
+        let options = options.resolve(self.engine.config())?;
+        match self.wait_for(name, options, Forever).await? {
+            Ok(guard) => Ok(guard),
+            Err(never) => match never {},
+        }
     }
 
     /// Takes the lock if it is free (or already held by this owner), without waiting.
@@ -170,17 +174,30 @@ impl LockClient {
     pub async fn lock_with(&self, name: &str, options: LockOptions) -> Result<Option<LockGuard>> {
         self.engine.check_running()?;
         let options = options.resolve(self.engine.config())?;
+        let Some(wait) = options.wait else {
+            let granted = self.wait_for(name, options, Forever).await?;
+            return Ok(granted.ok());
+        };
         let deadline =
-            match options.wait {
-                None => None,
-                Some(wait) => Some(Instant::now().checked_add(wait).ok_or_else(|| {
-                    LockError::InvalidOption {
-                        option: "wait",
-                        reason: format!("{wait:?} overflows the clock"),
-                    }
-                })?),
-            };
+            Instant::now()
+                .checked_add(wait)
+                .ok_or_else(|| LockError::InvalidOption {
+                    option: "wait",
+                    reason: format!("{wait:?} overflows the clock"),
+                })?;
+        Ok(self.wait_for(name, options, deadline).await?.ok())
+    }
+
+    /// Takes the lock called `name`, waiting until `give_up`: the guard, or what giving
+    /// up yields (nothing at all for [`Forever`]).
+    async fn wait_for<D: GiveUp>(
+        &self,
+        name: &str,
+        options: ResolvedOptions,
+        give_up: D,
+    ) -> Result<Result<LockGuard, D::GaveUp>> {
         let owner = self.owner_id();
+        let single_try = options.wait == Some(Duration::ZERO);
 
         // Re-entry goes straight to Redis, with the names its hold keeps (the name was
         // checked when the lock was taken). If the hold went away before the attempt
@@ -191,8 +208,7 @@ impl LockClient {
                 let names = Arc::clone(&entry.hold.names);
                 let attempt = self.engine.acquire(&names, &owner, options, Some(entry));
                 match attempt.await? {
-                    Attempt::Granted(hold) => return Ok(Some(self.guard(hold))),
-                    Attempt::Busy(_) if options.wait == Some(Duration::ZERO) => return Ok(None),
+                    Attempt::Granted(hold) => return Ok(Ok(self.guard(hold))),
                     Attempt::Busy(_) => (LocalHolder::Nobody, names),
                 }
             }
@@ -200,15 +216,17 @@ impl LockClient {
         };
 
         // A single try never waits in line, and is refused at once if another owner in
-        // this process holds the lock.
-        if options.wait == Some(Duration::ZERO) {
-            return Ok(match holder {
-                LocalHolder::Other => None,
-                _ => match self.engine.acquire(&names, &owner, options, None).await? {
-                    Attempt::Granted(hold) => Some(self.guard(hold)),
-                    Attempt::Busy(_) => None,
-                },
-            });
+        // this process holds the lock (its deadline has passed by now).
+        if single_try {
+            if !matches!(holder, LocalHolder::Other) {
+                let attempt = self.engine.acquire(&names, &owner, options, None);
+                if let Attempt::Granted(hold) = attempt.await? {
+                    return Ok(Ok(self.guard(hold)));
+                }
+            }
+            if let Some(gave_up) = give_up.passed() {
+                return Ok(Err(gave_up));
+            }
         }
 
         // Queue behind the local callers already here (FIFO): only the head talks to
@@ -218,35 +236,34 @@ impl LockClient {
         let waiting = async {
             let _turn = match ticket.try_turn() {
                 Some(turn) => turn,
-                None => match until(deadline, ticket.turn()).await {
-                    Some(turn) => turn,
-                    None => return Ok(None),
+                None => match give_up.until(ticket.turn()).await {
+                    Ok(turn) => turn,
+                    Err(gave_up) => return Ok(Err(gave_up)),
                 },
             };
             loop {
                 let pttl = match self.engine.acquire(&names, &owner, options, None).await? {
-                    Attempt::Granted(hold) => return Ok(Some(self.guard(hold))),
+                    Attempt::Granted(hold) => return Ok(Ok(self.guard(hold))),
                     Attempt::Busy(pttl) => pttl,
                 };
-                if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-                    return Ok(None);
+                if let Some(gave_up) = give_up.passed() {
+                    return Ok(Err(gave_up));
                 }
                 // Subscribe before sleeping; a release between our attempt and the
                 // subscription would be missed, so a fresh subscription tries again
                 // first. One lost in transit is tried again soon.
                 let mut nap = pttl.unwrap_or(options.lease);
-                match until(deadline, ticket.subscribe()).await {
-                    Some(Ok(Listening::Now)) => continue,
-                    Some(Ok(Listening::Already)) => {}
-                    Some(Ok(Listening::Not(retry))) => nap = nap.min(retry),
-                    Some(Err(error)) => return Err(error),
-                    None => return Ok(None),
+                match give_up.until(ticket.subscribe()).await {
+                    Ok(Ok(Listening::Now)) => continue,
+                    Ok(Ok(Listening::Already)) => {}
+                    Ok(Ok(Listening::Not(retry))) => nap = nap.min(retry),
+                    Ok(Err(error)) => return Err(error),
+                    Err(gave_up) => return Ok(Err(gave_up)),
                 }
                 let holder_expires = Instant::now() + nap.max(Duration::from_millis(1));
-                let wake = deadline.map_or(holder_expires, |deadline| deadline.min(holder_expires));
                 tokio::select! {
                     () = ticket.released() => {}
-                    () = tokio::time::sleep_until(wake) => {}
+                    () = tokio::time::sleep_until(give_up.cap(holder_expires)) => {}
                 }
             }
         };
@@ -489,11 +506,55 @@ impl LockClient {
     }
 }
 
-/// Awaits `future` until `deadline`; `None` if the deadline came first.
-async fn until<F: Future>(deadline: Option<Instant>, future: F) -> Option<F::Output> {
-    match deadline {
-        Some(deadline) => tokio::time::timeout_at(deadline, future).await.ok(),
-        None => Some(future.await),
+/// When a caller waiting for a lock gives up: never ([`Forever`]), or at an instant.
+trait GiveUp: Copy {
+    /// What giving up yields; [`Infallible`] for a caller that never gives up, so that
+    /// `lock()` has a guard or an error, with no third case.
+    type GaveUp;
+
+    /// `Some` once the deadline has passed.
+    fn passed(self) -> Option<Self::GaveUp>;
+
+    /// The output of `future`, unless the deadline comes first.
+    fn until<F: Future>(self, future: F) -> impl Future<Output = Result<F::Output, Self::GaveUp>>;
+
+    /// `wake`, or the deadline if that comes first.
+    fn cap(self, wake: Instant) -> Instant;
+}
+
+/// A caller that waits as long as it takes.
+#[derive(Debug, Clone, Copy)]
+struct Forever;
+
+impl GiveUp for Forever {
+    type GaveUp = Infallible;
+
+    fn passed(self) -> Option<Infallible> {
+        None
+    }
+
+    async fn until<F: Future>(self, future: F) -> Result<F::Output, Infallible> {
+        Ok(future.await)
+    }
+
+    fn cap(self, wake: Instant) -> Instant {
+        wake
+    }
+}
+
+impl GiveUp for Instant {
+    type GaveUp = ();
+
+    fn passed(self) -> Option<()> {
+        (Instant::now() >= self).then_some(())
+    }
+
+    async fn until<F: Future>(self, future: F) -> Result<F::Output, ()> {
+        tokio::time::timeout_at(self, future).await.map_err(|_| ())
+    }
+
+    fn cap(self, wake: Instant) -> Instant {
+        wake.min(self)
     }
 }
 
