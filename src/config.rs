@@ -27,6 +27,7 @@ pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 #[derive(Debug, Clone)]
 pub(crate) struct ClientConfig {
     pub(crate) prefix: String,
+    /// Whole milliseconds once [`validate`](Self::validate) has run, as Redis keeps it.
     pub(crate) lease: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) fencing: bool,
@@ -46,7 +47,9 @@ impl Default for ClientConfig {
 }
 
 impl ClientConfig {
-    pub(crate) fn validate(&self) -> Result<()> {
+    /// Checks the settings, and rounds the lease down to whole milliseconds (see
+    /// [`whole_millis`]), so that the watchdog's deadlines count the lease Redis keeps.
+    pub(crate) fn validate(&mut self) -> Result<()> {
         if self.prefix.contains(['{', '}']) {
             return Err(LockError::InvalidOption {
                 option: "prefix",
@@ -56,7 +59,7 @@ impl ClientConfig {
                 ),
             });
         }
-        lease_millis("lease", self.lease)?;
+        self.lease = whole_millis(lease_millis("lease", self.lease)?);
         positive("connect_timeout", self.connect_timeout)?;
         if let Some(min) = self.min_replicas {
             min.validate()?;
@@ -382,7 +385,8 @@ fn positive(option: &'static str, value: Duration) -> Result<Duration> {
     Ok(value)
 }
 
-/// A lease in whole milliseconds, as Redis takes it.
+/// A lease in whole milliseconds, as Redis takes it: the rest is dropped, so that a
+/// deadline computed here from [`whole_millis`] of it is never later than Redis's.
 pub(crate) fn lease_millis(option: &'static str, lease: Duration) -> Result<u64> {
     let millis = positive(option, lease)?.as_millis();
     if millis < 3 {
@@ -393,6 +397,11 @@ pub(crate) fn lease_millis(option: &'static str, lease: Duration) -> Result<u64>
     }
     // MAX_DURATION keeps this far below u64::MAX.
     Ok(millis as u64)
+}
+
+/// A lease of `millis` whole milliseconds, the one `Duration` for the lease Redis keeps.
+pub(crate) fn whole_millis(millis: u64) -> Duration {
+    Duration::from_millis(millis)
 }
 
 /// How long to wait for a lock, and how long to hold it, for one call of
@@ -460,7 +469,10 @@ impl LockOptions {
     }
 
     /// Hold for a fixed `lease` with no watchdog: the hold simply expires unless it is
-    /// released first. Its guard reports itself lost once the lease has run out.
+    /// released first. Its guard reports itself lost a tenth of the lease before Redis
+    /// can expire it.
+    ///
+    /// Redis keeps leases in whole milliseconds: the rest is dropped, here too.
     ///
     /// Nested holds share one lease. A fixed lease nested inside a hold that a watchdog
     /// renews leaves that lease alone: the watchdog keeps the lock until the last hold
@@ -530,10 +542,13 @@ impl LockOptions {
             Some(lease) => (lease, false),
             None => (client.lease, true),
         };
+        // Both from the same whole milliseconds: local deadlines count the lease Redis
+        // keeps, never the fraction of a millisecond it drops.
+        let lease_ms = lease_millis("lease", lease)?;
         Ok(ResolvedOptions {
             wait,
-            lease,
-            lease_ms: lease_millis("lease", lease)?,
+            lease: whole_millis(lease_ms),
+            lease_ms,
             watchdog,
             fenced: self.fenced || client.fencing,
             min_replicas: match self.min_replicas {
@@ -548,7 +563,9 @@ impl LockOptions {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ResolvedOptions {
     pub(crate) wait: Option<Duration>,
+    /// `lease_ms` as a `Duration`, for local deadlines (built from it in `resolve`).
     pub(crate) lease: Duration,
+    /// The lease in whole milliseconds, as Redis keeps it.
     pub(crate) lease_ms: u64,
     pub(crate) watchdog: bool,
     pub(crate) fenced: bool,
@@ -627,6 +644,42 @@ mod tests {
         assert!(lease_millis("lease", Duration::from_micros(500)).is_err());
         let options = LockOptions::new().wait(Duration::MAX);
         assert!(options.resolve(&config).is_err());
+    }
+
+    #[test]
+    fn leases_are_whole_milliseconds_here_as_in_redis() {
+        let client = ClientConfig::default();
+        for (given, millis) in [
+            (Duration::from_micros(23_900), Some(23)),
+            (Duration::from_micros(3_990), Some(3)),
+            (Duration::from_micros(2_999), None), // below the minimum
+            (Duration::from_micros(100_999), Some(100)),
+            (Duration::from_nanos(123_999_999), Some(123)),
+            (Duration::from_secs(30), Some(30_000)),
+            (Duration::from_micros(30_000_500), Some(30_000)),
+        ] {
+            let fixed = LockOptions::new().lease(given).resolve(&client);
+            let Some(millis) = millis else {
+                assert!(fixed.is_err());
+                continue;
+            };
+            let fixed = fixed.unwrap();
+            assert_eq!(fixed.lease_ms, millis, "{given:?}");
+            assert_eq!(fixed.lease, Duration::from_millis(millis), "{given:?}");
+            assert!(!fixed.watchdog);
+
+            // A client's lease (the watchdog's) is rounded when the client is built.
+            let mut config = ClientConfig {
+                lease: given,
+                ..ClientConfig::default()
+            };
+            config.validate().unwrap();
+            assert_eq!(config.lease, Duration::from_millis(millis), "{given:?}");
+            let renewed = LockOptions::new().resolve(&config).unwrap();
+            assert_eq!(renewed.lease_ms, millis);
+            assert_eq!(renewed.lease, Duration::from_millis(millis));
+            assert!(renewed.watchdog);
+        }
     }
 
     /// The reason `check_url` gives for `url`, or `None` if it accepts it.
@@ -867,7 +920,7 @@ mod tests {
 
     #[test]
     fn braces_in_prefix_are_rejected() {
-        let config = ClientConfig {
+        let mut config = ClientConfig {
             prefix: "{app}:".into(),
             ..ClientConfig::default()
         };
