@@ -107,7 +107,9 @@ impl LockClientBuilder {
     /// How long a hold survives without renewal; the watchdog renews every third of
     /// it, so a crashed holder frees the lock within one lease. Default: 30 s.
     ///
-    /// At least 3 ms. Redis keeps leases in whole milliseconds: the rest is dropped.
+    /// At least [`MIN_LEASE`](crate::MIN_LEASE), 100 ms: with shorter leases the
+    /// watchdog lost its locks to ordinary scheduling delays (measured on a loaded
+    /// 2-core machine). Redis keeps leases in whole milliseconds: the rest is dropped.
     ///
     /// # Examples
     /// ```no_run

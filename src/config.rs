@@ -10,6 +10,26 @@ pub const DEFAULT_PREFIX: &str = "holdlock:";
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// The default limit on connecting to Redis.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The shortest lease accepted, for a client ([`LockClientBuilder::lease`]) and for one
+/// lock ([`LockOptions::lease`]).
+///
+/// The watchdog renews every third of the lease, gives each renewal until the next is
+/// due, and takes the hold as lost a tenth of the lease before Redis could expire it,
+/// on timers that count whole milliseconds: one renewal must get through within about
+/// half the lease. On the shared 2-core machine this crate is tested on (Redis on
+/// loopback, other builds running, the process at times stalled for 30 to 100 ms), the
+/// watchdog lost every one of 16 locks with a 10 or 20 ms lease within 10 s (with
+/// 10 ms, about a millisecond after the grant), and most with 30 or 50 ms; with 100 ms
+/// it lost none in most runs. Below this a guard would be lost almost at once; near it,
+/// a loaded machine can still lose a lock, so prefer leases of seconds.
+///
+/// [`LockClientBuilder::lease`]: crate::LockClientBuilder::lease
+///
+/// # Examples
+/// ```
+/// let options = holdlock::LockOptions::new().lease(holdlock::MIN_LEASE);
+/// ```
+pub const MIN_LEASE: Duration = Duration::from_millis(100);
 
 /// The longest duration accepted anywhere (a lease, a wait, a timeout, a period):
 /// ten years. Redis takes milliseconds as a signed 64-bit integer, and ten years is far
@@ -388,15 +408,18 @@ fn positive(option: &'static str, value: Duration) -> Result<Duration> {
 /// A lease in whole milliseconds, as Redis takes it: the rest is dropped, so that a
 /// deadline computed here from [`whole_millis`] of it is never later than Redis's.
 pub(crate) fn lease_millis(option: &'static str, lease: Duration) -> Result<u64> {
-    let millis = positive(option, lease)?.as_millis();
-    if millis < 3 {
+    if lease < MIN_LEASE {
         return Err(LockError::InvalidOption {
             option,
-            reason: format!("{lease:?} is shorter than the minimum of 3 ms"),
+            reason: format!(
+                "{lease:?} is shorter than the minimum of {MIN_LEASE:?} \
+                 (holdlock::MIN_LEASE): a watchdog cannot keep a shorter lease through \
+                 ordinary scheduling delays, and a guard with one is lost almost at once"
+            ),
         });
     }
     // MAX_DURATION keeps this far below u64::MAX.
-    Ok(millis as u64)
+    Ok(positive(option, lease)?.as_millis() as u64)
 }
 
 /// A lease of `millis` whole milliseconds, the one `Duration` for the lease Redis keeps.
@@ -472,6 +495,7 @@ impl LockOptions {
     /// released first. Its guard reports itself lost a tenth of the lease before Redis
     /// can expire it.
     ///
+    /// At least [`MIN_LEASE`] (100 ms; shorter, the guard would be lost almost at once).
     /// Redis keeps leases in whole milliseconds: the rest is dropped, here too.
     ///
     /// Nested holds share one lease. A fixed lease nested inside a hold that a watchdog
@@ -647,12 +671,36 @@ mod tests {
     }
 
     #[test]
+    fn leases_below_the_minimum_are_rejected() {
+        let config = ClientConfig::default();
+        for short in [
+            Duration::from_millis(3),
+            Duration::from_micros(3_990),
+            Duration::from_millis(10),
+            MIN_LEASE - Duration::from_nanos(1),
+        ] {
+            let Err(LockError::InvalidOption { option, reason }) =
+                LockOptions::new().lease(short).resolve(&config)
+            else {
+                panic!("{short:?} accepted");
+            };
+            assert_eq!(option, "lease");
+            assert!(reason.contains("minimum of 100ms"), "{reason}");
+            let mut client = ClientConfig {
+                lease: short,
+                ..ClientConfig::default()
+            };
+            assert!(client.validate().is_err(), "{short:?}");
+        }
+        let shortest = LockOptions::new().lease(MIN_LEASE).resolve(&config);
+        assert_eq!(shortest.unwrap().lease_ms, 100);
+    }
+
+    #[test]
     fn leases_are_whole_milliseconds_here_as_in_redis() {
         let client = ClientConfig::default();
         for (given, millis) in [
-            (Duration::from_micros(23_900), Some(23)),
-            (Duration::from_micros(3_990), Some(3)),
-            (Duration::from_micros(2_999), None), // below the minimum
+            (Duration::from_micros(23_900), None), // below the minimum
             (Duration::from_micros(100_999), Some(100)),
             (Duration::from_nanos(123_999_999), Some(123)),
             (Duration::from_secs(30), Some(30_000)),

@@ -5,7 +5,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use fred::interfaces::{HashesInterface, KeysInterface};
-use holdlock::{LockClient, LockOptions};
+use holdlock::{LockClient, LockError, LockOptions};
 
 fn key(name: &str) -> String {
     format!("holdlock:{{{name}}}")
@@ -108,6 +108,66 @@ async fn a_fixed_lease_guard_counts_the_whole_milliseconds_redis_keeps() {
         drop(guard);
         wait_until_free(&client, &name, Duration::from_secs(1)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lease_below_the_minimum_is_refused_and_changes_nothing() {
+    let client = common::client().await;
+    let raw = common::raw(&common::url()).await;
+    let name = common::unique("too-short");
+    let too_short = [
+        Duration::from_millis(3),
+        Duration::from_micros(3_990),
+        Duration::from_millis(10),
+        holdlock::MIN_LEASE - Duration::from_micros(1),
+    ];
+    for short in too_short {
+        let refused = client
+            .lock_with(&name, LockOptions::new().lease(short))
+            .await;
+        assert!(
+            matches!(&refused, Err(LockError::InvalidOption { option: "lease", reason })
+                if reason.contains("minimum")),
+            "{short:?}: {refused:?}"
+        );
+        let exists: i64 = raw.exists(key(&name).as_str()).await.unwrap();
+        assert_eq!(exists, 0, "{short:?}: the lock was written");
+    }
+    // A held lock keeps its hold count and its lease when a re-entry is refused.
+    let guard = client.lock(&name).await.unwrap();
+    for short in too_short {
+        let refused = client
+            .lock_with(&name, LockOptions::new().lease(short))
+            .await;
+        assert!(refused.is_err(), "{short:?}: {refused:?}");
+    }
+    let count: Option<u32> = raw.hget(key(&name).as_str(), guard.owner()).await.unwrap();
+    assert_eq!(count, Some(1));
+    let pttl: i64 = raw.pttl(key(&name).as_str()).await.unwrap();
+    assert!(pttl > 20_000, "the lease was cut to {pttl} ms");
+    guard.unlock().await.unwrap();
+
+    for short in too_short {
+        let built = LockClient::builder(common::url())
+            .lease(short)
+            .build()
+            .await;
+        assert!(
+            matches!(
+                built,
+                Err(LockError::InvalidOption {
+                    option: "lease",
+                    ..
+                })
+            ),
+            "{short:?}: a client was built"
+        );
+    }
+    let shortest = client
+        .lock_with(&name, LockOptions::new().lease(holdlock::MIN_LEASE))
+        .await
+        .unwrap();
+    assert!(shortest.is_some(), "the minimum itself is accepted");
 }
 
 #[tokio::test(flavor = "multi_thread")]
