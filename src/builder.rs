@@ -105,8 +105,11 @@ impl LockClientBuilder {
     }
 
     /// How long a hold survives without renewal; the watchdog renews every third of
-    /// it, so a crashed holder frees the lock within one lease. At least 3 ms.
-    /// Default: 30 s.
+    /// it, so a crashed holder frees the lock within one lease. Default: 30 s.
+    ///
+    /// At least [`MIN_LEASE`](crate::MIN_LEASE), 100 ms: with shorter leases the
+    /// watchdog lost its locks to ordinary scheduling delays (measured on a loaded
+    /// 2-core machine). Redis keeps leases in whole milliseconds: the rest is dropped.
     ///
     /// # Examples
     /// ```no_run
@@ -194,7 +197,7 @@ impl LockClientBuilder {
     /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379").build().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn build(self) -> Result<LockClient> {
+    pub async fn build(mut self) -> Result<LockClient> {
         self.config.validate()?;
         crate::config::check_url(&self.url, cfg!(feature = "tls-rustls"))?;
         #[allow(unused_mut)]

@@ -10,6 +10,26 @@ pub const DEFAULT_PREFIX: &str = "holdlock:";
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// The default limit on connecting to Redis.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The shortest lease accepted, for a client ([`LockClientBuilder::lease`]) and for one
+/// lock ([`LockOptions::lease`]).
+///
+/// The watchdog renews every third of the lease, gives each renewal until the next is
+/// due, and takes the hold as lost a tenth of the lease before Redis could expire it,
+/// on timers that count whole milliseconds: one renewal must get through within about
+/// half the lease. On the shared 2-core machine this crate is tested on (Redis on
+/// loopback, other builds running, the process at times stalled for 30 to 100 ms), the
+/// watchdog lost every one of 16 locks with a 10 or 20 ms lease within 10 s (with
+/// 10 ms, about a millisecond after the grant), and most with 30 or 50 ms; with 100 ms
+/// it lost none in most runs. Below this a guard would be lost almost at once; near it,
+/// a loaded machine can still lose a lock, so prefer leases of seconds.
+///
+/// [`LockClientBuilder::lease`]: crate::LockClientBuilder::lease
+///
+/// # Examples
+/// ```
+/// let options = holdlock::LockOptions::new().lease(holdlock::MIN_LEASE);
+/// ```
+pub const MIN_LEASE: Duration = Duration::from_millis(100);
 
 /// The longest duration accepted anywhere (a lease, a wait, a timeout, a period):
 /// ten years. Redis takes milliseconds as a signed 64-bit integer, and ten years is far
@@ -27,6 +47,7 @@ pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 #[derive(Debug, Clone)]
 pub(crate) struct ClientConfig {
     pub(crate) prefix: String,
+    /// Whole milliseconds once [`validate`](Self::validate) has run, as Redis keeps it.
     pub(crate) lease: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) fencing: bool,
@@ -46,7 +67,9 @@ impl Default for ClientConfig {
 }
 
 impl ClientConfig {
-    pub(crate) fn validate(&self) -> Result<()> {
+    /// Checks the settings, and rounds the lease down to whole milliseconds (see
+    /// [`whole_millis`]), so that the watchdog's deadlines count the lease Redis keeps.
+    pub(crate) fn validate(&mut self) -> Result<()> {
         if self.prefix.contains(['{', '}']) {
             return Err(LockError::InvalidOption {
                 option: "prefix",
@@ -56,7 +79,7 @@ impl ClientConfig {
                 ),
             });
         }
-        lease_millis("lease", self.lease)?;
+        self.lease = whole_millis(lease_millis("lease", self.lease)?);
         positive("connect_timeout", self.connect_timeout)?;
         if let Some(min) = self.min_replicas {
             min.validate()?;
@@ -382,17 +405,26 @@ fn positive(option: &'static str, value: Duration) -> Result<Duration> {
     Ok(value)
 }
 
-/// A lease in whole milliseconds, as Redis takes it.
+/// A lease in whole milliseconds, as Redis takes it: the rest is dropped, so that a
+/// deadline computed here from [`whole_millis`] of it is never later than Redis's.
 pub(crate) fn lease_millis(option: &'static str, lease: Duration) -> Result<u64> {
-    let millis = positive(option, lease)?.as_millis();
-    if millis < 3 {
+    if lease < MIN_LEASE {
         return Err(LockError::InvalidOption {
             option,
-            reason: format!("{lease:?} is shorter than the minimum of 3 ms"),
+            reason: format!(
+                "{lease:?} is shorter than the minimum of {MIN_LEASE:?} \
+                 (holdlock::MIN_LEASE): a watchdog cannot keep a shorter lease through \
+                 ordinary scheduling delays, and a guard with one is lost almost at once"
+            ),
         });
     }
     // MAX_DURATION keeps this far below u64::MAX.
-    Ok(millis as u64)
+    Ok(positive(option, lease)?.as_millis() as u64)
+}
+
+/// A lease of `millis` whole milliseconds, the one `Duration` for the lease Redis keeps.
+pub(crate) fn whole_millis(millis: u64) -> Duration {
+    Duration::from_millis(millis)
 }
 
 /// How long to wait for a lock, and how long to hold it, for one call of
@@ -460,7 +492,11 @@ impl LockOptions {
     }
 
     /// Hold for a fixed `lease` with no watchdog: the hold simply expires unless it is
-    /// released first. Its guard reports itself lost once the lease has run out.
+    /// released first. Its guard reports itself lost a tenth of the lease before Redis
+    /// can expire it.
+    ///
+    /// At least [`MIN_LEASE`] (100 ms; shorter, the guard would be lost almost at once).
+    /// Redis keeps leases in whole milliseconds: the rest is dropped, here too.
     ///
     /// Nested holds share one lease. A fixed lease nested inside a hold that a watchdog
     /// renews leaves that lease alone: the watchdog keeps the lock until the last hold
@@ -530,10 +566,13 @@ impl LockOptions {
             Some(lease) => (lease, false),
             None => (client.lease, true),
         };
+        // Both from the same whole milliseconds: local deadlines count the lease Redis
+        // keeps, never the fraction of a millisecond it drops.
+        let lease_ms = lease_millis("lease", lease)?;
         Ok(ResolvedOptions {
             wait,
-            lease,
-            lease_ms: lease_millis("lease", lease)?,
+            lease: whole_millis(lease_ms),
+            lease_ms,
             watchdog,
             fenced: self.fenced || client.fencing,
             min_replicas: match self.min_replicas {
@@ -548,7 +587,9 @@ impl LockOptions {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ResolvedOptions {
     pub(crate) wait: Option<Duration>,
+    /// `lease_ms` as a `Duration`, for local deadlines (built from it in `resolve`).
     pub(crate) lease: Duration,
+    /// The lease in whole milliseconds, as Redis keeps it.
     pub(crate) lease_ms: u64,
     pub(crate) watchdog: bool,
     pub(crate) fenced: bool,
@@ -627,6 +668,66 @@ mod tests {
         assert!(lease_millis("lease", Duration::from_micros(500)).is_err());
         let options = LockOptions::new().wait(Duration::MAX);
         assert!(options.resolve(&config).is_err());
+    }
+
+    #[test]
+    fn leases_below_the_minimum_are_rejected() {
+        let config = ClientConfig::default();
+        for short in [
+            Duration::from_millis(3),
+            Duration::from_micros(3_990),
+            Duration::from_millis(10),
+            MIN_LEASE - Duration::from_nanos(1),
+        ] {
+            let Err(LockError::InvalidOption { option, reason }) =
+                LockOptions::new().lease(short).resolve(&config)
+            else {
+                panic!("{short:?} accepted");
+            };
+            assert_eq!(option, "lease");
+            assert!(reason.contains("minimum of 100ms"), "{reason}");
+            let mut client = ClientConfig {
+                lease: short,
+                ..ClientConfig::default()
+            };
+            assert!(client.validate().is_err(), "{short:?}");
+        }
+        let shortest = LockOptions::new().lease(MIN_LEASE).resolve(&config);
+        assert_eq!(shortest.unwrap().lease_ms, 100);
+    }
+
+    #[test]
+    fn leases_are_whole_milliseconds_here_as_in_redis() {
+        let client = ClientConfig::default();
+        for (given, millis) in [
+            (Duration::from_micros(23_900), None), // below the minimum
+            (Duration::from_micros(100_999), Some(100)),
+            (Duration::from_nanos(123_999_999), Some(123)),
+            (Duration::from_secs(30), Some(30_000)),
+            (Duration::from_micros(30_000_500), Some(30_000)),
+        ] {
+            let fixed = LockOptions::new().lease(given).resolve(&client);
+            let Some(millis) = millis else {
+                assert!(fixed.is_err());
+                continue;
+            };
+            let fixed = fixed.unwrap();
+            assert_eq!(fixed.lease_ms, millis, "{given:?}");
+            assert_eq!(fixed.lease, Duration::from_millis(millis), "{given:?}");
+            assert!(!fixed.watchdog);
+
+            // A client's lease (the watchdog's) is rounded when the client is built.
+            let mut config = ClientConfig {
+                lease: given,
+                ..ClientConfig::default()
+            };
+            config.validate().unwrap();
+            assert_eq!(config.lease, Duration::from_millis(millis), "{given:?}");
+            let renewed = LockOptions::new().resolve(&config).unwrap();
+            assert_eq!(renewed.lease_ms, millis);
+            assert_eq!(renewed.lease, Duration::from_millis(millis));
+            assert!(renewed.watchdog);
+        }
     }
 
     /// The reason `check_url` gives for `url`, or `None` if it accepts it.
@@ -867,7 +968,7 @@ mod tests {
 
     #[test]
     fn braces_in_prefix_are_rejected() {
-        let config = ClientConfig {
+        let mut config = ClientConfig {
             prefix: "{app}:".into(),
             ..ClientConfig::default()
         };

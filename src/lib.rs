@@ -59,8 +59,8 @@ mod watchdog;
 pub use builder::LockClientBuilder;
 pub use client::{LockClient, LockInfo, LockListing, LockOwner, UnreadableLock};
 pub use config::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PREFIX, LockOptions, MAX_DURATION, redact_url,
-    validate_name,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PREFIX, LockOptions, MAX_DURATION, MIN_LEASE,
+    redact_url, validate_name,
 };
 pub use error::{LockError, Result};
 /// The Redis client underneath, for commands of your own via [`LockClient::redis`].

@@ -5,7 +5,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use fred::interfaces::{HashesInterface, KeysInterface};
-use holdlock::{LockClient, LockOptions};
+use holdlock::{LockClient, LockError, LockOptions};
 
 fn key(name: &str) -> String {
     format!("holdlock:{{{name}}}")
@@ -42,6 +42,132 @@ async fn a_fixed_lease_is_not_renewed_and_reports_lost_when_it_runs_out() {
     assert!(start.elapsed() >= Duration::from_millis(300));
     assert!(guard.is_lost());
     wait_until_free(&client, &name, Duration::from_secs(1)).await;
+}
+
+/// Takes `name` with a fixed `lease` on `holder`, then tries it from `rival` as fast as
+/// Redis answers; returns whether the holder's guard knew itself lost by the time the
+/// rival had the lock.
+async fn lost_by_the_time_another_takes_it(
+    holder: &LockClient,
+    rival: &LockClient,
+    name: &str,
+    lease: Duration,
+) -> bool {
+    let fixed = LockOptions::new().lease(lease);
+    let guard = holder.lock_with(name, fixed).await.unwrap().unwrap();
+    let taken = loop {
+        if let Some(taken) = rival.try_lock(name).await.unwrap() {
+            break taken;
+        }
+    };
+    let lost = guard.is_lost();
+    drop(guard);
+    taken.unlock().await.unwrap();
+    lost
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fixed_lease_guard_is_lost_before_another_client_can_take_the_lock() {
+    let (holder, rival) = (common::client().await, common::client().await);
+    let name = common::unique("lost-before-taken");
+    // Redis keeps 100 ms of it: the most a fraction of a millisecond weighs in a lease.
+    let lease = Duration::from_micros(100_900);
+    for run in 0..10 {
+        assert!(
+            lost_by_the_time_another_takes_it(&holder, &rival, &name, lease).await,
+            "run {run}: another client took the lock while the guard was not lost yet"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fixed_lease_guard_counts_the_whole_milliseconds_redis_keeps() {
+    // Redis keeps whole milliseconds of a lease (PEXPIRE 100 for 100.999 ms). The guard
+    // must count the same 100 ms, and be lost a tenth of them before Redis expires the
+    // hold: 90 ms after the acquire was sent at the latest (so before it returned).
+    let client = common::client().await;
+    let name = common::unique("whole-ms");
+    let fixed = LockOptions::new().lease(Duration::from_micros(100_999));
+    let kept = Duration::from_millis(100);
+    for run in 0..20 {
+        let guard = client
+            .lock_with(&name, fixed.clone())
+            .await
+            .unwrap()
+            .unwrap();
+        let due = Instant::now() + (kept - kept / 10);
+        tokio::time::sleep_until((due - Duration::from_millis(3)).into()).await;
+        while Instant::now() < due {
+            std::thread::yield_now(); // to the very instant: timers are 1 ms coarse
+        }
+        assert!(
+            guard.is_lost(),
+            "run {run}: not lost 90 ms after the grant (counted from the lease given, \
+             not the whole milliseconds Redis keeps?)"
+        );
+        drop(guard);
+        wait_until_free(&client, &name, Duration::from_secs(1)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lease_below_the_minimum_is_refused_and_changes_nothing() {
+    let client = common::client().await;
+    let raw = common::raw(&common::url()).await;
+    let name = common::unique("too-short");
+    let too_short = [
+        Duration::from_millis(3),
+        Duration::from_micros(3_990),
+        Duration::from_millis(10),
+        holdlock::MIN_LEASE - Duration::from_micros(1),
+    ];
+    for short in too_short {
+        let refused = client
+            .lock_with(&name, LockOptions::new().lease(short))
+            .await;
+        assert!(
+            matches!(&refused, Err(LockError::InvalidOption { option: "lease", reason })
+                if reason.contains("minimum")),
+            "{short:?}: {refused:?}"
+        );
+        let exists: i64 = raw.exists(key(&name).as_str()).await.unwrap();
+        assert_eq!(exists, 0, "{short:?}: the lock was written");
+    }
+    // A held lock keeps its hold count and its lease when a re-entry is refused.
+    let guard = client.lock(&name).await.unwrap();
+    for short in too_short {
+        let refused = client
+            .lock_with(&name, LockOptions::new().lease(short))
+            .await;
+        assert!(refused.is_err(), "{short:?}: {refused:?}");
+    }
+    let count: Option<u32> = raw.hget(key(&name).as_str(), guard.owner()).await.unwrap();
+    assert_eq!(count, Some(1));
+    let pttl: i64 = raw.pttl(key(&name).as_str()).await.unwrap();
+    assert!(pttl > 20_000, "the lease was cut to {pttl} ms");
+    guard.unlock().await.unwrap();
+
+    for short in too_short {
+        let built = LockClient::builder(common::url())
+            .lease(short)
+            .build()
+            .await;
+        assert!(
+            matches!(
+                built,
+                Err(LockError::InvalidOption {
+                    option: "lease",
+                    ..
+                })
+            ),
+            "{short:?}: a client was built"
+        );
+    }
+    let shortest = client
+        .lock_with(&name, LockOptions::new().lease(holdlock::MIN_LEASE))
+        .await
+        .unwrap();
+    assert!(shortest.is_some(), "the minimum itself is accepted");
 }
 
 #[tokio::test(flavor = "multi_thread")]
