@@ -9,10 +9,11 @@ use fred::types::Builder;
 use fred::types::config::{Config, ReconnectPolicy};
 
 use crate::client::LockClient;
-use crate::config::{ClientConfig, MinReplicas, redact_url};
 use crate::engine::Engine;
 use crate::error::{LockError, Result};
+use crate::options::{ClientConfig, MinReplicas};
 use crate::protocol::Protocol;
+use crate::url::redact_url;
 use crate::waiting::Waiting;
 
 impl LockClient {
@@ -199,7 +200,7 @@ impl LockClientBuilder {
     /// ```
     pub async fn build(mut self) -> Result<LockClient> {
         self.config.validate()?;
-        crate::config::check_url(&self.url, cfg!(feature = "tls-rustls"))?;
+        crate::url::check_url(&self.url, cfg!(feature = "tls-rustls"))?;
         #[allow(unused_mut)]
         let mut fred_config =
             Config::from_url(&self.url).map_err(|error| LockError::InvalidOption {

@@ -10,11 +10,11 @@ use fred::interfaces::{ClientLike, KeysInterface};
 use futures::StreamExt;
 use tokio::time::Instant;
 
-use crate::config::{LockOptions, ResolvedOptions};
 use crate::engine::{Attempt, Engine};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::hold::{Hold, LocalHolder};
+use crate::options::{LockOptions, ResolvedOptions};
 use crate::waiting::Listening;
 
 /// A handle to Redis for taking reentrant, self-renewing locks.

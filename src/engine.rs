@@ -20,10 +20,11 @@ use tokio::sync::{Notify, OwnedMutexGuard};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::config::{ClientConfig, LockNames, ResolvedOptions};
 use crate::error::{LockError, Result};
 use crate::hold::{Hold, HoldUse, Holds, LocalHolder};
+use crate::keys::LockNames;
 use crate::lease::renewal_period;
+use crate::options::{ClientConfig, ResolvedOptions};
 use crate::owner::local_owner;
 use crate::protocol::{CallFailed, Protocol};
 use crate::scripts::Acquire;

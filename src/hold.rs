@@ -11,7 +11,7 @@ use tokio::sync::{Notify, OwnedMutexGuard};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::config::LockNames;
+use crate::keys::LockNames;
 
 /// One owner's hold on one lock, however many times it is nested.
 #[derive(Debug)]
@@ -348,7 +348,7 @@ impl Drop for HoldUse {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ClientConfig;
+    use crate::options::ClientConfig;
 
     #[tokio::test]
     async fn registry_forgets_unused_holds() {

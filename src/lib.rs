@@ -36,35 +36,45 @@
     deny(clippy::print_stdout, clippy::panic, clippy::unwrap_used)
 )]
 
+// The layers, top down (see docs/design.md): each module imports only those below it.
+// API
 mod builder;
 mod client;
-mod config;
-mod connection;
-mod engine;
-mod error;
 pub mod fence;
-mod guard;
-mod hold;
-mod lease;
 mod once;
-mod owner;
+// guard
+mod guard;
+// engine
+mod engine;
+// protocol
+mod hold;
 mod protocol;
+mod waiting;
+mod watchdog;
+// redis
+mod connection;
 mod replicas;
 mod scripts;
 #[cfg(feature = "tls-rustls")]
 mod tls;
-mod waiting;
-mod watchdog;
+// ground
+mod error;
+mod keys;
+mod lease;
+mod options;
+mod owner;
+mod url;
 
 pub use builder::LockClientBuilder;
 pub use client::{LockClient, LockInfo, LockListing, LockOwner, UnreadableLock};
-pub use config::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PREFIX, LockOptions, MAX_DURATION, MIN_LEASE,
-    redact_url, validate_name,
-};
 pub use error::{LockError, Result};
 /// The Redis client underneath, for commands of your own via [`LockClient::redis`].
 pub use fred;
 pub use guard::LockGuard;
+pub use keys::validate_name;
 pub use once::{Claim, PeriodClaim};
+pub use options::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PREFIX, LockOptions, MAX_DURATION, MIN_LEASE,
+};
 pub use owner::owner_scope;
+pub use url::redact_url;

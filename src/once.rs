@@ -13,12 +13,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use fred::interfaces::KeysInterface;
 
 use crate::client::LockClient;
-use crate::config::LockOptions;
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
+use crate::options::LockOptions;
 
 /// The longest period accepted (ten years), so that every derived duration fits.
-const MAX_PERIOD: Duration = crate::config::MAX_DURATION;
+const MAX_PERIOD: Duration = crate::options::MAX_DURATION;
 
 /// What [`LockClient::claim_period`] found.
 ///

@@ -20,9 +20,10 @@ use fred::interfaces::{EventInterface, HashesInterface};
 use fred::types::Value;
 use tokio::time::Instant;
 
-use crate::config::{LockNames, MinReplicas, ResolvedOptions};
 use crate::error::{LockError, Result};
+use crate::keys::LockNames;
 use crate::lease::renewal_period;
+use crate::options::{MinReplicas, ResolvedOptions};
 use crate::replicas::Acknowledging;
 use crate::scripts::{Acquire, AcquireCall, Scripts, Snapshot, TOKEN_FIELD};
 

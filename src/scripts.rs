@@ -18,8 +18,9 @@ use fred::types::scripts::Script;
 use fred::types::{ClusterHash, CustomCommand, Value};
 use fred::util::redis_keyslot;
 
-use crate::config::{LockNames, ResolvedOptions};
 use crate::error::{Cause, LockError, Result, classify};
+use crate::keys::LockNames;
+use crate::options::ResolvedOptions;
 
 const ACQUIRE: &str = include_str!("../lua/acquire.lua");
 const REENTER: &str = include_str!("../lua/reenter.lua");

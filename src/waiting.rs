@@ -74,8 +74,8 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::config::{key_of_channel, release_channel};
 use crate::error::{LockError, Result};
+use crate::keys::{key_of_channel, release_channel};
 
 mod shards;
 

@@ -335,8 +335,8 @@ async fn next_reconnection(reconnects: &mut Option<broadcast::Receiver<Server>>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ClientConfig;
     use crate::hold::Holds;
+    use crate::options::ClientConfig;
 
     #[test]
     fn bookings_fall_due_half_a_period_after_the_grant_unless_cancelled() {

@@ -26,7 +26,7 @@ use fred::util::redis_keyslot;
 use tokio::time::MissedTickBehavior;
 
 use super::{Room, Waiting};
-use crate::config::release_channel;
+use crate::keys::release_channel;
 
 /// How often the slot map is re-read while shard channels are subscribed.
 pub(super) const SLOT_CHECK: Duration = Duration::from_secs(1);

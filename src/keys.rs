@@ -1,0 +1,102 @@
+//! The key layout: every Redis name of a lock, built and read back here and nowhere
+//! else (the Lua scripts derive the release channel the same way).
+//!
+//! A lock named `N` under the prefix `P` is the hash `P{N}`; its fencing token floor
+//! is `P{N}:token`, its release channel `P{N}:released`. The braces are a Redis Cluster
+//! hash tag, so every name of one lock is in one slot.
+
+use crate::error::{LockError, Result};
+
+/// The keys and channel of the lock called `name`, or an error if `name` is unusable.
+pub(crate) fn lock_names(prefix: &str, name: &str) -> Result<LockNames> {
+    validate_name(name)?;
+    // Built on every lock call: plain appends, not `format!`.
+    let mut key = String::with_capacity(prefix.len() + name.len() + 2);
+    key.push_str(prefix);
+    key.push('{');
+    key.push_str(name);
+    key.push('}');
+    Ok(LockNames {
+        name: name.to_owned(),
+        key,
+    })
+}
+
+/// The lock name inside a lock key built by [`lock_names`], if `key` is one.
+pub(crate) fn name_of_key<'k>(prefix: &str, key: &'k str) -> Option<&'k str> {
+    key.strip_prefix(prefix)?
+        .strip_prefix('{')?
+        .strip_suffix('}')
+        .filter(|name| !name.contains(['{', '}']))
+}
+
+/// A SCAN pattern matching the lock keys whose names match the glob `pattern`.
+pub(crate) fn scan_pattern(prefix: &str, pattern: &str) -> String {
+    let mut escaped = String::with_capacity(prefix.len() + pattern.len() + 2);
+    for c in prefix.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    format!("{escaped}{{{pattern}}}")
+}
+
+/// Every Redis name belonging to one lock. All keys share the hash tag `{name}`,
+/// so they live in one Redis Cluster slot. (A held lock keeps one of these: the
+/// names used less often are built when needed.)
+#[derive(Debug, Clone)]
+pub(crate) struct LockNames {
+    pub(crate) name: String,
+    /// `<prefix>{<name>}`: the lock's hash.
+    pub(crate) key: String,
+}
+
+impl LockNames {
+    /// The key of the last fencing token issued for this lock (see `lua/acquire.lua`).
+    pub(crate) fn token_key(&self) -> String {
+        [self.key.as_str(), ":token"].concat()
+    }
+}
+
+/// What follows a lock's key in its release channel.
+const RELEASED: &str = ":released";
+
+/// The channel told when the lock at `key` is released to waiters (`lua/release.lua`
+/// derives the same name).
+pub(crate) fn release_channel(key: &str) -> String {
+    [key, RELEASED].concat()
+}
+
+/// The lock key whose release channel is `channel`.
+pub(crate) fn key_of_channel(channel: &str) -> &str {
+    channel.strip_suffix(RELEASED).unwrap_or(channel)
+}
+
+/// Checks that `name` can name a lock, by the rules every call that takes a name
+/// applies: it must not be empty, and must not contain a brace (the library puts the
+/// Redis Cluster hash tag `{name}` around it). Useful to refuse a bad name before
+/// connecting.
+///
+/// # Errors
+/// [`LockError::InvalidName`] with the reason.
+///
+/// # Examples
+/// ```
+/// assert!(holdlock::validate_name("account:42").is_ok());
+/// assert!(holdlock::validate_name("").is_err());
+/// assert!(holdlock::validate_name("a{b}").is_err());
+/// ```
+pub fn validate_name(name: &str) -> Result<()> {
+    let reason = if name.is_empty() {
+        "the name is empty"
+    } else if name.contains(['{', '}']) {
+        "the name contains a brace; the library puts the hash tag around it"
+    } else {
+        return Ok(());
+    };
+    Err(LockError::InvalidName {
+        name: name.to_owned(),
+        reason,
+    })
+}

@@ -1,0 +1,496 @@
+//! Options for a client and for a single lock, and the checks they get.
+
+use std::time::Duration;
+
+use crate::error::{LockError, Result};
+use crate::keys::{self, LockNames};
+
+/// The default key prefix.
+pub const DEFAULT_PREFIX: &str = "holdlock:";
+/// The default lease: how long a hold survives its holder without renewal.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+/// The default limit on connecting to Redis.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The shortest lease accepted, for a client ([`LockClientBuilder::lease`]) and for one
+/// lock ([`LockOptions::lease`]).
+///
+/// The watchdog renews every third of the lease, gives each renewal until the next is
+/// due, and takes the hold as lost a tenth of the lease before Redis could expire it,
+/// on timers that count whole milliseconds: one renewal must get through within about
+/// half the lease. On the shared 2-core machine this crate is tested on (Redis on
+/// loopback, other builds running, the process at times stalled for 30 to 100 ms), the
+/// watchdog lost every one of 16 locks with a 10 or 20 ms lease within 10 s (with
+/// 10 ms, about a millisecond after the grant), and most with 30 or 50 ms; with 100 ms
+/// it lost none in most runs. Below this a guard would be lost almost at once; near it,
+/// a loaded machine can still lose a lock, so prefer leases of seconds.
+///
+/// [`LockClientBuilder::lease`]: crate::LockClientBuilder::lease
+///
+/// # Examples
+/// ```
+/// let options = holdlock::LockOptions::new().lease(holdlock::MIN_LEASE);
+/// ```
+pub const MIN_LEASE: Duration = Duration::from_millis(100);
+
+/// The longest duration accepted anywhere (a lease, a wait, a timeout, a period):
+/// ten years. Redis takes milliseconds as a signed 64-bit integer, and ten years is far
+/// beyond any sensible lease or wait.
+///
+/// # Examples
+/// ```
+/// use std::time::Duration;
+/// let wait = Duration::from_secs(4000 * 86_400);
+/// assert!(wait > holdlock::MAX_DURATION); // `lock_with` would refuse this wait
+/// ```
+pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// Settings shared by every lock of one [`LockClient`](crate::LockClient).
+#[derive(Debug, Clone)]
+pub(crate) struct ClientConfig {
+    pub(crate) prefix: String,
+    /// Whole milliseconds once [`validate`](Self::validate) has run, as Redis keeps it.
+    pub(crate) lease: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) fencing: bool,
+    pub(crate) min_replicas: Option<MinReplicas>,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        Self {
+            prefix: DEFAULT_PREFIX.to_owned(),
+            lease: DEFAULT_LEASE,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            fencing: false,
+            min_replicas: None,
+        }
+    }
+}
+
+impl ClientConfig {
+    /// Checks the settings, and rounds the lease down to whole milliseconds (see
+    /// [`whole_millis`]), so that the watchdog's deadlines count the lease Redis keeps.
+    pub(crate) fn validate(&mut self) -> Result<()> {
+        if self.prefix.contains(['{', '}']) {
+            return Err(LockError::InvalidOption {
+                option: "prefix",
+                reason: format!(
+                    "{:?} contains a brace; braces are reserved for the hash tag around the name",
+                    self.prefix
+                ),
+            });
+        }
+        self.lease = whole_millis(lease_millis("lease", self.lease)?);
+        positive("connect_timeout", self.connect_timeout)?;
+        if let Some(min) = self.min_replicas {
+            min.validate()?;
+        }
+        Ok(())
+    }
+
+    /// The keys and channel of the lock called `name`, or an error if `name` is unusable.
+    pub(crate) fn names(&self, name: &str) -> Result<LockNames> {
+        keys::lock_names(&self.prefix, name)
+    }
+
+    /// The lock name inside a lock key built by [`names`](Self::names), if `key` is one.
+    pub(crate) fn name_of_key<'k>(&self, key: &'k str) -> Option<&'k str> {
+        keys::name_of_key(&self.prefix, key)
+    }
+
+    /// A SCAN pattern matching the lock keys whose names match the glob `pattern`.
+    pub(crate) fn scan_pattern(&self, pattern: &str) -> String {
+        keys::scan_pattern(&self.prefix, pattern)
+    }
+}
+
+fn positive(option: &'static str, value: Duration) -> Result<Duration> {
+    if value.is_zero() {
+        return Err(LockError::InvalidOption {
+            option,
+            reason: "must be greater than zero".to_owned(),
+        });
+    }
+    if value > MAX_DURATION {
+        return Err(LockError::InvalidOption {
+            option,
+            reason: format!("{value:?} is longer than the maximum of ten years"),
+        });
+    }
+    Ok(value)
+}
+
+/// A lease in whole milliseconds, as Redis takes it: the rest is dropped, so that a
+/// deadline computed here from [`whole_millis`] of it is never later than Redis's.
+pub(crate) fn lease_millis(option: &'static str, lease: Duration) -> Result<u64> {
+    if lease < MIN_LEASE {
+        return Err(LockError::InvalidOption {
+            option,
+            reason: format!(
+                "{lease:?} is shorter than the minimum of {MIN_LEASE:?} \
+                 (holdlock::MIN_LEASE): a watchdog cannot keep a shorter lease through \
+                 ordinary scheduling delays, and a guard with one is lost almost at once"
+            ),
+        });
+    }
+    // MAX_DURATION keeps this far below u64::MAX.
+    Ok(positive(option, lease)?.as_millis() as u64)
+}
+
+/// A lease of `millis` whole milliseconds, the one `Duration` for the lease Redis keeps.
+pub(crate) fn whole_millis(millis: u64) -> Duration {
+    Duration::from_millis(millis)
+}
+
+/// How long to wait for a lock, and how long to hold it, for one call of
+/// [`LockClient::lock_with`](crate::LockClient::lock_with).
+///
+/// The defaults wait forever and hold with the client's lease, renewed by the watchdog.
+///
+/// # Examples
+/// ```no_run
+/// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+/// use std::time::Duration;
+/// use holdlock::LockOptions;
+///
+/// let options = LockOptions::new()
+///     .wait(Duration::from_secs(1))   // give up after a second
+///     .lease(Duration::from_secs(5)); // no watchdog: the hold expires after 5 s
+/// if let Some(guard) = client.lock_with("report", options).await? {
+///     guard.unlock().await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default)]
+#[must_use]
+pub struct LockOptions {
+    pub(crate) wait: Option<Duration>,
+    pub(crate) lease: Option<Duration>,
+    pub(crate) fenced: bool,
+    /// `None`: the client's setting; `Some(None)`: off for this call.
+    pub(crate) min_replicas: Option<Option<MinReplicas>>,
+}
+
+impl LockOptions {
+    /// Wait forever, hold with the client's lease and watchdog, no fencing token
+    /// unless the client draws one for every lock.
+    ///
+    /// # Examples
+    /// ```
+    /// let options = holdlock::LockOptions::new();
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Give up (and return `None`) when the lock is not free within `wait`.
+    /// `Duration::ZERO` tries once and never waits.
+    ///
+    /// # Examples
+    /// ```
+    /// let options = holdlock::LockOptions::new().wait(std::time::Duration::from_millis(250));
+    /// ```
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Wait as long as it takes (the default).
+    ///
+    /// # Examples
+    /// ```
+    /// let options = holdlock::LockOptions::new().wait_forever();
+    /// ```
+    pub fn wait_forever(mut self) -> Self {
+        self.wait = None;
+        self
+    }
+
+    /// Hold for a fixed `lease` with no watchdog: the hold simply expires unless it is
+    /// released first. Its guard reports itself lost a tenth of the lease before Redis
+    /// can expire it.
+    ///
+    /// At least [`MIN_LEASE`] (100 ms; shorter, the guard would be lost almost at once).
+    /// Redis keeps leases in whole milliseconds: the rest is dropped, here too.
+    ///
+    /// Nested holds share one lease. A fixed lease nested inside a hold that a watchdog
+    /// renews leaves that lease alone: the watchdog keeps the lock until the last hold
+    /// is released.
+    ///
+    /// # Examples
+    /// ```
+    /// let options = holdlock::LockOptions::new().lease(std::time::Duration::from_secs(10));
+    /// ```
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// Draw a fencing token on a fresh acquisition (see [`LockGuard::fencing_token`](crate::LockGuard::fencing_token)).
+    ///
+    /// # Examples
+    /// ```
+    /// let options = holdlock::LockOptions::fenced();
+    /// ```
+    pub fn fenced() -> Self {
+        Self::new().with_fencing()
+    }
+
+    /// Like [`fenced`](Self::fenced), on an existing set of options.
+    ///
+    /// # Examples
+    /// ```
+    /// let options = holdlock::LockOptions::new().wait(std::time::Duration::ZERO).with_fencing();
+    /// ```
+    pub fn with_fencing(mut self) -> Self {
+        self.fenced = true;
+        self
+    }
+
+    /// Require `replicas` replicas to acknowledge a fresh acquisition within `timeout`
+    /// (Redis `WAIT`), overriding the client's
+    /// [`min_replicas`](crate::LockClientBuilder::min_replicas); `replicas = 0` turns the
+    /// check off for this call. A fresh acquisition that too few replicas acknowledge is
+    /// released again and fails with [`LockError::NotReplicated`]. Re-entries are not
+    /// checked: the first hold was.
+    ///
+    /// See `docs/deployments.md` for what this does and does not guarantee.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::time::Duration;
+    /// let options = holdlock::LockOptions::new().min_replicas(1, Duration::from_millis(100));
+    /// ```
+    pub fn min_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.min_replicas = Some(MinReplicas::new(replicas, timeout));
+        self
+    }
+
+    /// Checks the options against the client's, returning the wait and lease to use.
+    pub(crate) fn resolve(&self, client: &ClientConfig) -> Result<ResolvedOptions> {
+        let wait = match self.wait {
+            Some(wait) if wait > MAX_DURATION => {
+                return Err(LockError::InvalidOption {
+                    option: "wait",
+                    reason: format!("{wait:?} is longer than the maximum of ten years"),
+                });
+            }
+            other => other,
+        };
+        let (lease, watchdog) = match self.lease {
+            Some(lease) => (lease, false),
+            None => (client.lease, true),
+        };
+        // Both from the same whole milliseconds: local deadlines count the lease Redis
+        // keeps, never the fraction of a millisecond it drops.
+        let lease_ms = lease_millis("lease", lease)?;
+        Ok(ResolvedOptions {
+            wait,
+            lease: whole_millis(lease_ms),
+            lease_ms,
+            watchdog,
+            fenced: self.fenced || client.fencing,
+            min_replicas: match self.min_replicas {
+                Some(Some(min)) => Some(min.validate()?),
+                Some(None) => None,
+                None => client.min_replicas,
+            },
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ResolvedOptions {
+    pub(crate) wait: Option<Duration>,
+    /// `lease_ms` as a `Duration`, for local deadlines (built from it in `resolve`).
+    pub(crate) lease: Duration,
+    /// The lease in whole milliseconds, as Redis keeps it.
+    pub(crate) lease_ms: u64,
+    pub(crate) watchdog: bool,
+    pub(crate) fenced: bool,
+    pub(crate) min_replicas: Option<MinReplicas>,
+}
+
+/// How many replicas must acknowledge a fresh acquisition, and how long to wait for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MinReplicas {
+    pub(crate) replicas: u32,
+    pub(crate) timeout: Duration,
+}
+
+impl MinReplicas {
+    /// `None` for zero replicas: no acknowledgement wanted.
+    pub(crate) fn new(replicas: u32, timeout: Duration) -> Option<Self> {
+        (replicas > 0).then_some(Self { replicas, timeout })
+    }
+
+    /// Checks the timeout; `WAIT` takes whole milliseconds and reads 0 as "forever".
+    pub(crate) fn validate(self) -> Result<Self> {
+        let millis = positive("min_replicas timeout", self.timeout)?.as_millis();
+        if millis == 0 {
+            return Err(LockError::InvalidOption {
+                option: "min_replicas timeout",
+                reason: format!("{:?} is shorter than the minimum of 1 ms", self.timeout),
+            });
+        }
+        Ok(self)
+    }
+
+    /// The timeout in whole milliseconds, as `WAIT` takes it.
+    pub(crate) fn timeout_ms(self) -> u64 {
+        // validate() bounds the timeout far below u64::MAX milliseconds.
+        self.timeout.as_millis() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::{key_of_channel, release_channel};
+
+    #[test]
+    fn keys_share_one_hash_tag() {
+        let names = ClientConfig::default().names("account:42").unwrap();
+        assert_eq!(names.key, "holdlock:{account:42}");
+        assert_eq!(names.token_key(), "holdlock:{account:42}:token");
+        assert_eq!(
+            release_channel(&names.key),
+            "holdlock:{account:42}:released"
+        );
+        assert_eq!(key_of_channel("holdlock:{account:42}:released"), names.key);
+    }
+
+    #[test]
+    fn key_round_trips_to_name() {
+        let config = ClientConfig::default();
+        assert_eq!(config.name_of_key("holdlock:{a:b}"), Some("a:b"));
+        assert_eq!(config.name_of_key("holdlock:{a}:token"), None);
+        assert_eq!(config.name_of_key("other:{a}"), None);
+    }
+
+    #[test]
+    fn bad_names_and_durations_are_rejected() {
+        let config = ClientConfig::default();
+        assert!(matches!(
+            config.names(""),
+            Err(LockError::InvalidName { .. })
+        ));
+        assert!(matches!(
+            config.names("a}b"),
+            Err(LockError::InvalidName { .. })
+        ));
+        assert!(lease_millis("lease", Duration::ZERO).is_err());
+        assert!(lease_millis("lease", Duration::MAX).is_err());
+        assert!(lease_millis("lease", Duration::from_micros(500)).is_err());
+        let options = LockOptions::new().wait(Duration::MAX);
+        assert!(options.resolve(&config).is_err());
+    }
+
+    #[test]
+    fn leases_below_the_minimum_are_rejected() {
+        let config = ClientConfig::default();
+        for short in [
+            Duration::from_millis(3),
+            Duration::from_micros(3_990),
+            Duration::from_millis(10),
+            MIN_LEASE - Duration::from_nanos(1),
+        ] {
+            let Err(LockError::InvalidOption { option, reason }) =
+                LockOptions::new().lease(short).resolve(&config)
+            else {
+                panic!("{short:?} accepted");
+            };
+            assert_eq!(option, "lease");
+            assert!(reason.contains("minimum of 100ms"), "{reason}");
+            let mut client = ClientConfig {
+                lease: short,
+                ..ClientConfig::default()
+            };
+            assert!(client.validate().is_err(), "{short:?}");
+        }
+        let shortest = LockOptions::new().lease(MIN_LEASE).resolve(&config);
+        assert_eq!(shortest.unwrap().lease_ms, 100);
+    }
+
+    #[test]
+    fn leases_are_whole_milliseconds_here_as_in_redis() {
+        let client = ClientConfig::default();
+        for (given, millis) in [
+            (Duration::from_micros(23_900), None), // below the minimum
+            (Duration::from_micros(100_999), Some(100)),
+            (Duration::from_nanos(123_999_999), Some(123)),
+            (Duration::from_secs(30), Some(30_000)),
+            (Duration::from_micros(30_000_500), Some(30_000)),
+        ] {
+            let fixed = LockOptions::new().lease(given).resolve(&client);
+            let Some(millis) = millis else {
+                assert!(fixed.is_err());
+                continue;
+            };
+            let fixed = fixed.unwrap();
+            assert_eq!(fixed.lease_ms, millis, "{given:?}");
+            assert_eq!(fixed.lease, Duration::from_millis(millis), "{given:?}");
+            assert!(!fixed.watchdog);
+
+            // A client's lease (the watchdog's) is rounded when the client is built.
+            let mut config = ClientConfig {
+                lease: given,
+                ..ClientConfig::default()
+            };
+            config.validate().unwrap();
+            assert_eq!(config.lease, Duration::from_millis(millis), "{given:?}");
+            let renewed = LockOptions::new().resolve(&config).unwrap();
+            assert_eq!(renewed.lease_ms, millis);
+            assert_eq!(renewed.lease, Duration::from_millis(millis));
+            assert!(renewed.watchdog);
+        }
+    }
+
+    #[test]
+    fn min_replicas_are_checked() {
+        let config = ClientConfig::default();
+        assert!(MinReplicas::new(0, Duration::from_secs(1)).is_none());
+        let resolved = LockOptions::new()
+            .min_replicas(2, Duration::from_millis(5))
+            .resolve(&config)
+            .unwrap();
+        assert_eq!(resolved.min_replicas.map(|m| m.replicas), Some(2));
+        let off = ClientConfig {
+            min_replicas: MinReplicas::new(1, Duration::from_secs(1)),
+            ..ClientConfig::default()
+        };
+        let resolved = LockOptions::new()
+            .min_replicas(0, Duration::ZERO)
+            .resolve(&off)
+            .unwrap();
+        assert_eq!(resolved.min_replicas, None, "zero replicas turns it off");
+        for bad in [Duration::ZERO, Duration::from_micros(500), Duration::MAX] {
+            let options = LockOptions::new().min_replicas(1, bad);
+            assert!(matches!(
+                options.resolve(&config),
+                Err(LockError::InvalidOption {
+                    option: "min_replicas timeout",
+                    ..
+                })
+            ));
+        }
+    }
+
+    #[test]
+    fn scan_pattern_escapes_the_prefix() {
+        let config = ClientConfig {
+            prefix: "a*b:".into(),
+            ..ClientConfig::default()
+        };
+        assert_eq!(config.scan_pattern("job:*"), "a\\*b:{job:*}");
+    }
+
+    #[test]
+    fn braces_in_prefix_are_rejected() {
+        let mut config = ClientConfig {
+            prefix: "{app}:".into(),
+            ..ClientConfig::default()
+        };
+        assert!(config.validate().is_err());
+    }
+}

@@ -1,0 +1,413 @@
+//! Client URLs: which schemes are accepted, and how a URL is shown without its
+//! passwords.
+
+use crate::error::{LockError, Result};
+
+/// The URL schemes a client accepts, and whether each one means TLS. These are the
+/// schemes fred's `Config::from_url` knows, less its Unix-socket ones (`redis+unix`,
+/// `valkey+unix`), which need a fred feature this crate does not enable. fred reads
+/// any other scheme as `redis://`, and a TLS scheme without a TLS feature as
+/// plaintext, so [`check_url`] refuses both before fred sees the URL.
+const SCHEMES: [(&str, bool); 12] = [
+    ("redis", false),
+    ("redis-cluster", false),
+    ("redis-sentinel", false),
+    ("valkey", false),
+    ("valkey-cluster", false),
+    ("valkey-sentinel", false),
+    ("rediss", true),
+    ("rediss-cluster", true),
+    ("rediss-sentinel", true),
+    ("valkeys", true),
+    ("valkeys-cluster", true),
+    ("valkeys-sentinel", true),
+];
+
+/// Checks the scheme of a client URL before anything connects: it must be one of
+/// [`SCHEMES`], and a TLS one only if the crate was built with TLS (`tls_built`, which
+/// is `cfg!(feature = "tls-rustls")` outside tests).
+pub(crate) fn check_url(url: &str, tls_built: bool) -> Result<()> {
+    let invalid = |reason: String| LockError::InvalidOption {
+        option: "url",
+        reason,
+    };
+    let expected = "expected redis://, rediss://, redis-cluster://, rediss-cluster://, \
+                    redis-sentinel://, rediss-sentinel:// or their valkey equivalents";
+    let Some(scheme) = scheme_of(url) else {
+        return Err(invalid(format!(
+            "the URL has no scheme ({expected}, e.g. redis://127.0.0.1:6379)"
+        )));
+    };
+    let known = SCHEMES
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(scheme));
+    match known {
+        Some((_, false)) => Ok(()),
+        Some((_, true)) if tls_built => Ok(()),
+        Some((name, true)) => Err(invalid(format!(
+            "`{name}://` needs TLS, and holdlock was built without its `tls-rustls` \
+             feature: enable that feature (or use a `redis://` URL to connect without TLS)"
+        ))),
+        None if scheme.to_ascii_lowercase().ends_with("+unix") => Err(invalid(format!(
+            "`{scheme}://`: Unix sockets are not supported (holdlock does not enable \
+             fred's `unix-sockets` feature); connect over TCP"
+        ))),
+        None => Err(invalid(format!("unknown scheme `{scheme}`; {expected}"))),
+    }
+}
+
+/// The scheme of `url` as a URL parser reads it (the `url` crate, under fred, first
+/// trims leading spaces and control characters); `None` if it has none.
+fn scheme_of(url: &str) -> Option<&str> {
+    let (scheme, _) = url.trim_start_matches(|c| c <= ' ').split_once(':')?;
+    is_scheme(scheme).then_some(scheme)
+}
+
+/// Whether `text` is a URL scheme: a letter, then letters, digits, `+`, `-` or `.`.
+fn is_scheme(text: &str) -> bool {
+    let mut chars = text.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+}
+
+/// `url` with the passwords in it replaced by `***`: how this crate shows a URL in
+/// `Debug` output, and how to put one in a log or an error message of your own.
+///
+/// Hidden are the password of the user information (`user:password@host`, the user
+/// name is kept) and the value of every query parameter whose name contains
+/// `password` in any case, percent-encoded or not (fred's `sentinelPassword`). An
+/// unencoded `/`, `?` or `#` in a password makes the end of the user information
+/// ambiguous: when an `@` follows any of them, everything from `://` (or from the
+/// start, without a scheme) to the last `@` is hidden, user name and host included,
+/// so that no password shows whatever characters it holds. A parameter value runs to
+/// the next `&`; following parts without a `=` are taken as more of the password.
+///
+/// # Examples
+/// ```
+/// assert_eq!(
+///     holdlock::redact_url("redis://app:s3cret@10.0.0.7:6379/0"),
+///     "redis://app:***@10.0.0.7:6379/0"
+/// );
+/// // Is `/ss@10.0.0.7:6379` a path, or part of the password? Either way, it is hidden.
+/// assert_eq!(
+///     holdlock::redact_url("redis://app:s3/ss@10.0.0.7:6379"),
+///     "redis://***@10.0.0.7:6379"
+/// );
+/// ```
+pub fn redact_url(url: &str) -> String {
+    let mut hidden = Vec::new();
+    hide_password_parameters(url, &mut hidden);
+    hide_userinfo_password(url, &mut hidden);
+    hidden.sort_by_key(|range| range.start);
+    let mut merged: Hidden = Vec::with_capacity(hidden.len());
+    for range in hidden {
+        match merged.last_mut() {
+            // Overlapping or touching ranges show as one `***`.
+            Some(last) if range.start <= last.end => last.end = last.end.max(range.end),
+            _ => merged.push(range),
+        }
+    }
+    let mut redacted = String::with_capacity(url.len());
+    let mut shown_from = 0;
+    for range in merged {
+        redacted.push_str(&url[shown_from..range.start]);
+        redacted.push_str("***");
+        shown_from = range.end;
+    }
+    redacted.push_str(&url[shown_from..]);
+    redacted
+}
+
+/// Byte ranges of `url` that [`redact_url`] replaces; every bound is at an ASCII
+/// character or an end of `url`, so on a character boundary.
+type Hidden = Vec<std::ops::Range<usize>>;
+
+/// Hides the password of the user information: the part after its first `:`, or,
+/// where the user information cannot be told apart from what follows it, all of it.
+fn hide_userinfo_password(url: &str, hidden: &mut Hidden) {
+    // After `<scheme>://`, or from the start if the URL does not begin with a scheme.
+    let start = url
+        .find("://")
+        .filter(|&at| is_scheme(url[..at].trim_start_matches(|c| c <= ' ')))
+        .map_or(0, |at| at + 3);
+    let rest = &url[start..];
+    let Some(at) = rest.rfind('@') else {
+        return; // no user information
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    if at < authority_end {
+        // Every `@` is in the authority, so the last one ends the user information
+        // (as the `url` crate under fred reads it); the first `:` ends the user name.
+        if let Some(colon) = rest[..at].find(':') {
+            hidden.push(start + colon + 1..start + at);
+        }
+    } else {
+        // An `@` after a `/`, `?` or `#`: any of them may be part of the password.
+        hidden.push(start..start + at);
+    }
+}
+
+/// Hides the value of every query parameter whose name contains `password`. Any `?`
+/// or `&` may start a parameter (a `?` in a password of the user information may be
+/// taken for the start of the query), and a value runs to the next `&`, taking in
+/// following parts without a `=` (an unencoded `&` in the password).
+fn hide_password_parameters(url: &str, hidden: &mut Hidden) {
+    for (at, _) in url.match_indices(['?', '&']) {
+        let param_start = at + 1;
+        let param_end = url[param_start..]
+            .find('&')
+            .map_or(url.len(), |end| param_start + end);
+        let Some((name, _)) = url[param_start..param_end].split_once('=') else {
+            continue;
+        };
+        if !percent_decoded(name).to_lowercase().contains("password") {
+            continue;
+        }
+        let value_start = param_start + name.len() + 1;
+        let mut value_end = param_end;
+        while value_end < url.len() {
+            let next_start = value_end + 1;
+            let next_end = url[next_start..]
+                .find('&')
+                .map_or(url.len(), |end| next_start + end);
+            if url[next_start..next_end].contains('=') {
+                break;
+            }
+            value_end = next_end;
+        }
+        if value_start < value_end {
+            hidden.push(value_start..value_end);
+        }
+    }
+}
+
+/// `text` with `%XX` escapes decoded and `+` read as a space, as in a query.
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = (bytes[i] == b'%')
+            .then(|| text.get(i + 1..i + 3))
+            .flatten()
+            .filter(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()))
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match (bytes[i], escaped) {
+            (_, Some(byte)) => {
+                decoded.push(byte);
+                i += 3;
+            }
+            (b'+', None) => {
+                decoded.push(b' ');
+                i += 1;
+            }
+            (byte, None) => {
+                decoded.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&decoded).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reason `check_url` gives for `url`, or `None` if it accepts it.
+    /// URLs whose passwords hold characters that delimit parts of a URL, with the
+    /// password(s) in each, and how they show.
+    const TRICKY_URLS: [(&str, &[&str], &str); 27] = [
+        // `/`, `?`, `#` in the password: the user information cannot be delimited.
+        (
+            "redis://user:pa/ss@host:6379",
+            &["pa/ss"],
+            "redis://***@host:6379",
+        ),
+        ("redis://:p?w@h:1", &["p?w"], "redis://***@h:1"),
+        ("redis://:p#w@h:1", &["p#w"], "redis://***@h:1"),
+        ("redis://u:a/b?c#d@h:1/0", &["a/b?c#d"], "redis://***@h:1/0"),
+        ("redis://:p?x=1@h:1", &["p?x=1"], "redis://***@h:1"),
+        ("redis://:p/w@h:1/0?x=1", &["p/w"], "redis://***@h:1/0?x=1"),
+        // `@` and `:` in the password: the last `@` and the first `:` delimit it.
+        ("redis://:p@w@h:1", &["p@w"], "redis://:***@h:1"),
+        ("redis://u:p:w@h:1", &["p:w"], "redis://u:***@h:1"),
+        ("redis://u:@:@@h:1/0", &["@:@"], "redis://u:***@h:1/0"),
+        // Percent-encoded passwords.
+        (
+            "redis://u:p%2Fw%40x@h:1",
+            &["p%2Fw%40x"],
+            "redis://u:***@h:1",
+        ),
+        ("redis://u:%3F%23@h:1", &["%3F%23"], "redis://u:***@h:1"),
+        // A user name alone is not hidden; one holding a `/` cannot be delimited.
+        ("redis://app@h:1/0", &[], "redis://app@h:1/0"),
+        ("redis://a/pp@h:1", &[], "redis://***@h:1"),
+        // Sentinel URLs with both passwords.
+        (
+            "redis-sentinel://u:pw1@h:26379/0?sentinelServiceName=m&sentinelUsername=su&sentinelPassword=pw2",
+            &["pw1", "pw2"],
+            "redis-sentinel://u:***@h:26379/0?sentinelServiceName=m&sentinelUsername=su&sentinelPassword=***",
+        ),
+        (
+            "redis-sentinel://u:p/1@h:1?sentinelServiceName=m&sentinelPassword=p@2&node=h:2",
+            &["p/1", "p@2"],
+            "redis-sentinel://***&node=h:2",
+        ),
+        (
+            "redis-sentinel://h:1?sentinelPassword=a#b&node=h:2",
+            &["a#b"],
+            "redis-sentinel://h:1?sentinelPassword=***&node=h:2",
+        ),
+        (
+            "redis-sentinel://h:1?sentinelPassword=a&b&&c&node=h:2",
+            &["a&b&&c"],
+            "redis-sentinel://h:1?sentinelPassword=***&node=h:2",
+        ),
+        (
+            "redis-sentinel://h:1?SENTINEL_PASSWORD=x1&sentinel%50assword=x2&a+password=x3",
+            &["x1", "x2", "x3"],
+            "redis-sentinel://h:1?SENTINEL_PASSWORD=***&sentinel%50assword=***&a+password=***",
+        ),
+        (
+            "redis://h:1?sentinelPassword=",
+            &[],
+            "redis://h:1?sentinelPassword=",
+        ),
+        // Other `@`s after the authority: everything up to the last one is hidden.
+        ("redis://:pw@h:1/0#x@y", &["pw"], "redis://***@y"),
+        (
+            "redis://h:1?sentinelPassword=se@cret",
+            &["se@cret"],
+            "redis://***",
+        ),
+        // No scheme (or not one before the first `://`): the user information starts
+        // at the start.
+        ("user:pw@h:1", &["pw"], "user:***@h:1"),
+        (":p/w@h:1", &["p/w"], "***@h:1"),
+        (
+            "u:pw@h:1?next=redis://x",
+            &["pw"],
+            "u:***@h:1?next=redis://x",
+        ),
+        ("redis:/u:pw@h:1", &["pw"], "***@h:1"),
+        (" redis://u:p/w@h:1", &["p/w"], " redis://***@h:1"),
+        ("REDISS://U:PW@H:1", &["PW"], "REDISS://U:***@H:1"),
+    ];
+
+    fn url_refusal(url: &str, tls_built: bool) -> Option<String> {
+        match check_url(url, tls_built) {
+            Ok(()) => None,
+            Err(LockError::InvalidOption {
+                option: "url",
+                reason,
+            }) => Some(reason),
+            Err(other) => panic!("{url}: unexpected error {other:?}"),
+        }
+    }
+
+    #[test]
+    fn plaintext_schemes_are_accepted_with_or_without_tls() {
+        for tls_built in [false, true] {
+            for url in [
+                "redis://127.0.0.1:6379",
+                "redis://:pw@h:1/0",
+                "REDIS://h:1",
+                " redis://h:1",
+                "redis-cluster://h:1?node=h:2",
+                "redis-sentinel://h:26379?sentinelServiceName=m",
+                "valkey://h:1",
+                "valkey-cluster://h:1",
+                "valkey-sentinel://h:1?sentinelServiceName=m",
+            ] {
+                assert_eq!(url_refusal(url, tls_built), None, "{url}");
+            }
+        }
+    }
+
+    #[test]
+    fn tls_schemes_need_the_tls_feature() {
+        for url in [
+            "rediss://:pw@h:6380",
+            "RedisS://h:1",
+            "rediss-cluster://h:1?node=h:2",
+            "rediss-sentinel://h:1?sentinelServiceName=m",
+            "valkeys://h:1",
+            "valkeys-cluster://h:1",
+            "valkeys-sentinel://h:1?sentinelServiceName=m",
+        ] {
+            assert_eq!(url_refusal(url, true), None, "{url}");
+            let reason = url_refusal(url, false).unwrap_or_else(|| panic!("{url} accepted"));
+            assert!(
+                reason.contains("tls-rustls") && reason.contains("needs TLS"),
+                "{url}: {reason}"
+            );
+            assert!(!reason.contains("pw"), "{reason}");
+        }
+    }
+
+    #[test]
+    fn unknown_schemes_and_urls_without_one_are_refused() {
+        for tls_built in [false, true] {
+            for (url, says) in [
+                ("foo://127.0.0.1:6379", "unknown scheme `foo`"),
+                ("http://127.0.0.1:6379", "unknown scheme `http`"),
+                ("https://127.0.0.1:6379", "unknown scheme `https`"),
+                ("redis-sentinal://h:1", "unknown scheme `redis-sentinal`"),
+                ("redis-clustre://h:1", "unknown scheme `redis-clustre`"),
+                ("rediss-foo://h:1", "unknown scheme `rediss-foo`"),
+                ("redis+tls://h:1", "unknown scheme `redis+tls`"),
+                ("localhost:6379", "unknown scheme `localhost`"),
+                (
+                    "redis+unix:///tmp/redis.sock",
+                    "Unix sockets are not supported",
+                ),
+                (
+                    "valkey+unix:///tmp/redis.sock",
+                    "Unix sockets are not supported",
+                ),
+                ("127.0.0.1:6379", "no scheme"),
+                ("//127.0.0.1:6379", "no scheme"),
+                ("", "no scheme"),
+                ("not a url at all", "no scheme"),
+                ("s3cret@h:1", "no scheme"),
+                ("re\tdis://h:1", "no scheme"),
+                ("://h:1", "no scheme"),
+            ] {
+                let reason =
+                    url_refusal(url, tls_built).unwrap_or_else(|| panic!("{url} accepted"));
+                assert!(reason.contains(says), "{url}: {reason}");
+                assert!(!reason.contains("s3cret"), "{reason}");
+            }
+        }
+    }
+
+    #[test]
+    fn passwords_are_redacted_from_urls() {
+        for (url, expected) in [
+            ("redis://127.0.0.1:6379", "redis://127.0.0.1:6379"),
+            ("redis://:s3cret@h:1/2", "redis://:***@h:1/2"),
+            ("rediss://app:s3cret@h:1", "rediss://app:***@h:1"),
+            ("redis://app@h:1", "redis://app@h:1"),
+            ("redis://a:p@ss@h:1?x=1", "redis://a:***@h:1?x=1"),
+            (
+                "redis-sentinel://u:pw@h:26379/0?sentinelServiceName=m&sentinelPassword=pw2&node=h:2",
+                "redis-sentinel://u:***@h:26379/0?sentinelServiceName=m&sentinelPassword=***&node=h:2",
+            ),
+            ("not a url at all", "not a url at all"),
+        ] {
+            assert_eq!(redact_url(url), expected);
+        }
+    }
+
+    #[test]
+    fn passwords_with_any_characters_are_redacted() {
+        for (url, passwords, expected) in TRICKY_URLS {
+            let redacted = redact_url(url);
+            assert_eq!(redacted, expected, "{url}");
+            for password in passwords {
+                assert!(!redacted.contains(password), "{url}: {redacted}");
+            }
+        }
+    }
+}
