@@ -18,8 +18,10 @@ use crate::waiting::Waiting;
 
 impl LockClient {
     /// Connects with the default settings (prefix `holdlock:`, 30 s lease, 5 s
-    /// connect timeout). Any fred URL works: `redis://`, `rediss://` (with a TLS
-    /// feature of fred), `redis-cluster://`, `redis-sentinel://`, `redis+unix://`.
+    /// connect timeout). The URL is `redis://`, `redis-cluster://` or
+    /// `redis-sentinel://` (or their `valkey` names), or with the `tls-rustls` feature
+    /// `rediss://` and the other TLS schemes; any other scheme is refused before
+    /// anything connects.
     ///
     /// # Errors
     /// As [`LockClientBuilder::build`].
