@@ -361,11 +361,7 @@ async fn a_key_of_another_type_is_wrongtype_and_left_alone() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn connecting_to_a_dead_port_fails_within_the_connect_timeout() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::server::free_port().unwrap();
     let start = Instant::now();
     let result = LockClient::builder(format!("redis://127.0.0.1:{port}"))
         .connect_timeout(Duration::from_secs(2))
