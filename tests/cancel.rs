@@ -8,24 +8,13 @@ use fred::interfaces::PubsubInterface;
 use futures::FutureExt;
 use holdlock::LockClient;
 
-async fn wait_until_free(client: &LockClient, name: &str) {
-    let start = Instant::now();
-    while client.is_locked(name).await.unwrap() {
-        assert!(
-            start.elapsed() < Duration::from_secs(3),
-            "a cancelled lock() left a hold behind"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn cancelled_waiters_leave_no_hold_and_no_subscription() {
     let holder = common::client().await;
     let waiters = common::client().await;
     let name = common::unique("cancel-waiters");
     let held = holder.lock(&name).await.unwrap();
-    let channel = format!("holdlock:{{{name}}}:released");
+    let channel = common::release_channel(&name);
     let subscribers = || async {
         let counts: Vec<(String, i64)> = holder
             .redis()
@@ -59,7 +48,7 @@ async fn cancelled_waiters_leave_no_hold_and_no_subscription() {
         task.await.unwrap();
     }
     held.unlock().await.unwrap();
-    wait_until_free(&holder, &name).await;
+    common::wait_until_free(&holder, &name, Duration::from_secs(3)).await;
 
     // The waiting room unsubscribed once it emptied.
     let start = Instant::now();
@@ -124,7 +113,7 @@ async fn an_unlock_dropped_before_it_was_sent_still_releases() {
             "the inner unlock should still be waiting"
         );
         first.await.unwrap().unwrap();
-        wait_until_free(&other, &name).await;
+        common::wait_until_free(&other, &name, Duration::from_secs(3)).await;
     }
 }
 
@@ -151,7 +140,7 @@ async fn unlocks_polled_once_and_dropped_leave_nothing_behind() {
         "only {dropped_pending} were dropped pending"
     );
     for name in &names {
-        wait_until_free(&other, name).await;
+        common::wait_until_free(&other, name, Duration::from_secs(3)).await;
     }
 }
 
@@ -182,7 +171,7 @@ async fn an_unlock_timed_out_behind_a_slow_release_still_releases() {
     );
     sleeper.join().unwrap().unwrap();
     first.await.unwrap().unwrap();
-    wait_until_free(&other, &name).await;
+    common::wait_until_free(&other, &name, Duration::from_secs(3)).await;
     other
         .try_lock(&name)
         .await

@@ -565,7 +565,7 @@ async fn names_and_owners_cannot_forge_table_rows() {
     let guard = client.lock(&name).await.unwrap();
     // A hash someone else wrote, whose owner id carries a terminal escape and a newline.
     let raw = common::raw(&common::url()).await;
-    let foreign = format!("{}{{{base}:c}}", holdlock::DEFAULT_PREFIX);
+    let foreign = common::key(&format!("{base}:c"));
     let _: () = raw
         .hset(foreign.as_str(), ("evil\x1b[2K\rowner\nx", "1"))
         .await
@@ -600,7 +600,7 @@ async fn list_shows_the_locks_and_warns_of_each_key_that_is_not_one() {
     let client = common::client().await;
     let guard = client.lock(&good).await.unwrap();
     let raw = common::raw(&common::url()).await;
-    let key = |name: &str| format!("{}{{{base}:{name}}}", holdlock::DEFAULT_PREFIX);
+    let key = |name: &str| common::key(&format!("{base}:{name}"));
     let (foreign, string) = (key("foreign"), key("string"));
     let _: () = raw.hset(foreign.as_str(), ("owner", "abc")).await.unwrap();
     let _: () = raw

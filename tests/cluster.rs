@@ -140,9 +140,9 @@ async fn held_locks_survive_their_slots_moving_to_another_primary() {
     let holder = common::client_with_lease(&url, Duration::from_secs(60)).await;
     let waiter = LockClient::connect(&url).await.unwrap();
     let (renewed_name, waited_name) = (common::unique("renewed"), common::unique("waited"));
-    let renewed_key = format!("holdlock:{{{renewed_name}}}");
-    let waited_key = format!("holdlock:{{{waited_name}}}");
-    let channel = format!("{waited_key}:released");
+    let renewed_key = common::key(&renewed_name);
+    let waited_key = common::key(&waited_name);
+    let channel = common::release_channel(&waited_name);
     let renewed = renewing.lock(&renewed_name).await.unwrap();
     let held = holder.lock(&waited_name).await.unwrap();
     let waiting = {

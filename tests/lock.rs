@@ -43,16 +43,6 @@ async fn try_lock_on_a_held_lock_returns_none_without_waiting() {
     got.unlock().await.unwrap();
 }
 
-/// EVALSHA calls the server has run since its stats were reset.
-fn evalsha_calls(server: &common::RedisServer) -> u64 {
-    let stats = server.query(&["INFO", "commandstats"]).unwrap();
-    stats
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |calls| calls.parse().unwrap())
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn tries_against_a_lock_held_in_this_process_cost_redis_nothing() {
     let server = common::RedisServer::start();
@@ -69,7 +59,11 @@ async fn tries_against_a_lock_held_in_this_process_cost_redis_nothing() {
     for refused in tries {
         assert!(refused.await.unwrap(), "another owner got a held lock");
     }
-    assert_eq!(evalsha_calls(&server), 0, "refused without a round trip");
+    assert_eq!(
+        server.command_calls("evalsha"),
+        0,
+        "refused without a round trip"
+    );
 
     // Once released, a try goes to Redis again and wins.
     held.unlock().await.unwrap();
@@ -84,7 +78,7 @@ async fn tries_against_a_lock_held_in_this_process_cost_redis_nothing() {
         }
     });
     assert_eq!(got.await.unwrap(), Some(1));
-    assert!(evalsha_calls(&server) >= 1);
+    assert!(server.command_calls("evalsha") >= 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -108,7 +102,7 @@ async fn callers_arriving_at_once_on_a_held_lock_do_not_stampede_redis() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     // Only the head of the line has asked Redis (once, and once more after
     // subscribing); the other 49 wait behind it.
-    let asked = evalsha_calls(&server);
+    let asked = server.command_calls("evalsha");
     assert!(asked <= 4, "50 callers sent {asked} acquire scripts");
     // On the release they take the lock one after another.
     held.unlock().await.unwrap();
@@ -126,7 +120,7 @@ async fn a_try_to_re_enter_is_not_refused_for_a_local_holder_that_lost_the_lock_
     let name = common::unique("stale-local");
     let stale = common::lock_as_another_owner(&client, &name).await;
     // The lock vanishes behind the first holder's back (a restart, a force unlock).
-    let _: i64 = client.redis().del(common_key(&name)).await.unwrap();
+    let _: i64 = client.redis().del(common::key(&name)).await.unwrap();
     assert!(!stale.is_lost(), "not noticed yet");
     let nested = tokio::spawn({
         let (client, name) = (client.clone(), name.clone());
@@ -204,17 +198,13 @@ async fn another_owner_cannot_release_and_a_guard_moves_between_tasks() {
     // ...nor release it through the scripts: only the owner's field counts.
     let raw = client.redis();
     let fields: std::collections::HashMap<String, i64> =
-        raw.hgetall(common_key(&name).as_str()).await.unwrap();
+        raw.hgetall(common::key(&name).as_str()).await.unwrap();
     assert_eq!(fields.get(&owner), Some(&1));
     // The guard remembers its owner: moved to another task, it still releases.
     tokio::spawn(async move { guard.unlock().await.unwrap() })
         .await
         .unwrap();
     assert!(!client.is_locked(&name).await.unwrap());
-}
-
-fn common_key(name: &str) -> String {
-    format!("holdlock:{{{name}}}")
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -330,7 +320,7 @@ async fn bad_input_is_rejected_and_changes_nothing() {
 async fn a_key_of_another_type_is_wrongtype_and_left_alone() {
     let client = common::client().await;
     let name = common::unique("wrongtype");
-    let key = common_key(&name);
+    let key = common::key(&name);
     let _: () = client
         .redis()
         .set(key.as_str(), "not a lock", None, None, false)
@@ -348,13 +338,13 @@ async fn a_key_of_another_type_is_wrongtype_and_left_alone() {
     let value: String = client.redis().get(key.as_str()).await.unwrap();
     assert_eq!(value, "not a lock");
 
-    let list = common_key(&common::unique("wrongtype-list"));
+    let name = common::unique("wrongtype-list");
+    let list = common::key(&name);
     let _: () = fred::interfaces::ListInterface::rpush(client.redis(), list.as_str(), "x")
         .await
         .unwrap();
-    let name = list.trim_start_matches("holdlock:{").trim_end_matches('}');
     assert!(matches!(
-        client.lock(name).await,
+        client.lock(&name).await,
         Err(LockError::WrongType { .. })
     ));
 }

@@ -11,7 +11,7 @@ mod common;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use fred::interfaces::{HashesInterface, KeysInterface};
+use fred::interfaces::KeysInterface;
 use holdlock::{LockClient, LockGuard};
 
 static CLUSTER: OnceLock<common::RedisCluster> = OnceLock::new();
@@ -53,10 +53,6 @@ on_every_topology!(
     the_lost_signal_fires_within_one_renewal_period_after_the_key_is_deleted,
     a_thousand_lock_futures_cancelled_at_every_stage_leave_no_key,
 );
-
-fn key(name: &str) -> String {
-    format!("holdlock:{{{name}}}")
-}
 
 async fn connect(url: &str) -> LockClient {
     LockClient::connect(url).await.unwrap()
@@ -100,14 +96,6 @@ async fn two_clients_times_sixteen_tasks_never_lose_an_increment(url: &str) {
     );
 }
 
-async fn count_in_redis(client: &LockClient, name: &str, owner: &str) -> Option<i64> {
-    client
-        .redis()
-        .hget(key(name).as_str(), owner)
-        .await
-        .unwrap()
-}
-
 /// Takes the lock three times in one task and releases in the order given.
 async fn three_deep_released_in(url: &str, order: [usize; 3]) {
     let client = connect(url).await;
@@ -122,14 +110,20 @@ async fn three_deep_released_in(url: &str, order: [usize; 3]) {
         guards.push(Some(guard));
     }
     let owner = guards[0].as_ref().unwrap().owner().to_owned();
-    assert_eq!(count_in_redis(&client, &name, &owner).await, Some(3));
+    assert_eq!(
+        common::hold_count(client.redis(), &name, &owner).await,
+        Some(3)
+    );
 
     for (released, index) in order.into_iter().enumerate() {
         let guard = guards[index].take().unwrap();
         guard.unlock().await.unwrap();
         let left = 2 - released as i64;
         if left > 0 {
-            assert_eq!(count_in_redis(&client, &name, &owner).await, Some(left));
+            assert_eq!(
+                common::hold_count(client.redis(), &name, &owner).await,
+                Some(left)
+            );
             assert!(
                 client.is_locked(&name).await.unwrap(),
                 "held while any hold remains"
@@ -212,7 +206,7 @@ async fn the_lost_signal_fires_within_one_renewal_period_after_the_key_is_delete
     let lost = {
         let start = Instant::now();
         let raw = common::raw(url).await;
-        let _: i64 = raw.del(key(&name).as_str()).await.unwrap();
+        let _: i64 = raw.del(common::key(&name).as_str()).await.unwrap();
         tokio::time::timeout(Duration::from_secs(2), guard.lost())
             .await
             .expect("lost never fired");
@@ -250,14 +244,7 @@ async fn a_thousand_lock_futures_cancelled_at_every_stage_leave_no_key(url: &str
         .unwrap();
         acquired_before_cancel += usize::from(finished);
     }
-    let start = Instant::now();
-    while client.is_locked(&name).await.unwrap() {
-        assert!(
-            start.elapsed() < Duration::from_secs(3),
-            "a cancelled lock() left a hold behind"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    common::wait_until_free(&client, &name, Duration::from_secs(3)).await;
     // Both paths were exercised (the cut points spread over a round trip).
     assert!(
         acquired_before_cancel < 1_000,

@@ -7,25 +7,12 @@ use std::time::{Duration, Instant};
 use fred::interfaces::{HashesInterface, KeysInterface};
 use holdlock::{LockClient, LockOptions};
 
-fn key(name: &str) -> String {
-    format!("holdlock:{{{name}}}")
-}
-
 async fn short_lease_client(lease: Duration) -> LockClient {
     LockClient::builder(common::url())
         .lease(lease)
         .build()
         .await
         .unwrap()
-}
-
-async fn wait_until_free(client: &LockClient, name: &str, limit: Duration) -> Duration {
-    let start = Instant::now();
-    while client.is_locked(name).await.unwrap() {
-        assert!(start.elapsed() < limit, "still locked after {limit:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    start.elapsed()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -41,7 +28,7 @@ async fn a_fixed_lease_is_not_renewed_and_reports_lost_when_it_runs_out() {
     // Lost a tenth of the lease before Redis expires it, not earlier.
     assert!(start.elapsed() >= Duration::from_millis(300));
     assert!(guard.is_lost());
-    wait_until_free(&client, &name, Duration::from_secs(1)).await;
+    common::wait_until_free(&client, &name, Duration::from_secs(1)).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -67,7 +54,7 @@ async fn a_shut_down_client_frees_its_lock_within_the_lease() {
         guard.is_lost(),
         "a shut-down client's guards know they are lost"
     );
-    let freed = wait_until_free(&observer, &name, lease * 2).await;
+    let freed = common::wait_until_free(&observer, &name, lease * 2).await;
     assert!(
         freed <= lease + Duration::from_millis(200),
         "freed after {freed:?}"
@@ -101,7 +88,7 @@ fn a_dropped_client_and_runtime_free_the_lock_within_the_lease() {
             client.is_locked(&name).await.unwrap(),
             "the lease outlives the crash briefly"
         );
-        let freed = wait_until_free(&client, &name, lease * 2).await;
+        let freed = common::wait_until_free(&client, &name, lease * 2).await;
         assert!(
             freed <= lease + Duration::from_millis(200),
             "freed after {freed:?}"
@@ -122,12 +109,15 @@ async fn no_renewal_outlives_the_last_unlock() {
     // renewal (which extends only a key with its owner's field) would extend it.
     let raw = common::raw(&common::url()).await;
     let _: () = raw
-        .hset(key(&name).as_str(), (client.owner_id(), 1))
+        .hset(common::key(&name).as_str(), (client.owner_id(), 1))
         .await
         .unwrap();
-    let _: bool = raw.pexpire(key(&name).as_str(), 200, None).await.unwrap();
+    let _: bool = raw
+        .pexpire(common::key(&name).as_str(), 200, None)
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let exists: i64 = raw.exists(key(&name).as_str()).await.unwrap();
+    let exists: i64 = raw.exists(common::key(&name).as_str()).await.unwrap();
     assert_eq!(exists, 0, "something renewed a key nobody here holds");
 }
 
@@ -199,7 +189,7 @@ async fn a_holder_cut_off_from_redis_hears_of_the_loss_before_its_lease_runs_out
     // Redis counts the lease from the last renewal it ran, just before the cut: the
     // holder must hear of the loss while Redis still keeps its hold (before anyone
     // else could take the lock), not at the next renewal after the expiry.
-    let pttl = server.command(&["PTTL", &key(&name)]).unwrap();
+    let pttl = server.command(&["PTTL", &common::key(&name)]).unwrap();
     let pttl: i64 = pttl.trim_start_matches(':').parse().unwrap();
     assert!(
         pttl > 0,
@@ -260,8 +250,9 @@ async fn renewals_that_fall_due_together_are_sent_at_most_64_at_a_time() {
         .query(&["SCRIPT", "LOAD", include_str!("../lua/renew.lua")])
         .unwrap();
     let lease_ms = lease.as_millis().to_string();
-    let renewal =
-        |name: &str, owner: &str| wire_size(&["EVALSHA", &sha, "1", &key(name), owner, &lease_ms]);
+    let renewal = |name: &str, owner: &str| {
+        wire_size(&["EVALSHA", &sha, "1", &common::key(name), owner, &lease_ms])
+    };
     let sizes: Vec<usize> = guards
         .iter()
         .map(|guard| renewal(guard.name(), guard.owner()))
@@ -284,7 +275,11 @@ async fn renewals_that_fall_due_together_are_sent_at_most_64_at_a_time() {
         guards.iter().all(|guard| !guard.is_lost()),
         "a hold was lost"
     );
-    let ttl: i64 = client.redis().pttl(key(&names[HOLDS - 1])).await.unwrap();
+    let ttl: i64 = client
+        .redis()
+        .pttl(common::key(&names[HOLDS - 1]))
+        .await
+        .unwrap();
     assert!(
         ttl > 1_500,
         "the last lock's lease was not renewed: {ttl} ms left"
@@ -321,7 +316,7 @@ async fn every_hold_is_renewed_as_soon_as_the_connection_is_back() {
     for guard in [&running, &booked] {
         assert_eq!(
             server
-                .command(&["PEXPIRE", &key(guard.name()), "800"])
+                .command(&["PEXPIRE", &common::key(guard.name()), "800"])
                 .as_deref(),
             Ok(":1")
         );
@@ -332,7 +327,7 @@ async fn every_hold_is_renewed_as_soon_as_the_connection_is_back() {
     // look in between.
     tokio::time::sleep_until((cut + Duration::from_millis(1_400)).into()).await;
     for guard in [&running, &booked] {
-        let ttl = common::integer(&server.query(&["PTTL", &key(guard.name())]).unwrap());
+        let ttl = common::integer(&server.query(&["PTTL", &common::key(guard.name())]).unwrap());
         assert!(
             ttl > 4_000,
             "{} was not renewed after the reconnection (PTTL {ttl} ms)",

@@ -5,6 +5,7 @@
 //! process (see `server.rs`).
 #![allow(dead_code, unreachable_pub)]
 
+use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::Command;
@@ -39,6 +40,21 @@ pub fn url() -> String {
     shared().url()
 }
 
+/// The lock's hash key for `name` under the default prefix: `holdlock:{name}`.
+pub fn key(name: &str) -> String {
+    format!("holdlock:{{{name}}}")
+}
+
+/// The fencing token key for `name`: `holdlock:{name}:token`.
+pub fn token_key(name: &str) -> String {
+    format!("{}:token", key(name))
+}
+
+/// The channel a release of `name` is published on: `holdlock:{name}:released`.
+pub fn release_channel(name: &str) -> String {
+    format!("{}:released", key(name))
+}
+
 /// A lock name no other test uses.
 pub fn unique(test: &str) -> String {
     format!("test:{test}:{}", uuid::Uuid::new_v4().simple())
@@ -67,6 +83,36 @@ pub async fn lock_as_another_owner(client: &LockClient, name: &str) -> holdlock:
     tokio::spawn(async move { client.lock(&name).await.unwrap() })
         .await
         .unwrap()
+}
+
+/// `owner`'s hold count on `name` as Redis has it (`None`: no field), read through
+/// `redis`. Read errors (a killed connection) are retried for 5 s.
+pub async fn hold_count(redis: &fred::clients::Client, name: &str, owner: &str) -> Option<i64> {
+    use fred::interfaces::HashesInterface;
+    let start = Instant::now();
+    loop {
+        match redis.hget(key(name).as_str(), owner).await {
+            Ok(count) => return count,
+            Err(e) if start.elapsed() > Duration::from_secs(5) => {
+                panic!("could not read the hold count of {name}: {e}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
+/// Polls `client.is_locked(name)` until the lock is free, failing the test after
+/// `limit`; returns how long that took.
+pub async fn wait_until_free(client: &LockClient, name: &str, limit: Duration) -> Duration {
+    let start = Instant::now();
+    while client.is_locked(name).await.unwrap() {
+        assert!(
+            start.elapsed() < limit,
+            "{name} is still locked after {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    start.elapsed()
 }
 
 /// Starts `tracing` output for a test when `RUST_LOG` is set.
@@ -148,6 +194,27 @@ impl RedisServer {
         (0..count)
             .map(|_| text(server::read_reply(&mut reader)?))
             .collect()
+    }
+
+    /// How many times each command ran since the server started or its last `CONFIG
+    /// RESETSTAT`, by the name `INFO commandstats` gives it (`evalsha`, `hget`,
+    /// `config|resetstat`).
+    pub fn command_stats(&self) -> BTreeMap<String, u64> {
+        let stats = self.query(&["INFO", "commandstats"]).unwrap();
+        stats
+            .lines()
+            .filter_map(|line| {
+                let (name, fields) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+                let calls = fields.strip_prefix("calls=")?.split(',').next()?;
+                Some((name.to_owned(), calls.parse().unwrap()))
+            })
+            .collect()
+    }
+
+    /// How many times `command` (as named by [`command_stats`](Self::command_stats))
+    /// ran since the server started or its last `CONFIG RESETSTAT`.
+    pub fn command_calls(&self, command: &str) -> u64 {
+        self.command_stats().get(command).copied().unwrap_or(0)
     }
 
     /// Kills every normal client connection (ours included) on the server.
