@@ -1,23 +1,16 @@
 //! The lock on a three-primary Redis Cluster: hash tags keep each lock in one slot,
 //! release messages cross nodes, listing scans every primary, and a held lock
 //! survives its slot moving to another primary. (The main behaviours run on a cluster
-//! too, in `topologies.rs`.)
+//! too: see `common::on_every_topology!`.)
 
 mod common;
 
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use fred::interfaces::PubsubInterface;
 use holdlock::{LockClient, LockOptions, fence};
 
-use common::{RedisCluster, RedisServer};
-
-static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
-
-fn cluster() -> &'static RedisCluster {
-    CLUSTER.get_or_init(|| RedisCluster::start(3))
-}
+use common::{RedisCluster, RedisServer, cluster};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn locks_work_across_slots_and_nodes() {

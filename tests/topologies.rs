@@ -2,48 +2,18 @@
 //! three-primary Redis Cluster: exclusivity, reentrancy, the watchdog, wake-up
 //! latency, the lost signal and cancellation.
 //!
-//! Each scenario is an `async fn(url)`; `on_every_topology!` turns it into one
+//! Each scenario is an `async fn(url)`; `common::on_every_topology!` turns it into one
 //! `#[tokio::test]` per topology (`single::NAME`, `cluster::NAME`). Each test binary
 //! shares one server and one cluster; the tests use unique lock names.
 
 mod common;
 
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use fred::interfaces::KeysInterface;
-use holdlock::{LockClient, LockGuard};
+use holdlock::LockGuard;
 
-static CLUSTER: OnceLock<common::RedisCluster> = OnceLock::new();
-
-/// The URL of this binary's cluster, started on first use.
-fn cluster_url() -> String {
-    CLUSTER.get_or_init(|| common::RedisCluster::start(3)).url()
-}
-
-/// One test per topology for each scenario named.
-macro_rules! on_every_topology {
-    ($($scenario:ident),* $(,)?) => {
-        mod single {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $scenario() {
-                    super::$scenario(&super::common::url()).await;
-                }
-            )*
-        }
-        mod cluster {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $scenario() {
-                    super::$scenario(&super::cluster_url()).await;
-                }
-            )*
-        }
-    };
-}
-
-on_every_topology!(
+common::on_every_topology!(
     two_clients_times_sixteen_tasks_never_lose_an_increment,
     three_deep_released_innermost_first,
     three_deep_released_outermost_first,
@@ -54,18 +24,10 @@ on_every_topology!(
     a_thousand_lock_futures_cancelled_at_every_stage_leave_no_key,
 );
 
-async fn connect(url: &str) -> LockClient {
-    LockClient::connect(url).await.unwrap()
-}
-
-async fn with_lease(url: &str, lease: Duration) -> LockClient {
-    LockClient::builder(url).lease(lease).build().await.unwrap()
-}
-
 async fn two_clients_times_sixteen_tasks_never_lose_an_increment(url: &str) {
     let counter = common::unique("counter");
     let name = common::unique("exclusive");
-    let clients = [connect(url).await, connect(url).await];
+    let clients = [common::connect(url).await, common::connect(url).await];
     let mut tasks = Vec::new();
     for task in 0..32 {
         let client = clients[task % 2].clone();
@@ -98,7 +60,7 @@ async fn two_clients_times_sixteen_tasks_never_lose_an_increment(url: &str) {
 
 /// Takes the lock three times in one task and releases in the order given.
 async fn three_deep_released_in(url: &str, order: [usize; 3]) {
-    let client = connect(url).await;
+    let client = common::connect(url).await;
     let name = common::unique("reentrant");
     let mut guards: Vec<Option<LockGuard>> = Vec::new();
     for depth in 1..=3 {
@@ -152,8 +114,8 @@ async fn three_deep_released_middle_first(url: &str) {
 }
 
 async fn the_watchdog_keeps_a_one_second_lease_alive_for_four_seconds(url: &str) {
-    let client = with_lease(url, Duration::from_secs(1)).await;
-    let other = connect(url).await;
+    let client = common::client_with_lease(url, Duration::from_secs(1)).await;
+    let other = common::connect(url).await;
     let name = common::unique("renew");
     let guard = client.lock(&name).await.unwrap();
     for _ in 0..8 {
@@ -172,8 +134,8 @@ async fn the_watchdog_keeps_a_one_second_lease_alive_for_four_seconds(url: &str)
 
 async fn a_waiter_is_woken_by_the_release_message_not_by_the_lease(url: &str) {
     let name = common::unique("wake");
-    let holder = with_lease(url, Duration::from_secs(60)).await;
-    let waiter = connect(url).await;
+    let holder = common::client_with_lease(url, Duration::from_secs(60)).await;
+    let waiter = common::connect(url).await;
     let held = holder.lock(&name).await.unwrap();
     let pttl = held.remaining_ttl().await.unwrap().unwrap();
     assert!(
@@ -200,7 +162,7 @@ async fn a_waiter_is_woken_by_the_release_message_not_by_the_lease(url: &str) {
 
 async fn the_lost_signal_fires_within_one_renewal_period_after_the_key_is_deleted(url: &str) {
     let lease = Duration::from_millis(900);
-    let client = with_lease(url, lease).await;
+    let client = common::client_with_lease(url, lease).await;
     let name = common::unique("lost");
     let guard = client.lock(&name).await.unwrap();
     let lost = {
@@ -222,7 +184,7 @@ async fn the_lost_signal_fires_within_one_renewal_period_after_the_key_is_delete
 
 async fn a_thousand_lock_futures_cancelled_at_every_stage_leave_no_key(url: &str) {
     // A long lease: if a hold leaked, the key would stay for a minute, not vanish.
-    let client = with_lease(url, Duration::from_secs(60)).await;
+    let client = common::client_with_lease(url, Duration::from_secs(60)).await;
     let name = common::unique("cancel");
     let mut acquired_before_cancel = 0;
     for i in 0..1_000u64 {

@@ -40,6 +40,64 @@ pub fn url() -> String {
     shared().url()
 }
 
+static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
+
+/// One three-primary cluster shared by every test in this test binary, started on
+/// first use; tests use unique names.
+pub fn cluster() -> &'static RedisCluster {
+    CLUSTER.get_or_init(|| RedisCluster::start(3))
+}
+
+/// The URL of the shared cluster.
+pub fn cluster_url() -> String {
+    cluster().url()
+}
+
+/// One test per topology for each scenario named: each scenario is an `async
+/// fn(url: &str)`, run as `single::NAME` on the shared server and as `cluster::NAME`
+/// on the shared cluster, by default in `#[tokio::test(flavor = "multi_thread",
+/// worker_threads = 4)]`. A scenario may name its own test attribute instead:
+///
+/// ```ignore
+/// common::on_every_topology!(
+///     a_scenario,
+///     #[tokio::test(flavor = "current_thread")]
+///     another_scenario,
+/// );
+/// ```
+#[allow(unused_macros)]
+macro_rules! on_every_topology {
+    ($($(#[$test:meta])* $scenario:ident),* $(,)?) => {
+        mod single {
+            $(
+                $crate::common::on_every_topology!(
+                    @test [$(#[$test])*] $scenario, $crate::common::url()
+                );
+            )*
+        }
+        mod cluster {
+            $(
+                $crate::common::on_every_topology!(
+                    @test [$(#[$test])*] $scenario, $crate::common::cluster_url()
+                );
+            )*
+        }
+    };
+    (@test [] $scenario:ident, $url:expr) => {
+        $crate::common::on_every_topology!(
+            @test [#[tokio::test(flavor = "multi_thread", worker_threads = 4)]] $scenario, $url
+        );
+    };
+    (@test [$(#[$test:meta])+] $scenario:ident, $url:expr) => {
+        $(#[$test])+
+        async fn $scenario() {
+            super::$scenario(&$url).await;
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use on_every_topology;
+
 /// The lock's hash key for `name` under the default prefix: `holdlock:{name}`.
 pub fn key(name: &str) -> String {
     format!("holdlock:{{{name}}}")
@@ -60,11 +118,16 @@ pub fn unique(test: &str) -> String {
     format!("test:{test}:{}", uuid::Uuid::new_v4().simple())
 }
 
-/// A client of the shared server with default settings.
-pub async fn client() -> LockClient {
-    LockClient::connect(&url())
+/// A client of `url` with default settings.
+pub async fn connect(url: &str) -> LockClient {
+    LockClient::connect(url)
         .await
         .expect("connect to the test redis")
+}
+
+/// A client of the shared server with default settings.
+pub async fn client() -> LockClient {
+    connect(&url()).await
 }
 
 /// A client of `url` with a lease of its own.
