@@ -8,6 +8,19 @@ use std::time::{Duration, Instant};
 use fred::interfaces::{HashesInterface, KeysInterface};
 use holdlock::{LockClient, LockError, LockGuard, LockOptions, owner_scope};
 
+common::on_every_topology!(
+    try_lock_on_a_held_lock_returns_none_without_waiting,
+    a_try_to_re_enter_is_not_refused_for_a_local_holder_that_lost_the_lock_unaware,
+    lock_timeout_gives_up_after_its_timeout,
+    local_waiters_queue_in_fifo_order,
+    another_owner_cannot_release_and_a_guard_moves_between_tasks,
+    futures_joined_in_one_task_share_an_owner_unless_scoped,
+    owner_id_names_the_current_task,
+    bad_input_is_rejected_and_changes_nothing,
+    a_key_of_another_type_is_wrongtype_and_left_alone,
+    a_shut_down_client_refuses_work,
+);
+
 #[test]
 fn client_guard_and_futures_are_send_and_sync() {
     fn send_sync<T: Send + Sync + 'static>(_: &T) {}
@@ -26,10 +39,9 @@ fn client_guard_and_futures_are_send_and_sync() {
     });
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn try_lock_on_a_held_lock_returns_none_without_waiting() {
+async fn try_lock_on_a_held_lock_returns_none_without_waiting(url: &str) {
     let name = common::unique("try");
-    let (a, b) = (common::client().await, common::client().await);
+    let (a, b) = (common::connect(url).await, common::connect(url).await);
     let held = a.lock(&name).await.unwrap();
     let start = Instant::now();
     assert!(b.try_lock(&name).await.unwrap().is_none());
@@ -114,9 +126,8 @@ async fn callers_arriving_at_once_on_a_held_lock_do_not_stampede_redis() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_try_to_re_enter_is_not_refused_for_a_local_holder_that_lost_the_lock_unaware() {
-    let client = common::client().await; // 30 s lease: the first holder notices in 10 s
+async fn a_try_to_re_enter_is_not_refused_for_a_local_holder_that_lost_the_lock_unaware(url: &str) {
+    let client = common::connect(url).await; // 30 s lease: the first holder notices in 10 s
     let name = common::unique("stale-local");
     let stale = common::lock_as_another_owner(&client, &name).await;
     // The lock vanishes behind the first holder's back (a restart, a force unlock).
@@ -141,10 +152,9 @@ async fn a_try_to_re_enter_is_not_refused_for_a_local_holder_that_lost_the_lock_
     drop(stale);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn lock_timeout_gives_up_after_its_timeout() {
+async fn lock_timeout_gives_up_after_its_timeout(url: &str) {
     let name = common::unique("timeout");
-    let (a, b) = (common::client().await, common::client().await);
+    let (a, b) = (common::connect(url).await, common::connect(url).await);
     let _held = a.lock(&name).await.unwrap();
     let start = Instant::now();
     let got = b
@@ -160,11 +170,10 @@ async fn lock_timeout_gives_up_after_its_timeout() {
     assert!(waited < Duration::from_secs(3), "gave up late: {waited:?}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn local_waiters_queue_in_fifo_order() {
+async fn local_waiters_queue_in_fifo_order(url: &str) {
     let name = common::unique("fifo");
-    let holder = common::client().await;
-    let waiters = common::client().await;
+    let holder = common::connect(url).await;
+    let waiters = common::connect(url).await;
     let held = holder.lock(&name).await.unwrap();
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
@@ -184,10 +193,9 @@ async fn local_waiters_queue_in_fifo_order() {
     assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4]);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn another_owner_cannot_release_and_a_guard_moves_between_tasks() {
+async fn another_owner_cannot_release_and_a_guard_moves_between_tasks(url: &str) {
     let name = common::unique("owner");
-    let client = common::client().await;
+    let client = common::connect(url).await;
     let guard = client.lock(&name).await.unwrap();
     let owner = guard.owner().to_owned();
     // Another task (another owner) cannot take it...
@@ -207,10 +215,9 @@ async fn another_owner_cannot_release_and_a_guard_moves_between_tasks() {
     assert!(!client.is_locked(&name).await.unwrap());
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn futures_joined_in_one_task_share_an_owner_unless_scoped() {
+async fn futures_joined_in_one_task_share_an_owner_unless_scoped(url: &str) {
     let name = common::unique("scope");
-    let client = common::client().await;
+    let client = common::connect(url).await;
     // Without scopes, both futures are the same owner: the second re-enters.
     let (a, b) = tokio::join!(client.lock(&name), client.lock(&name));
     let (a, b) = (a.unwrap(), b.unwrap());
@@ -240,9 +247,8 @@ async fn futures_joined_in_one_task_share_an_owner_unless_scoped() {
     assert_ne!(ox, oy);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn owner_id_names_the_current_task() {
-    let client = common::client().await;
+async fn owner_id_names_the_current_task(url: &str) {
+    let client = common::connect(url).await;
     let name = common::unique("owner-id");
     let guard = client.lock(&name).await.unwrap();
     assert_eq!(guard.owner(), client.owner_id());
@@ -252,9 +258,8 @@ async fn owner_id_names_the_current_task() {
     assert_eq!(guard.name(), name);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn bad_input_is_rejected_and_changes_nothing() {
-    let client = common::client().await;
+async fn bad_input_is_rejected_and_changes_nothing(url: &str) {
+    let client = common::connect(url).await;
     assert!(matches!(
         client.lock("").await,
         Err(LockError::InvalidName { .. })
@@ -287,10 +292,7 @@ async fn bad_input_is_rejected_and_changes_nothing() {
         "nothing was written"
     );
 
-    let braces = LockClient::builder(common::url())
-        .prefix("{app}:")
-        .build()
-        .await;
+    let braces = LockClient::builder(url).prefix("{app}:").build().await;
     assert!(matches!(
         braces,
         Err(LockError::InvalidOption {
@@ -298,10 +300,7 @@ async fn bad_input_is_rejected_and_changes_nothing() {
             ..
         })
     ));
-    let zero_lease = LockClient::builder(common::url())
-        .lease(Duration::ZERO)
-        .build()
-        .await;
+    let zero_lease = LockClient::builder(url).lease(Duration::ZERO).build().await;
     assert!(matches!(
         zero_lease,
         Err(LockError::InvalidOption {
@@ -316,9 +315,8 @@ async fn bad_input_is_rejected_and_changes_nothing() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_key_of_another_type_is_wrongtype_and_left_alone() {
-    let client = common::client().await;
+async fn a_key_of_another_type_is_wrongtype_and_left_alone(url: &str) {
+    let client = common::connect(url).await;
     let name = common::unique("wrongtype");
     let key = common::key(&name);
     let _: () = client
@@ -366,9 +364,8 @@ async fn connecting_to_a_dead_port_fails_within_the_connect_timeout() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_shut_down_client_refuses_work() {
-    let client = common::client().await;
+async fn a_shut_down_client_refuses_work(url: &str) {
+    let client = common::connect(url).await;
     client.shutdown().await;
     assert!(matches!(client.lock("x").await, Err(LockError::Shutdown)));
     assert!(matches!(
