@@ -6,10 +6,17 @@ use std::time::Duration;
 
 use holdlock::LockError;
 
-#[tokio::test(flavor = "multi_thread")]
-async fn re_entry_works_while_others_wait_in_line() {
+common::on_every_topology!(
+    re_entry_works_while_others_wait_in_line,
+    an_unlocked_hold_is_gone_and_another_owner_takes_it_afresh,
+    a_guard_whose_hold_vanished_reports_not_held_and_touches_nothing,
+    dropping_nested_guards_releases_in_the_background,
+    a_re_entry_sets_the_lease_only_when_no_watchdog_keeps_it,
+);
+
+async fn re_entry_works_while_others_wait_in_line(url: &str) {
     // A holder that re-enters must not queue behind waiters for its own lock.
-    let client = common::client().await;
+    let client = common::connect(url).await;
     let name = common::unique("reenter-queue");
     let outer = client.lock(&name).await.unwrap();
     let waiter = {
@@ -31,9 +38,8 @@ async fn re_entry_works_while_others_wait_in_line() {
         .unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn an_unlocked_hold_is_gone_and_another_owner_takes_it_afresh() {
-    let client = common::client().await;
+async fn an_unlocked_hold_is_gone_and_another_owner_takes_it_afresh(url: &str) {
+    let client = common::connect(url).await;
     let name = common::unique("double");
     let guard = client.lock(&name).await.unwrap();
     let owner = guard.owner().to_owned();
@@ -52,9 +58,8 @@ async fn an_unlocked_hold_is_gone_and_another_owner_takes_it_afresh() {
     other.unlock().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_guard_whose_hold_vanished_reports_not_held_and_touches_nothing() {
-    let client = common::client().await;
+async fn a_guard_whose_hold_vanished_reports_not_held_and_touches_nothing(url: &str) {
+    let client = common::connect(url).await;
     let name = common::unique("vanished");
     let old = client.lock(&name).await.unwrap();
     client.force_unlock(&name).await.unwrap();
@@ -71,9 +76,8 @@ async fn a_guard_whose_hold_vanished_reports_not_held_and_touches_nothing() {
     assert!(!client.is_locked(&name).await.unwrap());
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn dropping_nested_guards_releases_in_the_background() {
-    let client = common::client().await;
+async fn dropping_nested_guards_releases_in_the_background(url: &str) {
+    let client = common::connect(url).await;
     let name = common::unique("drop");
     let a = client.lock(&name).await.unwrap();
     let b = client.lock(&name).await.unwrap();
@@ -82,10 +86,9 @@ async fn dropping_nested_guards_releases_in_the_background() {
     common::wait_until_free(&client, &name, Duration::from_secs(2)).await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_re_entry_sets_the_lease_only_when_no_watchdog_keeps_it() {
+async fn a_re_entry_sets_the_lease_only_when_no_watchdog_keeps_it(url: &str) {
     use fred::interfaces::KeysInterface;
-    let client = common::client().await;
+    let client = common::connect(url).await;
     let redis = client.redis().clone();
     let pttl = |name: String| {
         let redis = redis.clone();
