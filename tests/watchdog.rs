@@ -7,17 +7,18 @@ use std::time::{Duration, Instant};
 use fred::interfaces::{HashesInterface, KeysInterface};
 use holdlock::{LockClient, LockOptions};
 
-async fn short_lease_client(lease: Duration) -> LockClient {
-    LockClient::builder(common::url())
-        .lease(lease)
-        .build()
-        .await
-        .unwrap()
-}
+common::on_every_topology!(
+    a_fixed_lease_is_not_renewed_and_reports_lost_when_it_runs_out,
+    lost_does_not_fire_while_the_lock_is_held,
+    a_shut_down_client_frees_its_lock_within_the_lease,
+    a_dropped_client_and_runtime_free_the_lock_within_the_lease,
+    no_renewal_outlives_the_last_unlock,
+    nested_holds_share_one_watchdog,
+    shutdown_finishes_releases_that_dropped_guards_started,
+);
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_fixed_lease_is_not_renewed_and_reports_lost_when_it_runs_out() {
-    let client = common::client().await;
+async fn a_fixed_lease_is_not_renewed_and_reports_lost_when_it_runs_out(url: &str) {
+    let client = common::connect(url).await;
     let name = common::unique("fixed");
     let options = LockOptions::new().lease(Duration::from_millis(400));
     let guard = client.lock_with(&name, options).await.unwrap().unwrap();
@@ -31,9 +32,8 @@ async fn a_fixed_lease_is_not_renewed_and_reports_lost_when_it_runs_out() {
     common::wait_until_free(&client, &name, Duration::from_secs(1)).await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn lost_does_not_fire_while_the_lock_is_held() {
-    let client = short_lease_client(Duration::from_millis(600)).await;
+async fn lost_does_not_fire_while_the_lock_is_held(url: &str) {
+    let client = common::client_with_lease(url, Duration::from_millis(600)).await;
     let name = common::unique("not-lost");
     let guard = client.lock(&name).await.unwrap();
     let fired = tokio::time::timeout(Duration::from_millis(1500), guard.lost()).await;
@@ -41,11 +41,10 @@ async fn lost_does_not_fire_while_the_lock_is_held() {
     guard.unlock().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_shut_down_client_frees_its_lock_within_the_lease() {
+async fn a_shut_down_client_frees_its_lock_within_the_lease(url: &str) {
     let lease = Duration::from_secs(1);
-    let client = short_lease_client(lease).await;
-    let observer = common::client().await;
+    let client = common::client_with_lease(url, lease).await;
+    let observer = common::connect(url).await;
     let name = common::unique("shutdown");
     let guard = client.lock(&name).await.unwrap();
     tokio::time::sleep(Duration::from_millis(700)).await; // past one renewal
@@ -62,43 +61,45 @@ async fn a_shut_down_client_frees_its_lock_within_the_lease() {
     drop(guard); // releases nothing, panics nowhere
 }
 
-#[test]
-fn a_dropped_client_and_runtime_free_the_lock_within_the_lease() {
+async fn a_dropped_client_and_runtime_free_the_lock_within_the_lease(url: &str) {
     // A crash, as far as Redis can tell: the runtime (and every task and connection
-    // in it) disappears while the lock is held.
+    // in it) disappears while the lock is held. It runs in a thread of its own: a
+    // runtime cannot be dropped inside another.
     let lease = Duration::from_secs(1);
     let name = common::unique("crash");
-    let url = common::url();
-    let doomed = tokio::runtime::Runtime::new().unwrap();
-    let guard = doomed.block_on(async {
-        let client = LockClient::builder(&url)
-            .lease(lease)
-            .build()
-            .await
-            .unwrap();
-        client.lock(&name).await.unwrap()
-    });
-    std::mem::forget(guard);
-    drop(doomed);
+    std::thread::spawn({
+        let (url, name) = (url.to_owned(), name.clone());
+        move || {
+            let doomed = tokio::runtime::Runtime::new().unwrap();
+            let guard = doomed.block_on(async {
+                let client = LockClient::builder(&url)
+                    .lease(lease)
+                    .build()
+                    .await
+                    .unwrap();
+                client.lock(&name).await.unwrap()
+            });
+            std::mem::forget(guard);
+            drop(doomed);
+        }
+    })
+    .join()
+    .unwrap();
 
-    let observer = tokio::runtime::Runtime::new().unwrap();
-    observer.block_on(async {
-        let client = LockClient::connect(&url).await.unwrap();
-        assert!(
-            client.is_locked(&name).await.unwrap(),
-            "the lease outlives the crash briefly"
-        );
-        let freed = common::wait_until_free(&client, &name, lease * 2).await;
-        assert!(
-            freed <= lease + Duration::from_millis(200),
-            "freed after {freed:?}"
-        );
-    });
+    let client = common::connect(url).await;
+    assert!(
+        client.is_locked(&name).await.unwrap(),
+        "the lease outlives the crash briefly"
+    );
+    let freed = common::wait_until_free(&client, &name, lease * 2).await;
+    assert!(
+        freed <= lease + Duration::from_millis(200),
+        "freed after {freed:?}"
+    );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn no_renewal_outlives_the_last_unlock() {
-    let client = short_lease_client(Duration::from_millis(300)).await;
+async fn no_renewal_outlives_the_last_unlock(url: &str) {
+    let client = common::client_with_lease(url, Duration::from_millis(300)).await;
     let name = common::unique("no-late-renewal");
     for _ in 0..20 {
         let guard = client.lock(&name).await.unwrap();
@@ -107,7 +108,7 @@ async fn no_renewal_outlives_the_last_unlock() {
     }
     // Re-create the hold by hand, under the same owner, with a short TTL: a stray
     // renewal (which extends only a key with its owner's field) would extend it.
-    let raw = common::raw(&common::url()).await;
+    let raw = common::raw(url).await;
     let _: () = raw
         .hset(common::key(&name).as_str(), (client.owner_id(), 1))
         .await
@@ -121,9 +122,8 @@ async fn no_renewal_outlives_the_last_unlock() {
     assert_eq!(exists, 0, "something renewed a key nobody here holds");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn nested_holds_share_one_watchdog() {
-    let client = short_lease_client(Duration::from_millis(600)).await;
+async fn nested_holds_share_one_watchdog(url: &str) {
+    let client = common::client_with_lease(url, Duration::from_millis(600)).await;
     let name = common::unique("one-watchdog");
     let a = client.lock(&name).await.unwrap();
     let b = client.lock(&name).await.unwrap();
@@ -136,10 +136,9 @@ async fn nested_holds_share_one_watchdog() {
     assert!(!client.is_locked(&name).await.unwrap());
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn shutdown_finishes_releases_that_dropped_guards_started() {
-    let client = common::client().await;
-    let observer = common::client().await;
+async fn shutdown_finishes_releases_that_dropped_guards_started(url: &str) {
+    let client = common::connect(url).await;
+    let observer = common::connect(url).await;
     let names: Vec<String> = (0..20).map(|_| common::unique("flush")).collect();
     for name in &names {
         drop(client.lock(name).await.unwrap());
