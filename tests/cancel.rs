@@ -8,10 +8,18 @@ use fred::interfaces::PubsubInterface;
 use futures::FutureExt;
 use holdlock::LockClient;
 
-#[tokio::test(flavor = "multi_thread")]
-async fn cancelled_waiters_leave_no_hold_and_no_subscription() {
-    let holder = common::client().await;
-    let waiters = common::client().await;
+common::on_every_topology!(
+    cancelled_waiters_leave_no_hold_and_no_subscription,
+    cancelling_a_waiter_keeps_the_queue_moving,
+    #[tokio::test(flavor = "current_thread")]
+    an_unlock_dropped_before_it_was_sent_still_releases,
+    unlocks_polled_once_and_dropped_leave_nothing_behind,
+    locks_after_cancelled_locks_of_the_same_owner_never_fail,
+);
+
+async fn cancelled_waiters_leave_no_hold_and_no_subscription(url: &str) {
+    let holder = common::connect(url).await;
+    let waiters = common::connect(url).await;
     let name = common::unique("cancel-waiters");
     let held = holder.lock(&name).await.unwrap();
     let channel = common::release_channel(&name);
@@ -67,10 +75,9 @@ async fn cancelled_waiters_leave_no_hold_and_no_subscription() {
         .unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn cancelling_a_waiter_keeps_the_queue_moving() {
-    let holder = common::client().await;
-    let waiters = common::client().await;
+async fn cancelling_a_waiter_keeps_the_queue_moving(url: &str) {
+    let holder = common::connect(url).await;
+    let waiters = common::connect(url).await;
     let name = common::unique("cancel-queue");
     let held = holder.lock(&name).await.unwrap();
     let first = {
@@ -93,10 +100,9 @@ async fn cancelling_a_waiter_keeps_the_queue_moving() {
 
 /// A nested `unlock()` dropped while it waits behind another call of its owner (here
 /// the other guard's release, in flight) still releases its hold.
-#[tokio::test(flavor = "current_thread")]
-async fn an_unlock_dropped_before_it_was_sent_still_releases() {
-    let client = common::client().await;
-    let other = common::client().await;
+async fn an_unlock_dropped_before_it_was_sent_still_releases(url: &str) {
+    let client = common::connect(url).await;
+    let other = common::connect(url).await;
     for round in 0..20 {
         let name = common::unique(&format!("cancel-unlock-{round}"));
         let outer = client.lock(&name).await.unwrap();
@@ -118,10 +124,9 @@ async fn an_unlock_dropped_before_it_was_sent_still_releases() {
 }
 
 /// An `unlock()` polled once and dropped, in any state, never leaks its hold.
-#[tokio::test(flavor = "multi_thread")]
-async fn unlocks_polled_once_and_dropped_leave_nothing_behind() {
-    let client = common::client().await;
-    let other = common::client().await;
+async fn unlocks_polled_once_and_dropped_leave_nothing_behind(url: &str) {
+    let client = common::connect(url).await;
+    let other = common::connect(url).await;
     let names: Vec<String> = (0..200)
         .map(|i| common::unique(&format!("poll-once-{i}")))
         .collect();
@@ -184,20 +189,19 @@ async fn an_unlock_timed_out_behind_a_slow_release_still_releases() {
 
 /// `lock()` calls cut short at random moments, their guards dropped at once, while two
 /// other clients take turns on the lock: every `lock()` that completes has the lock.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn locks_after_cancelled_locks_of_the_same_owner_never_fail() {
+async fn locks_after_cancelled_locks_of_the_same_owner_never_fail(url: &str) {
     let name = common::unique("cancel-then-lock");
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut rivals = Vec::new();
     for _ in 0..2 {
-        let (client, name, stop) = (common::client().await, name.clone(), stop.clone());
+        let (client, name, stop) = (common::connect(url).await, name.clone(), stop.clone());
         rivals.push(tokio::spawn(async move {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 client.lock(&name).await.unwrap().unlock().await.unwrap();
             }
         }));
     }
-    let client = common::client().await;
+    let client = common::connect(url).await;
     let (mut completed, mut cancelled) = (0, 0);
     let start = Instant::now();
     let mut micros = 0u64;

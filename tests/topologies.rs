@@ -4,7 +4,8 @@
 //!
 //! Each scenario is an `async fn(url)`; `common::on_every_topology!` turns it into one
 //! `#[tokio::test]` per topology (`single::NAME`, `cluster::NAME`). Each test binary
-//! shares one server and one cluster; the tests use unique lock names.
+//! shares one server and one cluster; the tests use unique lock names. (The scenarios
+//! of `lock.rs`, `reentrancy.rs`, `watchdog.rs` and `cancel.rs` run on both too.)
 
 mod common;
 
