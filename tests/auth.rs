@@ -163,7 +163,7 @@ async fn an_acl_user_with_the_documented_rule_can_do_everything() {
     assert!(waiter.try_lock(&name).await.unwrap().is_none());
 
     // Fenced writes to a resource under the prefix.
-    let resource = format!("holdlock:{{{name}}}:data");
+    let resource = format!("{}:data", common::key(&name));
     fence::set_with(&guard, &resource, "v1").await.unwrap();
     assert_eq!(
         fence::get(&client, &resource).await.unwrap().unwrap().value,

@@ -8,24 +8,21 @@ use fred::interfaces::PubsubInterface;
 use futures::FutureExt;
 use holdlock::LockClient;
 
-async fn wait_until_free(client: &LockClient, name: &str) {
-    let start = Instant::now();
-    while client.is_locked(name).await.unwrap() {
-        assert!(
-            start.elapsed() < Duration::from_secs(3),
-            "a cancelled lock() left a hold behind"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
+common::on_every_topology!(
+    cancelled_waiters_leave_no_hold_and_no_subscription,
+    cancelling_a_waiter_keeps_the_queue_moving,
+    #[tokio::test(flavor = "current_thread")]
+    an_unlock_dropped_before_it_was_sent_still_releases,
+    unlocks_polled_once_and_dropped_leave_nothing_behind,
+    locks_after_cancelled_locks_of_the_same_owner_never_fail,
+);
 
-#[tokio::test(flavor = "multi_thread")]
-async fn cancelled_waiters_leave_no_hold_and_no_subscription() {
-    let holder = common::client().await;
-    let waiters = common::client().await;
+async fn cancelled_waiters_leave_no_hold_and_no_subscription(url: &str) {
+    let holder = common::connect(url).await;
+    let waiters = common::connect(url).await;
     let name = common::unique("cancel-waiters");
     let held = holder.lock(&name).await.unwrap();
-    let channel = format!("holdlock:{{{name}}}:released");
+    let channel = common::release_channel(&name);
     let subscribers = || async {
         let counts: Vec<(String, i64)> = holder
             .redis()
@@ -59,7 +56,7 @@ async fn cancelled_waiters_leave_no_hold_and_no_subscription() {
         task.await.unwrap();
     }
     held.unlock().await.unwrap();
-    wait_until_free(&holder, &name).await;
+    common::wait_until_free(&holder, &name, Duration::from_secs(3)).await;
 
     // The waiting room unsubscribed once it emptied.
     let start = Instant::now();
@@ -78,10 +75,9 @@ async fn cancelled_waiters_leave_no_hold_and_no_subscription() {
         .unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn cancelling_a_waiter_keeps_the_queue_moving() {
-    let holder = common::client().await;
-    let waiters = common::client().await;
+async fn cancelling_a_waiter_keeps_the_queue_moving(url: &str) {
+    let holder = common::connect(url).await;
+    let waiters = common::connect(url).await;
     let name = common::unique("cancel-queue");
     let held = holder.lock(&name).await.unwrap();
     let first = {
@@ -104,10 +100,9 @@ async fn cancelling_a_waiter_keeps_the_queue_moving() {
 
 /// A nested `unlock()` dropped while it waits behind another call of its owner (here
 /// the other guard's release, in flight) still releases its hold.
-#[tokio::test(flavor = "current_thread")]
-async fn an_unlock_dropped_before_it_was_sent_still_releases() {
-    let client = common::client().await;
-    let other = common::client().await;
+async fn an_unlock_dropped_before_it_was_sent_still_releases(url: &str) {
+    let client = common::connect(url).await;
+    let other = common::connect(url).await;
     for round in 0..20 {
         let name = common::unique(&format!("cancel-unlock-{round}"));
         let outer = client.lock(&name).await.unwrap();
@@ -124,15 +119,14 @@ async fn an_unlock_dropped_before_it_was_sent_still_releases() {
             "the inner unlock should still be waiting"
         );
         first.await.unwrap().unwrap();
-        wait_until_free(&other, &name).await;
+        common::wait_until_free(&other, &name, Duration::from_secs(3)).await;
     }
 }
 
 /// An `unlock()` polled once and dropped, in any state, never leaks its hold.
-#[tokio::test(flavor = "multi_thread")]
-async fn unlocks_polled_once_and_dropped_leave_nothing_behind() {
-    let client = common::client().await;
-    let other = common::client().await;
+async fn unlocks_polled_once_and_dropped_leave_nothing_behind(url: &str) {
+    let client = common::connect(url).await;
+    let other = common::connect(url).await;
     let names: Vec<String> = (0..200)
         .map(|i| common::unique(&format!("poll-once-{i}")))
         .collect();
@@ -151,7 +145,7 @@ async fn unlocks_polled_once_and_dropped_leave_nothing_behind() {
         "only {dropped_pending} were dropped pending"
     );
     for name in &names {
-        wait_until_free(&other, name).await;
+        common::wait_until_free(&other, name, Duration::from_secs(3)).await;
     }
 }
 
@@ -182,7 +176,7 @@ async fn an_unlock_timed_out_behind_a_slow_release_still_releases() {
     );
     sleeper.join().unwrap().unwrap();
     first.await.unwrap().unwrap();
-    wait_until_free(&other, &name).await;
+    common::wait_until_free(&other, &name, Duration::from_secs(3)).await;
     other
         .try_lock(&name)
         .await
@@ -195,20 +189,19 @@ async fn an_unlock_timed_out_behind_a_slow_release_still_releases() {
 
 /// `lock()` calls cut short at random moments, their guards dropped at once, while two
 /// other clients take turns on the lock: every `lock()` that completes has the lock.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn locks_after_cancelled_locks_of_the_same_owner_never_fail() {
+async fn locks_after_cancelled_locks_of_the_same_owner_never_fail(url: &str) {
     let name = common::unique("cancel-then-lock");
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut rivals = Vec::new();
     for _ in 0..2 {
-        let (client, name, stop) = (common::client().await, name.clone(), stop.clone());
+        let (client, name, stop) = (common::connect(url).await, name.clone(), stop.clone());
         rivals.push(tokio::spawn(async move {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 client.lock(&name).await.unwrap().unlock().await.unwrap();
             }
         }));
     }
-    let client = common::client().await;
+    let client = common::connect(url).await;
     let (mut completed, mut cancelled) = (0, 0);
     let start = Instant::now();
     let mut micros = 0u64;

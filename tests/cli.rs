@@ -365,11 +365,7 @@ async fn exit_status_and_environment_pass_through() {
 async fn usage_errors_exit_64_and_an_unreachable_server_69() {
     let name = common::unique("usage");
     // Nothing listens here: if a bad command line were accepted, the run would exit 69.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::server::free_port().unwrap();
     let dead_url = format!("redis://127.0.0.1:{port}");
     let cases: [(&[&str], &str); 7] = [
         (&["run", &name, "--bogus", "--", "true"], "--bogus"),
@@ -569,7 +565,7 @@ async fn names_and_owners_cannot_forge_table_rows() {
     let guard = client.lock(&name).await.unwrap();
     // A hash someone else wrote, whose owner id carries a terminal escape and a newline.
     let raw = common::raw(&common::url()).await;
-    let foreign = format!("{}{{{base}:c}}", holdlock::DEFAULT_PREFIX);
+    let foreign = common::key(&format!("{base}:c"));
     let _: () = raw
         .hset(foreign.as_str(), ("evil\x1b[2K\rowner\nx", "1"))
         .await
@@ -604,7 +600,7 @@ async fn list_shows_the_locks_and_warns_of_each_key_that_is_not_one() {
     let client = common::client().await;
     let guard = client.lock(&good).await.unwrap();
     let raw = common::raw(&common::url()).await;
-    let key = |name: &str| format!("{}{{{base}:{name}}}", holdlock::DEFAULT_PREFIX);
+    let key = |name: &str| common::key(&format!("{base}:{name}"));
     let (foreign, string) = (key("foreign"), key("string"));
     let _: () = raw.hset(foreign.as_str(), ("owner", "abc")).await.unwrap();
     let _: () = raw
@@ -647,11 +643,7 @@ async fn list_shows_the_locks_and_warns_of_each_key_that_is_not_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_names_patterns_and_durations_exit_64_before_connecting() {
     // Nothing listens here: an argument checked only after connecting would exit 69.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::server::free_port().unwrap();
     let dead_url = format!("redis://127.0.0.1:{port}");
     let cases: [(&[&str], &str); 8] = [
         (&["run", "", "--", "true"], "empty"),

@@ -1,23 +1,16 @@
 //! The lock on a three-primary Redis Cluster: hash tags keep each lock in one slot,
 //! release messages cross nodes, listing scans every primary, and a held lock
 //! survives its slot moving to another primary. (The main behaviours run on a cluster
-//! too, in `topologies.rs`.)
+//! too: see `common::on_every_topology!`.)
 
 mod common;
 
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use fred::interfaces::PubsubInterface;
 use holdlock::{LockClient, LockOptions, fence};
 
-use common::{RedisCluster, RedisServer};
-
-static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
-
-fn cluster() -> &'static RedisCluster {
-    CLUSTER.get_or_init(|| RedisCluster::start(3))
-}
+use common::{RedisCluster, RedisServer, cluster};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn locks_work_across_slots_and_nodes() {
@@ -140,9 +133,9 @@ async fn held_locks_survive_their_slots_moving_to_another_primary() {
     let holder = common::client_with_lease(&url, Duration::from_secs(60)).await;
     let waiter = LockClient::connect(&url).await.unwrap();
     let (renewed_name, waited_name) = (common::unique("renewed"), common::unique("waited"));
-    let renewed_key = format!("holdlock:{{{renewed_name}}}");
-    let waited_key = format!("holdlock:{{{waited_name}}}");
-    let channel = format!("{waited_key}:released");
+    let renewed_key = common::key(&renewed_name);
+    let waited_key = common::key(&waited_name);
+    let channel = common::release_channel(&waited_name);
     let renewed = renewing.lock(&renewed_name).await.unwrap();
     let held = holder.lock(&waited_name).await.unwrap();
     let waiting = {

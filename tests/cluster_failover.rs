@@ -52,13 +52,13 @@ async fn held_locks_and_waiters_survive_a_failover_to_a_replica() {
 
     // Two locks on the same primary: one renewed by its watchdog, one waited for.
     let renewed_name = common::unique("failover-renewed");
-    let renewed_key = format!("holdlock:{{{renewed_name}}}");
+    let renewed_key = common::key(&renewed_name);
     let primary = cluster.primary_of(&renewed_key);
     let waited_name = (0..)
         .map(|_| common::unique("failover-waited"))
-        .find(|name| cluster.primary_of(&format!("holdlock:{{{name}}}")).port == primary.port)
+        .find(|name| cluster.primary_of(&common::key(name)).port == primary.port)
         .unwrap();
-    let waited_key = format!("holdlock:{{{waited_name}}}");
+    let waited_key = common::key(&waited_name);
 
     let renewed = renewing.lock(&renewed_name).await.unwrap();
     let first_token = renewed.fencing_token().unwrap();

@@ -6,14 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use fred::interfaces::HashesInterface;
 use holdlock::LockClient;
 
 use common::RedisServer;
-
-fn key(name: &str) -> String {
-    format!("holdlock:{{{name}}}")
-}
 
 /// Kills every client connection of `server` every few milliseconds until stopped.
 fn start_killer(server: &Arc<RedisServer>) -> (Arc<AtomicBool>, std::thread::JoinHandle<usize>) {
@@ -31,20 +26,6 @@ fn start_killer(server: &Arc<RedisServer>) -> (Arc<AtomicBool>, std::thread::Joi
         })
     };
     (stop, handle)
-}
-
-async fn redis_count(client: &LockClient, name: &str, owner: &str) -> Option<i64> {
-    for _ in 0..100 {
-        match client
-            .redis()
-            .hget::<Option<i64>, _, _>(key(name).as_str(), owner)
-            .await
-        {
-            Ok(count) => return count,
-            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
-        }
-    }
-    panic!("could not read the hold count");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -77,7 +58,7 @@ async fn killed_connections_never_double_or_drop_a_hold() {
                     assert_eq!(guard.hold_count(), depth);
                     let owner = guard.owner().to_owned();
                     guards.push(guard);
-                    let actual = redis_count(&client, &name, &owner).await;
+                    let actual = common::hold_count(client.redis(), &name, &owner).await;
                     if actual != Some(i64::from(depth)) {
                         mismatches.push(format!("after lock #{depth}: redis has {actual:?}"));
                     }
@@ -85,7 +66,7 @@ async fn killed_connections_never_double_or_drop_a_hold() {
                 let owner = guards[0].owner().to_owned();
                 for remaining in (0..3i64).rev() {
                     guards.pop().unwrap().unlock().await.unwrap();
-                    let actual = redis_count(&client, &name, &owner).await;
+                    let actual = common::hold_count(client.redis(), &name, &owner).await;
                     let expected = Some(remaining).filter(|&n| n > 0);
                     if actual != expected {
                         mismatches
@@ -210,7 +191,7 @@ async fn a_refused_release_keeps_the_counts_and_is_done_later() {
     assert!(refused.is_err(), "writes are refused: {refused:?}");
     assert_eq!(outer.hold_count(), 2, "nothing changed here");
     assert_eq!(
-        redis_count(&client, &name, &owner).await,
+        common::hold_count(client.redis(), &name, &owner).await,
         Some(2),
         "nor in redis"
     );
@@ -219,24 +200,32 @@ async fn a_refused_release_keeps_the_counts_and_is_done_later() {
         .unwrap();
     outer.unlock().await.unwrap();
     let start = Instant::now();
-    while redis_count(&client, &name, &owner).await.is_some() {
+    while common::hold_count(client.redis(), &name, &owner)
+        .await
+        .is_some()
+    {
         assert!(
             start.elapsed() < Duration::from_secs(3),
             "the refused release was never done"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // Another task of the same client is not refused by what this one held.
-    let (other_task, other_name) = (client.clone(), name.clone());
-    let guard = tokio::spawn(async move { other_task.try_lock(&other_name).await })
-        .await
-        .unwrap()
-        .unwrap();
-    guard
-        .expect("free for another task")
-        .unlock()
-        .await
-        .unwrap();
+    // Another task of the same client is not refused by what this one held, once the
+    // release's reply is in (Redis may show the field gone a moment before).
+    let start = Instant::now();
+    let guard = loop {
+        let (other_task, other_name) = (client.clone(), name.clone());
+        let tried = tokio::spawn(async move { other_task.try_lock(&other_name).await });
+        if let Some(guard) = tried.await.unwrap().unwrap() {
+            break guard;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "still refused to another task of the same client"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    guard.unlock().await.unwrap();
 }
 
 /// A grant whose reply comes later than a third of the lease (the server slept through

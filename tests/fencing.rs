@@ -181,16 +181,6 @@ async fn fence_compares_tokens_beyond_lua_numbers_exactly() {
     );
 }
 
-/// How many `HGET`s the server has run.
-fn hget_calls(server: &common::RedisServer) -> u64 {
-    let stats = server.query(&["INFO", "commandstats"]).unwrap();
-    stats
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_hget:calls="))
-        .and_then(|rest| rest.split(',').next()?.parse().ok())
-        .unwrap_or(0)
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fenced_acquire_whose_reply_was_lost_still_gets_its_token() {
     use fred::interfaces::HashesInterface;
@@ -203,18 +193,21 @@ async fn a_fenced_acquire_whose_reply_was_lost_still_gets_its_token() {
         .unwrap();
     let name = common::unique("lost-reply");
     client.lock(&name).await.unwrap().unlock().await.unwrap();
-    let hgets = hget_calls(&server);
+    let hgets = server.command_calls("hget");
     // Every command now waits 450 ms: the acquire times out after 300 ms, so the
     // client asks Redis whether it ran (the owner's field, then the hold's token), and
     // those reads are answered after the script has run.
     assert_eq!(server.command(&["CLIENT", "PAUSE", "450"]).unwrap(), "+OK");
     let guard = client.lock(&name).await.unwrap();
     assert!(
-        hget_calls(&server) >= hgets + 2,
+        server.command_calls("hget") >= hgets + 2,
         "the acquire's reply was not lost, so this test shows nothing"
     );
-    let key = format!("{}{{{name}}}", holdlock::DEFAULT_PREFIX);
-    let in_redis: Option<u64> = client.redis().hget(key.as_str(), "token").await.unwrap();
+    let in_redis: Option<u64> = client
+        .redis()
+        .hget(common::key(&name).as_str(), "token")
+        .await
+        .unwrap();
     assert!(in_redis.is_some());
     assert_eq!(guard.fencing_token(), in_redis);
     guard.unlock().await.unwrap();
@@ -226,8 +219,8 @@ async fn a_foreign_token_key_fails_a_fenced_acquire_with_nothing_written() {
     use fred::interfaces::{HashesInterface, KeysInterface};
     let client = common::client().await;
     let name = common::unique("foreign-token");
-    let key = format!("{}{{{name}}}", holdlock::DEFAULT_PREFIX);
-    let token_key = format!("{key}:token");
+    let key = common::key(&name);
+    let token_key = common::token_key(&name);
     let raw = common::raw(&common::url()).await;
     let _: () = raw
         .hset(token_key.as_str(), ("someone", "else"))

@@ -65,17 +65,12 @@ fn assert_increasing(tokens: &[u64]) {
     );
 }
 
-fn lock_key(name: &str) -> String {
-    format!("{}{{{name}}}", holdlock::DEFAULT_PREFIX)
-}
-
 /// Every value a server keeps about `name`'s tokens (the held lock's `token` field and
 /// the token key), parsed; empty when it remembers none.
 fn remembered_tokens(server: &RedisServer, name: &str) -> Vec<u64> {
-    let key = lock_key(name);
     [
-        server.query(&["HGET", &key, "token"]),
-        server.query(&["GET", &format!("{key}:token")]),
+        server.query(&["HGET", &common::key(name), "token"]),
+        server.query(&["GET", &common::token_key(name)]),
     ]
     .into_iter()
     .filter_map(|reply| reply.ok()?.parse().ok())

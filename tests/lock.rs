@@ -8,6 +8,19 @@ use std::time::{Duration, Instant};
 use fred::interfaces::{HashesInterface, KeysInterface};
 use holdlock::{LockClient, LockError, LockGuard, LockOptions, owner_scope};
 
+common::on_every_topology!(
+    try_lock_on_a_held_lock_returns_none_without_waiting,
+    a_try_to_re_enter_is_not_refused_for_a_local_holder_that_lost_the_lock_unaware,
+    lock_timeout_gives_up_after_its_timeout,
+    local_waiters_queue_in_fifo_order,
+    another_owner_cannot_release_and_a_guard_moves_between_tasks,
+    futures_joined_in_one_task_share_an_owner_unless_scoped,
+    owner_id_names_the_current_task,
+    bad_input_is_rejected_and_changes_nothing,
+    a_key_of_another_type_is_wrongtype_and_left_alone,
+    a_shut_down_client_refuses_work,
+);
+
 #[test]
 fn client_guard_and_futures_are_send_and_sync() {
     fn send_sync<T: Send + Sync + 'static>(_: &T) {}
@@ -26,10 +39,9 @@ fn client_guard_and_futures_are_send_and_sync() {
     });
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn try_lock_on_a_held_lock_returns_none_without_waiting() {
+async fn try_lock_on_a_held_lock_returns_none_without_waiting(url: &str) {
     let name = common::unique("try");
-    let (a, b) = (common::client().await, common::client().await);
+    let (a, b) = (common::connect(url).await, common::connect(url).await);
     let held = a.lock(&name).await.unwrap();
     let start = Instant::now();
     assert!(b.try_lock(&name).await.unwrap().is_none());
@@ -41,16 +53,6 @@ async fn try_lock_on_a_held_lock_returns_none_without_waiting() {
     held.unlock().await.unwrap();
     let got = b.try_lock(&name).await.unwrap().expect("free after unlock");
     got.unlock().await.unwrap();
-}
-
-/// EVALSHA calls the server has run since its stats were reset.
-fn evalsha_calls(server: &common::RedisServer) -> u64 {
-    let stats = server.query(&["INFO", "commandstats"]).unwrap();
-    stats
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |calls| calls.parse().unwrap())
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -69,7 +71,11 @@ async fn tries_against_a_lock_held_in_this_process_cost_redis_nothing() {
     for refused in tries {
         assert!(refused.await.unwrap(), "another owner got a held lock");
     }
-    assert_eq!(evalsha_calls(&server), 0, "refused without a round trip");
+    assert_eq!(
+        server.command_calls("evalsha"),
+        0,
+        "refused without a round trip"
+    );
 
     // Once released, a try goes to Redis again and wins.
     held.unlock().await.unwrap();
@@ -84,7 +90,7 @@ async fn tries_against_a_lock_held_in_this_process_cost_redis_nothing() {
         }
     });
     assert_eq!(got.await.unwrap(), Some(1));
-    assert!(evalsha_calls(&server) >= 1);
+    assert!(server.command_calls("evalsha") >= 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -108,7 +114,7 @@ async fn callers_arriving_at_once_on_a_held_lock_do_not_stampede_redis() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     // Only the head of the line has asked Redis (once, and once more after
     // subscribing); the other 49 wait behind it.
-    let asked = evalsha_calls(&server);
+    let asked = server.command_calls("evalsha");
     assert!(asked <= 4, "50 callers sent {asked} acquire scripts");
     // On the release they take the lock one after another.
     held.unlock().await.unwrap();
@@ -120,13 +126,12 @@ async fn callers_arriving_at_once_on_a_held_lock_do_not_stampede_redis() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_try_to_re_enter_is_not_refused_for_a_local_holder_that_lost_the_lock_unaware() {
-    let client = common::client().await; // 30 s lease: the first holder notices in 10 s
+async fn a_try_to_re_enter_is_not_refused_for_a_local_holder_that_lost_the_lock_unaware(url: &str) {
+    let client = common::connect(url).await; // 30 s lease: the first holder notices in 10 s
     let name = common::unique("stale-local");
     let stale = common::lock_as_another_owner(&client, &name).await;
     // The lock vanishes behind the first holder's back (a restart, a force unlock).
-    let _: i64 = client.redis().del(common_key(&name)).await.unwrap();
+    let _: i64 = client.redis().del(common::key(&name)).await.unwrap();
     assert!(!stale.is_lost(), "not noticed yet");
     let nested = tokio::spawn({
         let (client, name) = (client.clone(), name.clone());
@@ -147,10 +152,9 @@ async fn a_try_to_re_enter_is_not_refused_for_a_local_holder_that_lost_the_lock_
     drop(stale);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn lock_timeout_gives_up_after_its_timeout() {
+async fn lock_timeout_gives_up_after_its_timeout(url: &str) {
     let name = common::unique("timeout");
-    let (a, b) = (common::client().await, common::client().await);
+    let (a, b) = (common::connect(url).await, common::connect(url).await);
     let _held = a.lock(&name).await.unwrap();
     let start = Instant::now();
     let got = b
@@ -166,11 +170,10 @@ async fn lock_timeout_gives_up_after_its_timeout() {
     assert!(waited < Duration::from_secs(3), "gave up late: {waited:?}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn local_waiters_queue_in_fifo_order() {
+async fn local_waiters_queue_in_fifo_order(url: &str) {
     let name = common::unique("fifo");
-    let holder = common::client().await;
-    let waiters = common::client().await;
+    let holder = common::connect(url).await;
+    let waiters = common::connect(url).await;
     let held = holder.lock(&name).await.unwrap();
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
@@ -190,10 +193,9 @@ async fn local_waiters_queue_in_fifo_order() {
     assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4]);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn another_owner_cannot_release_and_a_guard_moves_between_tasks() {
+async fn another_owner_cannot_release_and_a_guard_moves_between_tasks(url: &str) {
     let name = common::unique("owner");
-    let client = common::client().await;
+    let client = common::connect(url).await;
     let guard = client.lock(&name).await.unwrap();
     let owner = guard.owner().to_owned();
     // Another task (another owner) cannot take it...
@@ -204,7 +206,7 @@ async fn another_owner_cannot_release_and_a_guard_moves_between_tasks() {
     // ...nor release it through the scripts: only the owner's field counts.
     let raw = client.redis();
     let fields: std::collections::HashMap<String, i64> =
-        raw.hgetall(common_key(&name).as_str()).await.unwrap();
+        raw.hgetall(common::key(&name).as_str()).await.unwrap();
     assert_eq!(fields.get(&owner), Some(&1));
     // The guard remembers its owner: moved to another task, it still releases.
     tokio::spawn(async move { guard.unlock().await.unwrap() })
@@ -213,14 +215,9 @@ async fn another_owner_cannot_release_and_a_guard_moves_between_tasks() {
     assert!(!client.is_locked(&name).await.unwrap());
 }
 
-fn common_key(name: &str) -> String {
-    format!("holdlock:{{{name}}}")
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn futures_joined_in_one_task_share_an_owner_unless_scoped() {
+async fn futures_joined_in_one_task_share_an_owner_unless_scoped(url: &str) {
     let name = common::unique("scope");
-    let client = common::client().await;
+    let client = common::connect(url).await;
     // Without scopes, both futures are the same owner: the second re-enters.
     let (a, b) = tokio::join!(client.lock(&name), client.lock(&name));
     let (a, b) = (a.unwrap(), b.unwrap());
@@ -250,9 +247,8 @@ async fn futures_joined_in_one_task_share_an_owner_unless_scoped() {
     assert_ne!(ox, oy);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn owner_id_names_the_current_task() {
-    let client = common::client().await;
+async fn owner_id_names_the_current_task(url: &str) {
+    let client = common::connect(url).await;
     let name = common::unique("owner-id");
     let guard = client.lock(&name).await.unwrap();
     assert_eq!(guard.owner(), client.owner_id());
@@ -262,9 +258,8 @@ async fn owner_id_names_the_current_task() {
     assert_eq!(guard.name(), name);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn bad_input_is_rejected_and_changes_nothing() {
-    let client = common::client().await;
+async fn bad_input_is_rejected_and_changes_nothing(url: &str) {
+    let client = common::connect(url).await;
     assert!(matches!(
         client.lock("").await,
         Err(LockError::InvalidName { .. })
@@ -297,10 +292,7 @@ async fn bad_input_is_rejected_and_changes_nothing() {
         "nothing was written"
     );
 
-    let braces = LockClient::builder(common::url())
-        .prefix("{app}:")
-        .build()
-        .await;
+    let braces = LockClient::builder(url).prefix("{app}:").build().await;
     assert!(matches!(
         braces,
         Err(LockError::InvalidOption {
@@ -308,10 +300,7 @@ async fn bad_input_is_rejected_and_changes_nothing() {
             ..
         })
     ));
-    let zero_lease = LockClient::builder(common::url())
-        .lease(Duration::ZERO)
-        .build()
-        .await;
+    let zero_lease = LockClient::builder(url).lease(Duration::ZERO).build().await;
     assert!(matches!(
         zero_lease,
         Err(LockError::InvalidOption {
@@ -326,11 +315,10 @@ async fn bad_input_is_rejected_and_changes_nothing() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_key_of_another_type_is_wrongtype_and_left_alone() {
-    let client = common::client().await;
+async fn a_key_of_another_type_is_wrongtype_and_left_alone(url: &str) {
+    let client = common::connect(url).await;
     let name = common::unique("wrongtype");
-    let key = common_key(&name);
+    let key = common::key(&name);
     let _: () = client
         .redis()
         .set(key.as_str(), "not a lock", None, None, false)
@@ -348,24 +336,20 @@ async fn a_key_of_another_type_is_wrongtype_and_left_alone() {
     let value: String = client.redis().get(key.as_str()).await.unwrap();
     assert_eq!(value, "not a lock");
 
-    let list = common_key(&common::unique("wrongtype-list"));
+    let name = common::unique("wrongtype-list");
+    let list = common::key(&name);
     let _: () = fred::interfaces::ListInterface::rpush(client.redis(), list.as_str(), "x")
         .await
         .unwrap();
-    let name = list.trim_start_matches("holdlock:{").trim_end_matches('}');
     assert!(matches!(
-        client.lock(name).await,
+        client.lock(&name).await,
         Err(LockError::WrongType { .. })
     ));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn connecting_to_a_dead_port_fails_within_the_connect_timeout() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::server::free_port().unwrap();
     let start = Instant::now();
     let result = LockClient::builder(format!("redis://127.0.0.1:{port}"))
         .connect_timeout(Duration::from_secs(2))
@@ -380,9 +364,8 @@ async fn connecting_to_a_dead_port_fails_within_the_connect_timeout() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_shut_down_client_refuses_work() {
-    let client = common::client().await;
+async fn a_shut_down_client_refuses_work(url: &str) {
+    let client = common::connect(url).await;
     client.shutdown().await;
     assert!(matches!(client.lock("x").await, Err(LockError::Shutdown)));
     assert!(matches!(

@@ -107,11 +107,7 @@ async fn a_foreign_marker_fails_completion_and_is_left_alone() {
         .await
         .unwrap();
     let claim = claim.won().unwrap();
-    let marker = format!(
-        "{}{{{name}}}:period:{}",
-        holdlock::DEFAULT_PREFIX,
-        claim.period()
-    );
+    let marker = format!("{}:period:{}", common::key(&name), claim.period());
     let raw = common::raw(&common::url()).await;
     let _: () = raw
         .hset(marker.as_str(), ("someone", "else"))

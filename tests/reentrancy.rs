@@ -4,25 +4,19 @@ mod common;
 
 use std::time::Duration;
 
-use fred::interfaces::HashesInterface;
 use holdlock::LockError;
 
-fn key(name: &str) -> String {
-    format!("holdlock:{{{name}}}")
-}
+common::on_every_topology!(
+    re_entry_works_while_others_wait_in_line,
+    an_unlocked_hold_is_gone_and_another_owner_takes_it_afresh,
+    a_guard_whose_hold_vanished_reports_not_held_and_touches_nothing,
+    dropping_nested_guards_releases_in_the_background,
+    a_re_entry_sets_the_lease_only_when_no_watchdog_keeps_it,
+);
 
-async fn count_in_redis(client: &holdlock::LockClient, name: &str, owner: &str) -> Option<i64> {
-    client
-        .redis()
-        .hget(key(name).as_str(), owner)
-        .await
-        .unwrap()
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn re_entry_works_while_others_wait_in_line() {
+async fn re_entry_works_while_others_wait_in_line(url: &str) {
     // A holder that re-enters must not queue behind waiters for its own lock.
-    let client = common::client().await;
+    let client = common::connect(url).await;
     let name = common::unique("reenter-queue");
     let outer = client.lock(&name).await.unwrap();
     let waiter = {
@@ -44,9 +38,8 @@ async fn re_entry_works_while_others_wait_in_line() {
         .unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn an_unlocked_hold_is_gone_and_another_owner_takes_it_afresh() {
-    let client = common::client().await;
+async fn an_unlocked_hold_is_gone_and_another_owner_takes_it_afresh(url: &str) {
+    let client = common::connect(url).await;
     let name = common::unique("double");
     let guard = client.lock(&name).await.unwrap();
     let owner = guard.owner().to_owned();
@@ -54,14 +47,19 @@ async fn an_unlocked_hold_is_gone_and_another_owner_takes_it_afresh() {
     // Another owner takes it; the old owner's hold is gone and cannot be released.
     let other = common::lock_as_another_owner(&client, &name).await;
     assert_ne!(other.owner(), owner);
-    assert_eq!(count_in_redis(&client, &name, &owner).await, None);
-    assert_eq!(count_in_redis(&client, &name, other.owner()).await, Some(1));
+    assert_eq!(
+        common::hold_count(client.redis(), &name, &owner).await,
+        None
+    );
+    assert_eq!(
+        common::hold_count(client.redis(), &name, other.owner()).await,
+        Some(1)
+    );
     other.unlock().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_guard_whose_hold_vanished_reports_not_held_and_touches_nothing() {
-    let client = common::client().await;
+async fn a_guard_whose_hold_vanished_reports_not_held_and_touches_nothing(url: &str) {
+    let client = common::connect(url).await;
     let name = common::unique("vanished");
     let old = client.lock(&name).await.unwrap();
     client.force_unlock(&name).await.unwrap();
@@ -78,33 +76,24 @@ async fn a_guard_whose_hold_vanished_reports_not_held_and_touches_nothing() {
     assert!(!client.is_locked(&name).await.unwrap());
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn dropping_nested_guards_releases_in_the_background() {
-    let client = common::client().await;
+async fn dropping_nested_guards_releases_in_the_background(url: &str) {
+    let client = common::connect(url).await;
     let name = common::unique("drop");
     let a = client.lock(&name).await.unwrap();
     let b = client.lock(&name).await.unwrap();
     drop(b);
     drop(a);
-    let start = std::time::Instant::now();
-    while client.is_locked(&name).await.unwrap() {
-        assert!(
-            start.elapsed() < Duration::from_secs(2),
-            "drop never released"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    common::wait_until_free(&client, &name, Duration::from_secs(2)).await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_re_entry_sets_the_lease_only_when_no_watchdog_keeps_it() {
+async fn a_re_entry_sets_the_lease_only_when_no_watchdog_keeps_it(url: &str) {
     use fred::interfaces::KeysInterface;
-    let client = common::client().await;
+    let client = common::connect(url).await;
     let redis = client.redis().clone();
     let pttl = |name: String| {
         let redis = redis.clone();
         async move {
-            let pttl: i64 = redis.pttl(key(&name).as_str()).await.unwrap();
+            let pttl: i64 = redis.pttl(common::key(&name).as_str()).await.unwrap();
             pttl
         }
     };
@@ -113,7 +102,7 @@ async fn a_re_entry_sets_the_lease_only_when_no_watchdog_keeps_it() {
     let watched = common::unique("reenter-watched");
     let outer = client.lock(&watched).await.unwrap();
     let _: bool = redis
-        .pexpire(key(&watched).as_str(), 5_000, None)
+        .pexpire(common::key(&watched).as_str(), 5_000, None)
         .await
         .unwrap();
     let inner = client.lock(&watched).await.unwrap();

@@ -7,14 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use fred::interfaces::HashesInterface;
 use holdlock::{LockClient, LockError, LockOptions};
 
 use common::RedisServer;
-
-fn key(name: &str) -> String {
-    format!("holdlock:{{{name}}}")
-}
 
 /// Sends `signal` (STOP or CONT) to the replica's redis-server, by its PID.
 fn signal(server: &RedisServer, pid: u32, signal: &str) {
@@ -167,16 +162,7 @@ async fn killed_connections_leave_acknowledged_holds_exactly_once() {
             let result = client
                 .lock_with(name, LockOptions::new().wait(Duration::ZERO))
                 .await;
-            let held: Option<i64> = loop {
-                match client
-                    .redis()
-                    .hget(key(name).as_str(), client.owner_id())
-                    .await
-                {
-                    Ok(count) => break count,
-                    Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
-                }
-            };
+            let held = common::hold_count(client.redis(), name, &client.owner_id()).await;
             match result {
                 Ok(Some(guard)) => {
                     outcomes[0] += 1;

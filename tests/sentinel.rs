@@ -5,14 +5,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use fred::interfaces::HashesInterface;
 use holdlock::{LockClient, LockGuard};
 
 use common::sentinel::Sentinels;
-
-fn key(name: &str) -> String {
-    format!("holdlock:{{{name}}}")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn locks_follow_a_sentinel_failover() {
@@ -60,17 +55,16 @@ async fn locks_follow_a_sentinel_failover() {
     let new_master_client = common::raw(&new_master.url()).await;
     let mut survived = 0;
     for guard in &guards {
-        let count: Option<i64> = new_master_client
-            .hget(key(guard.name()).as_str(), guard.owner())
-            .await
-            .unwrap();
+        let count = common::hold_count(&new_master_client, guard.name(), guard.owner()).await;
         if guard.is_lost() {
             assert_eq!(count, None, "{} reports lost but is held", guard.name());
         } else {
             // A guard that does not report lost really holds the lock on the new master,
             // and has renewed it there.
             assert_eq!(count, Some(1), "{} is silently lost", guard.name());
-            let pttl = new_master.query(&["PTTL", &key(guard.name())]).unwrap();
+            let pttl = new_master
+                .query(&["PTTL", &common::key(guard.name())])
+                .unwrap();
             let pttl: u64 = pttl.trim_start_matches(':').parse().unwrap();
             assert!(
                 pttl > lease.as_millis() as u64 / 2,
@@ -152,7 +146,10 @@ async fn holds_are_renewed_as_soon_as_the_client_reaches_the_new_master() {
                 .unwrap(),
         );
     }
-    let keys: Vec<String> = guards.iter().map(|guard| key(guard.name())).collect();
+    let keys: Vec<String> = guards
+        .iter()
+        .map(|guard| common::key(guard.name()))
+        .collect();
     old_master.wait_replicated(new_master);
 
     deployment.promote();

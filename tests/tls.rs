@@ -28,7 +28,7 @@ async fn locks_work_over_tls_with_the_right_ca() {
     let nested = client.lock(&name).await.unwrap();
     assert_eq!(nested.hold_count(), 2);
     // The lock really lives on the server behind the TLS port.
-    let key = format!("holdlock:{{{name}}}");
+    let key = common::key(&name);
     assert_eq!(server.server.query(&["EXISTS", &key]).as_deref(), Ok(":1"));
     let waiting = {
         let name = name.clone();

@@ -2,48 +2,19 @@
 //! three-primary Redis Cluster: exclusivity, reentrancy, the watchdog, wake-up
 //! latency, the lost signal and cancellation.
 //!
-//! Each scenario is an `async fn(url)`; `on_every_topology!` turns it into one
+//! Each scenario is an `async fn(url)`; `common::on_every_topology!` turns it into one
 //! `#[tokio::test]` per topology (`single::NAME`, `cluster::NAME`). Each test binary
-//! shares one server and one cluster; the tests use unique lock names.
+//! shares one server and one cluster; the tests use unique lock names. (The scenarios
+//! of `lock.rs`, `reentrancy.rs`, `watchdog.rs` and `cancel.rs` run on both too.)
 
 mod common;
 
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use fred::interfaces::{HashesInterface, KeysInterface};
-use holdlock::{LockClient, LockGuard};
+use fred::interfaces::KeysInterface;
+use holdlock::LockGuard;
 
-static CLUSTER: OnceLock<common::RedisCluster> = OnceLock::new();
-
-/// The URL of this binary's cluster, started on first use.
-fn cluster_url() -> String {
-    CLUSTER.get_or_init(|| common::RedisCluster::start(3)).url()
-}
-
-/// One test per topology for each scenario named.
-macro_rules! on_every_topology {
-    ($($scenario:ident),* $(,)?) => {
-        mod single {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $scenario() {
-                    super::$scenario(&super::common::url()).await;
-                }
-            )*
-        }
-        mod cluster {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $scenario() {
-                    super::$scenario(&super::cluster_url()).await;
-                }
-            )*
-        }
-    };
-}
-
-on_every_topology!(
+common::on_every_topology!(
     two_clients_times_sixteen_tasks_never_lose_an_increment,
     three_deep_released_innermost_first,
     three_deep_released_outermost_first,
@@ -54,22 +25,10 @@ on_every_topology!(
     a_thousand_lock_futures_cancelled_at_every_stage_leave_no_key,
 );
 
-fn key(name: &str) -> String {
-    format!("holdlock:{{{name}}}")
-}
-
-async fn connect(url: &str) -> LockClient {
-    LockClient::connect(url).await.unwrap()
-}
-
-async fn with_lease(url: &str, lease: Duration) -> LockClient {
-    LockClient::builder(url).lease(lease).build().await.unwrap()
-}
-
 async fn two_clients_times_sixteen_tasks_never_lose_an_increment(url: &str) {
     let counter = common::unique("counter");
     let name = common::unique("exclusive");
-    let clients = [connect(url).await, connect(url).await];
+    let clients = [common::connect(url).await, common::connect(url).await];
     let mut tasks = Vec::new();
     for task in 0..32 {
         let client = clients[task % 2].clone();
@@ -100,17 +59,9 @@ async fn two_clients_times_sixteen_tasks_never_lose_an_increment(url: &str) {
     );
 }
 
-async fn count_in_redis(client: &LockClient, name: &str, owner: &str) -> Option<i64> {
-    client
-        .redis()
-        .hget(key(name).as_str(), owner)
-        .await
-        .unwrap()
-}
-
 /// Takes the lock three times in one task and releases in the order given.
 async fn three_deep_released_in(url: &str, order: [usize; 3]) {
-    let client = connect(url).await;
+    let client = common::connect(url).await;
     let name = common::unique("reentrant");
     let mut guards: Vec<Option<LockGuard>> = Vec::new();
     for depth in 1..=3 {
@@ -122,14 +73,20 @@ async fn three_deep_released_in(url: &str, order: [usize; 3]) {
         guards.push(Some(guard));
     }
     let owner = guards[0].as_ref().unwrap().owner().to_owned();
-    assert_eq!(count_in_redis(&client, &name, &owner).await, Some(3));
+    assert_eq!(
+        common::hold_count(client.redis(), &name, &owner).await,
+        Some(3)
+    );
 
     for (released, index) in order.into_iter().enumerate() {
         let guard = guards[index].take().unwrap();
         guard.unlock().await.unwrap();
         let left = 2 - released as i64;
         if left > 0 {
-            assert_eq!(count_in_redis(&client, &name, &owner).await, Some(left));
+            assert_eq!(
+                common::hold_count(client.redis(), &name, &owner).await,
+                Some(left)
+            );
             assert!(
                 client.is_locked(&name).await.unwrap(),
                 "held while any hold remains"
@@ -158,8 +115,8 @@ async fn three_deep_released_middle_first(url: &str) {
 }
 
 async fn the_watchdog_keeps_a_one_second_lease_alive_for_four_seconds(url: &str) {
-    let client = with_lease(url, Duration::from_secs(1)).await;
-    let other = connect(url).await;
+    let client = common::client_with_lease(url, Duration::from_secs(1)).await;
+    let other = common::connect(url).await;
     let name = common::unique("renew");
     let guard = client.lock(&name).await.unwrap();
     for _ in 0..8 {
@@ -178,8 +135,8 @@ async fn the_watchdog_keeps_a_one_second_lease_alive_for_four_seconds(url: &str)
 
 async fn a_waiter_is_woken_by_the_release_message_not_by_the_lease(url: &str) {
     let name = common::unique("wake");
-    let holder = with_lease(url, Duration::from_secs(60)).await;
-    let waiter = connect(url).await;
+    let holder = common::client_with_lease(url, Duration::from_secs(60)).await;
+    let waiter = common::connect(url).await;
     let held = holder.lock(&name).await.unwrap();
     let pttl = held.remaining_ttl().await.unwrap().unwrap();
     assert!(
@@ -206,13 +163,13 @@ async fn a_waiter_is_woken_by_the_release_message_not_by_the_lease(url: &str) {
 
 async fn the_lost_signal_fires_within_one_renewal_period_after_the_key_is_deleted(url: &str) {
     let lease = Duration::from_millis(900);
-    let client = with_lease(url, lease).await;
+    let client = common::client_with_lease(url, lease).await;
     let name = common::unique("lost");
     let guard = client.lock(&name).await.unwrap();
     let lost = {
         let start = Instant::now();
         let raw = common::raw(url).await;
-        let _: i64 = raw.del(key(&name).as_str()).await.unwrap();
+        let _: i64 = raw.del(common::key(&name).as_str()).await.unwrap();
         tokio::time::timeout(Duration::from_secs(2), guard.lost())
             .await
             .expect("lost never fired");
@@ -228,7 +185,7 @@ async fn the_lost_signal_fires_within_one_renewal_period_after_the_key_is_delete
 
 async fn a_thousand_lock_futures_cancelled_at_every_stage_leave_no_key(url: &str) {
     // A long lease: if a hold leaked, the key would stay for a minute, not vanish.
-    let client = with_lease(url, Duration::from_secs(60)).await;
+    let client = common::client_with_lease(url, Duration::from_secs(60)).await;
     let name = common::unique("cancel");
     let mut acquired_before_cancel = 0;
     for i in 0..1_000u64 {
@@ -250,14 +207,7 @@ async fn a_thousand_lock_futures_cancelled_at_every_stage_leave_no_key(url: &str
         .unwrap();
         acquired_before_cancel += usize::from(finished);
     }
-    let start = Instant::now();
-    while client.is_locked(&name).await.unwrap() {
-        assert!(
-            start.elapsed() < Duration::from_secs(3),
-            "a cancelled lock() left a hold behind"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    common::wait_until_free(&client, &name, Duration::from_secs(3)).await;
     // Both paths were exercised (the cut points spread over a round trip).
     assert!(
         acquired_before_cancel < 1_000,

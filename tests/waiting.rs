@@ -12,7 +12,7 @@ use holdlock::{LockClient, LockError, LockOptions};
 
 /// How many clients are subscribed to `name`'s release channel.
 async fn subscribers(client: &LockClient, name: &str) -> i64 {
-    let channel = format!("holdlock:{{{name}}}:released");
+    let channel = common::release_channel(name);
     let counts: Vec<(String, i64)> = client
         .redis()
         .pubsub_shardnumsub(channel.as_str())
@@ -90,8 +90,7 @@ async fn waiters_survive_losing_the_subscriber_connection() {
     // Two locks with a waiter each, the anchor's channel in a lower hash slot: fred's
     // own resubscription (`manage_subscriptions`) stops after the lowest slot's
     // channels when it fails, so only the anchor would be subscribed again.
-    let slot =
-        |name: &str| fred::util::redis_keyslot(format!("holdlock:{{{name}}}:released").as_bytes());
+    let slot = |name: &str| fred::util::redis_keyslot(common::release_channel(name).as_bytes());
     let name = std::iter::repeat_with(|| common::unique("lost-subscriber"))
         .find(|name| slot(name) > 1_000)
         .unwrap();

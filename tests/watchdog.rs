@@ -7,30 +7,18 @@ use std::time::{Duration, Instant};
 use fred::interfaces::{HashesInterface, KeysInterface};
 use holdlock::{LockClient, LockError, LockOptions};
 
-fn key(name: &str) -> String {
-    format!("holdlock:{{{name}}}")
-}
+common::on_every_topology!(
+    a_fixed_lease_is_not_renewed_and_reports_lost_when_it_runs_out,
+    lost_does_not_fire_while_the_lock_is_held,
+    a_shut_down_client_frees_its_lock_within_the_lease,
+    a_dropped_client_and_runtime_free_the_lock_within_the_lease,
+    no_renewal_outlives_the_last_unlock,
+    nested_holds_share_one_watchdog,
+    shutdown_finishes_releases_that_dropped_guards_started,
+);
 
-async fn short_lease_client(lease: Duration) -> LockClient {
-    LockClient::builder(common::url())
-        .lease(lease)
-        .build()
-        .await
-        .unwrap()
-}
-
-async fn wait_until_free(client: &LockClient, name: &str, limit: Duration) -> Duration {
-    let start = Instant::now();
-    while client.is_locked(name).await.unwrap() {
-        assert!(start.elapsed() < limit, "still locked after {limit:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    start.elapsed()
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_fixed_lease_is_not_renewed_and_reports_lost_when_it_runs_out() {
-    let client = common::client().await;
+async fn a_fixed_lease_is_not_renewed_and_reports_lost_when_it_runs_out(url: &str) {
+    let client = common::connect(url).await;
     let name = common::unique("fixed");
     let options = LockOptions::new().lease(Duration::from_millis(400));
     let guard = client.lock_with(&name, options).await.unwrap().unwrap();
@@ -41,7 +29,7 @@ async fn a_fixed_lease_is_not_renewed_and_reports_lost_when_it_runs_out() {
     // Lost a tenth of the lease before Redis expires it, not earlier.
     assert!(start.elapsed() >= Duration::from_millis(300));
     assert!(guard.is_lost());
-    wait_until_free(&client, &name, Duration::from_secs(1)).await;
+    common::wait_until_free(&client, &name, Duration::from_secs(1)).await;
 }
 
 /// Takes `name` with a fixed `lease` on `holder`, then tries it from `rival` as fast as
@@ -108,7 +96,7 @@ async fn a_fixed_lease_guard_counts_the_whole_milliseconds_redis_keeps() {
              not the whole milliseconds Redis keeps?)"
         );
         drop(guard);
-        wait_until_free(&client, &name, Duration::from_secs(1)).await;
+        common::wait_until_free(&client, &name, Duration::from_secs(1)).await;
     }
 }
 
@@ -132,7 +120,7 @@ async fn a_lease_below_the_minimum_is_refused_and_changes_nothing() {
                 if reason.contains("minimum")),
             "{short:?}: {refused:?}"
         );
-        let exists: i64 = raw.exists(key(&name).as_str()).await.unwrap();
+        let exists: i64 = raw.exists(common::key(&name).as_str()).await.unwrap();
         assert_eq!(exists, 0, "{short:?}: the lock was written");
     }
     // A held lock keeps its hold count and its lease when a re-entry is refused.
@@ -143,9 +131,12 @@ async fn a_lease_below_the_minimum_is_refused_and_changes_nothing() {
             .await;
         assert!(refused.is_err(), "{short:?}: {refused:?}");
     }
-    let count: Option<u32> = raw.hget(key(&name).as_str(), guard.owner()).await.unwrap();
+    let count: Option<u32> = raw
+        .hget(common::key(&name).as_str(), guard.owner())
+        .await
+        .unwrap();
     assert_eq!(count, Some(1));
-    let pttl: i64 = raw.pttl(key(&name).as_str()).await.unwrap();
+    let pttl: i64 = raw.pttl(common::key(&name).as_str()).await.unwrap();
     assert!(pttl > 20_000, "the lease was cut to {pttl} ms");
     guard.unlock().await.unwrap();
 
@@ -172,9 +163,8 @@ async fn a_lease_below_the_minimum_is_refused_and_changes_nothing() {
     assert!(shortest.is_some(), "the minimum itself is accepted");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn lost_does_not_fire_while_the_lock_is_held() {
-    let client = short_lease_client(Duration::from_millis(600)).await;
+async fn lost_does_not_fire_while_the_lock_is_held(url: &str) {
+    let client = common::client_with_lease(url, Duration::from_millis(600)).await;
     let name = common::unique("not-lost");
     let guard = client.lock(&name).await.unwrap();
     let fired = tokio::time::timeout(Duration::from_millis(1500), guard.lost()).await;
@@ -182,11 +172,10 @@ async fn lost_does_not_fire_while_the_lock_is_held() {
     guard.unlock().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_shut_down_client_frees_its_lock_within_the_lease() {
+async fn a_shut_down_client_frees_its_lock_within_the_lease(url: &str) {
     let lease = Duration::from_secs(1);
-    let client = short_lease_client(lease).await;
-    let observer = common::client().await;
+    let client = common::client_with_lease(url, lease).await;
+    let observer = common::connect(url).await;
     let name = common::unique("shutdown");
     let guard = client.lock(&name).await.unwrap();
     tokio::time::sleep(Duration::from_millis(700)).await; // past one renewal
@@ -195,7 +184,7 @@ async fn a_shut_down_client_frees_its_lock_within_the_lease() {
         guard.is_lost(),
         "a shut-down client's guards know they are lost"
     );
-    let freed = wait_until_free(&observer, &name, lease * 2).await;
+    let freed = common::wait_until_free(&observer, &name, lease * 2).await;
     assert!(
         freed <= lease + Duration::from_millis(200),
         "freed after {freed:?}"
@@ -203,43 +192,45 @@ async fn a_shut_down_client_frees_its_lock_within_the_lease() {
     drop(guard); // releases nothing, panics nowhere
 }
 
-#[test]
-fn a_dropped_client_and_runtime_free_the_lock_within_the_lease() {
+async fn a_dropped_client_and_runtime_free_the_lock_within_the_lease(url: &str) {
     // A crash, as far as Redis can tell: the runtime (and every task and connection
-    // in it) disappears while the lock is held.
+    // in it) disappears while the lock is held. It runs in a thread of its own: a
+    // runtime cannot be dropped inside another.
     let lease = Duration::from_secs(1);
     let name = common::unique("crash");
-    let url = common::url();
-    let doomed = tokio::runtime::Runtime::new().unwrap();
-    let guard = doomed.block_on(async {
-        let client = LockClient::builder(&url)
-            .lease(lease)
-            .build()
-            .await
-            .unwrap();
-        client.lock(&name).await.unwrap()
-    });
-    std::mem::forget(guard);
-    drop(doomed);
+    std::thread::spawn({
+        let (url, name) = (url.to_owned(), name.clone());
+        move || {
+            let doomed = tokio::runtime::Runtime::new().unwrap();
+            let guard = doomed.block_on(async {
+                let client = LockClient::builder(&url)
+                    .lease(lease)
+                    .build()
+                    .await
+                    .unwrap();
+                client.lock(&name).await.unwrap()
+            });
+            std::mem::forget(guard);
+            drop(doomed);
+        }
+    })
+    .join()
+    .unwrap();
 
-    let observer = tokio::runtime::Runtime::new().unwrap();
-    observer.block_on(async {
-        let client = LockClient::connect(&url).await.unwrap();
-        assert!(
-            client.is_locked(&name).await.unwrap(),
-            "the lease outlives the crash briefly"
-        );
-        let freed = wait_until_free(&client, &name, lease * 2).await;
-        assert!(
-            freed <= lease + Duration::from_millis(200),
-            "freed after {freed:?}"
-        );
-    });
+    let client = common::connect(url).await;
+    assert!(
+        client.is_locked(&name).await.unwrap(),
+        "the lease outlives the crash briefly"
+    );
+    let freed = common::wait_until_free(&client, &name, lease * 2).await;
+    assert!(
+        freed <= lease + Duration::from_millis(200),
+        "freed after {freed:?}"
+    );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn no_renewal_outlives_the_last_unlock() {
-    let client = short_lease_client(Duration::from_millis(300)).await;
+async fn no_renewal_outlives_the_last_unlock(url: &str) {
+    let client = common::client_with_lease(url, Duration::from_millis(300)).await;
     let name = common::unique("no-late-renewal");
     for _ in 0..20 {
         let guard = client.lock(&name).await.unwrap();
@@ -248,20 +239,22 @@ async fn no_renewal_outlives_the_last_unlock() {
     }
     // Re-create the hold by hand, under the same owner, with a short TTL: a stray
     // renewal (which extends only a key with its owner's field) would extend it.
-    let raw = common::raw(&common::url()).await;
+    let raw = common::raw(url).await;
     let _: () = raw
-        .hset(key(&name).as_str(), (client.owner_id(), 1))
+        .hset(common::key(&name).as_str(), (client.owner_id(), 1))
         .await
         .unwrap();
-    let _: bool = raw.pexpire(key(&name).as_str(), 200, None).await.unwrap();
+    let _: bool = raw
+        .pexpire(common::key(&name).as_str(), 200, None)
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let exists: i64 = raw.exists(key(&name).as_str()).await.unwrap();
+    let exists: i64 = raw.exists(common::key(&name).as_str()).await.unwrap();
     assert_eq!(exists, 0, "something renewed a key nobody here holds");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn nested_holds_share_one_watchdog() {
-    let client = short_lease_client(Duration::from_millis(600)).await;
+async fn nested_holds_share_one_watchdog(url: &str) {
+    let client = common::client_with_lease(url, Duration::from_millis(600)).await;
     let name = common::unique("one-watchdog");
     let a = client.lock(&name).await.unwrap();
     let b = client.lock(&name).await.unwrap();
@@ -274,10 +267,9 @@ async fn nested_holds_share_one_watchdog() {
     assert!(!client.is_locked(&name).await.unwrap());
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn shutdown_finishes_releases_that_dropped_guards_started() {
-    let client = common::client().await;
-    let observer = common::client().await;
+async fn shutdown_finishes_releases_that_dropped_guards_started(url: &str) {
+    let client = common::connect(url).await;
+    let observer = common::connect(url).await;
     let names: Vec<String> = (0..20).map(|_| common::unique("flush")).collect();
     for name in &names {
         drop(client.lock(name).await.unwrap());
@@ -327,7 +319,7 @@ async fn a_holder_cut_off_from_redis_hears_of_the_loss_before_its_lease_runs_out
     // Redis counts the lease from the last renewal it ran, just before the cut: the
     // holder must hear of the loss while Redis still keeps its hold (before anyone
     // else could take the lock), not at the next renewal after the expiry.
-    let pttl = server.command(&["PTTL", &key(&name)]).unwrap();
+    let pttl = server.command(&["PTTL", &common::key(&name)]).unwrap();
     let pttl: i64 = pttl.trim_start_matches(':').parse().unwrap();
     assert!(
         pttl > 0,
@@ -388,8 +380,9 @@ async fn renewals_that_fall_due_together_are_sent_at_most_64_at_a_time() {
         .query(&["SCRIPT", "LOAD", include_str!("../lua/renew.lua")])
         .unwrap();
     let lease_ms = lease.as_millis().to_string();
-    let renewal =
-        |name: &str, owner: &str| wire_size(&["EVALSHA", &sha, "1", &key(name), owner, &lease_ms]);
+    let renewal = |name: &str, owner: &str| {
+        wire_size(&["EVALSHA", &sha, "1", &common::key(name), owner, &lease_ms])
+    };
     let sizes: Vec<usize> = guards
         .iter()
         .map(|guard| renewal(guard.name(), guard.owner()))
@@ -412,7 +405,11 @@ async fn renewals_that_fall_due_together_are_sent_at_most_64_at_a_time() {
         guards.iter().all(|guard| !guard.is_lost()),
         "a hold was lost"
     );
-    let ttl: i64 = client.redis().pttl(key(&names[HOLDS - 1])).await.unwrap();
+    let ttl: i64 = client
+        .redis()
+        .pttl(common::key(&names[HOLDS - 1]))
+        .await
+        .unwrap();
     assert!(
         ttl > 1_500,
         "the last lock's lease was not renewed: {ttl} ms left"
@@ -449,7 +446,7 @@ async fn every_hold_is_renewed_as_soon_as_the_connection_is_back() {
     for guard in [&running, &booked] {
         assert_eq!(
             server
-                .command(&["PEXPIRE", &key(guard.name()), "800"])
+                .command(&["PEXPIRE", &common::key(guard.name()), "800"])
                 .as_deref(),
             Ok(":1")
         );
@@ -460,7 +457,7 @@ async fn every_hold_is_renewed_as_soon_as_the_connection_is_back() {
     // look in between.
     tokio::time::sleep_until((cut + Duration::from_millis(1_400)).into()).await;
     for guard in [&running, &booked] {
-        let ttl = common::integer(&server.query(&["PTTL", &key(guard.name())]).unwrap());
+        let ttl = common::integer(&server.query(&["PTTL", &common::key(guard.name())]).unwrap());
         assert!(
             ttl > 4_000,
             "{} was not renewed after the reconnection (PTTL {ttl} ms)",

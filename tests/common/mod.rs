@@ -1,15 +1,14 @@
-//! Test support: throwaway `redis-server` processes on loopback, and small helpers.
+//! Test support: throwaway `redis-server` processes on loopback (started by
+//! `server.rs`, which the examples share), the lock's key layout, and small helpers.
 //!
-//! Each server runs under `sh`, which kills it when our end of its stdin pipe closes
-//! (and restarts it on the same port for each line written there),
-//! so a crashed or killed test process never leaves a server behind. Servers are
-//! stopped by their PID, never by name.
+//! Every server is stopped by its PID, never by name, and never outlives the test
+//! process (see `server.rs`).
 #![allow(dead_code, unreachable_pub)]
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
+use std::collections::BTreeMap;
+use std::io::BufRead;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -17,13 +16,16 @@ use holdlock::LockClient;
 
 pub mod replication;
 pub mod sentinel;
+pub mod server;
 pub mod tls;
+
+use server::Reply;
 
 /// A redis-server on a free loopback port, stopped when dropped.
 pub struct RedisServer {
     pub port: u16,
     pub log: PathBuf,
-    child: Child,
+    process: server::Process,
 }
 
 static SHARED: OnceLock<RedisServer> = OnceLock::new();
@@ -38,16 +40,94 @@ pub fn url() -> String {
     shared().url()
 }
 
+static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
+
+/// One three-primary cluster shared by every test in this test binary, started on
+/// first use; tests use unique names.
+pub fn cluster() -> &'static RedisCluster {
+    CLUSTER.get_or_init(|| RedisCluster::start(3))
+}
+
+/// The URL of the shared cluster.
+pub fn cluster_url() -> String {
+    cluster().url()
+}
+
+/// One test per topology for each scenario named: each scenario is an `async
+/// fn(url: &str)`, run as `single::NAME` on the shared server and as `cluster::NAME`
+/// on the shared cluster, by default in `#[tokio::test(flavor = "multi_thread",
+/// worker_threads = 4)]`. A scenario may name its own test attribute instead:
+///
+/// ```ignore
+/// common::on_every_topology!(
+///     a_scenario,
+///     #[tokio::test(flavor = "current_thread")]
+///     another_scenario,
+/// );
+/// ```
+#[allow(unused_macros)]
+macro_rules! on_every_topology {
+    ($($(#[$test:meta])* $scenario:ident),* $(,)?) => {
+        mod single {
+            $(
+                $crate::common::on_every_topology!(
+                    @test [$(#[$test])*] $scenario, $crate::common::url()
+                );
+            )*
+        }
+        mod cluster {
+            $(
+                $crate::common::on_every_topology!(
+                    @test [$(#[$test])*] $scenario, $crate::common::cluster_url()
+                );
+            )*
+        }
+    };
+    (@test [] $scenario:ident, $url:expr) => {
+        $crate::common::on_every_topology!(
+            @test [#[tokio::test(flavor = "multi_thread", worker_threads = 4)]] $scenario, $url
+        );
+    };
+    (@test [$(#[$test:meta])+] $scenario:ident, $url:expr) => {
+        $(#[$test])+
+        async fn $scenario() {
+            super::$scenario(&$url).await;
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use on_every_topology;
+
+/// The lock's hash key for `name` under the default prefix: `holdlock:{name}`.
+pub fn key(name: &str) -> String {
+    format!("holdlock:{{{name}}}")
+}
+
+/// The fencing token key for `name`: `holdlock:{name}:token`.
+pub fn token_key(name: &str) -> String {
+    format!("{}:token", key(name))
+}
+
+/// The channel a release of `name` is published on: `holdlock:{name}:released`.
+pub fn release_channel(name: &str) -> String {
+    format!("{}:released", key(name))
+}
+
 /// A lock name no other test uses.
 pub fn unique(test: &str) -> String {
     format!("test:{test}:{}", uuid::Uuid::new_v4().simple())
 }
 
-/// A client of the shared server with default settings.
-pub async fn client() -> LockClient {
-    LockClient::connect(&url())
+/// A client of `url` with default settings.
+pub async fn connect(url: &str) -> LockClient {
+    LockClient::connect(url)
         .await
         .expect("connect to the test redis")
+}
+
+/// A client of the shared server with default settings.
+pub async fn client() -> LockClient {
+    connect(&url()).await
 }
 
 /// A client of `url` with a lease of its own.
@@ -66,6 +146,36 @@ pub async fn lock_as_another_owner(client: &LockClient, name: &str) -> holdlock:
     tokio::spawn(async move { client.lock(&name).await.unwrap() })
         .await
         .unwrap()
+}
+
+/// `owner`'s hold count on `name` as Redis has it (`None`: no field), read through
+/// `redis`. Read errors (a killed connection) are retried for 5 s.
+pub async fn hold_count(redis: &fred::clients::Client, name: &str, owner: &str) -> Option<i64> {
+    use fred::interfaces::HashesInterface;
+    let start = Instant::now();
+    loop {
+        match redis.hget(key(name).as_str(), owner).await {
+            Ok(count) => return count,
+            Err(e) if start.elapsed() > Duration::from_secs(5) => {
+                panic!("could not read the hold count of {name}: {e}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
+/// Polls `client.is_locked(name)` until the lock is free, failing the test after
+/// `limit`; returns how long that took.
+pub async fn wait_until_free(client: &LockClient, name: &str, limit: Duration) -> Duration {
+    let start = Instant::now();
+    while client.is_locked(name).await.unwrap() {
+        assert!(
+            start.elapsed() < limit,
+            "{name} is still locked after {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    start.elapsed()
 }
 
 /// Starts `tracing` output for a test when `RUST_LOG` is set.
@@ -97,115 +207,77 @@ impl RedisServer {
         leading: impl Fn(u16) -> Vec<String>,
         extra: impl Fn(u16) -> Vec<String>,
     ) -> Self {
-        if which(bin).is_none() {
+        if server::which(bin).is_none() {
             panic!(
                 "`{bin}` was not found on PATH. Install Redis first, e.g. \
                  `apt-get install -y redis-server redis-tools redis-sentinel` \
                  (or set HOLDLOCK_REDIS_SERVER to its path)."
             );
         }
-        let mut last_error = String::new();
-        for _ in 0..5 {
-            let port = free_port();
-            let log = std::env::temp_dir().join(format!("holdlock-redis-{port}.log"));
-            let spawned = Command::new("sh")
-                .args([
-                    "-c",
-                    // Each line on stdin restarts redis (see `replication.rs`); EOF stops it.
-                    r#""$0" "$@" & pid=$!; while read _line; do kill $pid; wait $pid; "$0" "$@" & pid=$!; done; kill $pid; wait $pid"#,
-                    bin,
-                ])
-                .args(leading(port))
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--logfile",
-                    log.to_str().unwrap(),
-                ])
-                .args(extra(port))
-                .stdin(Stdio::piped())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn();
-            let child = spawned.unwrap_or_else(|e| panic!("cannot run sh: {e}"));
-            let mut server = RedisServer { port, log, child };
-            match server.wait_ready(Duration::from_secs(5)) {
-                Ok(()) => return server,
-                Err(e) => last_error = e,
-            }
-            server.stop();
+        let options = server::Options {
+            log_file: true,
+            ignore_interrupts: false,
+        };
+        let process = server::start(bin, leading, extra, options).unwrap_or_else(|e| panic!("{e}"));
+        RedisServer {
+            port: process.port,
+            log: process.log.clone().expect("a log file"),
+            process,
         }
-        panic!("{bin} did not start: {last_error}");
     }
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    fn wait_ready(&mut self, limit: Duration) -> Result<(), String> {
-        let start = Instant::now();
-        while start.elapsed() < limit {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(format!("exited with {status}: {}", self.log_tail()));
-            }
-            if self.command(&["PING"]).is_ok_and(|reply| reply == "+PONG") {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Err(format!("no PONG within {limit:?}: {}", self.log_tail()))
-    }
-
-    fn log_tail(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
     /// Sends one command over a fresh connection and returns the first reply line
     /// (enough for PING, CLIENT KILL, SCRIPT FLUSH, DEBUG SLEEP).
     pub fn command(&self, args: &[&str]) -> Result<String, String> {
         let mut line = String::new();
-        self.send(args)?
+        server::send(self.port, args)?
             .read_line(&mut line)
             .map_err(|e| e.to_string())?;
         Ok(line.trim_end().to_owned())
     }
 
-    /// Sends one command over a fresh connection; the reply is left to read.
-    fn send(&self, args: &[&str]) -> Result<BufReader<TcpStream>, String> {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).map_err(|e| e.to_string())?;
-        stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
-        let mut request = format!("*{}\r\n", args.len());
-        for arg in args {
-            request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
-        }
-        stream
-            .write_all(request.as_bytes())
-            .map_err(|e| e.to_string())?;
-        Ok(BufReader::new(stream))
-    }
-
     /// Sends one command and returns its whole reply as text (bulk strings included).
     pub fn query(&self, args: &[&str]) -> Result<String, String> {
-        read_reply(&mut self.send(args)?)
+        text(server::read_reply(&mut server::send(self.port, args)?)?)
     }
 
     /// Sends one command and returns an array reply of bulk strings (any other reply
     /// as the only element).
     pub fn array(&self, args: &[&str]) -> Result<Vec<String>, String> {
-        let mut reader = self.send(args)?;
-        let mut header = String::new();
-        reader.read_line(&mut header).map_err(|e| e.to_string())?;
-        let Some(count) = header.trim_end().strip_prefix('*') else {
-            return Ok(vec![header.trim_end().to_owned()]);
+        let mut reader = server::send(self.port, args)?;
+        let header = text(server::read_reply(&mut reader)?)?;
+        let Some(count) = header.strip_prefix('*') else {
+            return Ok(vec![header]);
         };
         let count: i64 = count.parse().map_err(|_| header.clone())?;
-        (0..count).map(|_| read_reply(&mut reader)).collect()
+        (0..count)
+            .map(|_| text(server::read_reply(&mut reader)?))
+            .collect()
+    }
+
+    /// How many times each command ran since the server started or its last `CONFIG
+    /// RESETSTAT`, by the name `INFO commandstats` gives it (`evalsha`, `hget`,
+    /// `config|resetstat`).
+    pub fn command_stats(&self) -> BTreeMap<String, u64> {
+        let stats = self.query(&["INFO", "commandstats"]).unwrap();
+        stats
+            .lines()
+            .filter_map(|line| {
+                let (name, fields) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+                let calls = fields.strip_prefix("calls=")?.split(',').next()?;
+                Some((name.to_owned(), calls.parse().unwrap()))
+            })
+            .collect()
+    }
+
+    /// How many times `command` (as named by [`command_stats`](Self::command_stats))
+    /// ran since the server started or its last `CONFIG RESETSTAT`.
+    pub fn command_calls(&self, command: &str) -> u64 {
+        self.command_stats().get(command).copied().unwrap_or(0)
     }
 
     /// Kills every normal client connection (ours included) on the server.
@@ -213,31 +285,16 @@ impl RedisServer {
         let _ = self.command(&["CLIENT", "KILL", "TYPE", "normal"]);
         let _ = self.command(&["CLIENT", "KILL", "TYPE", "pubsub"]);
     }
-
-    fn stop(&mut self) {
-        // Closing stdin makes the wrapper kill redis by its PID; then reap the wrapper.
-        drop(self.child.stdin.take());
-        let _ = self.child.wait();
-    }
 }
 
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        self.stop();
+/// A reply as [`RedisServer::query`] gives it: a bulk string's contents, or any other
+/// reply's first line; nil is an error.
+fn text(reply: Reply) -> Result<String, String> {
+    match reply {
+        Reply::Line(line) => Ok(line),
+        Reply::Bulk(Some(contents)) => Ok(contents),
+        Reply::Bulk(None) => Err("$-1".into()),
     }
-}
-
-/// Reads one reply: a bulk string's contents, or any other reply's first line.
-fn read_reply(reader: &mut BufReader<TcpStream>) -> Result<String, String> {
-    let mut header = String::new();
-    reader.read_line(&mut header).map_err(|e| e.to_string())?;
-    let Some(length) = header.strip_prefix('$') else {
-        return Ok(header.trim_end().to_owned());
-    };
-    let length: usize = length.trim().parse().map_err(|_| header.clone())?;
-    let mut body = vec![0; length + 2];
-    std::io::Read::read_exact(reader, &mut body).map_err(|e| e.to_string())?;
-    Ok(String::from_utf8_lossy(&body[..length]).into_owned())
 }
 
 /// The number in an integer reply (`:123`) of [`RedisServer::query`].
@@ -255,25 +312,6 @@ pub fn wait_until(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) 
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn which(bin: &str) -> Option<PathBuf> {
-    if bin.contains('/') {
-        return Some(PathBuf::from(bin)).filter(|p| p.exists());
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join(bin))
-            .find(|p| p.exists())
-    })
 }
 
 /// A plain fred client of the same server, for checking Redis behind the lock's back.
@@ -304,7 +342,7 @@ impl RedisCluster {
             .map(|_| {
                 let dir = dir.clone();
                 RedisServer::start_with(move |port| {
-                    let bus = free_port();
+                    let bus = server::free_port().unwrap();
                     // A directory of its own: a replica's full sync leaves `dump.rdb`
                     // files in the working directory, which every later test server
                     // started there would load.

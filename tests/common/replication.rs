@@ -1,7 +1,6 @@
 //! Restarts and replication: a server restarted on the same port (its memory lost),
 //! a replica of a server, and promoting a replica to master.
 
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 use super::RedisServer;
@@ -11,22 +10,9 @@ impl RedisServer {
     /// persistence (the harness passes `--save "" --appendonly no`) every key is lost.
     /// Returns once the new process answers; panics if it does not within 5 s.
     pub fn restart(&mut self) {
-        let before = self.process_id();
-        let stdin = self.child.stdin.as_mut().expect("the server was stopped");
-        stdin
-            .write_all(b"restart\n")
-            .and_then(|()| stdin.flush())
-            .expect("tell the wrapper to restart redis");
-        let start = Instant::now();
-        // The old process answers until it has exited: wait for a new process id.
-        while self.try_process_id().is_none_or(|now| now == before) {
-            assert!(
-                start.elapsed() < Duration::from_secs(5),
-                "redis did not come back after a restart: {}",
-                self.log_tail()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        self.process
+            .restart(Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("{e}"));
     }
 
     /// Starts a replica of this server and waits until its link is up and it has
@@ -92,18 +78,13 @@ impl RedisServer {
 
     /// One field of `INFO` (e.g. `role`, `master_repl_offset`), if present.
     pub fn info(&self, field: &str) -> Option<String> {
-        let text = self.query(&["INFO"]).ok()?;
-        text.lines()
-            .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-            .map(|value| value.trim().to_owned())
+        super::server::info(self.port, field)
     }
 
     /// The redis-server's process id (changes with every restart).
     pub fn process_id(&self) -> u32 {
-        self.try_process_id().expect("INFO process_id")
-    }
-
-    fn try_process_id(&self) -> Option<u32> {
-        self.info("process_id")?.parse().ok()
+        self.info("process_id")
+            .and_then(|pid| pid.parse().ok())
+            .expect("INFO process_id")
     }
 }

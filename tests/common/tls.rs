@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 
-use super::{RedisServer, free_port};
+use super::RedisServer;
+use super::server::free_port;
 
 /// A certificate authority made for one test.
 pub struct TestCa {
@@ -57,7 +58,7 @@ impl TlsServer {
             write("server.key", &key),
             write("ca.crt", &ca.pem),
         ];
-        let tls_port = free_port();
+        let tls_port = free_port().unwrap();
         let server = RedisServer::start_with(|_| {
             let [cert, key, ca] = files.each_ref().map(|f| f.to_str().unwrap().to_owned());
             vec![

@@ -1,0 +1,240 @@
+//! Throwaway `redis-server` (or `redis-sentinel`) processes on free loopback ports, and
+//! a few words of RESP to talk to them without a client library.
+//!
+//! Shared by the test harness (`tests/common`) and the examples (`examples/support`,
+//! which includes this file with `#[path]`), so it needs nothing but `std`.
+//!
+//! Each server runs under `sh`, which kills it by its PID when our end of its stdin
+//! pipe closes (when the [`Process`] is dropped, or when the program that started it
+//! exits or crashes: a `static` server is never dropped), and restarts it on the same
+//! port for each line written there. So a server never outlives its program, and is
+//! stopped by its PID, never by name.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs `$0 "$@"` in the background until stdin closes, then kills it by its PID; each
+/// line read from stdin restarts it.
+const WRAPPER: &str = r#""$0" "$@" & pid=$!; while read _line; do kill $pid; wait $pid; "$0" "$@" & pid=$!; done; kill $pid; wait $pid"#;
+
+/// How to start a server, besides its program and arguments.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Log to `holdlock-redis-<port>.log` in the temporary directory (quoted when the
+    /// server fails to start). Without it the log goes nowhere.
+    pub log_file: bool,
+    /// The wrapper ignores Ctrl-C (SIGINT), so that after one it is still there to stop
+    /// the server when the program that started it exits.
+    pub ignore_interrupts: bool,
+}
+
+/// A server started by [`start`], stopped when dropped.
+#[derive(Debug)]
+pub struct Process {
+    /// The loopback port it listens on.
+    pub port: u16,
+    /// Its log file, with [`Options::log_file`].
+    pub log: Option<PathBuf>,
+    /// The wrapper (`sh`); its stdin is our end of the pipe.
+    wrapper: Child,
+}
+
+/// Starts `program` on a free loopback port under the wrapper, with `leading(port)`
+/// arguments first (a sentinel's config file must come first), then `--port`, `--bind
+/// 127.0.0.1`, no persistence (and `--logfile`), then `extra(port)`; returns once it
+/// answers PING. A port someone else took before the server bound it is retried with
+/// another.
+pub fn start(
+    program: &str,
+    leading: impl Fn(u16) -> Vec<String>,
+    extra: impl Fn(u16) -> Vec<String>,
+    options: Options,
+) -> Result<Process, String> {
+    let interrupts = if options.ignore_interrupts {
+        "trap '' INT; "
+    } else {
+        ""
+    };
+    let mut last_error = String::new();
+    for _ in 0..5 {
+        let port = free_port()?;
+        let log = options
+            .log_file
+            .then(|| std::env::temp_dir().join(format!("holdlock-redis-{port}.log")));
+        let mut usual = vec![
+            "--port".to_owned(),
+            port.to_string(),
+            "--bind".into(),
+            "127.0.0.1".into(),
+            "--save".into(),
+            String::new(),
+            "--appendonly".into(),
+            "no".into(),
+        ];
+        if let Some(log) = &log {
+            usual.extend(["--logfile".into(), log.to_str().unwrap().to_owned()]);
+        }
+        let wrapper = Command::new("sh")
+            .args(["-c", &format!("{interrupts}{WRAPPER}"), program])
+            .args(leading(port))
+            .args(usual)
+            .args(extra(port))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot run `sh` to start {program}: {e}"))?;
+        let mut process = Process { port, log, wrapper };
+        match process.wait_ready(Duration::from_secs(5)) {
+            Ok(()) => return Ok(process),
+            Err(e) => last_error = e, // dropping `process` stops it
+        }
+    }
+    Err(format!("{program} did not start: {last_error}"))
+}
+
+impl Process {
+    fn wait_ready(&mut self, limit: Duration) -> Result<(), String> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Ok(Some(status)) = self.wrapper.try_wait() {
+                return Err(format!("exited with {status}{}", self.log_tail()));
+            }
+            if ping(self.port) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Err(format!("no PONG within {limit:?}{}", self.log_tail()))
+    }
+
+    /// The log so far, after a colon, for an error message (empty without a log file).
+    fn log_tail(&self) -> String {
+        self.log
+            .as_ref()
+            .map(|log| format!(": {}", std::fs::read_to_string(log).unwrap_or_default()))
+            .unwrap_or_default()
+    }
+
+    /// Stops the server and starts it again on the same port with the same arguments.
+    /// Without persistence every key is lost. Returns once a new process answers.
+    pub fn restart(&mut self, limit: Duration) -> Result<(), String> {
+        let before = info(self.port, "run_id");
+        let stdin = self
+            .wrapper
+            .stdin
+            .as_mut()
+            .ok_or("the server was stopped")?;
+        stdin
+            .write_all(b"restart\n")
+            .and_then(|()| stdin.flush())
+            .map_err(|e| format!("cannot tell the wrapper to restart the server: {e}"))?;
+        let start = Instant::now();
+        // The old process answers until it has exited: wait for a new one.
+        while info(self.port, "run_id").is_none_or(|now| Some(&now) == before.as_ref()) {
+            if start.elapsed() > limit {
+                return Err(format!(
+                    "the server on port {} did not come back within {limit:?}{}",
+                    self.port,
+                    self.log_tail()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        // Closing stdin makes the wrapper kill the server by its PID; then reap the wrapper.
+        drop(self.wrapper.stdin.take());
+        let _ = self.wrapper.wait();
+    }
+}
+
+/// A port nobody listens on now (someone may take it before we do, as redis-rs says).
+pub fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .map_err(|e| format!("no free loopback port: {e}"))
+}
+
+/// Where `program` is: itself if it is a path, else the first match on `PATH`.
+pub fn which(program: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        return Some(PathBuf::from(program)).filter(|path| path.is_file());
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(program))
+            .find(|path| path.is_file())
+    })
+}
+
+/// Sends one command to loopback `port` over a fresh connection; the reply is left to
+/// read (with [`read_reply`], or line by line).
+pub fn send(port: u16, args: &[&str]) -> Result<BufReader<TcpStream>, String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    let mut request = format!("*{}\r\n", args.len());
+    for arg in args {
+        request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+    }
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| e.to_string())?;
+    Ok(BufReader::new(stream))
+}
+
+/// One reply, or the header of an array reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// A simple string, error or integer reply, or an array's header: its line without
+    /// the CRLF (`+OK`, `-ERR ...`, `:1`, `*2`).
+    Line(String),
+    /// A bulk string's contents; `None` for nil.
+    Bulk(Option<String>),
+}
+
+/// Reads one reply (of an array, its header line only; read the elements after it).
+pub fn read_reply(reader: &mut BufReader<TcpStream>) -> Result<Reply, String> {
+    let mut header = String::new();
+    reader.read_line(&mut header).map_err(|e| e.to_string())?;
+    let header = header.trim_end();
+    let Some(length) = header.strip_prefix('$') else {
+        return Ok(Reply::Line(header.to_owned()));
+    };
+    if length == "-1" {
+        return Ok(Reply::Bulk(None));
+    }
+    let length: usize = length
+        .parse()
+        .map_err(|_| format!("bad reply {header:?}"))?;
+    let mut body = vec![0; length + 2];
+    std::io::Read::read_exact(reader, &mut body).map_err(|e| e.to_string())?;
+    Ok(Reply::Bulk(Some(
+        String::from_utf8_lossy(&body[..length]).into_owned(),
+    )))
+}
+
+/// Whether the server on `port` answers PING.
+pub fn ping(port: u16) -> bool {
+    send(port, &["PING"])
+        .and_then(|mut reader| read_reply(&mut reader))
+        .is_ok_and(|reply| reply == Reply::Line("+PONG".into()))
+}
+
+/// One field of the server's `INFO` (`run_id`, `role`, `master_repl_offset`, ...).
+pub fn info(port: u16, field: &str) -> Option<String> {
+    let Reply::Bulk(Some(text)) = read_reply(&mut send(port, &["INFO"]).ok()?).ok()? else {
+        return None;
+    };
+    text.lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .map(|value| value.trim().to_owned())
+}
