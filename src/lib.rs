@@ -36,6 +36,9 @@
     deny(clippy::print_stdout, clippy::panic, clippy::unwrap_used)
 )]
 
+#[cfg(feature = "bench")]
+#[doc(hidden)]
+pub mod bench;
 mod client;
 mod config;
 mod error;

@@ -1,15 +1,16 @@
-//! `holdlock bench`: the workloads of `workloads.rs` on two clients of the deployment
-//! given by the connection options, with progress on stderr.
+//! `holdlock bench`: the workloads of the library's `bench` module (`src/bench/`, with
+//! the `bench` feature) on two clients of the deployment given by the connection
+//! options, with progress on stderr.
 
 use std::io::{self, IsTerminal};
 use std::time::Duration;
 
 use clap::Args;
 use holdlock::LockClient;
+use holdlock::bench::{self as workloads, Bench, Figure, Goal, Settings, Workload};
 
 use crate::connect::{ConnectionArgs, connect};
 use crate::exit::{EX_NOT_FOUND, EX_OK, EX_SOFTWARE, Failure};
-use crate::workloads::{self, Bench, Figure, Goal, Settings, Workload};
 
 #[derive(Debug, Args)]
 pub(crate) struct BenchArgs {

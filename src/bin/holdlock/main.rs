@@ -22,7 +22,9 @@
 //! the lock was lost; 64 for bad usage; 69 when Redis cannot be reached; 126/127 when
 //! CMD cannot be executed / is not found.
 //!
-//! Built only with the `cli` feature: `cargo install --path . --features cli`.
+//! Built only with the `cli` feature: `cargo install --path . --features cli`. The
+//! `bench` subcommand (`holdlock bench [--workloads W1,W4] [--quick] [--json]`) is
+//! there only with the `bench` feature as well: `--features cli,bench`.
 
 use std::io;
 use std::process::ExitCode;
@@ -32,15 +34,16 @@ use clap::{CommandFactory, Parser, Subcommand};
 use holdlock::owner_scope;
 
 mod admin;
+#[cfg(feature = "bench")]
 mod bench;
 mod connect;
 mod duration;
 mod exit;
 mod run;
 mod table;
-mod workloads;
 
 use admin::LIST_HELP;
+#[cfg(feature = "bench")]
 use bench::BenchArgs;
 use connect::{ConnectionArgs, connect};
 use exit::{EX_OK, EX_SOFTWARE, EX_USAGE, Failure, fail};
@@ -97,6 +100,7 @@ enum Subcommands {
     },
     /// Measure lock throughput and hand-off latency on this Redis (workloads W1-W4),
     /// each next to the floor the same Redis sets (see docs/performance.md).
+    #[cfg(feature = "bench")]
     Bench(BenchArgs),
 }
 
@@ -173,6 +177,7 @@ async fn execute(cli: Cli, started_at: SystemTime) -> Result<u8, Failure> {
         Subcommands::Inspect { name, json } => admin::inspect(&client, &name, json).await,
         Subcommands::List { pattern, json } => admin::list(&client, &pattern, json).await,
         Subcommands::Unlock { name, json, .. } => admin::force_unlock(&client, &name, json).await,
+        #[cfg(feature = "bench")]
         Subcommands::Bench(args) => bench::bench(&client, &cli.connection, &args).await,
     };
     client.shutdown().await;
@@ -194,7 +199,9 @@ fn check_arguments(command: &Subcommands) -> Result<(), Failure> {
                 "the empty pattern matches no lock name; use '*' to list every lock",
             ));
         }
-        Subcommands::List { .. } | Subcommands::Bench(_) => return Ok(()),
+        Subcommands::List { .. } => return Ok(()),
+        #[cfg(feature = "bench")]
+        Subcommands::Bench(_) => return Ok(()),
     };
     holdlock::validate_name(name).map_err(|error| Failure::from_lock_error("", &error))
 }
@@ -202,43 +209,6 @@ fn check_arguments(command: &Subcommands) -> Result<(), Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::borrow::Cow;
-    use table::{escape, render_columns, sanitize};
-
-    #[test]
-    fn columns_line_up() {
-        let rows = vec![
-            vec!["A".to_owned(), "BB".to_owned(), "C".to_owned()],
-            vec!["long".to_owned(), "x".to_owned(), "y".to_owned()],
-        ];
-        assert_eq!(render_columns(&rows), "A     BB  C\nlong  x   y\n");
-    }
-
-    #[test]
-    fn control_and_invisible_characters_are_escaped() {
-        assert_eq!(escape("job:42"), "job:42");
-        assert!(matches!(escape("plain"), Cow::Borrowed(_)));
-        assert_eq!(escape("a\nb\tc\r\0"), "a\\nb\\tc\\r\\0");
-        assert_eq!(escape("\x1b[31mred"), "\\x1b[31mred");
-        assert_eq!(escape("\u{7f}\u{85}"), "\\x7f\\u{85}");
-        assert_eq!(escape("abc\u{202e}fed"), "abc\\u{202e}fed");
-        assert_eq!(escape("zero\u{200b}width"), "zero\\u{200b}width");
-        assert_eq!(escape(r"C:\dir"), r"C:\\dir");
-        assert_eq!(escape("ünïcödé ✓"), "ünïcödé ✓");
-        assert_eq!(sanitize(r#"lock "a\nb": x"#), r#"lock "a\nb": x"#);
-        assert_eq!(sanitize("a\nb"), "a\\nb");
-    }
-
-    #[test]
-    fn a_cell_cannot_break_its_row() {
-        let rows = vec![
-            vec!["NAME".to_owned(), "OWNER".to_owned()],
-            vec!["a\nb   fake-owner".to_owned(), "me".to_owned()],
-        ];
-        let table = render_columns(&rows);
-        assert_eq!(table.lines().count(), 2, "{table}");
-        assert!(table.contains("a\\nb   fake-owner  me"), "{table}");
-    }
 
     #[test]
     fn the_command_line_is_consistent() {
