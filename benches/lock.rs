@@ -1,13 +1,14 @@
 //! holdlock against the floor Redis sets, measured in the same run.
 //!
-//! `cargo bench --bench lock` starts a throwaway redis-server and then:
+//! `cargo bench --bench lock --features bench` starts a throwaway redis-server, and
+//! then:
 //!
 //! 1. criterion measures a lock+unlock cycle (W1) and a nested acquisition (W1r) next
 //!    to their floors: the bare lock (`SET NX PX` + compare-and-delete `EVALSHA`) and
 //!    one `EVALSHA` of a script that only returns;
-//! 2. the workloads W1–W4 of `holdlock bench` (shared code:
-//!    `src/bin/holdlock/workloads.rs`) run at full size and print a table of figures,
-//!    floors and ratios;
+//! 2. the workloads W1–W4 of `holdlock bench` (shared code: the library's `bench`
+//!    module, `src/bench/`) run at full size and print a table of figures, floors and
+//!    ratios;
 //! 3. W5 holds 10,000 locks with a 3 s lease for 10 s and reports the client's memory
 //!    per held lock and the renewal commands per second.
 //!
@@ -17,12 +18,6 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
-#[path = "../src/bin/holdlock/table.rs"]
-#[allow(dead_code)]
-mod table;
-#[path = "../src/bin/holdlock/workloads.rs"]
-#[allow(dead_code)]
-mod workloads;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,7 +27,7 @@ use fred::interfaces::ClientLike;
 use fred::types::scripts::Script;
 use futures::StreamExt;
 use holdlock::LockClient;
-use workloads::{Bench, Figure, Goal, Settings, Unit, Workload};
+use holdlock::bench::{self as workloads, Bench, Figure, Goal, Settings, Unit, Workload};
 
 /// W5: how many locks are held at once, for how long, with what lease.
 const W5_LOCKS: usize = 10_000;

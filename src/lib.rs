@@ -37,6 +37,10 @@
 )]
 
 // The layers, top down (see docs/design.md): each module imports only those below it.
+// tooling: the benchmark workloads, over the public API only
+#[cfg(feature = "bench")]
+#[doc(hidden)]
+pub mod bench;
 // API
 mod builder;
 mod client;

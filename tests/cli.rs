@@ -521,6 +521,8 @@ async fn inspect_list_and_force_unlock() {
     assert_eq!(unlocked["was_locked"], false);
 }
 
+// `holdlock bench` exists only with the `bench` feature as well.
+#[cfg(feature = "bench")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_runs_every_workload_and_leaves_nothing_behind() {
     let ran = finish(&mut holdlock(["bench", "--quick", "--json"])).await;

@@ -91,3 +91,43 @@ fn unsafe_on_a_terminal(c: char) -> bool {
                 | '\u{feff}'
         )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_line_up() {
+        let rows = vec![
+            vec!["A".to_owned(), "BB".to_owned(), "C".to_owned()],
+            vec!["long".to_owned(), "x".to_owned(), "y".to_owned()],
+        ];
+        assert_eq!(render_columns(&rows), "A     BB  C\nlong  x   y\n");
+    }
+
+    #[test]
+    fn control_and_invisible_characters_are_escaped() {
+        assert_eq!(escape("job:42"), "job:42");
+        assert!(matches!(escape("plain"), Cow::Borrowed(_)));
+        assert_eq!(escape("a\nb\tc\r\0"), "a\\nb\\tc\\r\\0");
+        assert_eq!(escape("\x1b[31mred"), "\\x1b[31mred");
+        assert_eq!(escape("\u{7f}\u{85}"), "\\x7f\\u{85}");
+        assert_eq!(escape("abc\u{202e}fed"), "abc\\u{202e}fed");
+        assert_eq!(escape("zero\u{200b}width"), "zero\\u{200b}width");
+        assert_eq!(escape(r"C:\dir"), r"C:\\dir");
+        assert_eq!(escape("ünïcödé ✓"), "ünïcödé ✓");
+        assert_eq!(sanitize(r#"lock "a\nb": x"#), r#"lock "a\nb": x"#);
+        assert_eq!(sanitize("a\nb"), "a\\nb");
+    }
+
+    #[test]
+    fn a_cell_cannot_break_its_row() {
+        let rows = vec![
+            vec!["NAME".to_owned(), "OWNER".to_owned()],
+            vec!["a\nb   fake-owner".to_owned(), "me".to_owned()],
+        ];
+        let table = render_columns(&rows);
+        assert_eq!(table.lines().count(), 2, "{table}");
+        assert!(table.contains("a\\nb   fake-owner  me"), "{table}");
+    }
+}

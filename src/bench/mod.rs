@@ -1,0 +1,207 @@
+//! The benchmark workloads W1–W5, shared by `holdlock bench` (W1–W4, with the `cli`
+//! feature) and `benches/lock.rs` (all of them). Compiled only with the `bench`
+//! feature and hidden from the documentation: this is tooling, not part of the API.
+//! It uses only holdlock's public API, as another crate would.
+//!
+//! Each workload runs next to its floor on the same fred client in the same run: a
+//! *bare lock* made of plain commands (`SET key token NX PX` to take, one `EVALSHA`
+//! of a compare-and-delete script to release), or one `EVALSHA` of a script that only
+//! returns. A figure is reported with its floor and the ratio between them, so that
+//! runs on different machines compare. W1 and W1r also time holdlock's own scripts
+//! sent alone, which splits a figure into the data model's cost and the library's.
+//!
+//! - **W1 uncontended**: one task, `cycles` lock+unlock cycles on one name.
+//! - **W1r reentrant**: the cost of a nested `lock()` of a lock the task holds.
+//! - **W2 burst**: `burst` concurrent one-shot `try_lock`s on one name; the winner keeps
+//!   it until all have answered.
+//! - **W3 contended**: `workers` tasks over two clients, each doing `sections` critical
+//!   sections {lock; GET counter; SET counter+1; unlock} and then `work` outside.
+//! - **W4 hand-off**: two workers on two clients ping-pong one lock; the time from the
+//!   start of a release to the waiter's `lock()` returning.
+//! - **W5 many locks held** (`benches/lock.rs` only, as it reads the process's own
+//!   memory): built there from [`Figure`]s.
+//!
+//! Files: `workloads.rs` runs W1–W4, `floors.rs` holds the bare lock and holdlock's
+//! scripts sent alone, `samples.rs` the timing helpers, `report.rs` the figures and
+//! their table and JSON.
+
+use std::error::Error;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::clients::Client;
+
+use crate::LockClient;
+use floors::BareLock;
+
+mod floors;
+mod report;
+mod samples;
+mod workloads;
+
+pub use report::{Figure, Goal, Unit, json, table};
+
+/// Errors of a benchmark run: Redis, the lock, or a broken invariant.
+pub type BenchError = Box<dyn Error + Send + Sync>;
+type BenchResult<T> = Result<T, BenchError>;
+
+/// One of the workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    /// Uncontended lock+unlock cycles.
+    W1,
+    /// A nested acquisition of a held lock.
+    W1r,
+    /// A burst of concurrent `try_lock`s.
+    W2,
+    /// Many workers contending for one lock.
+    W3,
+    /// Hand-off latency between two waiting workers.
+    W4,
+    /// Many locks held at once: memory and renewals (`cargo bench` only, as it reads
+    /// the process's own memory).
+    W5,
+}
+
+impl Workload {
+    /// Every workload `Bench::run` can run, in order.
+    pub const ALL: [Workload; 5] = [Self::W1, Self::W1r, Self::W2, Self::W3, Self::W4];
+
+    /// The short name used on the command line and in tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::W1 => "W1",
+            Self::W1r => "W1r",
+            Self::W2 => "W2",
+            Self::W3 => "W3",
+            Self::W4 => "W4",
+            Self::W5 => "W5",
+        }
+    }
+
+    /// Parses `w1`, `W1r`, …
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|workload| workload.label().eq_ignore_ascii_case(text.trim()))
+    }
+}
+
+/// How big each workload is.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// W1: lock+unlock cycles.
+    pub cycles: u64,
+    /// W1r: nested acquisitions.
+    pub nested: u64,
+    /// W2: concurrent `try_lock`s.
+    pub burst: usize,
+    /// W3: workers (split over two clients).
+    pub workers: usize,
+    /// W3: critical sections per worker.
+    pub sections: u64,
+    /// W3: work outside the lock after each section.
+    pub work: Duration,
+    /// W4: hand-offs.
+    pub handoffs: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            cycles: 20_000,
+            nested: 5_000,
+            burst: 1_000,
+            workers: 32,
+            sections: 200,
+            work: Duration::from_millis(1),
+            handoffs: 200,
+        }
+    }
+}
+
+impl Settings {
+    /// A tenth of the default sizes, for a quick look.
+    pub fn quick() -> Self {
+        let full = Self::default();
+        Self {
+            cycles: full.cycles / 10,
+            nested: full.nested / 10,
+            burst: full.burst,
+            workers: full.workers,
+            sections: full.sections / 10,
+            work: full.work,
+            handoffs: full.handoffs / 4,
+        }
+    }
+}
+
+/// Called now and then during a long workload: (workload, done, total).
+pub type Progress = Arc<dyn Fn(Workload, u64, u64) + Send + Sync>;
+
+/// Runs workloads on two lock clients of one deployment.
+pub struct Bench {
+    clients: [LockClient; 2],
+    settings: Settings,
+    progress: Progress,
+    /// Makes every name of this run unique, so that runs never collide.
+    stem: String,
+}
+
+impl Bench {
+    /// Workloads on `clients` (two clients of the same Redis, like two processes).
+    pub fn new(clients: [LockClient; 2], settings: Settings, progress: Progress) -> Self {
+        let stem = format!("bench:{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        Self {
+            clients,
+            settings,
+            progress,
+            stem,
+        }
+    }
+
+    /// Runs `workloads` in order and returns their figures.
+    ///
+    /// Must run inside a multi-threaded tokio runtime: workers are spawned tasks.
+    pub async fn run(&self, workloads: &[Workload]) -> BenchResult<Vec<Figure>> {
+        let mut figures = Vec::new();
+        for &workload in workloads {
+            figures.extend(match workload {
+                Workload::W1 => self.uncontended().await?,
+                Workload::W1r => self.reentrant().await?,
+                Workload::W2 => self.burst().await?,
+                Workload::W3 => self.contended().await?,
+                Workload::W4 => self.handoff().await?,
+                Workload::W5 => return Err("W5 runs only in benches/lock.rs".into()),
+            });
+        }
+        Ok(figures)
+    }
+
+    fn name(&self, what: &str) -> String {
+        format!("{}:{what}", self.stem)
+    }
+
+    /// A raw key in the same hash slot as the lock `name` (for the floors and counters).
+    fn key(&self, what: &str) -> String {
+        format!("{}:{{{}}}", self.stem, self.name(what))
+    }
+
+    fn redis(&self) -> &Client {
+        self.clients[0].redis()
+    }
+
+    async fn bare(&self) -> BenchResult<BareLock> {
+        BareLock::new(self.redis().clone()).await
+    }
+}
+
+impl fmt::Debug for Bench {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Bench")
+            .field("settings", &self.settings)
+            .field("stem", &self.stem)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,95 @@
+//! `holdlock bench`: the workloads of the library's `bench` module (`src/bench/`, with
+//! the `bench` feature) on two clients of the deployment given by the connection
+//! options, with progress on stderr.
+
+use std::io::{self, IsTerminal};
+use std::time::Duration;
+
+use clap::Args;
+use holdlock::LockClient;
+use holdlock::bench::{self as workloads, Bench, Figure, Goal, Settings, Workload};
+
+use crate::connect::{ConnectionArgs, connect};
+use crate::exit::{EX_NOT_FOUND, EX_OK, EX_SOFTWARE, Failure};
+
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// Which workloads to run, comma-separated: W1, W1r, W2, W3, W4 [default: all]
+    #[arg(long, value_delimiter = ',', value_parser = parse_workload)]
+    workloads: Vec<Workload>,
+    /// Run a tenth of the default sizes.
+    #[arg(long)]
+    quick: bool,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `holdlock bench`: runs the workloads on two clients of this Redis and prints the
+/// figures. Exits 1 if a correctness check failed (a lost increment, two winners).
+pub(crate) async fn bench(
+    client: &LockClient,
+    connection: &ConnectionArgs,
+    args: &BenchArgs,
+) -> Result<u8, Failure> {
+    let second = connect(connection, None).await?;
+    let settings = if args.quick {
+        Settings::quick()
+    } else {
+        Settings::default()
+    };
+    let workloads = if args.workloads.is_empty() {
+        Workload::ALL.to_vec()
+    } else {
+        args.workloads.clone()
+    };
+    let bench = Bench::new(
+        [client.clone(), second.clone()],
+        settings,
+        progress_printer(),
+    );
+    let figures = bench.run(&workloads).await;
+    second.shutdown().await;
+    let figures =
+        figures.map_err(|error| Failure::new(EX_SOFTWARE, format!("benchmark failed: {error}")))?;
+    eprint!(
+        "{}",
+        if io::stderr().is_terminal() {
+            "\r\x1b[K"
+        } else {
+            ""
+        }
+    );
+    if args.json {
+        println!("{}", workloads::json(&figures));
+    } else {
+        print!("{}", workloads::table(&figures));
+    }
+    let broken = figures.iter().any(|figure: &Figure| {
+        matches!(figure.goal, Some(Goal::Exactly(_))) && figure.met() == Some(false)
+    });
+    Ok(if broken { EX_NOT_FOUND } else { EX_OK })
+}
+
+/// Reports progress on stderr at most twice a second: in place on a terminal, else a line each.
+fn progress_printer() -> workloads::Progress {
+    let terminal = io::stderr().is_terminal();
+    let last = std::sync::Mutex::new(None::<std::time::Instant>);
+    std::sync::Arc::new(move |workload: Workload, done: u64, total: u64| {
+        let Ok(mut last) = last.lock() else { return };
+        if last.is_some_and(|at| at.elapsed() < Duration::from_millis(500)) {
+            return;
+        }
+        *last = Some(std::time::Instant::now());
+        if terminal {
+            eprint!("\r\x1b[K{} {done}/{total}", workload.label());
+        } else {
+            eprintln!("{} {done}/{total}", workload.label());
+        }
+    })
+}
+
+fn parse_workload(text: &str) -> Result<Workload, String> {
+    Workload::parse(text)
+        .ok_or_else(|| format!("unknown workload {text:?}; expected W1, W1r, W2, W3 or W4"))
+}

@@ -1,0 +1,62 @@
+//! Where Redis is (`--url`, `$REDIS_URL`), how lock keys are named (`--prefix`), and
+//! connecting the client every subcommand uses.
+
+use std::time::Duration;
+
+use clap::Args;
+use holdlock::LockClient;
+
+use crate::duration::parse_duration;
+use crate::exit::Failure;
+
+/// The Redis URL used when neither `--url` nor `REDIS_URL` gives one.
+const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
+
+/// Where Redis is and how lock keys are named.
+#[derive(Debug, Args)]
+pub(crate) struct ConnectionArgs {
+    /// Redis URL [default: $REDIS_URL, else redis://127.0.0.1:6379]
+    #[arg(long, global = true, value_name = "URL")]
+    url: Option<String>,
+
+    /// Prefix of every lock key.
+    #[arg(long, global = true, default_value = holdlock::DEFAULT_PREFIX)]
+    prefix: String,
+
+    /// Give up connecting to Redis after this long.
+    #[arg(long, global = true, value_name = "DUR", default_value = "5s", value_parser = parse_duration)]
+    connect_timeout: Duration,
+}
+
+impl ConnectionArgs {
+    /// `--url`, else `$REDIS_URL`, else the local default.
+    fn resolved_url(&self) -> String {
+        self.url
+            .clone()
+            .or_else(|| {
+                std::env::var("REDIS_URL")
+                    .ok()
+                    .filter(|url| !url.is_empty())
+            })
+            .unwrap_or_else(|| DEFAULT_URL.to_owned())
+    }
+}
+
+pub(crate) async fn connect(
+    args: &ConnectionArgs,
+    lease: Option<Duration>,
+) -> Result<LockClient, Failure> {
+    let url = args.resolved_url();
+    let mut builder = LockClient::builder(url.as_str())
+        .prefix(args.prefix.as_str())
+        .connect_timeout(args.connect_timeout);
+    if let Some(lease) = lease {
+        builder = builder.lease(lease);
+    }
+    builder.build().await.map_err(|error| {
+        Failure::from_lock_error(
+            &format!("cannot connect to {}", holdlock::redact_url(&url)),
+            &error,
+        )
+    })
+}
