@@ -250,6 +250,7 @@ impl Engine {
             } else {
                 // Redis disagrees with our count: the hold we knew vanished (expired or
                 // force-unlocked) and this is a new one. Old guards must not touch it.
+                tracing::debug!(lock = %names.name, held, granted, "redis disagrees with the local count");
                 hold.set_count(&mut count, 0);
                 self.holds.replace(&hold, granted)
             };
@@ -381,6 +382,7 @@ impl Engine {
     ) {
         let hold = &entry.hold;
         let held = *count;
+        tracing::debug!(lock = %hold.names.name, ?op, held, "settling a call whose caller went away or whose reply was lost");
         let mut pause = RETRY_PAUSE;
         let owed = loop {
             let now = match self.protocol.count(&hold.names, &hold.owner).await {
