@@ -203,22 +203,23 @@ impl LockClient {
         // checked when the lock was taken). If the hold went away before the attempt
         // could enter it (a release of it was in flight), the attempt was a fresh one:
         // a busy lock is then waited for like by any other caller.
-        let (holder, names) = match self.engine.local_holder(name, &owner) {
+        // (`tried`: that fresh attempt was the single try's one.)
+        let (holder, names, tried) = match self.engine.local_holder(name, &owner) {
             LocalHolder::Owner(entry) => {
                 let names = Arc::clone(&entry.hold.names);
                 let attempt = self.engine.acquire(&names, &owner, options, Some(entry));
                 match attempt.await? {
                     Attempt::Granted(hold) => return Ok(Ok(self.guard(hold))),
-                    Attempt::Busy(_) => (LocalHolder::Nobody, names),
+                    Attempt::Busy(_) => (LocalHolder::Nobody, names, true),
                 }
             }
-            other => (other, Arc::new(self.engine.config().names(name)?)),
+            other => (other, Arc::new(self.engine.config().names(name)?), false),
         };
 
         // A single try never waits in line, and is refused at once if another owner in
         // this process holds the lock (its deadline has passed by now).
         if single_try {
-            if !matches!(holder, LocalHolder::Other) {
+            if !tried && !matches!(holder, LocalHolder::Other) {
                 let attempt = self.engine.acquire(&names, &owner, options, None);
                 if let Attempt::Granted(hold) = attempt.await? {
                     return Ok(Ok(self.guard(hold)));
@@ -233,8 +234,19 @@ impl LockClient {
         // Redis, so many callers arriving at once send one attempt, not one each. With
         // nobody ahead, the turn is ours at once.
         let ticket = self.engine.waiting().join(&names.key);
+        // With the turn ours at once, the first attempt is made before watching for
+        // shutdown: it does not wait, and a free lock (the usual case) then costs no
+        // watch registration.
+        let first_turn = ticket.try_turn();
+        let mut busy = None;
+        if first_turn.is_some() {
+            match self.engine.acquire(&names, &owner, options, None).await? {
+                Attempt::Granted(hold) => return Ok(Ok(self.guard(hold))),
+                Attempt::Busy(pttl) => busy = Some(pttl),
+            }
+        }
         let waiting = async {
-            let _turn = match ticket.try_turn() {
+            let _turn = match first_turn {
                 Some(turn) => turn,
                 None => match give_up.until(ticket.turn()).await {
                     Ok(turn) => turn,
@@ -242,7 +254,11 @@ impl LockClient {
                 },
             };
             loop {
-                let pttl = match self.engine.acquire(&names, &owner, options, None).await? {
+                let attempt = match busy.take() {
+                    Some(pttl) => Attempt::Busy(pttl),
+                    None => self.engine.acquire(&names, &owner, options, None).await?,
+                };
+                let pttl = match attempt {
                     Attempt::Granted(hold) => return Ok(Ok(self.guard(hold))),
                     Attempt::Busy(pttl) => pttl,
                 };
@@ -252,7 +268,7 @@ impl LockClient {
                 // Subscribe before sleeping; a release between our attempt and the
                 // subscription would be missed, so a fresh subscription tries again
                 // first. One lost in transit is tried again soon.
-                let mut nap = pttl.unwrap_or(options.lease);
+                let mut nap = pttl.unwrap_or(options.lease());
                 match give_up.until(ticket.subscribe()).await {
                     Ok(Ok(Listening::Now)) => continue,
                     Ok(Ok(Listening::Already)) => {}
@@ -268,7 +284,8 @@ impl LockClient {
             }
         };
         // `shutdown` ends the wait wherever it is: in line, subscribing, asleep (an
-        // acquire in flight is settled as if cancelled).
+        // acquire in flight is settled as if cancelled). Only the first attempt, which
+        // does not wait, runs before this watch.
         tokio::select! {
             biased;
             () = ticket.closed() => Err(LockError::Shutdown),

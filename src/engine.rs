@@ -139,7 +139,7 @@ impl Engine {
             tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
         self.background.fetch_add(1, Ordering::AcqRel);
         drop(runtime.spawn(async move {
-            let mut pause = RETRY_PAUSE;
+            let mut backoff = Backoff::default();
             loop {
                 match engine.release_once(&hold, &mut true).await {
                     Ok(()) | Err(Unreleased::Final(_) | Unreleased::Settling(_)) => break,
@@ -148,8 +148,7 @@ impl Engine {
                         if hold.is_lost() || engine.check_running().is_err() {
                             break;
                         }
-                        tokio::time::sleep(pause).await;
-                        pause = (pause * 2).min(MAX_RETRY_PAUSE);
+                        backoff.wait().await;
                     }
                 }
             }
@@ -197,7 +196,7 @@ impl Engine {
             // it alone (one that wants a watchdog need not set it again, and a fixed
             // lease must not cut short the lease the watchdog counts on).
             let keep_lease = held > 0 && hold.has_watchdog();
-            let in_flight = InFlight::new(self, Op::Acquire, entry, count, options.lease);
+            let in_flight = InFlight::new(self, Op::Acquire, entry, count, options.lease());
             let mut sent_at = Instant::now();
             let mut reply = self
                 .protocol
@@ -205,7 +204,7 @@ impl Engine {
                 .await;
             if matches!(reply, Ok(Acquire::Granted { .. }))
                 && !keep_lease
-                && sent_at.elapsed() > renewal_period(options.lease)
+                && sent_at.elapsed() > renewal_period(options.lease())
             {
                 match self
                     .protocol
@@ -272,9 +271,9 @@ impl Engine {
         hold.set_token(token);
         if options.watchdog {
             hold.set_expiry(sent_at, None);
-            self.watchdogs.book(hold, options.lease, sent_at);
+            self.watchdogs.book(hold, options.lease(), sent_at);
         } else if !hold.has_watchdog() {
-            hold.set_expiry(sent_at, Some(options.lease));
+            hold.set_expiry(sent_at, Some(options.lease()));
         }
     }
 
@@ -330,7 +329,7 @@ impl Engine {
         }
         let in_flight = InFlight::new(self, Op::Release, entry, count, self.config.lease);
         *claimed = false;
-        let reply = self.release_hold(hold, held).await;
+        let reply = self.protocol.release(&hold.names, &hold.owner, held).await;
         if let Err(error) = reply {
             if error.outcome_unknown() {
                 // Maybe ran: still in flight, so settling finds out and completes it.
@@ -359,11 +358,6 @@ impl Engine {
         }
     }
 
-    /// [`release_exactly_once`](Self::release_exactly_once) for one of `hold`'s holds.
-    async fn release_hold(&self, hold: &Hold, held: u32) -> Result<Option<u32>> {
-        self.protocol.release(&hold.names, &hold.owner, held).await
-    }
-
     /// Settles a script whose caller went away mid-flight, or whose reply was lost,
     /// with the owner's operation lock still held: Redis's count for the owner tells
     /// whether it ran. An acquire that ran is undone, and a release that did not run
@@ -383,20 +377,19 @@ impl Engine {
         let hold = &entry.hold;
         let held = *count;
         tracing::debug!(lock = %hold.names.name, ?op, held, "settling a call whose caller went away or whose reply was lost");
-        let mut pause = RETRY_PAUSE;
+        let mut backoff = Backoff::default();
         let owed = loop {
             let now = match self.protocol.count(&hold.names, &hold.owner).await {
                 Ok(now) => now,
                 Err(error) => {
                     tracing::debug!(lock = %hold.names.name, %error, "settling a cancelled call: reading its count failed");
                     let hopeless = hold.is_lost() || self.check_running().is_err();
-                    if hopeless || Instant::now() + pause >= give_up {
+                    if hopeless || Instant::now() + backoff.next() >= give_up {
                         hold.set_count(&mut count, 0);
                         hold.mark_lost("could not tell whether a cancelled call ran");
                         break false;
                     }
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(MAX_RETRY_PAUSE);
+                    backoff.wait().await;
                     continue;
                 }
             };
@@ -481,11 +474,29 @@ impl Engine {
     }
 }
 
-/// The first pause before a background call is tried again; it doubles up to
-/// [`MAX_RETRY_PAUSE`].
-const RETRY_PAUSE: Duration = Duration::from_millis(20);
-/// The longest pause between tries of a background call.
-const MAX_RETRY_PAUSE: Duration = Duration::from_secs(1);
+/// The pauses between tries of a background call (a release owed, a count being read
+/// to settle a call): 20 ms, doubling up to 1 s.
+#[derive(Debug)]
+struct Backoff(Duration);
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self(Duration::from_millis(20))
+    }
+}
+
+impl Backoff {
+    /// The next pause.
+    fn next(&self) -> Duration {
+        self.0
+    }
+
+    /// Sleeps for the next pause, and makes the one after longer.
+    async fn wait(&mut self) {
+        tokio::time::sleep(self.0).await;
+        self.0 = (self.0 * 2).min(Duration::from_secs(1));
+    }
+}
 
 /// What is left to do after a release that did not complete.
 enum Unreleased {

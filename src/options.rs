@@ -281,13 +281,9 @@ impl LockOptions {
             Some(lease) => (lease, false),
             None => (client.lease, true),
         };
-        // Both from the same whole milliseconds: local deadlines count the lease Redis
-        // keeps, never the fraction of a millisecond it drops.
-        let lease_ms = lease_millis("lease", lease)?;
         Ok(ResolvedOptions {
             wait,
-            lease: whole_millis(lease_ms),
-            lease_ms,
+            lease_ms: lease_millis("lease", lease)?,
             watchdog,
             fenced: self.fenced || client.fencing,
             min_replicas: match self.min_replicas {
@@ -302,13 +298,19 @@ impl LockOptions {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ResolvedOptions {
     pub(crate) wait: Option<Duration>,
-    /// `lease_ms` as a `Duration`, for local deadlines (built from it in `resolve`).
-    pub(crate) lease: Duration,
     /// The lease in whole milliseconds, as Redis keeps it.
     pub(crate) lease_ms: u64,
     pub(crate) watchdog: bool,
     pub(crate) fenced: bool,
     pub(crate) min_replicas: Option<MinReplicas>,
+}
+
+impl ResolvedOptions {
+    /// The lease for local deadlines: the same whole milliseconds Redis keeps, never
+    /// the fraction of a millisecond it drops.
+    pub(crate) fn lease(&self) -> Duration {
+        whole_millis(self.lease_ms)
+    }
 }
 
 /// How many replicas must acknowledge a fresh acquisition, and how long to wait for them.
@@ -429,7 +431,7 @@ mod tests {
             };
             let fixed = fixed.unwrap();
             assert_eq!(fixed.lease_ms, millis, "{given:?}");
-            assert_eq!(fixed.lease, Duration::from_millis(millis), "{given:?}");
+            assert_eq!(fixed.lease(), Duration::from_millis(millis), "{given:?}");
             assert!(!fixed.watchdog);
 
             // A client's lease (the watchdog's) is rounded when the client is built.
@@ -441,7 +443,7 @@ mod tests {
             assert_eq!(config.lease, Duration::from_millis(millis), "{given:?}");
             let renewed = LockOptions::new().resolve(&config).unwrap();
             assert_eq!(renewed.lease_ms, millis);
-            assert_eq!(renewed.lease, Duration::from_millis(millis));
+            assert_eq!(renewed.lease(), Duration::from_millis(millis));
             assert!(renewed.watchdog);
         }
     }

@@ -110,7 +110,7 @@ impl Protocol {
         owner: &str,
         options: ResolvedOptions,
     ) -> Result<Option<Instant>> {
-        let period = renewal_period(options.lease);
+        let period = renewal_period(options.lease());
         for _ in 0..3 {
             let renewed_at = Instant::now();
             let renewal = self
@@ -127,7 +127,8 @@ impl Protocol {
             ErrorKind::Timeout,
             format!(
                 "lock `{}`: redis took longer than a third of the {:?} lease to answer, three times in a row",
-                names.name, options.lease
+                names.name,
+                options.lease()
             ),
         )))
     }

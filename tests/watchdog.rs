@@ -297,15 +297,7 @@ async fn a_holder_cut_off_from_redis_hears_of_the_loss_before_its_lease_runs_out
     let name = common::unique("cut-off");
     let guard = client.lock(&name).await.unwrap();
     // Wait for a renewal (the TTL jumps back up), then cut the holder off at once.
-    let mut last = guard.remaining_ttl().await.unwrap().unwrap();
-    loop {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        let ttl = guard.remaining_ttl().await.unwrap().unwrap();
-        if ttl > last {
-            break;
-        }
-        last = ttl;
-    }
+    wait_for_a_renewal(&guard).await;
     assert_eq!(
         server
             .command(&["CLIENT", "PAUSE", "6000", "WRITE"])
@@ -431,15 +423,7 @@ async fn every_hold_is_renewed_as_soon_as_the_connection_is_back() {
     let running = client.lock(&common::unique("running")).await.unwrap();
     // Wait for the first renewal (the TTL jumps back up): its watchdog runs, and its
     // next renewal is 2 s away.
-    let mut last = running.remaining_ttl().await.unwrap().unwrap();
-    loop {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        let ttl = running.remaining_ttl().await.unwrap().unwrap();
-        if ttl > last {
-            break;
-        }
-        last = ttl;
-    }
+    wait_for_a_renewal(&running).await;
     // Taken now: its watchdog is booked, to start in 1 s and renew in 2 s.
     let booked = client.lock(&common::unique("booked")).await.unwrap();
     let cut = Instant::now();
@@ -467,4 +451,18 @@ async fn every_hold_is_renewed_as_soon_as_the_connection_is_back() {
     }
     running.unlock().await.unwrap();
     booked.unlock().await.unwrap();
+}
+
+/// Returns right after the watchdog of `guard` has renewed its lease (its TTL in Redis
+/// jumps back up).
+async fn wait_for_a_renewal(guard: &holdlock::LockGuard) {
+    let mut last = guard.remaining_ttl().await.unwrap().unwrap();
+    loop {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let ttl = guard.remaining_ttl().await.unwrap().unwrap();
+        if ttl > last {
+            return;
+        }
+        last = ttl;
+    }
 }
