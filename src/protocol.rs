@@ -167,8 +167,8 @@ impl Protocol {
                 done => return done,
             };
             tracing::debug!(lock = %names.name, %error, "acquire reply lost; checking whether it ran");
-            match self.count(names, owner).await {
-                Ok(count) if count == held + 1 => {
+            match self.count_patiently(names, owner, give_up).await {
+                Some(count) if count == held + 1 => {
                     if let Some(min) = acknowledged {
                         // It ran, but nobody counted the replicas that have it.
                         return Err(self.undo_unacknowledged(names, owner, 0, min).await);
@@ -187,9 +187,8 @@ impl Protocol {
                         }
                     }
                 }
-                Ok(_) | Err(_) if Instant::now() < give_up => {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
+                // It did not run: send it again.
+                Some(_) if Instant::now() < give_up => {}
                 _ => return Err(CallFailed::maybe_ran(error)),
             }
         }
@@ -246,13 +245,34 @@ impl Protocol {
                 done => return done,
             };
             tracing::debug!(lock = %names.name, %error, "release reply lost; checking whether it ran");
+            match self.count_patiently(names, owner, give_up).await {
+                Some(count) if count + 1 == held => return Ok(Some(count)),
+                Some(count) if count != held => return Ok(None),
+                // It did not run: send it again.
+                Some(_) if Instant::now() < give_up => {}
+                _ => return Err(error),
+            }
+        }
+    }
+
+    /// The owner's count after a script whose reply was lost, read until a read
+    /// succeeds or `give_up` passes (`None`). Only a count actually read may decide
+    /// that the script did not run and may be sent again: sending it again because
+    /// the read failed would run it twice if the first one had run.
+    async fn count_patiently(
+        &self,
+        names: &LockNames,
+        owner: &str,
+        give_up: Instant,
+    ) -> Option<u32> {
+        loop {
             match self.count(names, owner).await {
-                Ok(count) if count + 1 == held => return Ok(Some(count)),
-                Ok(count) if count != held => return Ok(None),
-                Ok(_) | Err(_) if Instant::now() < give_up => {
+                Ok(count) => return Some(count),
+                Err(error) if Instant::now() < give_up => {
+                    tracing::debug!(lock = %names.name, %error, "reading the count after a lost reply failed; reading again");
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-                _ => return Err(error),
+                Err(_) => return None,
             }
         }
     }

@@ -262,3 +262,47 @@ async fn a_slow_grant_hands_out_a_guard_that_holds() {
         assert!(!client.is_locked(&name).await.unwrap(), "left held");
     }
 }
+
+/// A script whose reply was lost is sent again only once a read of the owner's count
+/// shows it did not run; a count that cannot be read is never taken to mean "did not
+/// run". Here the reply of a re-entry times out while the server sleeps (the script
+/// runs when it wakes), and the client's user may not `HGET`: the re-entry must run
+/// once, not twice.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lost_reply_whose_outcome_cannot_be_read_is_never_sent_again() {
+    common::trace();
+    let server = Arc::new(RedisServer::start_with(|_| {
+        vec!["--enable-debug-command".into(), "local".into()]
+    }));
+    let rule = [
+        "ACL", "SETUSER", "no-hget", "on", ">pw", "~*", "&*", "+@all", "-hget",
+    ];
+    assert_eq!(server.command(&rule).as_deref(), Ok("+OK"));
+    let port = server.url().rsplit(':').next().unwrap().to_owned();
+    let client = LockClient::builder(format!("redis://no-hget:pw@127.0.0.1:{port}"))
+        .connect_timeout(Duration::from_millis(300))
+        .build()
+        .await
+        .unwrap();
+    let admin = LockClient::connect(&server.url()).await.unwrap();
+    let name = common::unique("unreadable-outcome");
+    let outer = client.lock(&name).await.unwrap();
+    let owner = outer.owner().to_owned();
+    // Loads the re-entry's script, so that the one below runs when the server wakes.
+    client.lock(&name).await.unwrap().unlock().await.unwrap();
+    let sleeper = std::thread::spawn({
+        let server = Arc::clone(&server);
+        move || server.command(&["DEBUG", "SLEEP", "0.8"])
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let reentered = client.lock(&name).await;
+    sleeper.join().unwrap().unwrap();
+    assert!(reentered.is_err(), "the outcome could not be known");
+    // Whatever runs late has run by now.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        common::hold_count(admin.redis(), &name, &owner).await,
+        Some(2),
+        "the re-entry ran exactly once"
+    );
+}
