@@ -45,6 +45,7 @@ pub mod bench;
 mod builder;
 mod client;
 pub mod fence;
+mod multi;
 mod once;
 // guard
 mod guard;
@@ -76,6 +77,7 @@ pub use error::{LockError, Result};
 pub use fred;
 pub use guard::LockGuard;
 pub use keys::validate_name;
+pub use multi::MultiGuard;
 pub use once::{Claim, PeriodClaim};
 pub use options::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PREFIX, LockOptions, MAX_DURATION, MIN_LEASE,
