@@ -1,8 +1,8 @@
 //! A bank-transfer HTTP service whose instances share per-account locks in Redis.
 //!
-//! Balances live in one Redis hash. A transfer takes the locks of both accounts, always
-//! the lower account id first, so two opposite transfers (1 -> 2 and 2 -> 1) can never
-//! deadlock. Inside, `debit` and `credit` lock their account again: the same owner
+//! Balances live in one Redis hash. A transfer takes the locks of both accounts with one
+//! `lock_all`, which takes them in a global order, so two opposite transfers (1 -> 2 and
+//! 2 -> 1) can never deadlock. Inside, `debit` and `credit` lock their account again: the same owner
 //! re-entering a lock it holds succeeds at once (the hold count goes to 2), so helpers
 //! can be made safe on their own without deadlocking their callers. A balance never
 //! goes negative: a transfer that would overdraw is refused with 409.
@@ -34,7 +34,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use fred::interfaces::{HashesInterface, KeysInterface};
-use holdlock::{LockClient, LockError, LockGuard, owner_scope};
+use holdlock::{LockClient, LockError, owner_scope};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -288,19 +288,15 @@ impl Bank {
         to: AccountId,
         amount: i64,
     ) -> Result<TransferReceipt, ApiError> {
-        // Always lock the lower id first. Two transfers between the same accounts in
-        // opposite directions then queue for the same first lock instead of each
-        // holding one lock and waiting forever for the other.
-        let first = self.locks.lock(&account_lock(from.min(to))).await?;
-        let second = match self.locks.lock(&account_lock(from.max(to))).await {
-            Ok(guard) => guard,
-            Err(error) => {
-                let _ = first.unlock().await;
-                return Err(error.into());
-            }
-        };
+        // Both accounts at once: `lock_all` takes them in one global order, so two
+        // transfers between the same accounts in opposite directions queue for the
+        // same first lock instead of each holding one and waiting for the other.
+        let both = self
+            .locks
+            .lock_all([account_lock(from), account_lock(to)])
+            .await?;
         let moved = self.move_money(from, to, amount).await;
-        let released = unlock_all([second, first]).await;
+        let released = both.unlock().await;
         let receipt = moved?;
         released?;
         Ok(receipt)
@@ -368,10 +364,10 @@ impl Bank {
     }
 
     /// The number of accounts and the sum of their balances, read while holding every
-    /// account's lock (taken in ascending order, like transfers), so no transfer is
-    /// caught halfway.
+    /// account's lock (one `lock_all`, in the same order as transfers take theirs), so
+    /// no transfer is caught halfway.
     async fn total(&self) -> Result<(usize, i64), ApiError> {
-        let mut ids: Vec<AccountId> = self
+        let ids: Vec<AccountId> = self
             .locks
             .redis()
             .hkeys::<Vec<String>, _>(BALANCES_KEY)
@@ -379,17 +375,13 @@ impl Bank {
             .iter()
             .filter_map(|id| id.parse().ok())
             .collect();
-        ids.sort_unstable();
-        let mut guards = Vec::with_capacity(ids.len());
-        for &id in &ids {
-            match self.locks.lock(&account_lock(id)).await {
-                Ok(guard) => guards.push(guard),
-                Err(error) => {
-                    let _ = unlock_all(guards).await;
-                    return Err(error.into());
-                }
-            }
+        if ids.is_empty() {
+            return Ok((0, 0));
         }
+        let all = self
+            .locks
+            .lock_all(ids.iter().map(|&id| account_lock(id)))
+            .await?;
         let balances: Result<Vec<Option<i64>>, _> = self
             .locks
             .redis()
@@ -398,19 +390,8 @@ impl Bank {
                 ids.iter().map(ToString::to_string).collect::<Vec<_>>(),
             )
             .await;
-        unlock_all(guards).await?;
+        all.unlock().await?;
         let balances = balances?;
         Ok((ids.len(), balances.into_iter().flatten().sum()))
     }
-}
-
-/// Releases every guard, in the order given; reports the first failure.
-async fn unlock_all(guards: impl IntoIterator<Item = LockGuard>) -> Result<(), ApiError> {
-    let mut first_error = None;
-    for guard in guards {
-        if let Err(error) = guard.unlock().await {
-            first_error.get_or_insert(error);
-        }
-    }
-    first_error.map_or(Ok(()), |error| Err(error.into()))
 }
