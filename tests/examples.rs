@@ -529,3 +529,44 @@ fn the_chaos_checker_catches_a_broken_lock() {
     );
     assert!(text.contains("VIOLATIONS FOUND"), "{text}");
 }
+
+#[test]
+fn the_chaos_checker_finds_no_violation_in_the_multi_lock() {
+    let _turn = heavy_turn();
+    // Transfers under `lock_all` (two names a round, both registers incremented) with
+    // every kind of fault; the 30-minute soak's figures are in docs/chaos.md.
+    let (code, summary, text) = chaos(
+        &["--lock", "multi", "--duration", "20s", "--seed", "3"],
+        Duration::from_secs(180),
+    );
+    assert_eq!(code, Some(0), "violations found:\n{text}");
+    assert_eq!(summary["violations"], serde_json::json!({}), "{text}");
+    assert!(summary["acquisitions"].as_u64() > Some(200), "{text}");
+    assert_eq!(
+        summary["register_total"], summary["writes"]["ok"],
+        "every accepted write is in the registers:\n{text}"
+    );
+}
+
+#[test]
+fn the_chaos_checker_catches_a_broken_multi_lock() {
+    let _turn = heavy_turn();
+    // Hand over hand: the first name is let go once the second is held, while both
+    // registers are still written. Calm run: the overlap needs no fault.
+    let (code, summary, text) = chaos(
+        &[
+            "--lock",
+            "multi-broken",
+            "--duration",
+            "10s",
+            "--faults",
+            "none",
+        ],
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, Some(1), "the broken multi-lock passed:\n{text}");
+    assert!(
+        summary["violations"]["overlapping holders"].as_u64() > Some(0),
+        "{text}"
+    );
+}

@@ -12,7 +12,7 @@
 //! processes, `--tasks` [4] per worker, `--names` [4] locks, `--lease` [1s],
 //! `--fault-every` [2s] (mean gap between faults), `--faults` [all: pause, kill,
 //! client-kill, script-flush, restart, black-hole, reset; `none` for a calm run],
-//! `--lock` [holdlock | naive], `--history FILE` (one JSON line per event), `--json
+//! `--lock` [holdlock | naive | multi | multi-broken], `--history FILE` (one JSON line per event), `--json
 //! FILE` (the summary). It always starts its own two redis-servers (locks, and the
 //! registers the locks protect), so that it can restart the first. Exit status: 0
 //! when no violation was found, 1 when one was, 2 when the run itself failed.
@@ -141,7 +141,7 @@ impl Args {
 fn lock_kind(args: &Args) -> Result<worker::LockKind, BoxError> {
     let name = args.get("lock").unwrap_or("holdlock");
     worker::LockKind::parse(name)
-        .ok_or_else(|| format!("--lock: `{name}` (holdlock or naive)").into())
+        .ok_or_else(|| format!("--lock: `{name}` (holdlock, naive, multi or multi-broken)").into())
 }
 
 fn main() {
@@ -217,6 +217,13 @@ fn run_checker(raw: impl Iterator<Item = String>) -> Result<i32, BoxError> {
     };
     if plan.workers == 0 || plan.tasks == 0 || plan.names == 0 {
         return Err("--workers, --tasks and --names must be at least 1".into());
+    }
+    let multi = matches!(
+        plan.kind,
+        worker::LockKind::Multi | worker::LockKind::MultiBroken
+    );
+    if multi && plan.names < 2 {
+        return Err("--lock multi takes two names a round: --names must be at least 2".into());
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

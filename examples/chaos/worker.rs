@@ -22,6 +22,13 @@ pub enum LockKind {
     /// `DEL` to release (no owner check), no renewal, no lost signal, and an `INCR`
     /// counter for tokens. The checker must catch it.
     Naive,
+    /// holdlock's multi-lock: each round takes two names with one `lock_all` and
+    /// increments both registers under it (a transfer whose total the registers keep).
+    Multi,
+    /// A deliberately broken multi-lock: it takes the first name, lets it go, then
+    /// takes the second, and writes both registers as if it held both (not all or
+    /// nothing). The checker must catch it.
+    MultiBroken,
 }
 
 impl LockKind {
@@ -30,14 +37,21 @@ impl LockKind {
         match self {
             LockKind::Holdlock => "holdlock",
             LockKind::Naive => "naive",
+            LockKind::Multi => "multi",
+            LockKind::MultiBroken => "multi-broken",
         }
     }
 
     /// Parses [`name`](Self::name).
     pub fn parse(name: &str) -> Option<Self> {
-        [LockKind::Holdlock, LockKind::Naive]
-            .into_iter()
-            .find(|kind| kind.name() == name)
+        [
+            LockKind::Holdlock,
+            LockKind::Naive,
+            LockKind::Multi,
+            LockKind::MultiBroken,
+        ]
+        .into_iter()
+        .find(|kind| kind.name() == name)
     }
 }
 
@@ -122,7 +136,10 @@ impl Held {
 impl TaskWorker {
     async fn run(mut self, stop: Arc<AtomicBool>) {
         while !stop.load(Ordering::Acquire) {
-            self.round().await;
+            match self.config.kind {
+                LockKind::Multi | LockKind::MultiBroken => self.round_of_two().await,
+                LockKind::Holdlock | LockKind::Naive => self.round().await,
+            }
             // Time outside the lock, so that others get a turn.
             let pause = self.rng.below(5);
             tokio::time::sleep(Duration::from_millis(pause)).await;
@@ -196,6 +213,9 @@ impl TaskWorker {
                 .lock_timeout(name, wait)
                 .await?
                 .map(Held::Holdlock)),
+            LockKind::Multi | LockKind::MultiBroken => {
+                Err("a multi-lock round takes two names (see `round_of_two`)".into())
+            }
             LockKind::Naive => {
                 let key = format!("naive:{{{name}}}");
                 let deadline = tokio::time::Instant::now() + wait;
@@ -325,6 +345,193 @@ impl TaskWorker {
             Held::Naive { .. } => steps.await,
         }
     }
+}
+
+impl TaskWorker {
+    /// One multi-lock attempt: two different names taken together, both registers read
+    /// and then incremented under them, both released. Each member is recorded as an
+    /// attempt of its own (ids `a` and `a + 1`), so the checker holds every name to
+    /// mutual exclusion and every register to no lost update.
+    async fn round_of_two(&mut self) {
+        let a = self.next_attempt;
+        self.next_attempt += 2;
+        let count = u64::from(self.config.names.max(2));
+        let first = self.rng.below(count);
+        let second = (first + 1 + self.rng.below(count - 1)) % count;
+        let mut names = [format!("chaos:{first}"), format!("chaos:{second}")];
+        // In lock order, the order `lock_all` gives the guards back in.
+        names.sort();
+        let members = [a, a + 1];
+        let wait = Duration::from_millis(200 + self.rng.below(1_800));
+        for (a, name) in members.iter().zip(&names) {
+            Op::Start {
+                t: now_us(),
+                a: *a,
+                name: name.clone(),
+                wait_ms: wait.as_millis() as u64,
+            }
+            .emit();
+        }
+        let each = |op: fn(u64) -> Op| members.iter().for_each(|&a| op(a).emit());
+        let taking = self.take_two(&names, wait);
+        let guards = match tokio::time::timeout(wait + Duration::from_secs(5), taking).await {
+            Err(_) => return each(|a| Op::Cancelled { t: now_us(), a }),
+            Ok(Ok(None)) => return each(|a| Op::Busy { t: now_us(), a }),
+            Ok(Err(error)) => {
+                for &a in &members {
+                    let error = error.to_string();
+                    Op::Error {
+                        t: now_us(),
+                        a,
+                        error,
+                    }
+                    .emit();
+                }
+                return tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Ok(Ok(Some(guards))) => guards,
+        };
+        for (&a, member) in members.iter().zip(&guards) {
+            Op::Grant {
+                t: now_us(),
+                a,
+                token: member.token,
+            }
+            .emit();
+        }
+        let hold = Duration::from_millis(self.rng.below(15));
+        let writing = [AtomicBool::new(false), AtomicBool::new(false)];
+        let values = [
+            std::sync::atomic::AtomicU64::new(0),
+            std::sync::atomic::AtomicU64::new(0),
+        ];
+        let steps = async {
+            let mut read = [0; 2];
+            for (k, member) in guards.iter().enumerate() {
+                let token = member.token;
+                let register = register_key(&names[k]);
+                match fence::read(&self.resource, &register, token).await {
+                    Ok(current) => {
+                        read[k] = current.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+                        Op::Read {
+                            t: now_us(),
+                            a: members[k],
+                            outcome: Outcome::Ok,
+                        }
+                        .emit();
+                    }
+                    Err(error) => {
+                        let outcome = outcome(&error);
+                        return Op::Read {
+                            t: now_us(),
+                            a: members[k],
+                            outcome,
+                        }
+                        .emit();
+                    }
+                }
+            }
+            tokio::time::sleep(hold / 2).await;
+            for (k, member) in guards.iter().enumerate() {
+                let token = member.token;
+                let register = register_key(&names[k]);
+                let value = read[k] + 1;
+                values[k].store(value, Ordering::Relaxed);
+                writing[k].store(true, Ordering::Release);
+                let written = fence::set(&self.resource, &register, value.to_string(), token).await;
+                writing[k].store(false, Ordering::Release);
+                let outcome = written.as_ref().map_or_else(outcome, |()| Outcome::Ok);
+                Op::Write {
+                    t: now_us(),
+                    a: members[k],
+                    value,
+                    outcome,
+                }
+                .emit();
+            }
+            tokio::time::sleep(hold / 2).await;
+        };
+        let lost = async {
+            let watches = guards.iter().flat_map(|member| &member.guard);
+            let watches: Vec<_> = watches.map(|guard| Box::pin(guard.lost())).collect();
+            if watches.is_empty() {
+                return std::future::pending().await;
+            }
+            futures::future::select_all(watches).await;
+        };
+        tokio::select! {
+            () = steps => {}
+            () = lost => {
+                for k in 0..2 {
+                    Op::Lost { t: now_us(), a: members[k] }.emit();
+                    if writing[k].load(Ordering::Acquire) {
+                        let value = values[k].load(Ordering::Relaxed);
+                        Op::Write { t: now_us(), a: members[k], value, outcome: Outcome::Unknown }.emit();
+                    }
+                }
+            }
+        }
+        each(|a| Op::Unlock { t: now_us(), a });
+        for (&a, member) in members.iter().zip(guards).rev() {
+            let Some(guard) = member.guard else {
+                // The broken lock let go long ago, and believes all is well.
+                Op::Unlocked {
+                    t: now_us(),
+                    a,
+                    released: Released::Ok,
+                }
+                .emit();
+                continue;
+            };
+            let released = match tokio::time::timeout(Duration::from_secs(5), guard.unlock()).await
+            {
+                Ok(Ok(())) => Released::Ok,
+                Ok(Err(LockError::NotHeld { .. })) => Released::NotHeld,
+                _ => Released::Error,
+            };
+            Op::Unlocked {
+                t: now_us(),
+                a,
+                released,
+            }
+            .emit();
+        }
+    }
+
+    /// Takes both names, as the kind of lock does: one `lock_all`, or (broken) hand
+    /// over hand, letting the first go once the second is held.
+    async fn take_two(
+        &self,
+        names: &[String; 2],
+        wait: Duration,
+    ) -> Result<Option<Vec<Member>>, BoxError> {
+        let options = holdlock::LockOptions::new().wait(wait);
+        let member = |guard: LockGuard| Member {
+            token: guard.fencing_token().unwrap_or(0),
+            guard: Some(guard),
+        };
+        if self.config.kind == LockKind::Multi {
+            let taken = self.locks.lock_all_with(names, options).await?;
+            return Ok(taken.map(|all| all.into_guards().into_iter().map(member).collect()));
+        }
+        let Some(first) = self.locks.lock_with(&names[0], options.clone()).await? else {
+            return Ok(None);
+        };
+        let Some(second) = self.locks.lock_with(&names[1], options).await? else {
+            let _ = first.unlock().await;
+            return Ok(None);
+        };
+        let token = first.fencing_token().unwrap_or(0);
+        first.unlock().await?;
+        Ok(Some(vec![Member { token, guard: None }, member(second)]))
+    }
+}
+
+/// One name of a multi-lock round: its token, and its guard (none once the broken
+/// multi-lock has let it go).
+struct Member {
+    token: u64,
+    guard: Option<LockGuard>,
 }
 
 fn outcome(error: &LockError) -> Outcome {
