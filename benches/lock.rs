@@ -6,7 +6,7 @@
 //! 1. criterion measures a lock+unlock cycle (W1) and a nested acquisition (W1r) next
 //!    to their floors: the bare lock (`SET NX PX` + compare-and-delete `EVALSHA`) and
 //!    one `EVALSHA` of a script that only returns;
-//! 2. the workloads W1–W4 of `holdlock bench` (shared code: the library's `bench`
+//! 2. the workloads W1–W4 and W6 of `holdlock bench` (shared code: the library's `bench`
 //!    module, `src/bench/`) run at full size and print a table of figures, floors and
 //!    ratios;
 //! 3. W5 holds 10,000 locks with a 3 s lease for 10 s and reports the client's memory

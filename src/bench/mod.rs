@@ -1,5 +1,5 @@
-//! The benchmark workloads W1–W5, shared by `holdlock bench` (W1–W4, with the `cli`
-//! feature) and `benches/lock.rs` (all of them). Compiled only with the `bench`
+//! The benchmark workloads W1–W6, shared by `holdlock bench` (all but W5, with the
+//! `cli` feature) and `benches/lock.rs` (all of them). Compiled only with the `bench`
 //! feature and hidden from the documentation: this is tooling, not part of the API.
 //! It uses only holdlock's public API, as another crate would.
 //!
@@ -20,8 +20,11 @@
 //!   start of a release to the waiter's `lock()` returning.
 //! - **W5 many locks held** (`benches/lock.rs` only, as it reads the process's own
 //!   memory): built there from [`Figure`]s.
+//! - **W6 transfers**: `workers` tasks over two clients, each making transfers between
+//!   two random accounts of 1,000 under `lock_all`, next to the same transfers under
+//!   two ordered `lock()` calls.
 //!
-//! Files: `workloads.rs` runs W1–W4, `floors.rs` holds the bare lock and holdlock's
+//! Files: `workloads.rs` runs W1–W4, `family.rs` W6, `floors.rs` holds the bare lock and holdlock's
 //! scripts sent alone, `samples.rs` the timing helpers, `report.rs` the figures and
 //! their table and JSON.
 
@@ -35,6 +38,7 @@ use fred::clients::Client;
 use crate::LockClient;
 use floors::BareLock;
 
+mod family;
 mod floors;
 mod report;
 mod samples;
@@ -62,11 +66,13 @@ pub enum Workload {
     /// Many locks held at once: memory and renewals (`cargo bench` only, as it reads
     /// the process's own memory).
     W5,
+    /// Transfers between two of 1,000 accounts under `lock_all`.
+    W6,
 }
 
 impl Workload {
     /// Every workload `Bench::run` can run, in order.
-    pub const ALL: [Workload; 5] = [Self::W1, Self::W1r, Self::W2, Self::W3, Self::W4];
+    pub const ALL: [Workload; 6] = [Self::W1, Self::W1r, Self::W2, Self::W3, Self::W4, Self::W6];
 
     /// The short name used on the command line and in tables.
     pub fn label(self) -> &'static str {
@@ -77,6 +83,7 @@ impl Workload {
             Self::W3 => "W3",
             Self::W4 => "W4",
             Self::W5 => "W5",
+            Self::W6 => "W6",
         }
     }
 
@@ -174,6 +181,7 @@ impl Bench {
                 Workload::W3 => self.contended().await?,
                 Workload::W4 => self.handoff().await?,
                 Workload::W5 => return Err("W5 runs only in benches/lock.rs".into()),
+                Workload::W6 => self.transfers().await?,
             });
         }
         Ok(figures)
