@@ -14,6 +14,7 @@ use crate::engine::{Attempt, Engine};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::hold::{Hold, LocalHolder};
+use crate::keys::LockNames;
 use crate::options::{LockOptions, ResolvedOptions};
 use crate::waiting::Listening;
 
@@ -197,7 +198,6 @@ impl LockClient {
         give_up: D,
     ) -> Result<Result<LockGuard, D::GaveUp>> {
         let owner = self.owner_id();
-        let single_try = options.wait == Some(Duration::ZERO);
 
         // Re-entry goes straight to Redis, with the names its hold keeps (the name was
         // checked when the lock was taken). If the hold went away before the attempt
@@ -216,13 +216,29 @@ impl LockClient {
             other => (other, Arc::new(self.engine.config().names(name)?), false),
         };
 
-        // A single try never waits in line, and is refused at once if another owner in
-        // this process holds the lock (its deadline has passed by now).
-        if single_try {
-            if !tried && !matches!(holder, LocalHolder::Other) {
-                let attempt = self.engine.acquire(&names, &owner, options, None);
+        // A try is refused at once if another owner in this process holds the lock.
+        let first_try = !tried && !matches!(holder, LocalHolder::Other);
+        let granted = self.wait_in_line(&names, &owner, options, give_up, first_try);
+        Ok(granted.await?.map(|hold| self.guard(hold)))
+    }
+
+    /// Takes the lock `names` for `owner` afresh, waiting in line until `give_up`: the
+    /// hold, or what giving up yields. `first_try` is false when a single try (a zero
+    /// wait) is to be refused without asking Redis (the caller knows the answer).
+    pub(crate) async fn wait_in_line<D: GiveUp>(
+        &self,
+        names: &Arc<LockNames>,
+        owner: &str,
+        options: ResolvedOptions,
+        give_up: D,
+        first_try: bool,
+    ) -> Result<Result<Arc<Hold>, D::GaveUp>> {
+        // A single try never waits in line (its deadline has passed by now).
+        if options.wait == Some(Duration::ZERO) {
+            if first_try {
+                let attempt = self.engine.acquire(names, owner, options, None);
                 if let Attempt::Granted(hold) = attempt.await? {
-                    return Ok(Ok(self.guard(hold)));
+                    return Ok(Ok(hold));
                 }
             }
             if let Some(gave_up) = give_up.passed() {
@@ -240,8 +256,8 @@ impl LockClient {
         let first_turn = ticket.try_turn();
         let mut busy = None;
         if first_turn.is_some() {
-            match self.engine.acquire(&names, &owner, options, None).await? {
-                Attempt::Granted(hold) => return Ok(Ok(self.guard(hold))),
+            match self.engine.acquire(names, owner, options, None).await? {
+                Attempt::Granted(hold) => return Ok(Ok(hold)),
                 Attempt::Busy(pttl) => busy = Some(pttl),
             }
         }
@@ -256,10 +272,10 @@ impl LockClient {
             loop {
                 let attempt = match busy.take() {
                     Some(pttl) => Attempt::Busy(pttl),
-                    None => self.engine.acquire(&names, &owner, options, None).await?,
+                    None => self.engine.acquire(names, owner, options, None).await?,
                 };
                 let pttl = match attempt {
-                    Attempt::Granted(hold) => return Ok(Ok(self.guard(hold))),
+                    Attempt::Granted(hold) => return Ok(Ok(hold)),
                     Attempt::Busy(pttl) => pttl,
                 };
                 if let Some(gave_up) = give_up.passed() {
@@ -524,7 +540,7 @@ impl LockClient {
 }
 
 /// When a caller waiting for a lock gives up: never ([`Forever`]), or at an instant.
-trait GiveUp: Copy {
+pub(crate) trait GiveUp: Copy {
     /// What giving up yields; [`Infallible`] for a caller that never gives up, so that
     /// `lock()` has a guard or an error, with no third case.
     type GaveUp;
@@ -541,7 +557,7 @@ trait GiveUp: Copy {
 
 /// A caller that waits as long as it takes.
 #[derive(Debug, Clone, Copy)]
-struct Forever;
+pub(crate) struct Forever;
 
 impl GiveUp for Forever {
     type GaveUp = Infallible;

@@ -240,9 +240,9 @@ impl Holds {
     /// none or the registered one is lost. It stays registered while the use lives.
     pub(crate) fn enter(self: &Arc<Self>, names: &Arc<LockNames>, owner: &str) -> HoldUse {
         let mut map = self.map.lock();
-        let holds = match map.get_mut(&names.name) {
+        let holds = match map.get_mut(names.registry_key()) {
             Some(holds) => holds,
-            None => map.entry(names.name.clone()).or_default(),
+            None => map.entry(names.registry_key().to_owned()).or_default(),
         };
         let hold = match holds.iter_mut().find(|hold| hold.owner == owner) {
             Some(slot) if slot.is_lost() => {
@@ -282,7 +282,9 @@ impl Holds {
         let fresh = Arc::new(Hold::new(&stale.names, &stale.owner, count));
         fresh.in_use.fetch_add(1, Ordering::AcqRel);
         let mut map = self.map.lock();
-        let holds = map.entry(stale.names.name.clone()).or_default();
+        let holds = map
+            .entry(stale.names.registry_key().to_owned())
+            .or_default();
         match holds.iter_mut().find(|hold| hold.owner == stale.owner) {
             Some(slot) => *slot = Arc::clone(&fresh),
             None => holds.push(Arc::clone(&fresh)),
@@ -315,14 +317,14 @@ impl Holds {
         if in_use > 0 || hold.is_live() {
             return;
         }
-        let Some(holds) = map.get_mut(&hold.names.name) else {
+        let Some(holds) = map.get_mut(hold.names.registry_key()) else {
             return;
         };
         if let Some(position) = holds.iter().position(|current| Arc::ptr_eq(current, hold)) {
             holds.swap_remove(position);
         }
         if holds.is_empty() {
-            map.remove(&hold.names.name);
+            map.remove(hold.names.registry_key());
         }
     }
 

@@ -19,7 +19,31 @@ pub(crate) fn lock_names(prefix: &str, name: &str) -> Result<LockNames> {
     Ok(LockNames {
         name: name.to_owned(),
         key,
+        kind: Kind::Mutex,
     })
+}
+
+/// The keys and channel of the semaphore called `name` with `permits` permits: its
+/// hash is `P{N}:sem`, beside the mutex `P{N}` of the same name but never the same
+/// key, and its holders' deadlines are the sorted set `P{N}:sem:leases`.
+pub(crate) fn semaphore_names(prefix: &str, name: &str, permits: u32) -> Result<LockNames> {
+    let mut names = lock_names(prefix, name)?;
+    names.key.push_str(SEMAPHORE);
+    names.kind = Kind::Semaphore { permits };
+    Ok(names)
+}
+
+/// What follows a semaphore's name in its key.
+const SEMAPHORE: &str = ":sem";
+
+/// What kind of lock a key is, which says which scripts change it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// The reentrant mutex: a hash of owner -> hold count (`lua/acquire.lua`).
+    Mutex,
+    /// A semaphore of `permits` permits: a hash of permit -> 1, with each permit's
+    /// deadline in a sorted set (`lua/sem_acquire.lua`).
+    Semaphore { permits: u32 },
 }
 
 /// The lock name inside a lock key built by [`lock_names`], if `key` is one.
@@ -48,11 +72,29 @@ pub(crate) fn scan_pattern(prefix: &str, pattern: &str) -> String {
 #[derive(Debug, Clone)]
 pub(crate) struct LockNames {
     pub(crate) name: String,
-    /// `<prefix>{<name>}`: the lock's hash.
+    /// `<prefix>{<name>}`: the lock's hash (with a suffix for kinds other than the
+    /// mutex).
     pub(crate) key: String,
+    pub(crate) kind: Kind,
 }
 
 impl LockNames {
+    /// The sorted set of the holders' deadlines, for kinds whose holders expire one
+    /// by one (the semaphore).
+    pub(crate) fn leases_key(&self) -> String {
+        [self.key.as_str(), ":leases"].concat()
+    }
+
+    /// What this client's registry of holds files the lock under: the name for the
+    /// mutex (so that a re-entry finds its hold before any key is built), the key for
+    /// other kinds (keys contain braces, names cannot: the two never collide).
+    pub(crate) fn registry_key(&self) -> &str {
+        match self.kind {
+            Kind::Mutex => &self.name,
+            Kind::Semaphore { .. } => &self.key,
+        }
+    }
+
     /// The key of the last fencing token issued for this lock (see `lua/acquire.lua`).
     pub(crate) fn token_key(&self) -> String {
         [self.key.as_str(), ":token"].concat()

@@ -47,6 +47,7 @@ mod client;
 pub mod fence;
 mod multi;
 mod once;
+mod semaphore;
 // guard
 mod guard;
 // engine
@@ -83,4 +84,5 @@ pub use options::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PREFIX, LockOptions, MAX_DURATION, MIN_LEASE,
 };
 pub use owner::owner_scope;
+pub use semaphore::{Permit, Semaphore};
 pub use url::redact_url;

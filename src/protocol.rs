@@ -21,7 +21,7 @@ use fred::types::Value;
 use tokio::time::Instant;
 
 use crate::error::{LockError, Result};
-use crate::keys::LockNames;
+use crate::keys::{Kind, LockNames};
 use crate::lease::renewal_period;
 use crate::options::{MinReplicas, ResolvedOptions};
 use crate::replicas::Acknowledging;
@@ -55,9 +55,25 @@ impl Protocol {
         &self.redis
     }
 
-    /// Extends the lease of `owner`'s hold on the lock at `key`; whether it still held it.
-    pub(crate) async fn renew(&self, key: &str, owner: &str, lease_ms: u64) -> Result<bool> {
-        self.scripts.renew(&self.redis, key, owner, lease_ms).await
+    /// Extends the lease of `owner`'s hold on the lock `names`; whether it still held it.
+    pub(crate) async fn renew(
+        &self,
+        names: &LockNames,
+        owner: &str,
+        lease_ms: u64,
+    ) -> Result<bool> {
+        let (redis, scripts) = (&self.redis, &self.scripts);
+        match names.kind {
+            Kind::Mutex => Box::pin(scripts.renew(redis, &names.key, owner, lease_ms)).await,
+            Kind::Semaphore { .. } => {
+                Box::pin(scripts.lease_renew(redis, names, owner, lease_ms)).await
+            }
+        }
+    }
+
+    /// How many permits of the semaphore `names` are held now (`sem_available.lua`).
+    pub(crate) async fn semaphore_held(&self, names: &LockNames) -> Result<u32> {
+        Box::pin(self.scripts.sem_held(&self.redis, names)).await
     }
 
     /// Reads a lock's owners, TTL and token (`inspect.lua`); `None` if it is free.
@@ -113,10 +129,7 @@ impl Protocol {
         let period = renewal_period(options.lease());
         for _ in 0..3 {
             let renewed_at = Instant::now();
-            let renewal = self
-                .scripts
-                .renew(&self.redis, &names.key, owner, options.lease_ms);
-            if !Box::pin(renewal).await? {
+            if !self.renew(names, owner, options.lease_ms).await? {
                 return Ok(None);
             }
             if renewed_at.elapsed() <= period {
@@ -144,8 +157,10 @@ impl Protocol {
         keep_lease: bool,
     ) -> Result<Acquire, CallFailed> {
         let give_up = Instant::now() + self.connect_timeout;
-        // Replicas acknowledge fresh acquisitions only (see `replicas.rs`).
-        let acknowledged = options.min_replicas.filter(|_| held == 0);
+        // Replicas acknowledge fresh mutex acquisitions only (see `replicas.rs`).
+        let acknowledged = options
+            .min_replicas
+            .filter(|_| held == 0 && names.kind == Kind::Mutex);
         loop {
             let reply = match acknowledged {
                 Some(min) => self.acquire_acknowledged(names, owner, options, min).await,
@@ -156,11 +171,21 @@ impl Protocol {
                         .reenter(&self.redis, &names.key, owner, lease_ms);
                     reenter.await.map_err(CallFailed::from)
                 }
-                None => {
-                    let call = AcquireCall::of(names, owner, &options);
-                    let acquire = self.scripts.acquire(&self.redis, &call);
-                    acquire.await.map_err(CallFailed::from)
-                }
+                None => match names.kind {
+                    Kind::Mutex => {
+                        let call = AcquireCall::of(names, owner, &options);
+                        let acquire = self.scripts.acquire(&self.redis, &call);
+                        acquire.await.map_err(CallFailed::from)
+                    }
+                    Kind::Semaphore { permits } => {
+                        let waits = options.wait != Some(Duration::ZERO);
+                        let lease = (options.lease_ms, permits);
+                        let acquire =
+                            self.scripts
+                                .sem_acquire(&self.redis, names, owner, lease, waits);
+                        Box::pin(acquire).await.map_err(CallFailed::from)
+                    }
+                },
             };
             let error = match reply {
                 Err(failed) if failed.error.outcome_unknown() => failed.error,
@@ -207,9 +232,7 @@ impl Protocol {
             // A fresh hold's field may also be one this owner gave up as lost, its lease
             // about to run out, if the script did not run: set the lease from now, so
             // that Redis keeps the hold at least as long as the watchdog will assume.
-            let lease_ms = options.lease_ms;
-            let renewal = self.scripts.renew(&self.redis, &names.key, owner, lease_ms);
-            if !Box::pin(renewal).await? {
+            if !self.renew(names, owner, options.lease_ms).await? {
                 return Ok(Acquire::Vanished);
             }
         }
@@ -236,11 +259,14 @@ impl Protocol {
     ) -> Result<Option<u32>> {
         let give_up = Instant::now() + self.connect_timeout;
         loop {
-            let error = match self
-                .scripts
-                .release(&self.redis, &names.key, owner, held)
-                .await
-            {
+            let (redis, scripts) = (&self.redis, &self.scripts);
+            let released = match names.kind {
+                Kind::Mutex => scripts.release(redis, &names.key, owner, held).await,
+                Kind::Semaphore { .. } => Box::pin(scripts.sem_release(redis, names, owner))
+                    .await
+                    .map(|held| held.then_some(0)),
+            };
+            let error = match released {
                 Err(error) if error.outcome_unknown() => error,
                 done => return done,
             };

@@ -30,6 +30,10 @@ const FORCE_UNLOCK: &str = include_str!("../lua/force_unlock.lua");
 const FENCE: &str = include_str!("../lua/fence.lua");
 const INSPECT: &str = include_str!("../lua/inspect.lua");
 const COMPLETE_PERIOD: &str = include_str!("../lua/complete_period.lua");
+const SEM_ACQUIRE: &str = include_str!("../lua/sem_acquire.lua");
+const SEM_RELEASE: &str = include_str!("../lua/sem_release.lua");
+const SEM_AVAILABLE: &str = include_str!("../lua/sem_available.lua");
+const LEASE_RENEW: &str = include_str!("../lua/lease_renew.lua");
 
 /// How a script may be sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +66,10 @@ pub(crate) struct Scripts {
     fence: Script,
     inspect: Script,
     complete_period: Script,
+    sem_acquire: Script,
+    sem_release: Script,
+    sem_available: Script,
+    lease_renew: Script,
     /// How release messages are published: `publish`, or `spublish` on a cluster.
     publish: &'static str,
 }
@@ -91,6 +99,10 @@ impl Scripts {
             fence: Script::from_lua(FENCE),
             inspect: Script::from_lua(INSPECT),
             complete_period: Script::from_lua(COMPLETE_PERIOD),
+            sem_acquire: Script::from_lua(SEM_ACQUIRE),
+            sem_release: Script::from_lua(SEM_RELEASE),
+            sem_available: Script::from_lua(SEM_AVAILABLE),
+            lease_renew: Script::from_lua(LEASE_RENEW),
         }
     }
 
@@ -169,6 +181,96 @@ impl Scripts {
         let args = || vec![owner.into(), decimal(lease_ms)];
         let reply = self
             .eval(client, &self.renew, &[key], &args, Delivery::Retried)
+            .await?;
+        Ok(integer(&reply)? == 1)
+    }
+
+    /// Takes a permit `id` of the semaphore `names` (`lua/sem_acquire.lua`), asking
+    /// within `permits`; `waits` says whether a refusal should have the next release
+    /// publish.
+    pub(crate) async fn sem_acquire(
+        &self,
+        client: &Client,
+        names: &LockNames,
+        id: &str,
+        (lease_ms, permits): (u64, u32),
+        waits: bool,
+    ) -> Result<Acquire> {
+        let leases = names.leases_key();
+        let keys = [names.key.as_str(), leases.as_str()];
+        let args = || {
+            vec![
+                id.into(),
+                decimal(lease_ms),
+                decimal(permits),
+                Value::from_static_str(if waits { "wait" } else { "try" }),
+            ]
+        };
+        let script = &self.sem_acquire;
+        match self
+            .eval(client, script, &keys, &args, Delivery::AtMostOnce)
+            .await
+        {
+            Ok(reply) => acquire_reply(&reply),
+            Err(LockError::Redis(error)) if error.details().contains("PERMITS ") => {
+                let details = error.details();
+                let stored = details[details.find("PERMITS ").unwrap_or(0)..]
+                    .trim_start_matches("PERMITS ")
+                    .trim();
+                Err(LockError::InvalidOption {
+                    option: "permits",
+                    reason: format!(
+                        "semaphore `{}` is in use with {stored} permits, not {permits}",
+                        names.name
+                    ),
+                })
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Gives back the permit `id` of the semaphore `names`; whether it was held.
+    pub(crate) async fn sem_release(
+        &self,
+        client: &Client,
+        names: &LockNames,
+        id: &str,
+    ) -> Result<bool> {
+        let leases = names.leases_key();
+        let keys = [names.key.as_str(), leases.as_str()];
+        let args = || vec![id.into(), Value::from_static_str(self.publish)];
+        let script = &self.sem_release;
+        let reply = self
+            .eval(client, script, &keys, &args, Delivery::AtMostOnce)
+            .await?;
+        Ok(integer(&reply)? == 0)
+    }
+
+    /// How many permits of the semaphore `names` are held now.
+    pub(crate) async fn sem_held(&self, client: &Client, names: &LockNames) -> Result<u32> {
+        let leases = names.leases_key();
+        let script = &self.sem_available;
+        let reply = self
+            .eval(client, script, &[&leases], &Vec::new, Delivery::Retried)
+            .await?;
+        u32::try_from(integer(&reply)?).map_err(|_| protocol(&reply))
+    }
+
+    /// Extends the lease of `holder` of the lock `names`, for kinds whose holders
+    /// expire one by one (`lua/lease_renew.lua`); whether it still held.
+    pub(crate) async fn lease_renew(
+        &self,
+        client: &Client,
+        names: &LockNames,
+        holder: &str,
+        lease_ms: u64,
+    ) -> Result<bool> {
+        let leases = names.leases_key();
+        let keys = [names.key.as_str(), leases.as_str()];
+        let args = || vec![holder.into(), decimal(lease_ms)];
+        let script = &self.lease_renew;
+        let reply = self
+            .eval(client, script, &keys, &args, Delivery::Retried)
             .await?;
         Ok(integer(&reply)? == 1)
     }

@@ -79,9 +79,7 @@ fn spawn(
                 let _slot = watchdogs.slots.take().await;
                 // Boxed: the renewal's state lives only while it is in flight, not in
                 // every held lock's task (a third of the task's size).
-                let renew = watchdogs
-                    .renewer
-                    .renew(&hold.names.key, &hold.owner, lease_ms);
+                let renew = watchdogs.renewer.renew(&hold.names, &hold.owner, lease_ms);
                 Box::pin(renew).await
             };
             match tokio::time::timeout_at((sent_at + period).min(expires), renewal).await {

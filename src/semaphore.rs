@@ -1,0 +1,362 @@
+//! [`Semaphore`] and [`Permit`]: at most N holders at once across every client, each
+//! permit renewed by the watchdog and expiring on its own lease when its holder dies.
+//!
+//! A semaphore is a kind of lock on the shared engine: its scripts
+//! (`lua/sem_acquire.lua`, `sem_release.lua`, `lease_renew.lua`) keep one hash field
+//! per permit and each permit's deadline in a sorted set, and every permit is an
+//! ordinary hold of the engine (exactly-once take and give back, watchdog, lost
+//! signal, waiting by pub/sub, cancel safety), whose owner id is the permit's own.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::client::{Forever, GiveUp, LockClient};
+use crate::error::{LockError, Result};
+use crate::guard::LockGuard;
+use crate::keys::{LockNames, semaphore_names};
+use crate::options::LockOptions;
+
+/// Numbers the permits taken in this process, so that each has an owner id of its own.
+static PERMITS_TAKEN: AtomicU64 = AtomicU64::new(0);
+
+impl LockClient {
+    /// A handle to the semaphore `name` with `permits` permits: at most that many
+    /// holders at once, across every client. Nothing is checked or sent until a call.
+    ///
+    /// Every caller naming one semaphore must give the same number of permits: while
+    /// any permit is held, asking with another number fails with
+    /// [`LockError::InvalidOption`] (once none is held, the next caller's number
+    /// counts). The semaphore `name` and the mutex `name` are different locks (the
+    /// semaphore's key is `<prefix>{name}:sem`).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let exports = client.semaphore("exports", 5);
+    /// let permit = exports.acquire().await?; // one of 5
+    /// // ... run one export ...
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn semaphore(&self, name: impl Into<String>, permits: u32) -> Semaphore {
+        Semaphore {
+            client: self.clone(),
+            name: name.into(),
+            permits,
+        }
+    }
+}
+
+/// A semaphore of a [`LockClient`]: a name and a number of permits (see
+/// [`LockClient::semaphore`]). Cheap to clone.
+///
+/// Permits are not reentrant: a second `acquire` by the same task takes a second
+/// permit (and waits for one if none is free, even if the task holds one already).
+#[derive(Clone)]
+pub struct Semaphore {
+    client: LockClient,
+    name: String,
+    permits: u32,
+}
+
+impl fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("name", &self.name)
+            .field("permits", &self.permits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Semaphore {
+    /// The semaphore's name.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn dox(client: holdlock::LockClient) {
+    /// assert_eq!(client.semaphore("exports", 5).name(), "exports");
+    /// # }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How many permits it has.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn dox(client: holdlock::LockClient) {
+    /// assert_eq!(client.semaphore("exports", 5).permits(), 5);
+    /// # }
+    /// ```
+    pub fn permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// Takes a permit, waiting (asleep until a permit is given back or expires) as
+    /// long as it takes.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidName`]; [`LockError::InvalidOption`] for 0 permits or a
+    /// number of permits other than the one the semaphore is held with;
+    /// [`LockError::WrongType`], [`LockError::Redis`], [`LockError::Shutdown`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`LockClient::lock`]: dropping the future leaves no permit
+    /// taken.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let permit = client.semaphore("partner-api", 3).acquire().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire(&self) -> Result<Permit> {
+        let taken = self.take(LockOptions::new().wait_forever(), Forever);
+        match taken.await? {
+            Ok(permit) => Ok(permit),
+            Err(never) => match never {},
+        }
+    }
+
+    /// Takes a permit if one is free now, without waiting.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// match client.semaphore("exports", 5).try_acquire().await? {
+    ///     Some(permit) => permit.release().await?,
+    ///     None => println!("5 exports are running; try later"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_acquire(&self) -> Result<Option<Permit>> {
+        self.acquire_with(LockOptions::new().wait(Duration::ZERO))
+            .await
+    }
+
+    /// Takes a permit, waiting at most `wait`; `None` if none came free.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire), and [`LockError::InvalidOption`] for a wait
+    /// longer than ten years.
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// use std::time::Duration;
+    /// let permit = client.semaphore("exports", 5).acquire_timeout(Duration::from_secs(1)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire_timeout(&self, wait: Duration) -> Result<Option<Permit>> {
+        self.acquire_with(LockOptions::new().wait(wait)).await
+    }
+
+    /// Takes a permit with per-call [`LockOptions`]: the wait, and a fixed lease
+    /// instead of the watchdog. Fencing tokens and replica acknowledgement are not
+    /// drawn for permits (they are options of the mutex).
+    ///
+    /// # Errors
+    /// As [`acquire_timeout`](Self::acquire_timeout), and [`LockError::InvalidOption`]
+    /// for a zero or overlong lease.
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// use std::time::Duration;
+    /// let options = holdlock::LockOptions::new().lease(Duration::from_secs(30));
+    /// let permit = client.semaphore("exports", 5).acquire_with(options).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire_with(&self, options: LockOptions) -> Result<Option<Permit>> {
+        let Some(wait) = options.wait else {
+            return Ok(self.take(options, Forever).await?.ok());
+        };
+        let deadline =
+            Instant::now()
+                .checked_add(wait)
+                .ok_or_else(|| LockError::InvalidOption {
+                    option: "wait",
+                    reason: format!("{wait:?} overflows the clock"),
+                })?;
+        Ok(self.take(options, deadline).await?.ok())
+    }
+
+    /// How many permits are free now: the number of permits less those held (a
+    /// permit whose holder died counts as free once its lease has run out).
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let free: u32 = client.semaphore("exports", 5).available().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn available(&self) -> Result<u32> {
+        let names = self.names()?;
+        let engine = self.client.engine();
+        engine.check_running()?;
+        let held = engine.protocol().semaphore_held(&names).await?;
+        Ok(self.permits.saturating_sub(held))
+    }
+
+    /// The semaphore's keys, checked.
+    fn names(&self) -> Result<LockNames> {
+        if self.permits == 0 {
+            return Err(LockError::InvalidOption {
+                option: "permits",
+                reason: "a semaphore needs at least one permit".into(),
+            });
+        }
+        let config = self.client.engine().config();
+        semaphore_names(&config.prefix, &self.name, self.permits)
+    }
+
+    /// Takes a permit of its own (a fresh owner id) until `give_up`.
+    async fn take<D: GiveUp>(
+        &self,
+        options: LockOptions,
+        give_up: D,
+    ) -> Result<Result<Permit, D::GaveUp>> {
+        let engine = self.client.engine();
+        engine.check_running()?;
+        let names = Arc::new(self.names()?);
+        let mut options = options.resolve(engine.config())?;
+        options.fenced = false;
+        options.min_replicas = None;
+        let number = PERMITS_TAKEN.fetch_add(1, Ordering::Relaxed);
+        let id = format!("{}:p{number}", engine.owner_id());
+        let taken = self
+            .client
+            .wait_in_line(&names, &id, options, give_up, true);
+        Ok(taken.await?.map(|hold| Permit {
+            guard: LockGuard::new(engine, hold),
+        }))
+    }
+}
+
+/// One permit of a [`Semaphore`]. Dropping it gives the permit back in the background;
+/// [`release`](Self::release) gives it back and reports errors.
+///
+/// The watchdog renews the permit while it is held (unless it was taken with a fixed
+/// lease); if its holder dies, the permit frees itself within one lease, while other
+/// permits of the semaphore are renewed on their own.
+///
+/// # Examples
+/// ```no_run
+/// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+/// let permit = client.semaphore("exports", 5).acquire().await?;
+/// tokio::select! {
+///     () = permit.lost() => eprintln!("lost the permit: stop"),
+///     () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+/// }
+/// permit.release().await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "if unused the permit is given back immediately"]
+#[clippy::has_significant_drop]
+pub struct Permit {
+    guard: LockGuard,
+}
+
+impl Permit {
+    /// The semaphore's name.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// assert_eq!(client.semaphore("exports", 5).acquire().await?.name(), "exports");
+    /// # Ok(()) }
+    /// ```
+    pub fn name(&self) -> &str {
+        self.guard.name()
+    }
+
+    /// The permit's id: the owner id of the task that took it (see
+    /// [`LockClient::owner_id`]) and `:p<n>`, unique to this permit.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let permit = client.semaphore("exports", 5).acquire().await?;
+    /// assert!(permit.id().starts_with(&client.owner_id()));
+    /// # Ok(()) }
+    /// ```
+    pub fn id(&self) -> &str {
+        self.guard.owner()
+    }
+
+    /// Whether the permit is known to be lost (see [`LockGuard::is_lost`]).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// assert!(!client.semaphore("exports", 5).acquire().await?.is_lost());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        self.guard.is_lost()
+    }
+
+    /// Resolves once the permit is lost (see [`LockGuard::lost`]).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only watches.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let permit = client.semaphore("exports", 5).acquire().await?;
+    /// permit.lost().await; // e.g. raced against the work in a select!
+    /// # Ok(()) }
+    /// ```
+    pub async fn lost(&self) {
+        self.guard.lost().await;
+    }
+
+    /// Gives the permit back.
+    ///
+    /// # Errors
+    /// As [`LockGuard::unlock`]: [`LockError::NotHeld`] if the permit was lost.
+    ///
+    /// # Cancel safety
+    /// As [`LockGuard::unlock`]: dropping the future still gives the permit back.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// client.semaphore("exports", 5).acquire().await?.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn release(self) -> Result<()> {
+        self.guard.unlock().await
+    }
+}
+
+impl fmt::Debug for Permit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit")
+            .field("name", &self.name())
+            .field("id", &self.id())
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
