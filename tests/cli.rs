@@ -139,6 +139,75 @@ async fn eight_concurrent_runs_never_overlap() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Six runs with `--permits 2`: never more than two commands at once, and two at
+/// some point; with both permits held elsewhere `--no-wait` exits 75, and 0 permits is
+/// a usage error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_with_permits_run_at_most_n_at_once() {
+    let name = common::unique("permits");
+    let dir = scratch();
+    let log = dir.join("log");
+    let script = r#"echo "start $$" >> "$LOG"; sleep 0.3; echo "end $$" >> "$LOG""#;
+    let mut runs = Vec::new();
+    for _ in 0..6 {
+        let mut command = holdlock(["run", "--permits", "2", &name, "--", "sh", "-c", script]);
+        command.env("LOG", &log);
+        runs.push(tokio::spawn(async move { finish(&mut command).await }));
+    }
+    for run in runs {
+        let ran = run.await.expect("join");
+        assert_eq!(ran.code, Some(0), "{ran:?}");
+    }
+    let lines = read_lines(&log);
+    assert_eq!(
+        lines.len(),
+        12,
+        "every run logged start and end: {lines:#?}"
+    );
+    let (mut running, mut most) = (0i32, 0i32);
+    for line in &lines {
+        running += if line.starts_with("start") { 1 } else { -1 };
+        most = most.max(running);
+    }
+    assert_eq!(
+        most, 2,
+        "at most, and at some point, two at once: {lines:#?}"
+    );
+
+    let client = common::client().await;
+    let semaphore = client.semaphore(name.clone(), 2);
+    let held = [
+        semaphore.acquire().await.unwrap(),
+        semaphore.acquire().await.unwrap(),
+    ];
+    let ran = finish(&mut holdlock([
+        "run",
+        "--permits",
+        "2",
+        "--no-wait",
+        &name,
+        "--",
+        "true",
+    ]))
+    .await;
+    assert_eq!(ran.code, Some(75), "{ran:?}");
+    assert!(ran.stderr.contains("permits"), "{:?}", ran.stderr);
+    let ran = finish(&mut holdlock([
+        "run",
+        "--permits",
+        "0",
+        &name,
+        "--",
+        "true",
+    ]))
+    .await;
+    assert_eq!(ran.code, Some(64), "{ran:?}");
+    for permit in held {
+        permit.release().await.unwrap();
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_lock_exits_with_the_conflict_code() {
     let name = common::unique("busy");

@@ -1,6 +1,7 @@
-//! `holdlock run`: take the lock, run CMD as a child process while the watchdog keeps
-//! the lock, pass SIGINT and SIGTERM on to CMD, stop CMD if the lock is lost, and with
-//! `--once-per` claim the current period first and record it done after a success.
+//! `holdlock run`: take the lock (or with `--permits N` one of N permits of a
+//! semaphore), run CMD as a child process while the watchdog keeps it, pass SIGINT and
+//! SIGTERM on to CMD, stop CMD if the lock is lost, and with `--once-per` claim the
+//! current period first and record it done after a success.
 
 use std::ffi::OsString;
 use std::io;
@@ -8,7 +9,7 @@ use std::process::ExitStatus;
 use std::time::{Duration, SystemTime};
 
 use clap::Args;
-use holdlock::{Claim, LockClient, LockError, LockGuard, LockOptions, PeriodClaim};
+use holdlock::{Claim, LockClient, LockError, LockGuard, LockOptions, PeriodClaim, Permit};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
@@ -57,6 +58,12 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_period)]
     once_per: Option<Duration>,
 
+    /// Hold one of N permits of the semaphore NAME instead of the lock NAME: at most N
+    /// commands run at once across every host (a semaphore and a lock of the same
+    /// name are different).
+    #[arg(long, value_name = "N", conflicts_with = "once_per")]
+    permits: Option<u32>,
+
     /// Exit status when the lock is busy or the period already done.
     #[arg(long, value_name = "N", default_value_t = EX_TEMPFAIL)]
     conflict_exit_code: u8,
@@ -91,12 +98,30 @@ enum Holding {
     Lock(LockGuard),
     /// The lock, and (re-entered inside it) the claim on the current period.
     Period { lock: LockGuard, claim: PeriodClaim },
+    /// One permit of a semaphore.
+    Permit(Permit),
 }
 
 impl Holding {
-    fn guard(&self) -> &LockGuard {
+    fn name(&self) -> &str {
         match self {
-            Holding::Lock(lock) | Holding::Period { lock, .. } => lock,
+            Holding::Lock(lock) | Holding::Period { lock, .. } => lock.name(),
+            Holding::Permit(permit) => permit.name(),
+        }
+    }
+
+    fn fencing_token(&self) -> Option<u64> {
+        match self {
+            Holding::Lock(lock) | Holding::Period { lock, .. } => lock.fencing_token(),
+            Holding::Permit(_) => None,
+        }
+    }
+
+    /// Resolves once what is held is lost.
+    async fn lost(&self) {
+        match self {
+            Holding::Lock(lock) | Holding::Period { lock, .. } => lock.lost().await,
+            Holding::Permit(permit) => permit.lost().await,
         }
     }
 
@@ -113,6 +138,7 @@ impl Holding {
                 let released = lock.unlock().await;
                 settled.and(released)
             }
+            Holding::Permit(permit) => permit.release().await,
         }
     }
 }
@@ -154,14 +180,14 @@ pub(crate) async fn run(
             return Ok(args.conflict_exit_code);
         }
     };
-    let child = match spawn_command(&args.command, holding.guard()) {
+    let child = match spawn_command(&args.command, &holding) {
         Ok(child) => child,
         Err(failure) => {
             let _ = holding.release(false).await;
             return Err(failure);
         }
     };
-    let end = supervise(child, holding.guard(), &mut signals).await;
+    let end = supervise(child, &holding, &mut signals).await;
     Ok(finish(holding, end, &args.name).await)
 }
 
@@ -170,6 +196,18 @@ async fn acquire(
     args: &RunArgs,
     started_at: SystemTime,
 ) -> Result<Acquired, Failure> {
+    if let Some(permits) = args.permits {
+        let taking = format!("cannot take a permit of semaphore {:?}", args.name);
+        let semaphore = client.semaphore(args.name.clone(), permits);
+        let permit = semaphore
+            .acquire_with(args.lock_options())
+            .await
+            .map_err(|error| Failure::from_lock_error(&taking, &error))?;
+        return Ok(match permit {
+            Some(permit) => Acquired::Held(Holding::Permit(permit)),
+            None => Acquired::Conflict(busy_reason(args)),
+        });
+    }
     let taking = format!("cannot take lock {:?}", args.name);
     let lock = client
         .lock_with(&args.name, args.lock_options())
@@ -190,10 +228,16 @@ fn busy_reason(args: &RunArgs) -> String {
         Some(limit) => format!("waited {}", format_duration(limit)),
         None => "wait ended".to_owned(),
     };
-    format!(
-        "lock {:?} is held by someone else ({waited}); command not run",
-        args.name
-    )
+    match args.permits {
+        Some(permits) => format!(
+            "all {permits} permits of semaphore {:?} are held ({waited}); command not run",
+            args.name
+        ),
+        None => format!(
+            "lock {:?} is held by someone else ({waited}); command not run",
+            args.name
+        ),
+    }
 }
 
 /// Claims the period of `started_at` while holding `lock`. The claim re-enters the
@@ -233,13 +277,13 @@ async fn claim_period(
     Ok(Acquired::Held(Holding::Period { lock, claim }))
 }
 
-fn spawn_command(command: &[OsString], guard: &LockGuard) -> Result<Child, Failure> {
+fn spawn_command(command: &[OsString], holding: &Holding) -> Result<Child, Failure> {
     let Some((program, arguments)) = command.split_first() else {
         return Err(Failure::new(EX_USAGE, "no command given after `--`"));
     };
     let mut process = Command::new(program);
-    process.args(arguments).env("HOLDLOCK_NAME", guard.name());
-    if let Some(token) = guard.fencing_token() {
+    process.args(arguments).env("HOLDLOCK_NAME", holding.name());
+    if let Some(token) = holding.fencing_token() {
         process.env("HOLDLOCK_TOKEN", token.to_string());
     }
     process.spawn().map_err(|error| {
@@ -255,14 +299,14 @@ fn spawn_command(command: &[OsString], guard: &LockGuard) -> Result<Child, Failu
 }
 
 /// Waits for the command, passing on signals, and stops it if the lock is lost.
-async fn supervise(mut child: Child, guard: &LockGuard, signals: &mut Signals) -> CommandEnd {
+async fn supervise(mut child: Child, holding: &Holding, signals: &mut Signals) -> CommandEnd {
     loop {
         tokio::select! {
             status = child.wait() => {
                 return CommandEnd { code: exit_code_of(status), lock_lost: false };
             }
-            () = guard.lost() => {
-                let code = stop_after_lost_lock(&mut child, guard.name()).await;
+            () = holding.lost() => {
+                let code = stop_after_lost_lock(&mut child, holding.name()).await;
                 return CommandEnd { code, lock_lost: true };
             }
             signal = signals.next() => send_signal(&child, signal),
