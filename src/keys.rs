@@ -36,6 +36,19 @@ pub(crate) fn semaphore_names(prefix: &str, name: &str, permits: u32) -> Result<
 /// What follows a semaphore's name in its key.
 const SEMAPHORE: &str = ":sem";
 
+/// The keys and channel of the fair lock called `name`: its hash is `P{N}:fair`
+/// (beside the mutex `P{N}`, never the same key), its queue `P{N}:fair:queue` and its
+/// waiters' liveness `P{N}:fair:alive`.
+pub(crate) fn fair_names(prefix: &str, name: &str) -> Result<LockNames> {
+    let mut names = lock_names(prefix, name)?;
+    names.key.push_str(FAIR);
+    names.kind = Kind::Fair;
+    Ok(names)
+}
+
+/// What follows a fair lock's name in its key.
+const FAIR: &str = ":fair";
+
 /// What kind of lock a key is, which says which scripts change it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -44,6 +57,9 @@ pub(crate) enum Kind {
     /// A semaphore of `permits` permits: a hash of permit -> 1, with each permit's
     /// deadline in a sorted set (`lua/sem_acquire.lua`).
     Semaphore { permits: u32 },
+    /// The fair lock: the mutex's hash, served first come first served from a queue
+    /// (`lua/fair_queue.lua`).
+    Fair,
 }
 
 /// The lock name inside a lock key built by [`lock_names`], if `key` is one.
@@ -85,13 +101,21 @@ impl LockNames {
         [self.key.as_str(), ":leases"].concat()
     }
 
+    /// A fair lock's queue and its waiters' liveness (see `lua/fair_queue.lua`).
+    pub(crate) fn queue_keys(&self) -> [String; 2] {
+        [
+            [self.key.as_str(), ":queue"].concat(),
+            [self.key.as_str(), ":alive"].concat(),
+        ]
+    }
+
     /// What this client's registry of holds files the lock under: the name for the
     /// mutex (so that a re-entry finds its hold before any key is built), the key for
     /// other kinds (keys contain braces, names cannot: the two never collide).
     pub(crate) fn registry_key(&self) -> &str {
         match self.kind {
             Kind::Mutex => &self.name,
-            Kind::Semaphore { .. } => &self.key,
+            Kind::Semaphore { .. } | Kind::Fair => &self.key,
         }
     }
 

@@ -19,3 +19,12 @@ pub(crate) fn lost_deadline(sent_at: Instant, lease: Duration) -> Instant {
 pub(crate) fn renewal_period(lease: Duration) -> Duration {
     (lease / 3).max(Duration::from_millis(1))
 }
+
+/// How long a waiter of a fair lock that the lock was handed to has to claim it, and
+/// how long a waiter keeps its place in the queue without an attempt (waiters make one
+/// every third of it): a waiter that died holds the queue up for about this long, not
+/// for a lease.
+pub(crate) const CLAIM_WINDOW: Duration = Duration::from_secs(2);
+
+/// [`CLAIM_WINDOW`] in milliseconds, as the scripts take it.
+pub(crate) const CLAIM_WINDOW_MS: u64 = 2_000;

@@ -44,6 +44,7 @@ pub mod bench;
 // API
 mod builder;
 mod client;
+mod fair;
 pub mod fence;
 mod multi;
 mod once;

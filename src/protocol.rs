@@ -68,7 +68,14 @@ impl Protocol {
             Kind::Semaphore { .. } => {
                 Box::pin(scripts.lease_renew(redis, names, owner, lease_ms)).await
             }
+            Kind::Fair => Box::pin(scripts.renew(redis, &names.key, owner, lease_ms)).await,
         }
+    }
+
+    /// Takes `owner` out of the queue of the fair lock `names` (handing on a lock
+    /// handed to it and not claimed).
+    pub(crate) async fn leave_fair_queue(&self, names: &LockNames, owner: &str) -> Result<()> {
+        Box::pin(self.scripts.fair_leave(&self.redis, names, owner)).await
     }
 
     /// How many permits of the semaphore `names` are held now (`sem_available.lua`).
@@ -177,6 +184,17 @@ impl Protocol {
                         let acquire = self.scripts.acquire(&self.redis, &call);
                         acquire.await.map_err(CallFailed::from)
                     }
+                    Kind::Fair => {
+                        let waits = options.wait != Some(Duration::ZERO);
+                        let acquire = self.scripts.fair_acquire(
+                            &self.redis,
+                            names,
+                            owner,
+                            options.lease_ms,
+                            waits,
+                        );
+                        Box::pin(acquire).await.map_err(CallFailed::from)
+                    }
                     Kind::Semaphore { permits } => {
                         let waits = options.wait != Some(Duration::ZERO);
                         let lease = (options.lease_ms, permits);
@@ -262,6 +280,7 @@ impl Protocol {
             let (redis, scripts) = (&self.redis, &self.scripts);
             let released = match names.kind {
                 Kind::Mutex => scripts.release(redis, &names.key, owner, held).await,
+                Kind::Fair => Box::pin(scripts.fair_release(redis, names, owner)).await,
                 Kind::Semaphore { .. } => Box::pin(scripts.sem_release(redis, names, owner))
                     .await
                     .map(|held| held.then_some(0)),

@@ -20,6 +20,7 @@ use fred::util::redis_keyslot;
 
 use crate::error::{Cause, LockError, Result, classify};
 use crate::keys::LockNames;
+use crate::lease::CLAIM_WINDOW_MS;
 use crate::options::ResolvedOptions;
 
 const ACQUIRE: &str = include_str!("../lua/acquire.lua");
@@ -34,6 +35,19 @@ const SEM_ACQUIRE: &str = include_str!("../lua/sem_acquire.lua");
 const SEM_RELEASE: &str = include_str!("../lua/sem_release.lua");
 const SEM_AVAILABLE: &str = include_str!("../lua/sem_available.lua");
 const LEASE_RENEW: &str = include_str!("../lua/lease_renew.lua");
+// The fair lock's scripts share the queue's functions, put in front of each.
+const FAIR_ACQUIRE: &str = concat!(
+    include_str!("../lua/fair_queue.lua"),
+    include_str!("../lua/fair_acquire.lua")
+);
+const FAIR_RELEASE: &str = concat!(
+    include_str!("../lua/fair_queue.lua"),
+    include_str!("../lua/fair_release.lua")
+);
+const FAIR_LEAVE: &str = concat!(
+    include_str!("../lua/fair_queue.lua"),
+    include_str!("../lua/fair_leave.lua")
+);
 
 /// How a script may be sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +84,9 @@ pub(crate) struct Scripts {
     sem_release: Script,
     sem_available: Script,
     lease_renew: Script,
+    fair_acquire: Script,
+    fair_release: Script,
+    fair_leave: Script,
     /// How release messages are published: `publish`, or `spublish` on a cluster.
     publish: &'static str,
 }
@@ -103,6 +120,9 @@ impl Scripts {
             sem_release: Script::from_lua(SEM_RELEASE),
             sem_available: Script::from_lua(SEM_AVAILABLE),
             lease_renew: Script::from_lua(LEASE_RENEW),
+            fair_acquire: Script::from_lua(FAIR_ACQUIRE),
+            fair_release: Script::from_lua(FAIR_RELEASE),
+            fair_leave: Script::from_lua(FAIR_LEAVE),
         }
     }
 
@@ -273,6 +293,85 @@ impl Scripts {
             .eval(client, script, &keys, &args, Delivery::Retried)
             .await?;
         Ok(integer(&reply)? == 1)
+    }
+
+    /// Takes the fair lock `names` afresh for `owner`, or (if `waits`) queues it
+    /// (`lua/fair_acquire.lua`).
+    pub(crate) async fn fair_acquire(
+        &self,
+        client: &Client,
+        names: &LockNames,
+        owner: &str,
+        lease_ms: u64,
+        waits: bool,
+    ) -> Result<Acquire> {
+        let [queue, alive] = names.queue_keys();
+        let keys = [names.key.as_str(), queue.as_str(), alive.as_str()];
+        let args = || {
+            vec![
+                owner.into(),
+                decimal(lease_ms),
+                decimal(CLAIM_WINDOW_MS),
+                Value::from_static_str(if waits { "wait" } else { "try" }),
+                Value::from_static_str(self.publish),
+            ]
+        };
+        let script = &self.fair_acquire;
+        let reply = self
+            .eval(client, script, &keys, &args, Delivery::AtMostOnce)
+            .await?;
+        acquire_reply(&reply)
+    }
+
+    /// Drops one hold of `owner` on the fair lock `names`, handing the lock to the first
+    /// waiter after the last (`lua/fair_release.lua`): the remaining count, or `None`
+    /// if the owner held nothing.
+    pub(crate) async fn fair_release(
+        &self,
+        client: &Client,
+        names: &LockNames,
+        owner: &str,
+    ) -> Result<Option<u32>> {
+        let [queue, alive] = names.queue_keys();
+        let keys = [names.key.as_str(), queue.as_str(), alive.as_str()];
+        let args = || {
+            vec![
+                owner.into(),
+                Value::from_static_str(self.publish),
+                decimal(CLAIM_WINDOW_MS),
+            ]
+        };
+        let script = &self.fair_release;
+        let reply = self
+            .eval(client, script, &keys, &args, Delivery::AtMostOnce)
+            .await?;
+        match integer(&reply)? {
+            -1 => Ok(None),
+            count => u32::try_from(count).map(Some).map_err(|_| protocol(&reply)),
+        }
+    }
+
+    /// Takes `owner` out of the fair lock's queue, handing on a lock handed to it and
+    /// not claimed (`lua/fair_leave.lua`).
+    pub(crate) async fn fair_leave(
+        &self,
+        client: &Client,
+        names: &LockNames,
+        owner: &str,
+    ) -> Result<()> {
+        let [queue, alive] = names.queue_keys();
+        let keys = [names.key.as_str(), queue.as_str(), alive.as_str()];
+        let args = || {
+            vec![
+                owner.into(),
+                Value::from_static_str(self.publish),
+                decimal(CLAIM_WINDOW_MS),
+            ]
+        };
+        let script = &self.fair_leave;
+        self.eval(client, script, &keys, &args, Delivery::Retried)
+            .await
+            .map(drop)
     }
 
     /// Returns whether a lock was deleted.

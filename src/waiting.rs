@@ -118,6 +118,8 @@ struct Room {
     channel: tokio::sync::Mutex<Channel>,
     /// For a shard channel: the cluster node it was subscribed on.
     node: Mutex<Option<fred::types::config::Server>>,
+    /// Waiters woken only by a message that names them (a fair lock's), by owner id.
+    named: Mutex<Vec<(String, Arc<Notify>)>>,
 }
 
 impl Room {
@@ -195,8 +197,7 @@ impl Waiting {
                 }
                 match message {
                     Some(message) => {
-                        let for_another = waiting.names_another_client(&message.value);
-                        waiting.wake(key_of_channel(&message.channel), for_another);
+                        waiting.dispatch(key_of_channel(&message.channel), &message.value);
                     }
                     // Messages published while disconnected (or dropped) are lost:
                     // wake everyone to retry.
@@ -217,10 +218,21 @@ impl Waiting {
             .is_some_and(|client| client != self.client)
     }
 
-    /// Wakes the head waiter of the lock at `key`.
-    fn wake(&self, key: &str, for_another: bool) {
-        if let Some(room) = self.rooms.lock().get(key) {
-            room.wake(for_another);
+    /// Hands a release message of the lock at `key` on: to the waiter it names (a fair
+    /// lock hands itself to one owner), else to the head waiter.
+    fn dispatch(&self, key: &str, message: &fred::types::Value) {
+        let rooms = self.rooms.lock();
+        let Some(room) = rooms.get(key) else {
+            return;
+        };
+        let named = message.as_bytes().and_then(|owner| {
+            let named = room.named.lock();
+            let (_, notify) = named.iter().find(|(id, _)| id.as_bytes() == owner)?;
+            Some(Arc::clone(notify))
+        });
+        match named {
+            Some(notify) => notify.notify_one(),
+            None => room.wake(self.names_another_client(message)),
         }
     }
 
@@ -406,11 +418,46 @@ impl Ticket<'_> {
         }
     }
 
+    /// Has release messages that name `owner` wake the returned waiter (and no other
+    /// waiter), until it is dropped.
+    pub(crate) fn named(&self, owner: &str) -> NamedWaiter {
+        let notify = Arc::new(Notify::new());
+        let entry = (owner.to_owned(), Arc::clone(&notify));
+        self.room.named.lock().push(entry);
+        NamedWaiter {
+            room: Arc::clone(&self.room),
+            notify,
+        }
+    }
+
     /// Resolves once the client is shut down (at once if it is).
     pub(crate) async fn closed(&self) {
         let mut closed = self.waiting.closed.subscribe();
         // Fails only if the sender is gone, and this ticket keeps it.
         let _ = closed.wait_for(|closed| *closed).await;
+    }
+}
+
+/// A waiter woken by release messages that name it (see [`Ticket::named`]).
+#[derive(Debug)]
+pub(crate) struct NamedWaiter {
+    room: Arc<Room>,
+    notify: Arc<Notify>,
+}
+
+impl NamedWaiter {
+    /// Resolves after a message naming the waiter (at once for one that came before).
+    pub(crate) async fn named(&self) {
+        self.notify.notified().await;
+    }
+}
+
+impl Drop for NamedWaiter {
+    fn drop(&mut self) {
+        self.room
+            .named
+            .lock()
+            .retain(|(_, notify)| !Arc::ptr_eq(notify, &self.notify));
     }
 }
 

@@ -1,0 +1,59 @@
+-- fair_acquire.lua: take a fair lock afresh, or queue for it (after fair_queue.lua).
+--
+-- KEYS     see fair_queue.lua
+-- ARGV[1]  owner id
+-- ARGV[2]  lease in milliseconds
+-- ARGV[3]  claim window in milliseconds: how long a waiter the lock was handed to has
+--          to claim it, and how long a waiter stays queued without an attempt
+-- ARGV[4]  "wait" to queue when refused; anything else for a single try
+-- ARGV[5]  "spublish" to tell the release channel as a shard channel; else PUBLISH
+--
+-- Waiters are served in the order their waits began (their first refused attempt):
+-- a free lock goes to the first live waiter, never to a later caller. A lock handed to
+-- a waiter (by fair_release.lua, or here when the lock was found free with others
+-- first) is claimed by that waiter's next attempt, which the message naming it wakes.
+-- A re-entry is `reenter.lua`, as for the mutex.
+--
+-- Granted:  { 1, 0 }
+-- Busy:     { 0, remaining PTTL of the lock in ms (-1 if it has none) }
+-- Raises WRONGTYPE (naming the key) if a key holds another type.
+local key, queue, alive, owner = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
+local window = tonumber(ARGV[3])
+for i, k in ipairs(KEYS) do
+  local found = redis.call('type', k).ok
+  if found ~= 'none' and found ~= (i == 1 and 'hash' or 'zset') then
+    return redis.error_reply('WRONGTYPE KEYS[' .. i .. '] ' .. k .. ' holds the wrong kind of value')
+  end
+end
+local now_ms, now_us = fair.now()
+fair.drop_dead_waiters(now_ms)
+local function hold_afresh()
+  redis.call('hdel', key, 'claim')
+  redis.call('hset', key, owner, 1)
+  redis.call('pexpire', key, ARGV[2])
+  redis.call('zrem', queue, owner)
+  redis.call('zrem', alive, owner)
+  return { 1, 0 }
+end
+local pttl = redis.call('pttl', key)
+if pttl == -2 then
+  local head = redis.call('zrange', queue, 0, 0)[1]
+  if not head or head == owner then
+    return hold_afresh()
+  end
+  -- Someone has waited longer: the lock is theirs to claim.
+  fair.hand_to_first(ARGV[5], window)
+  pttl = window
+elseif redis.call('hexists', key, owner) == 1 then
+  -- Handed to this owner (a claim), or a hold it gave up as lost whose lease is about
+  -- to run out: hold afresh.
+  return hold_afresh()
+end
+if ARGV[4] == 'wait' then
+  -- NX keeps the place of the first refused attempt.
+  redis.call('zadd', queue, 'NX', now_us, owner)
+  redis.call('zadd', alive, now_ms + window, owner)
+  redis.call('pexpire', queue, window * 2)
+  redis.call('pexpire', alive, window * 2)
+end
+return { 0, pttl }

@@ -1,0 +1,216 @@
+//! The fair lock: the mutex served first come, first served across every client, with
+//! the lock handed by the release straight to the first waiter.
+//!
+//! A fair lock is a kind on the shared engine: the mutex's hash and re-entry, plus a
+//! queue in Redis (`lua/fair_queue.lua`). Every waiter, of every client, queues itself
+//! with its first refused attempt; a release hands the lock to the first live waiter
+//! (its field is set, with a claim window as TTL) and publishes its owner id, which
+//! wakes exactly that waiter (see `Ticket::named`), whose next attempt claims the lock.
+//! Waiters refresh their place with an attempt every third of the claim window; one
+//! that died drops out of the queue, and a lock handed to it passes on, within the
+//! window. A waiter that gives up or is cancelled leaves the queue at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::client::{Forever, GiveUp, LockClient};
+use crate::engine::{Attempt, Engine};
+use crate::error::{LockError, Result};
+use crate::guard::LockGuard;
+use crate::hold::LocalHolder;
+use crate::keys::{LockNames, fair_names};
+use crate::lease::CLAIM_WINDOW;
+use crate::options::{LockOptions, ResolvedOptions};
+use crate::waiting::Listening;
+
+impl LockClient {
+    /// Takes the fair lock `name`, waiting as long as it takes: waiters of every client
+    /// are served in the order their waits began. Reentrant like [`lock`](Self::lock).
+    ///
+    /// The fair lock `name` and the mutex `name` are different locks (the fair lock's
+    /// key is `<prefix>{name}:fair`). Waits that began within a millisecond or so of
+    /// each other (one round trip to Redis) may be served either way round: the order
+    /// is that of their first attempts' arrival at Redis. Fair locks draw no fencing
+    /// tokens and ask no replica acknowledgement.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future leaves no hold behind, and takes the waiter out
+    /// of the queue (in the background); a lock already handed to it passes on.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let guard = client.fair_lock("account:42").await?;
+    /// guard.unlock().await?; // handed to the longest waiter, if any
+    /// # Ok(()) }
+    /// ```
+    pub async fn fair_lock(&self, name: &str) -> Result<LockGuard> {
+        let options = LockOptions::new().wait_forever();
+        let options = options.resolve(self.engine().config())?;
+        match self.wait_in_queue(name, options, Forever).await? {
+            Ok(guard) => Ok(guard),
+            Err(never) => match never {},
+        }
+    }
+
+    /// Takes the fair lock `name` if it is free and nobody waits for it (or this owner
+    /// holds it), without waiting or queueing.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Cancel safety
+    /// As [`fair_lock`](Self::fair_lock).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// if let Some(guard) = client.try_fair_lock("account:42").await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_fair_lock(&self, name: &str) -> Result<Option<LockGuard>> {
+        self.fair_lock_with(name, LockOptions::new().wait(Duration::ZERO))
+            .await
+    }
+
+    /// Takes the fair lock `name` with per-call [`LockOptions`] (the wait, a fixed
+    /// lease); `None` if it was not handed over within the wait.
+    ///
+    /// # Errors
+    /// As [`lock_with`](Self::lock_with).
+    ///
+    /// # Cancel safety
+    /// As [`fair_lock`](Self::fair_lock).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// use std::time::Duration;
+    /// let options = holdlock::LockOptions::new().wait(Duration::from_secs(1));
+    /// if let Some(guard) = client.fair_lock_with("account:42", options).await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn fair_lock_with(
+        &self,
+        name: &str,
+        options: LockOptions,
+    ) -> Result<Option<LockGuard>> {
+        let options = options.resolve(self.engine().config())?;
+        let Some(wait) = options.wait else {
+            return Ok(self.wait_in_queue(name, options, Forever).await?.ok());
+        };
+        let deadline =
+            Instant::now()
+                .checked_add(wait)
+                .ok_or_else(|| LockError::InvalidOption {
+                    option: "wait",
+                    reason: format!("{wait:?} overflows the clock"),
+                })?;
+        Ok(self.wait_in_queue(name, options, deadline).await?.ok())
+    }
+
+    /// Takes the fair lock `name` for the current owner, queueing until `give_up`.
+    async fn wait_in_queue<D: GiveUp>(
+        &self,
+        name: &str,
+        mut options: ResolvedOptions,
+        give_up: D,
+    ) -> Result<Result<LockGuard, D::GaveUp>> {
+        let engine = self.engine();
+        engine.check_running()?;
+        options.fenced = false;
+        options.min_replicas = None;
+        let names = Arc::new(fair_names(&engine.config().prefix, name)?);
+        let owner = self.owner_id();
+        if let LocalHolder::Owner(entry) = engine.local_holder(names.registry_key(), &owner) {
+            // A re-entry; if the hold went away meanwhile, the owner queues afresh.
+            let attempt = engine.acquire(&names, &owner, options, Some(entry));
+            if let Attempt::Granted(hold) = attempt.await? {
+                return Ok(Ok(LockGuard::new(engine, hold)));
+            }
+        }
+        let ticket = engine.waiting().join(&names.key);
+        let woken = ticket.named(&owner);
+        let mut place = Place {
+            engine: Arc::clone(engine),
+            names: Arc::clone(&names),
+            owner: owner.clone(),
+            queued: options.wait != Some(Duration::ZERO),
+        };
+        let waiting = async {
+            loop {
+                let pttl = match engine.acquire(&names, &owner, options, None).await? {
+                    Attempt::Granted(hold) => {
+                        place.queued = false;
+                        return Ok(Ok(LockGuard::new(engine, hold)));
+                    }
+                    Attempt::Busy(pttl) => pttl,
+                };
+                if let Some(gave_up) = give_up.passed() {
+                    return Ok(Err(gave_up));
+                }
+                // Subscribe before sleeping; a hand-off between the attempt and the
+                // subscription went unheard, so a fresh subscription tries again first.
+                // The place in the queue is kept by an attempt every third of the claim
+                // window.
+                let mut nap = pttl.unwrap_or(CLAIM_WINDOW).min(CLAIM_WINDOW / 3);
+                match give_up.until(ticket.subscribe()).await {
+                    Ok(Ok(Listening::Now)) => continue,
+                    Ok(Ok(Listening::Already)) => {}
+                    Ok(Ok(Listening::Not(retry))) => nap = nap.min(retry),
+                    Ok(Err(error)) => return Err(error),
+                    Err(gave_up) => return Ok(Err(gave_up)),
+                }
+                let wake = Instant::now() + nap.max(Duration::from_millis(1));
+                tokio::select! {
+                    () = woken.named() => {}
+                    () = tokio::time::sleep_until(give_up.cap(wake)) => {}
+                }
+            }
+        };
+        tokio::select! {
+            biased;
+            () = ticket.closed() => Err(LockError::Shutdown),
+            result = waiting => result,
+        }
+    }
+}
+
+/// A waiter's place in a fair lock's queue: left (in the background) when the wait
+/// ends without the lock, however it ends.
+struct Place {
+    engine: Arc<Engine>,
+    names: Arc<LockNames>,
+    owner: String,
+    /// Whether the waiter may still be queued (or handed the lock unclaimed).
+    queued: bool,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        if !self.queued || self.engine.check_running().is_err() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (engine, names) = (Arc::clone(&self.engine), Arc::clone(&self.names));
+        let owner = std::mem::take(&mut self.owner);
+        drop(runtime.spawn(async move {
+            // Retried while in transit; a place left behind expires within the claim
+            // window anyway.
+            if let Err(error) = engine.protocol().leave_fair_queue(&names, &owner).await {
+                tracing::debug!(lock = %names.name, %error, "leaving a fair lock's queue failed");
+            }
+        }));
+    }
+}

@@ -1,0 +1,258 @@
+//! Fair locks: first come, first served across clients, hand-off by grant, dead and
+//! cancelled waiters leave the queue, re-entry, and a key space of their own.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::interfaces::KeysInterface;
+use holdlock::LockClient;
+use parking_lot::Mutex;
+use tokio::time::Instant;
+
+common::on_every_topology!(
+    waiters_of_three_clients_are_served_in_the_order_they_queued,
+    under_steady_contention_nobody_is_passed_over_more_than_once,
+    a_waiter_that_dies_in_the_queue_holds_it_up_for_a_claim_window_not_a_lease,
+    a_waiter_that_dies_when_handed_the_lock_holds_it_up_for_a_claim_window,
+    a_cancelled_waiter_leaves_the_queue_at_once,
+    a_fair_lock_is_reentrant_and_apart_from_the_mutex,
+    a_try_neither_waits_nor_queues,
+);
+
+/// A holder holds; waiters of three clients queue one after another; each release
+/// serves the next in that order.
+async fn waiters_of_three_clients_are_served_in_the_order_they_queued(url: &str) {
+    let name = common::unique("fair-order");
+    let holder = common::connect(url).await;
+    let held = holder.fair_lock(&name).await.unwrap();
+    let served = Arc::new(Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for waiter in 0..3 {
+        let (client, name, served) = (
+            common::connect(url).await,
+            name.clone(),
+            Arc::clone(&served),
+        );
+        waiters.push(tokio::spawn(async move {
+            let guard = client.fair_lock(&name).await.unwrap();
+            served.lock().push(waiter);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            guard.unlock().await.unwrap();
+        }));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    held.unlock().await.unwrap();
+    for waiter in waiters {
+        tokio::time::timeout(Duration::from_secs(10), waiter)
+            .await
+            .expect("served")
+            .unwrap();
+    }
+    assert_eq!(*served.lock(), [0, 1, 2]);
+}
+
+/// 2 clients x 16 workers take one fair lock over and over for 2 s: ordering the
+/// acquisitions by when they were granted, no wait that began more than the tie window
+/// after another's is served before it more than once.
+async fn under_steady_contention_nobody_is_passed_over_more_than_once(url: &str) {
+    const TIE: Duration = Duration::from_millis(15);
+    let name = common::unique("fair-hammer");
+    let clients = [common::connect(url).await, common::connect(url).await];
+    let grants = Arc::new(Mutex::new(Vec::new()));
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut workers = Vec::new();
+    for worker in 0..32 {
+        let (client, name, grants) = (
+            clients[worker % 2].clone(),
+            name.clone(),
+            Arc::clone(&grants),
+        );
+        workers.push(tokio::spawn(async move {
+            while Instant::now() < deadline {
+                let began = Instant::now();
+                let guard = client.fair_lock(&name).await.unwrap();
+                grants.lock().push(began);
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                guard.unlock().await.unwrap();
+            }
+        }));
+    }
+    for worker in workers {
+        tokio::time::timeout(Duration::from_secs(60), worker)
+            .await
+            .expect("stuck")
+            .unwrap();
+    }
+    let grants = grants.lock();
+    assert!(
+        grants.len() > 64,
+        "too little work to judge: {}",
+        grants.len()
+    );
+    let mut worst = 0;
+    for (i, &began) in grants.iter().enumerate() {
+        let overtaken = grants[..i]
+            .iter()
+            .filter(|&&earlier| earlier > began + TIE)
+            .count();
+        worst = worst.max(overtaken);
+    }
+    assert!(worst <= 1, "a waiter was passed over {worst} times");
+}
+
+/// A waiter queues in a client that then dies (its runtime and connections vanish);
+/// a live waiter queues after it. The holder (20 s lease) releases once the dead
+/// waiter's place has expired: the live waiter is served at once.
+async fn a_waiter_that_dies_in_the_queue_holds_it_up_for_a_claim_window_not_a_lease(url: &str) {
+    let name = common::unique("fair-dead-waiter");
+    let holder = common::client_with_lease(url, Duration::from_secs(20)).await;
+    let held = holder.fair_lock(&name).await.unwrap();
+    queue_and_die(url, &name);
+    let live = common::connect(url).await;
+    let waiter = tokio::spawn({
+        let name = name.clone();
+        async move { live.fair_lock(&name).await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(2_500)).await; // past the claim window
+    let released = Instant::now();
+    held.unlock().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("served")
+        .unwrap();
+    assert!(
+        released.elapsed() < Duration::from_millis(500),
+        "served {:?} after",
+        released.elapsed()
+    );
+    guard.unlock().await.unwrap();
+}
+
+/// The holder releases while the dead waiter is still first in line: the lock is
+/// handed to it, it never claims it, and the live waiter behind it is served within
+/// about a claim window (2 s), not the holder's 20 s lease.
+async fn a_waiter_that_dies_when_handed_the_lock_holds_it_up_for_a_claim_window(url: &str) {
+    let name = common::unique("fair-dead-grant");
+    let holder = common::client_with_lease(url, Duration::from_secs(20)).await;
+    let held = holder.fair_lock(&name).await.unwrap();
+    queue_and_die(url, &name);
+    let live = common::connect(url).await;
+    let waiter = tokio::spawn({
+        let name = name.clone();
+        async move { live.fair_lock(&name).await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let released = Instant::now();
+    held.unlock().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("served")
+        .unwrap();
+    let after = released.elapsed();
+    assert!(
+        after < Duration::from_secs(4),
+        "served {after:?} after the release"
+    );
+    guard.unlock().await.unwrap();
+}
+
+/// Queues for `name` in a client of its own runtime, then drops the runtime: a waiter
+/// that died, as far as Redis can tell.
+fn queue_and_die(url: &str, name: &str) {
+    let (url, name) = (url.to_owned(), name.to_owned());
+    std::thread::spawn(move || {
+        let doomed = tokio::runtime::Runtime::new().unwrap();
+        doomed.block_on(async {
+            let client = LockClient::connect(&url).await.unwrap();
+            let waiting = client.fair_lock(&name);
+            assert!(
+                tokio::time::timeout(Duration::from_millis(200), waiting)
+                    .await
+                    .is_err()
+            );
+            // Queued. Stay queued when dropped: no goodbye from a dead process.
+            std::mem::forget(client);
+        });
+        drop(doomed);
+    })
+    .join()
+    .unwrap();
+}
+
+/// A waiter whose wait is cancelled leaves the queue: the waiter after it is served
+/// the moment the holder releases.
+async fn a_cancelled_waiter_leaves_the_queue_at_once(url: &str) {
+    let name = common::unique("fair-cancel");
+    let holder = common::connect(url).await;
+    let held = holder.fair_lock(&name).await.unwrap();
+    let quitter = common::connect(url).await;
+    let cut = tokio::time::timeout(Duration::from_millis(200), quitter.fair_lock(&name)).await;
+    assert!(cut.is_err(), "the lock is held");
+    let patient = common::connect(url).await;
+    let waiter = tokio::spawn({
+        let name = name.clone();
+        async move { patient.fair_lock(&name).await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let released = Instant::now();
+    held.unlock().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("served")
+        .unwrap();
+    assert!(
+        released.elapsed() < Duration::from_millis(500),
+        "served {:?} after",
+        released.elapsed()
+    );
+    guard.unlock().await.unwrap();
+}
+
+/// The same owner re-enters; the fair lock `x` and the mutex `x` are different locks.
+async fn a_fair_lock_is_reentrant_and_apart_from_the_mutex(url: &str) {
+    let name = common::unique("fair-reenter");
+    let client = common::connect(url).await;
+    holdlock::owner_scope(async {
+        let outer = client.fair_lock(&name).await.unwrap();
+        let inner = client.fair_lock(&name).await.unwrap();
+        assert_eq!(inner.hold_count(), 2);
+        let mutex = client
+            .try_lock(&name)
+            .await
+            .unwrap()
+            .expect("a different lock");
+        mutex.unlock().await.unwrap();
+        inner.unlock().await.unwrap();
+        outer.unlock().await.unwrap();
+    })
+    .await;
+    let other = common::connect(url).await;
+    other
+        .try_fair_lock(&name)
+        .await
+        .unwrap()
+        .expect("free")
+        .unlock()
+        .await
+        .unwrap();
+}
+
+/// `try_fair_lock` on a held lock returns `None` at once and leaves no place in the
+/// queue behind.
+async fn a_try_neither_waits_nor_queues(url: &str) {
+    let name = common::unique("fair-try");
+    let client = common::connect(url).await;
+    let held = common::lock_as_another_owner(&client, &name).await;
+    drop(held);
+    let holder = common::connect(url).await;
+    let held = holder.fair_lock(&name).await.unwrap();
+    let asked = Instant::now();
+    assert!(client.try_fair_lock(&name).await.unwrap().is_none());
+    assert!(asked.elapsed() < Duration::from_secs(1));
+    let queue = format!("{}:fair:queue", common::key(&name));
+    let queued: i64 = client.redis().exists(queue.as_str()).await.unwrap();
+    assert_eq!(queued, 0, "a try queued");
+    held.unlock().await.unwrap();
+}
