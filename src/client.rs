@@ -175,18 +175,10 @@ impl LockClient {
     pub async fn lock_with(&self, name: &str, options: LockOptions) -> Result<Option<LockGuard>> {
         self.engine.check_running()?;
         let options = options.resolve(self.engine.config())?;
-        let Some(wait) = options.wait else {
-            let granted = self.wait_for(name, options, Forever).await?;
-            return Ok(granted.ok());
-        };
-        let deadline =
-            Instant::now()
-                .checked_add(wait)
-                .ok_or_else(|| LockError::InvalidOption {
-                    option: "wait",
-                    reason: format!("{wait:?} overflows the clock"),
-                })?;
-        Ok(self.wait_for(name, options, deadline).await?.ok())
+        match options.deadline()? {
+            None => Ok(self.wait_for(name, options, Forever).await?.ok()),
+            Some(deadline) => Ok(self.wait_for(name, options, deadline).await?.ok()),
+        }
     }
 
     /// Takes the lock called `name`, waiting until `give_up`: the guard, or what giving

@@ -105,17 +105,10 @@ impl LockClient {
         options: LockOptions,
     ) -> Result<Option<LockGuard>> {
         let options = options.resolve(self.engine().config())?;
-        let Some(wait) = options.wait else {
-            return Ok(self.wait_in_queue(name, options, Forever).await?.ok());
-        };
-        let deadline =
-            Instant::now()
-                .checked_add(wait)
-                .ok_or_else(|| LockError::InvalidOption {
-                    option: "wait",
-                    reason: format!("{wait:?} overflows the clock"),
-                })?;
-        Ok(self.wait_in_queue(name, options, deadline).await?.ok())
+        match options.deadline()? {
+            None => Ok(self.wait_in_queue(name, options, Forever).await?.ok()),
+            Some(deadline) => Ok(self.wait_in_queue(name, options, deadline).await?.ok()),
+        }
     }
 
     /// Takes the fair lock `name` for the current owner, queueing until `give_up`.

@@ -119,16 +119,7 @@ impl LockClient {
         I::Item: AsRef<str>,
     {
         let names = self.lock_order(names)?;
-        let deadline =
-            match options.wait {
-                Some(wait) => Some(Instant::now().checked_add(wait).ok_or_else(|| {
-                    LockError::InvalidOption {
-                        option: "wait",
-                        reason: format!("{wait:?} overflows the clock"),
-                    }
-                })?),
-                None => None,
-            };
+        let deadline = options.resolve(self.engine().config())?.deadline()?;
         let mut taken = Taken(Vec::with_capacity(names.len()));
         for name in &names {
             let member = match deadline {

@@ -311,6 +311,20 @@ impl ResolvedOptions {
     pub(crate) fn lease(&self) -> Duration {
         whole_millis(self.lease_ms)
     }
+
+    /// When a call that starts now gives up waiting: `None` for never.
+    pub(crate) fn deadline(&self) -> Result<Option<tokio::time::Instant>> {
+        let Some(wait) = self.wait else {
+            return Ok(None);
+        };
+        tokio::time::Instant::now()
+            .checked_add(wait)
+            .map(Some)
+            .ok_or_else(|| LockError::InvalidOption {
+                option: "wait",
+                reason: format!("{wait:?} overflows the clock"),
+            })
+    }
 }
 
 /// How many replicas must acknowledge a fresh acquisition, and how long to wait for them.

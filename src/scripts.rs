@@ -305,8 +305,6 @@ impl Scripts {
         lease_ms: u64,
         waits: bool,
     ) -> Result<Acquire> {
-        let [queue, alive] = names.queue_keys();
-        let keys = [names.key.as_str(), queue.as_str(), alive.as_str()];
         let args = || {
             vec![
                 owner.into(),
@@ -318,7 +316,7 @@ impl Scripts {
         };
         let script = &self.fair_acquire;
         let reply = self
-            .eval(client, script, &keys, &args, Delivery::AtMostOnce)
+            .fair_call(client, script, names, &args, Delivery::AtMostOnce)
             .await?;
         acquire_reply(&reply)
     }
@@ -332,18 +330,10 @@ impl Scripts {
         names: &LockNames,
         owner: &str,
     ) -> Result<Option<u32>> {
-        let [queue, alive] = names.queue_keys();
-        let keys = [names.key.as_str(), queue.as_str(), alive.as_str()];
-        let args = || {
-            vec![
-                owner.into(),
-                Value::from_static_str(self.publish),
-                decimal(CLAIM_WINDOW_MS),
-            ]
-        };
+        let args = || self.fair_hand_on_args(owner);
         let script = &self.fair_release;
         let reply = self
-            .eval(client, script, &keys, &args, Delivery::AtMostOnce)
+            .fair_call(client, script, names, &args, Delivery::AtMostOnce)
             .await?;
         match integer(&reply)? {
             -1 => Ok(None),
@@ -359,19 +349,34 @@ impl Scripts {
         names: &LockNames,
         owner: &str,
     ) -> Result<()> {
-        let [queue, alive] = names.queue_keys();
-        let keys = [names.key.as_str(), queue.as_str(), alive.as_str()];
-        let args = || {
-            vec![
-                owner.into(),
-                Value::from_static_str(self.publish),
-                decimal(CLAIM_WINDOW_MS),
-            ]
-        };
+        let args = || self.fair_hand_on_args(owner);
         let script = &self.fair_leave;
-        self.eval(client, script, &keys, &args, Delivery::Retried)
+        self.fair_call(client, script, names, &args, Delivery::Retried)
             .await
             .map(drop)
+    }
+
+    /// The arguments of the fair scripts that may hand the lock on.
+    fn fair_hand_on_args(&self, owner: &str) -> Vec<Value> {
+        vec![
+            owner.into(),
+            Value::from_static_str(self.publish),
+            decimal(CLAIM_WINDOW_MS),
+        ]
+    }
+
+    /// A fair lock's `script`, with the lock's key, queue and liveness as its keys.
+    async fn fair_call(
+        &self,
+        client: &Client,
+        script: &Script,
+        names: &LockNames,
+        args: &(dyn Fn() -> Vec<Value> + Sync),
+        delivery: Delivery,
+    ) -> Result<Value> {
+        let [queue, alive] = names.queue_keys();
+        let keys = [names.key.as_str(), queue.as_str(), alive.as_str()];
+        Box::pin(self.eval(client, script, &keys, args, delivery)).await
     }
 
     /// Returns whether a lock was deleted.

@@ -12,13 +12,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use crate::client::{Forever, GiveUp, LockClient};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::keys::{LockNames, semaphore_names};
-use crate::options::LockOptions;
+use crate::options::{LockOptions, ResolvedOptions};
 
 /// Numbers the permits taken in this process, so that each has an owner id of its own.
 static PERMITS_TAKEN: AtomicU64 = AtomicU64::new(0);
@@ -116,7 +114,8 @@ impl Semaphore {
     /// # Ok(()) }
     /// ```
     pub async fn acquire(&self) -> Result<Permit> {
-        let taken = self.take(LockOptions::new().wait_forever(), Forever);
+        let options = LockOptions::new().wait_forever();
+        let taken = self.take(options.resolve(self.client.engine().config())?, Forever);
         match taken.await? {
             Ok(permit) => Ok(permit),
             Err(never) => match never {},
@@ -185,17 +184,11 @@ impl Semaphore {
     /// # Ok(()) }
     /// ```
     pub async fn acquire_with(&self, options: LockOptions) -> Result<Option<Permit>> {
-        let Some(wait) = options.wait else {
-            return Ok(self.take(options, Forever).await?.ok());
-        };
-        let deadline =
-            Instant::now()
-                .checked_add(wait)
-                .ok_or_else(|| LockError::InvalidOption {
-                    option: "wait",
-                    reason: format!("{wait:?} overflows the clock"),
-                })?;
-        Ok(self.take(options, deadline).await?.ok())
+        let options = options.resolve(self.client.engine().config())?;
+        match options.deadline()? {
+            None => Ok(self.take(options, Forever).await?.ok()),
+            Some(deadline) => Ok(self.take(options, deadline).await?.ok()),
+        }
     }
 
     /// How many permits are free now: the number of permits less those held (a
@@ -233,13 +226,12 @@ impl Semaphore {
     /// Takes a permit of its own (a fresh owner id) until `give_up`.
     async fn take<D: GiveUp>(
         &self,
-        options: LockOptions,
+        mut options: ResolvedOptions,
         give_up: D,
     ) -> Result<Result<Permit, D::GaveUp>> {
         let engine = self.client.engine();
         engine.check_running()?;
         let names = Arc::new(self.names()?);
-        let mut options = options.resolve(engine.config())?;
         options.fenced = false;
         options.min_replicas = None;
         let number = PERMITS_TAKEN.fetch_add(1, Ordering::Relaxed);

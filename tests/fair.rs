@@ -110,23 +110,10 @@ async fn a_waiter_that_dies_in_the_queue_holds_it_up_for_a_claim_window_not_a_le
     let holder = common::client_with_lease(url, Duration::from_secs(20)).await;
     let held = holder.fair_lock(&name).await.unwrap();
     queue_and_die(url, &name);
-    let live = common::connect(url).await;
-    let waiter = tokio::spawn({
-        let name = name.clone();
-        async move { live.fair_lock(&name).await.unwrap() }
-    });
+    let waiter = queue_in_a_client_of_its_own(url, &name).await;
     tokio::time::sleep(Duration::from_millis(2_500)).await; // past the claim window
-    let released = Instant::now();
-    held.unlock().await.unwrap();
-    let guard = tokio::time::timeout(Duration::from_secs(5), waiter)
-        .await
-        .expect("served")
-        .unwrap();
-    assert!(
-        released.elapsed() < Duration::from_millis(500),
-        "served {:?} after",
-        released.elapsed()
-    );
+    let (guard, after) = release_and_time_the_hand_off(held, waiter).await;
+    assert!(after < Duration::from_millis(500), "served {after:?} after");
     guard.unlock().await.unwrap();
 }
 
@@ -138,24 +125,39 @@ async fn a_waiter_that_dies_when_handed_the_lock_holds_it_up_for_a_claim_window(
     let holder = common::client_with_lease(url, Duration::from_secs(20)).await;
     let held = holder.fair_lock(&name).await.unwrap();
     queue_and_die(url, &name);
-    let live = common::connect(url).await;
-    let waiter = tokio::spawn({
-        let name = name.clone();
-        async move { live.fair_lock(&name).await.unwrap() }
-    });
+    let waiter = queue_in_a_client_of_its_own(url, &name).await;
+    let (guard, after) = release_and_time_the_hand_off(held, waiter).await;
+    assert!(
+        after < Duration::from_secs(4),
+        "served {after:?} after the release"
+    );
+    guard.unlock().await.unwrap();
+}
+
+/// A waiter for `name` in a client of its own, queued by the time this returns.
+async fn queue_in_a_client_of_its_own(
+    url: &str,
+    name: &str,
+) -> tokio::task::JoinHandle<holdlock::LockGuard> {
+    let (client, name) = (common::connect(url).await, name.to_owned());
+    let waiter = tokio::spawn(async move { client.fair_lock(&name).await.unwrap() });
     tokio::time::sleep(Duration::from_millis(100)).await;
+    waiter
+}
+
+/// Releases `held` and returns the guard `waiter` was served, and how long after the
+/// release that was.
+async fn release_and_time_the_hand_off(
+    held: holdlock::LockGuard,
+    waiter: tokio::task::JoinHandle<holdlock::LockGuard>,
+) -> (holdlock::LockGuard, Duration) {
     let released = Instant::now();
     held.unlock().await.unwrap();
     let guard = tokio::time::timeout(Duration::from_secs(10), waiter)
         .await
         .expect("served")
         .unwrap();
-    let after = released.elapsed();
-    assert!(
-        after < Duration::from_secs(4),
-        "served {after:?} after the release"
-    );
-    guard.unlock().await.unwrap();
+    (guard, released.elapsed())
 }
 
 /// Queues for `name` in a client of its own runtime, then drops the runtime: a waiter
@@ -190,23 +192,10 @@ async fn a_cancelled_waiter_leaves_the_queue_at_once(url: &str) {
     let quitter = common::connect(url).await;
     let cut = tokio::time::timeout(Duration::from_millis(200), quitter.fair_lock(&name)).await;
     assert!(cut.is_err(), "the lock is held");
-    let patient = common::connect(url).await;
-    let waiter = tokio::spawn({
-        let name = name.clone();
-        async move { patient.fair_lock(&name).await.unwrap() }
-    });
+    let waiter = queue_in_a_client_of_its_own(url, &name).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let released = Instant::now();
-    held.unlock().await.unwrap();
-    let guard = tokio::time::timeout(Duration::from_secs(5), waiter)
-        .await
-        .expect("served")
-        .unwrap();
-    assert!(
-        released.elapsed() < Duration::from_millis(500),
-        "served {:?} after",
-        released.elapsed()
-    );
+    let (guard, after) = release_and_time_the_hand_off(held, waiter).await;
+    assert!(after < Duration::from_millis(500), "served {after:?} after");
     guard.unlock().await.unwrap();
 }
 
