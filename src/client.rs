@@ -14,7 +14,7 @@ use crate::engine::{Attempt, Engine};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::hold::{Hold, LocalHolder};
-use crate::keys::LockNames;
+use crate::keys::{Kind, LockNames};
 use crate::options::{LockOptions, ResolvedOptions};
 use crate::waiting::Listening;
 
@@ -196,7 +196,7 @@ impl LockClient {
         // could enter it (a release of it was in flight), the attempt was a fresh one:
         // a busy lock is then waited for like by any other caller.
         // (`tried`: that fresh attempt was the single try's one.)
-        let (holder, names, tried) = match self.engine.local_holder(name, &owner) {
+        let (holder, names, tried) = match self.engine.local_holder(name, &owner, Kind::Mutex) {
             LocalHolder::Owner(entry) => {
                 let names = Arc::clone(&entry.hold.names);
                 let attempt = self.engine.acquire(&names, &owner, options, Some(entry));

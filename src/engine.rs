@@ -22,7 +22,7 @@ use uuid::Uuid;
 
 use crate::error::{LockError, Result};
 use crate::hold::{Hold, HoldUse, Holds, LocalHolder};
-use crate::keys::LockNames;
+use crate::keys::{Kind, LockNames};
 use crate::lease::renewal_period;
 use crate::options::{ClientConfig, ResolvedOptions};
 use crate::owner::local_owner;
@@ -116,8 +116,8 @@ impl Engine {
 
     /// Who holds the lock called `name` here, as far as this client knows (see
     /// [`Holds::local_holder`]).
-    pub(crate) fn local_holder(&self, name: &str, owner: &str) -> LocalHolder {
-        self.holds.local_holder(name, owner)
+    pub(crate) fn local_holder(&self, registry: &str, owner: &str, kind: Kind) -> LocalHolder {
+        self.holds.local_holder(registry, owner, kind)
     }
 
     pub(crate) fn check_running(&self) -> Result<()> {

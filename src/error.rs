@@ -99,6 +99,18 @@ pub enum LockError {
         owner: String,
     },
 
+    /// An owner that holds only the read side of a read-write lock asked for its write
+    /// side: it would wait for itself forever (the write side waits for every reader
+    /// to leave). Release the read hold first, or take the write side first (a writer
+    /// may also take the read side).
+    #[error(
+        "lock `{name}`: the owner holds the read lock, so taking the write lock would wait forever"
+    )]
+    WouldDeadlock {
+        /// The lock name.
+        name: String,
+    },
+
     /// The client was shut down with [`LockClient::shutdown`](crate::LockClient::shutdown).
     #[error("the lock client has been shut down")]
     Shutdown,

@@ -20,7 +20,7 @@ use crate::engine::{Attempt, Engine};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::hold::LocalHolder;
-use crate::keys::{LockNames, fair_names};
+use crate::keys::{Kind, LockNames, fair_names};
 use crate::lease::CLAIM_WINDOW;
 use crate::options::{LockOptions, ResolvedOptions};
 use crate::waiting::Listening;
@@ -124,7 +124,9 @@ impl LockClient {
         options.min_replicas = None;
         let names = Arc::new(fair_names(&engine.config().prefix, name)?);
         let owner = self.owner_id();
-        if let LocalHolder::Owner(entry) = engine.local_holder(names.registry_key(), &owner) {
+        if let LocalHolder::Owner(entry) =
+            engine.local_holder(names.registry_key(), &owner, Kind::Fair)
+        {
             // A re-entry; if the hold went away meanwhile, the owner queues afresh.
             let attempt = engine.acquire(&names, &owner, options, Some(entry));
             if let Attempt::Granted(hold) = attempt.await? {

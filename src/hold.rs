@@ -11,7 +11,7 @@ use tokio::sync::{Notify, OwnedMutexGuard};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::keys::LockNames;
+use crate::keys::{Kind, LockNames};
 
 /// One owner's hold on one lock, however many times it is nested.
 #[derive(Debug)]
@@ -215,23 +215,31 @@ impl Hold {
 }
 
 impl Holds {
-    /// Who holds the lock called `name` through this client, as far as it knows:
-    /// `owner` itself (a re-entry: its hold is returned in use, so one lookup serves
-    /// the whole call), another owner (Redis would refuse `owner` for certain), or
-    /// nobody here.
-    pub(crate) fn local_holder(self: &Arc<Self>, name: &str, owner: &str) -> LocalHolder {
+    /// Who holds the lock filed under `registry` (see [`LockNames::registry_key`])
+    /// through this client, as far as it knows, for `owner` asking for a hold of
+    /// `kind`: `owner` itself (a re-entry: its hold is returned in use, so one lookup
+    /// serves the whole call), another owner whose hold excludes it (Redis would
+    /// refuse `owner` for certain), or nobody here.
+    pub(crate) fn local_holder(
+        self: &Arc<Self>,
+        registry: &str,
+        owner: &str,
+        kind: Kind,
+    ) -> LocalHolder {
         let map = self.map.lock();
         let live = map
-            .get(name)
+            .get(registry)
             .into_iter()
             .flatten()
             .filter(|hold| hold.is_live());
         let mut holder = LocalHolder::Nobody;
         for hold in live {
-            if hold.owner == owner {
+            if hold.owner == owner && hold.names.kind == kind {
                 return LocalHolder::Owner(self.use_registered(hold));
             }
-            holder = LocalHolder::Other;
+            if hold.owner != owner && hold.names.kind.excludes(kind) {
+                holder = LocalHolder::Other;
+            }
         }
         holder
     }
@@ -244,7 +252,10 @@ impl Holds {
             Some(holds) => holds,
             None => map.entry(names.registry_key().to_owned()).or_default(),
         };
-        let hold = match holds.iter_mut().find(|hold| hold.owner == owner) {
+        let hold = match holds
+            .iter_mut()
+            .find(|hold| hold.owner == owner && hold.names.kind == names.kind)
+        {
             Some(slot) if slot.is_lost() => {
                 *slot = Arc::new(Hold::new(names, owner, 0));
                 Arc::clone(slot)
@@ -285,7 +296,10 @@ impl Holds {
         let holds = map
             .entry(stale.names.registry_key().to_owned())
             .or_default();
-        match holds.iter_mut().find(|hold| hold.owner == stale.owner) {
+        let same = |hold: &&mut Arc<Hold>| {
+            hold.owner == stale.owner && hold.names.kind == stale.names.kind
+        };
+        match holds.iter_mut().find(same) {
             Some(slot) => *slot = Arc::clone(&fresh),
             None => holds.push(Arc::clone(&fresh)),
         }
@@ -364,13 +378,16 @@ mod tests {
         let hold = Arc::clone(&first.hold);
         drop(first);
         assert_eq!(holds.len(), 1, "a held lock stays registered");
-        match holds.local_holder("a", "o:1") {
+        match holds.local_holder("a", "o:1", Kind::Mutex) {
             LocalHolder::Owner(entry) => assert!(Arc::ptr_eq(&entry.hold, &hold)),
             other => panic!("the holder asked: {other:?}"),
         }
-        assert!(matches!(holds.local_holder("a", "o:2"), LocalHolder::Other));
         assert!(matches!(
-            holds.local_holder("b", "o:1"),
+            holds.local_holder("a", "o:2", Kind::Mutex),
+            LocalHolder::Other
+        ));
+        assert!(matches!(
+            holds.local_holder("b", "o:1", Kind::Mutex),
             LocalHolder::Nobody
         ));
         let again = holds.reenter(&hold);

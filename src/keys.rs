@@ -49,6 +49,19 @@ pub(crate) fn fair_names(prefix: &str, name: &str) -> Result<LockNames> {
 /// What follows a fair lock's name in its key.
 const FAIR: &str = ":fair";
 
+/// The keys and channel of the read or write side of the read-write lock `name`: one
+/// hash `P{N}:rw` (beside the mutex `P{N}`, never the same key) for both sides, and
+/// the holders' deadlines in `P{N}:rw:leases`.
+pub(crate) fn rw_names(prefix: &str, name: &str, kind: Kind) -> Result<LockNames> {
+    let mut names = lock_names(prefix, name)?;
+    names.key.push_str(READ_WRITE);
+    names.kind = kind;
+    Ok(names)
+}
+
+/// What follows a read-write lock's name in its key.
+const READ_WRITE: &str = ":rw";
+
 /// What kind of lock a key is, which says which scripts change it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -60,6 +73,28 @@ pub(crate) enum Kind {
     /// The fair lock: the mutex's hash, served first come first served from a queue
     /// (`lua/fair_queue.lua`).
     Fair,
+    /// The read side of a read-write lock (`lua/rw_acquire.lua`).
+    Read,
+    /// The write side of a read-write lock.
+    Write,
+}
+
+impl Kind {
+    /// Whether a hold of this kind and one of `other` on the same key, by different
+    /// owners, exclude each other (only two readers do not).
+    pub(crate) fn excludes(self, other: Kind) -> bool {
+        !(self == Kind::Read && other == Kind::Read)
+    }
+
+    /// The hash field that counts `owner`'s holds of this kind: the owner id, or for
+    /// the write side of a read-write lock the owner id and `:w` (a writer may also
+    /// hold the read side, counted apart).
+    pub(crate) fn field<'o>(self, owner: &'o str) -> std::borrow::Cow<'o, str> {
+        match self {
+            Kind::Write => std::borrow::Cow::Owned([owner, ":w"].concat()),
+            _ => std::borrow::Cow::Borrowed(owner),
+        }
+    }
 }
 
 /// The lock name inside a lock key built by [`lock_names`], if `key` is one.
@@ -96,7 +131,7 @@ pub(crate) struct LockNames {
 
 impl LockNames {
     /// The sorted set of the holders' deadlines, for kinds whose holders expire one
-    /// by one (the semaphore).
+    /// by one (the semaphore, the read-write lock).
     pub(crate) fn leases_key(&self) -> String {
         [self.key.as_str(), ":leases"].concat()
     }
@@ -115,7 +150,7 @@ impl LockNames {
     pub(crate) fn registry_key(&self) -> &str {
         match self.kind {
             Kind::Mutex => &self.name,
-            Kind::Semaphore { .. } | Kind::Fair => &self.key,
+            Kind::Semaphore { .. } | Kind::Fair | Kind::Read | Kind::Write => &self.key,
         }
     }
 

@@ -28,3 +28,8 @@ pub(crate) const CLAIM_WINDOW: Duration = Duration::from_secs(2);
 
 /// [`CLAIM_WINDOW`] in milliseconds, as the scripts take it.
 pub(crate) const CLAIM_WINDOW_MS: u64 = 2_000;
+
+/// How long a writer refused a read-write lock keeps new readers out without asking
+/// again (it asks every third of it while it waits): a writer that went away blocks
+/// readers for about this long, not for a lease.
+pub(crate) const WRITER_PATIENCE_MS: u64 = 2_000;

@@ -48,6 +48,7 @@ mod fair;
 pub mod fence;
 mod multi;
 mod once;
+mod rw;
 mod semaphore;
 // guard
 mod guard;
@@ -85,5 +86,6 @@ pub use options::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PREFIX, LockOptions, MAX_DURATION, MIN_LEASE,
 };
 pub use owner::owner_scope;
+pub use rw::{ReadGuard, WriteGuard};
 pub use semaphore::{Permit, Semaphore};
 pub use url::redact_url;

@@ -69,6 +69,10 @@ impl Protocol {
                 Box::pin(scripts.lease_renew(redis, names, owner, lease_ms)).await
             }
             Kind::Fair => Box::pin(scripts.renew(redis, &names.key, owner, lease_ms)).await,
+            Kind::Read | Kind::Write => {
+                let field = names.kind.field(owner);
+                Box::pin(scripts.lease_renew(redis, names, &field, lease_ms)).await
+            }
         }
     }
 
@@ -171,7 +175,7 @@ impl Protocol {
         loop {
             let reply = match acknowledged {
                 Some(min) => self.acquire_acknowledged(names, owner, options, min).await,
-                None if held > 0 => {
+                None if held > 0 && !matches!(names.kind, Kind::Read | Kind::Write) => {
                     let lease_ms = (!keep_lease).then_some(options.lease_ms);
                     let reenter = self
                         .scripts
@@ -183,6 +187,17 @@ impl Protocol {
                         let call = AcquireCall::of(names, owner, &options);
                         let acquire = self.scripts.acquire(&self.redis, &call);
                         acquire.await.map_err(CallFailed::from)
+                    }
+                    Kind::Read | Kind::Write => {
+                        let waits = options.wait != Some(Duration::ZERO);
+                        let acquire = self.scripts.rw_acquire(
+                            &self.redis,
+                            names,
+                            owner,
+                            options.lease_ms,
+                            waits,
+                        );
+                        Box::pin(acquire).await.map_err(CallFailed::from)
                     }
                     Kind::Fair => {
                         let waits = options.wait != Some(Duration::ZERO);
@@ -281,6 +296,10 @@ impl Protocol {
             let released = match names.kind {
                 Kind::Mutex => scripts.release(redis, &names.key, owner, held).await,
                 Kind::Fair => Box::pin(scripts.fair_release(redis, names, owner)).await,
+                Kind::Read | Kind::Write => {
+                    let field = names.kind.field(owner);
+                    Box::pin(scripts.rw_release(redis, names, &field)).await
+                }
                 Kind::Semaphore { .. } => Box::pin(scripts.sem_release(redis, names, owner))
                     .await
                     .map(|held| held.then_some(0)),
@@ -324,7 +343,8 @@ impl Protocol {
 
     /// The owner's hold count as Redis has it (0 if none).
     pub(crate) async fn count(&self, names: &LockNames, owner: &str) -> Result<u32> {
-        let value: Value = Box::pin(self.redis.hget(names.key.as_str(), owner))
+        let field = names.kind.field(owner);
+        let value: Value = Box::pin(self.redis.hget(names.key.as_str(), field.as_ref()))
             .await
             .map_err(|error| LockError::from_redis(error, &names.key))?;
         match value {

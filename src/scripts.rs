@@ -19,8 +19,8 @@ use fred::types::{ClusterHash, CustomCommand, Value};
 use fred::util::redis_keyslot;
 
 use crate::error::{Cause, LockError, Result, classify};
-use crate::keys::LockNames;
-use crate::lease::CLAIM_WINDOW_MS;
+use crate::keys::{Kind, LockNames};
+use crate::lease::{CLAIM_WINDOW_MS, WRITER_PATIENCE_MS};
 use crate::options::ResolvedOptions;
 
 const ACQUIRE: &str = include_str!("../lua/acquire.lua");
@@ -31,10 +31,26 @@ const FORCE_UNLOCK: &str = include_str!("../lua/force_unlock.lua");
 const FENCE: &str = include_str!("../lua/fence.lua");
 const INSPECT: &str = include_str!("../lua/inspect.lua");
 const COMPLETE_PERIOD: &str = include_str!("../lua/complete_period.lua");
-const SEM_ACQUIRE: &str = include_str!("../lua/sem_acquire.lua");
+// The scripts of kinds whose holders expire one by one share the leases' functions,
+// put in front of each.
+const SEM_ACQUIRE: &str = concat!(
+    include_str!("../lua/leases.lua"),
+    include_str!("../lua/sem_acquire.lua")
+);
 const SEM_RELEASE: &str = include_str!("../lua/sem_release.lua");
 const SEM_AVAILABLE: &str = include_str!("../lua/sem_available.lua");
-const LEASE_RENEW: &str = include_str!("../lua/lease_renew.lua");
+const LEASE_RENEW: &str = concat!(
+    include_str!("../lua/leases.lua"),
+    include_str!("../lua/lease_renew.lua")
+);
+const RW_ACQUIRE: &str = concat!(
+    include_str!("../lua/leases.lua"),
+    include_str!("../lua/rw_acquire.lua")
+);
+const RW_RELEASE: &str = concat!(
+    include_str!("../lua/leases.lua"),
+    include_str!("../lua/rw_release.lua")
+);
 // The fair lock's scripts share the queue's functions, put in front of each.
 const FAIR_ACQUIRE: &str = concat!(
     include_str!("../lua/fair_queue.lua"),
@@ -87,6 +103,8 @@ pub(crate) struct Scripts {
     fair_acquire: Script,
     fair_release: Script,
     fair_leave: Script,
+    rw_acquire: Script,
+    rw_release: Script,
     /// How release messages are published: `publish`, or `spublish` on a cluster.
     publish: &'static str,
 }
@@ -123,6 +141,8 @@ impl Scripts {
             fair_acquire: Script::from_lua(FAIR_ACQUIRE),
             fair_release: Script::from_lua(FAIR_RELEASE),
             fair_leave: Script::from_lua(FAIR_LEAVE),
+            rw_acquire: Script::from_lua(RW_ACQUIRE),
+            rw_release: Script::from_lua(RW_RELEASE),
         }
     }
 
@@ -377,6 +397,69 @@ impl Scripts {
         let [queue, alive] = names.queue_keys();
         let keys = [names.key.as_str(), queue.as_str(), alive.as_str()];
         Box::pin(self.eval(client, script, &keys, args, delivery)).await
+    }
+
+    /// Takes or re-enters the read or write side (`names.kind`) of a read-write lock
+    /// for `owner` (`lua/rw_acquire.lua`); `waits` says whether a refusal should have
+    /// the next release that lets someone in publish (and a writer's keep readers out).
+    pub(crate) async fn rw_acquire(
+        &self,
+        client: &Client,
+        names: &LockNames,
+        owner: &str,
+        lease_ms: u64,
+        waits: bool,
+    ) -> Result<Acquire> {
+        let leases = names.leases_key();
+        let keys = [names.key.as_str(), leases.as_str()];
+        let side = if names.kind == Kind::Write {
+            "write"
+        } else {
+            "read"
+        };
+        let args = || {
+            vec![
+                owner.into(),
+                decimal(lease_ms),
+                Value::from_static_str(side),
+                Value::from_static_str(if waits { "wait" } else { "try" }),
+                decimal(WRITER_PATIENCE_MS),
+            ]
+        };
+        let script = &self.rw_acquire;
+        match self
+            .eval(client, script, &keys, &args, Delivery::AtMostOnce)
+            .await
+        {
+            Ok(reply) => acquire_reply(&reply),
+            Err(LockError::Redis(error)) if error.details().contains("WOULDDEADLOCK") => {
+                Err(LockError::WouldDeadlock {
+                    name: names.name.clone(),
+                })
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Drops one hold counted in `field` of a read-write lock (`lua/rw_release.lua`):
+    /// the remaining count, or `None` if there was none.
+    pub(crate) async fn rw_release(
+        &self,
+        client: &Client,
+        names: &LockNames,
+        field: &str,
+    ) -> Result<Option<u32>> {
+        let leases = names.leases_key();
+        let keys = [names.key.as_str(), leases.as_str()];
+        let args = || vec![field.into(), Value::from_static_str(self.publish)];
+        let script = &self.rw_release;
+        let reply = self
+            .eval(client, script, &keys, &args, Delivery::AtMostOnce)
+            .await?;
+        match integer(&reply)? {
+            -1 => Ok(None),
+            count => u32::try_from(count).map(Some).map_err(|_| protocol(&reply)),
+        }
     }
 
     /// Returns whether a lock was deleted.

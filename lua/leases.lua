@@ -1,0 +1,51 @@
+-- leases.lua: holders that expire one by one, put in front of the scripts of the kinds
+-- that have several holders at once (sem_*.lua, rw_*.lua, lease_renew.lua).
+--
+-- Redis 7.0 has no per-field expiry, so each holder's deadline is kept as data: the
+-- lock's hash has one field per holder, and a sorted set beside it (same slot) maps
+-- each holder to its deadline in milliseconds by this server's clock. Every script
+-- that reads the holders first drops those whose deadline has passed, so a holder
+-- that died frees its share within its own lease while the others renew theirs. Both
+-- keys expire at the latest deadline, as a safety net.
+if redis.replicate_commands then
+  -- Redis < 5 must replicate these scripts' effects, as they read TIME.
+  redis.replicate_commands()
+end
+local leases = {}
+
+-- The server's clock in milliseconds.
+function leases.now()
+  local time = redis.call('time')
+  return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
+
+-- Checks that `keys` (a hash, then sorted sets) hold their types or nothing; returns
+-- an error reply naming the first that does not, else nil.
+function leases.wrong_type(keys)
+  for i, k in ipairs(keys) do
+    local found = redis.call('type', k).ok
+    if found ~= 'none' and found ~= (i == 1 and 'hash' or 'zset') then
+      return redis.error_reply('WRONGTYPE KEYS[' .. i .. '] ' .. k .. ' holds the wrong kind of value')
+    end
+  end
+  return nil
+end
+
+-- Drops the holders of `hash` whose deadline in `set` has passed by `now`.
+function leases.drop_expired(hash, set, now)
+  local gone = redis.call('zrangebyscore', set, '-inf', now)
+  for _, holder in ipairs(gone) do
+    redis.call('hdel', hash, holder)
+  end
+  if #gone > 0 then
+    redis.call('zremrangebyscore', set, '-inf', now)
+  end
+end
+
+-- Sets `holder`'s deadline, and has both keys live until the latest deadline.
+function leases.hold_until(hash, set, holder, deadline)
+  redis.call('zadd', set, deadline, holder)
+  local last = tonumber(redis.call('zrange', set, -1, -1, 'WITHSCORES')[2])
+  redis.call('pexpireat', hash, last)
+  redis.call('pexpireat', set, last)
+end

@@ -1,0 +1,382 @@
+//! The reentrant read-write lock: many readers at once, or one writer.
+//!
+//! A read-write lock is a kind on the shared engine with two sides, each an ordinary
+//! engine hold: `lua/rw_acquire.lua` and `rw_release.lua` keep one hash field per
+//! holder (`<owner>` counts an owner's read holds, `<owner>:w` the writer's) and each
+//! holder's deadline in a sorted set, so every reader expires on its own lease; the
+//! engine's exactly-once calls, watchdog, lost signal, waiting rooms and cancel safety
+//! are the mutex's.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::{Forever, GiveUp, LockClient};
+use crate::engine::Attempt;
+use crate::error::{LockError, Result};
+use crate::guard::LockGuard;
+use crate::hold::{Hold, LocalHolder};
+use crate::keys::{Kind, rw_names};
+use crate::options::{LockOptions, ResolvedOptions};
+
+impl LockClient {
+    /// Takes the read side of the read-write lock `name`, waiting as long as it takes.
+    /// Many owners may hold it together; it waits while a writer holds the lock, and
+    /// while a writer waits for it (writers are not starved). Reentrant; an owner
+    /// holding the write side may take the read side too.
+    ///
+    /// The read-write lock `name` and the mutex `name` are different locks (its key is
+    /// `<prefix>{name}:rw`).
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`lock`](Self::lock): dropping the future leaves no hold.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let reading = client.read_lock("balance:7").await?;
+    /// // ... read; other readers may read at the same time ...
+    /// reading.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn read_lock(&self, name: &str) -> Result<ReadGuard> {
+        let taken = self.take_side(name, Kind::Read, LockOptions::new(), Forever);
+        match taken.await? {
+            Ok(hold) => Ok(ReadGuard(LockGuard::new(self.engine(), hold))),
+            Err(never) => match never {},
+        }
+    }
+
+    /// Takes the write side of the read-write lock `name`, waiting as long as it
+    /// takes: once every reader and any other writer has left. Reentrant.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock), and [`LockError::WouldDeadlock`] at once if the owner
+    /// holds the read side (and not the write side) of this lock.
+    ///
+    /// # Cancel safety
+    /// As [`read_lock`](Self::read_lock).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let writing = client.write_lock("balance:7").await?;
+    /// // ... nobody else reads or writes meanwhile ...
+    /// writing.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn write_lock(&self, name: &str) -> Result<WriteGuard> {
+        let taken = self.take_side(name, Kind::Write, LockOptions::new(), Forever);
+        match taken.await? {
+            Ok(hold) => Ok(WriteGuard(LockGuard::new(self.engine(), hold))),
+            Err(never) => match never {},
+        }
+    }
+
+    /// Takes the read side if it can be had now, without waiting.
+    ///
+    /// # Errors
+    /// As [`read_lock`](Self::read_lock).
+    ///
+    /// # Cancel safety
+    /// As [`read_lock`](Self::read_lock).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// if let Some(reading) = client.try_read_lock("balance:7").await? {
+    ///     reading.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_read_lock(&self, name: &str) -> Result<Option<ReadGuard>> {
+        self.read_lock_with(name, LockOptions::new().wait(Duration::ZERO))
+            .await
+    }
+
+    /// Takes the write side if it can be had now, without waiting.
+    ///
+    /// # Errors
+    /// As [`write_lock`](Self::write_lock).
+    ///
+    /// # Cancel safety
+    /// As [`read_lock`](Self::read_lock).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// if let Some(writing) = client.try_write_lock("balance:7").await? {
+    ///     writing.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_write_lock(&self, name: &str) -> Result<Option<WriteGuard>> {
+        self.write_lock_with(name, LockOptions::new().wait(Duration::ZERO))
+            .await
+    }
+
+    /// Takes the read side with per-call [`LockOptions`] (the wait, a fixed lease);
+    /// `None` if it could not be had within the wait.
+    ///
+    /// # Errors
+    /// As [`lock_with`](Self::lock_with).
+    ///
+    /// # Cancel safety
+    /// As [`read_lock`](Self::read_lock).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// use std::time::Duration;
+    /// let options = holdlock::LockOptions::new().wait(Duration::from_secs(1));
+    /// if let Some(reading) = client.read_lock_with("balance:7", options).await? {
+    ///     reading.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn read_lock_with(
+        &self,
+        name: &str,
+        options: LockOptions,
+    ) -> Result<Option<ReadGuard>> {
+        let hold = self.take_side_with(name, Kind::Read, options).await?;
+        Ok(hold.map(|hold| ReadGuard(LockGuard::new(self.engine(), hold))))
+    }
+
+    /// Takes the write side with per-call [`LockOptions`] (the wait, a fixed lease);
+    /// `None` if it could not be had within the wait.
+    ///
+    /// # Errors
+    /// As [`write_lock`](Self::write_lock), and [`LockError::InvalidOption`] for bad
+    /// options.
+    ///
+    /// # Cancel safety
+    /// As [`read_lock`](Self::read_lock).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// use std::time::Duration;
+    /// let options = holdlock::LockOptions::new().wait(Duration::from_secs(1));
+    /// if let Some(writing) = client.write_lock_with("balance:7", options).await? {
+    ///     writing.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn write_lock_with(
+        &self,
+        name: &str,
+        options: LockOptions,
+    ) -> Result<Option<WriteGuard>> {
+        let hold = self.take_side_with(name, Kind::Write, options).await?;
+        Ok(hold.map(|hold| WriteGuard(LockGuard::new(self.engine(), hold))))
+    }
+
+    /// One side of the lock `name` with `options`, within their wait.
+    async fn take_side_with(
+        &self,
+        name: &str,
+        side: Kind,
+        options: LockOptions,
+    ) -> Result<Option<Arc<Hold>>> {
+        let resolved = options.resolve(self.engine().config())?;
+        match resolved.deadline()? {
+            None => Ok(self.take_side(name, side, options, Forever).await?.ok()),
+            Some(deadline) => Ok(self.take_side(name, side, options, deadline).await?.ok()),
+        }
+    }
+
+    /// Takes the `side` of the read-write lock `name` for the current owner, waiting
+    /// until `give_up`.
+    async fn take_side<D: GiveUp>(
+        &self,
+        name: &str,
+        side: Kind,
+        options: LockOptions,
+        give_up: D,
+    ) -> Result<Result<Arc<Hold>, D::GaveUp>> {
+        let engine = self.engine();
+        engine.check_running()?;
+        let mut options: ResolvedOptions = options.resolve(engine.config())?;
+        options.fenced = false;
+        options.min_replicas = None;
+        let names = Arc::new(rw_names(&engine.config().prefix, name, side)?);
+        let owner = self.owner_id();
+        let registry = names.registry_key();
+        let holder = engine.local_holder(registry, &owner, side);
+        let holds = |kind| {
+            matches!(
+                engine.local_holder(registry, &owner, kind),
+                LocalHolder::Owner(_)
+            )
+        };
+        let direct = match holder {
+            // A re-entry; if the hold went away meanwhile, the owner takes it afresh.
+            LocalHolder::Owner(entry) => Some(entry),
+            // Reading inside one's own write hold: granted at once, and it must not
+            // queue behind local waiters (who wait for this very writer).
+            _ if side == Kind::Read && holds(Kind::Write) => None,
+            _ if side == Kind::Write && holds(Kind::Read) => {
+                return Err(LockError::WouldDeadlock {
+                    name: names.name.clone(),
+                });
+            }
+            other => {
+                let first_try = !matches!(other, LocalHolder::Other);
+                return self
+                    .wait_in_line(&names, &owner, options, give_up, first_try)
+                    .await;
+            }
+        };
+        if let Attempt::Granted(hold) = engine.acquire(&names, &owner, options, direct).await? {
+            return Ok(Ok(hold));
+        }
+        self.wait_in_line(&names, &owner, options, give_up, true)
+            .await
+    }
+}
+
+macro_rules! side_guard {
+    ($(#[$doc:meta])* $guard:ident, $lock:literal) => {
+        $(#[$doc])*
+        #[must_use = "if unused the lock is released immediately"]
+        #[clippy::has_significant_drop]
+        pub struct $guard(LockGuard);
+
+        impl $guard {
+            /// The lock name.
+            ///
+            /// # Examples
+            /// ```no_run
+            /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+            #[doc = concat!("assert_eq!(client.", $lock, "(\"a\").await?.name(), \"a\");")]
+            /// # Ok(()) }
+            /// ```
+            pub fn name(&self) -> &str {
+                self.0.name()
+            }
+
+            /// The owner id this hold belongs to, `<client-uuid>:<task>`.
+            ///
+            /// # Examples
+            /// ```no_run
+            /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+            #[doc = concat!("let guard = client.", $lock, "(\"a\").await?;")]
+            /// assert_eq!(guard.owner(), client.owner_id());
+            /// # Ok(()) }
+            /// ```
+            pub fn owner(&self) -> &str {
+                self.0.owner()
+            }
+
+            /// How many holds of this side the owner has on the lock now (shared by
+            /// nested guards).
+            ///
+            /// # Examples
+            /// ```no_run
+            /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+            #[doc = concat!("assert_eq!(client.", $lock, "(\"a\").await?.hold_count(), 1);")]
+            /// # Ok(()) }
+            /// ```
+            pub fn hold_count(&self) -> u32 {
+                self.0.hold_count()
+            }
+
+            /// Whether the hold is known to be lost (see [`LockGuard::is_lost`]).
+            ///
+            /// # Examples
+            /// ```no_run
+            /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+            #[doc = concat!("assert!(!client.", $lock, "(\"a\").await?.is_lost());")]
+            /// # Ok(()) }
+            /// ```
+            pub fn is_lost(&self) -> bool {
+                self.0.is_lost()
+            }
+
+            /// Resolves once the hold is lost (see [`LockGuard::lost`]).
+            ///
+            /// # Cancel safety
+            /// Cancel safe: it only watches.
+            ///
+            /// # Examples
+            /// ```no_run
+            /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+            #[doc = concat!("let guard = client.", $lock, "(\"a\").await?;")]
+            /// guard.lost().await; // e.g. raced against the work in a select!
+            /// # Ok(()) }
+            /// ```
+            pub async fn lost(&self) {
+                self.0.lost().await;
+            }
+
+            /// Releases this hold (see [`LockGuard::unlock`]).
+            ///
+            /// # Errors
+            /// As [`LockGuard::unlock`].
+            ///
+            /// # Cancel safety
+            /// As [`LockGuard::unlock`]: dropping the future still releases.
+            ///
+            /// # Examples
+            /// ```no_run
+            /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+            #[doc = concat!("client.", $lock, "(\"a\").await?.unlock().await?;")]
+            /// # Ok(()) }
+            /// ```
+            pub async fn unlock(self) -> Result<()> {
+                self.0.unlock().await
+            }
+        }
+
+        impl fmt::Debug for $guard {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct(stringify!($guard))
+                    .field("name", &self.name())
+                    .field("owner", &self.owner())
+                    .field("hold_count", &self.hold_count())
+                    .field("lost", &self.is_lost())
+                    .finish()
+            }
+        }
+    };
+}
+
+side_guard!(
+    /// One read hold of a read-write lock (see [`LockClient::read_lock`]). Dropping it
+    /// releases the hold in the background; [`unlock`](Self::unlock) releases it and
+    /// reports errors. Nested read holds of one owner share one hold and its count;
+    /// each reader's hold is renewed, and expires, on its own.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let reading = client.read_lock("balance:7").await?;
+    /// reading.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ReadGuard,
+    "read_lock"
+);
+
+side_guard!(
+    /// The write hold of a read-write lock (see [`LockClient::write_lock`]). Dropping
+    /// it releases the hold in the background; [`unlock`](Self::unlock) releases it and
+    /// reports errors. The writer may also take the read side; the two are released in
+    /// any order.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let writing = client.write_lock("balance:7").await?;
+    /// let reading = client.read_lock("balance:7").await?; // inside the write hold
+    /// writing.unlock().await?;
+    /// reading.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    WriteGuard,
+    "write_lock"
+);
