@@ -121,29 +121,41 @@ impl LockClient {
         let names = self.lock_order(names)?;
         let deadline = options.resolve(self.engine().config())?.deadline()?;
         let mut taken = Taken(Vec::with_capacity(names.len()));
-        for name in &names {
-            let member = match deadline {
-                // Whatever is left of the wait; a single try once it is spent.
-                Some(deadline) => options
-                    .clone()
-                    .wait(deadline.saturating_duration_since(Instant::now())),
-                None => options.clone(),
-            };
-            match self.lock_with(name, member).await {
-                Ok(Some(guard)) => taken.0.push(guard),
-                Ok(None) => {
-                    taken.give_back().await;
-                    return Ok(None);
-                }
-                Err(error) => {
-                    taken.give_back().await;
-                    return Err(error);
+        loop {
+            for name in &names {
+                let member = match deadline {
+                    // Whatever is left of the wait; a single try once it is spent.
+                    Some(deadline) => options
+                        .clone()
+                        .wait(deadline.saturating_duration_since(Instant::now())),
+                    None => options.clone(),
+                };
+                match self.lock_with(name, member).await {
+                    Ok(Some(guard)) => taken.0.push(guard),
+                    Ok(None) => {
+                        taken.give_back().await;
+                        return Ok(None);
+                    }
+                    Err(error) => {
+                        taken.give_back().await;
+                        return Err(error);
+                    }
                 }
             }
+            // A member taken early may have been lost while a later one was waited
+            // for (its lease ran out in a pause, a failover lost it): never hand out a
+            // set with a member that is not held. Start over, within the wait.
+            if !taken.0.iter().any(LockGuard::is_lost) {
+                return Ok(Some(MultiGuard {
+                    guards: std::mem::take(&mut taken.0),
+                }));
+            }
+            tracing::debug!(names = ?names, "a member was lost while the others were taken; taking them again");
+            taken.give_back().await;
+            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                return Ok(None);
+            }
         }
-        Ok(Some(MultiGuard {
-            guards: std::mem::take(&mut taken.0),
-        }))
     }
 
     /// `names` in the global lock order, checked: not empty, each usable, none twice.

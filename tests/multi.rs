@@ -19,6 +19,7 @@ common::on_every_topology!(
     members_are_reentrant_and_may_be_released_one_by_one,
     bad_name_lists_are_rejected_and_take_nothing,
     each_member_has_its_fencing_token_and_a_lost_member_is_told,
+    a_member_lost_while_a_later_one_is_waited_for_is_taken_again,
 );
 
 /// The balance key of `account` in a test: plain string keys (one per account, in
@@ -280,4 +281,31 @@ async fn each_member_has_its_fencing_token_and_a_lost_member_is_told(url: &str) 
     // Releasing reports the lost member but still releases the other.
     assert!(both.unlock().await.is_err());
     assert!(!client.is_locked(&a).await.unwrap());
+}
+
+/// With a fixed 300 ms lease, the first member expires while the second is held
+/// elsewhere for 600 ms: `lock_all_with` does not hand out the lost member, but takes
+/// the set again, and returns it with every member held.
+async fn a_member_lost_while_a_later_one_is_waited_for_is_taken_again(url: &str) {
+    let (a, b) = (common::unique("relost-a"), common::unique("relost-b"));
+    let (client, other) = (common::connect(url).await, common::connect(url).await);
+    let held = other.lock(&b).await.unwrap();
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        held.unlock().await.unwrap();
+    });
+    let options = LockOptions::new()
+        .lease(Duration::from_millis(300))
+        .wait(Duration::from_secs(5));
+    let both = client
+        .lock_all_with([&a, &b], options)
+        .await
+        .unwrap()
+        .unwrap();
+    release.await.unwrap();
+    assert!(!both.is_lost(), "a member was handed out lost");
+    let owner = both.guard(&a).unwrap().owner().to_owned();
+    let info = client.inspect(&a).await.unwrap().expect("a is held");
+    assert_eq!(info.owners[0].id, owner);
+    both.unlock().await.unwrap();
 }

@@ -7,7 +7,8 @@
 //!    lock (the fencing check below is what protects the data then).
 //! 2. **No lost updates, no stale writes.** Each register is written only by fenced
 //!    read-modify-writes, so its final value must equal the number of accepted writes
-//!    (plus at most the writes whose outcome is unknown), and no two accepted writes
+//!    (plus at most the writes whose outcome is unknown, a write a killed worker may
+//!    have sent among them), and no two accepted writes
 //!    may have written the same value.
 //! 3. **Tokens never go backwards.** A grant whose lock call started after another
 //!    grant of the same name had returned must carry a larger token.
@@ -88,6 +89,8 @@ struct Attempt {
     unlock: Option<u64>,
     unlocked: Option<(u64, Released)>,
     nested_refused: bool,
+    /// A write of the register was recorded (its outcome known or not).
+    wrote: bool,
 }
 
 impl Attempt {
@@ -182,10 +185,9 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
                 a, value, outcome, ..
             } => {
                 *summary.writes.entry(label(*outcome)).or_default() += 1;
-                let name = attempts
-                    .get(&(w, *a))
-                    .map(|at| at.name.clone())
-                    .unwrap_or_default();
+                let attempt = attempts.entry((w, *a)).or_default();
+                attempt.wrote = true;
+                let name = attempt.name.clone();
                 writes
                     .entry(name)
                     .or_default()
@@ -345,7 +347,17 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
         }
     }
 
-    // 2. Registers.
+    // 2. Registers. A worker killed while it held a lock and had not recorded its
+    // write may have sent it: that write's outcome is unknown too.
+    let mut killed_mid_write: HashMap<&str, u64> = HashMap::new();
+    for attempt in attempts.values() {
+        let killed = kills.get(&attempt.w).copied();
+        if let (Some((granted, _)), Some(killed)) = (attempt.grant, killed) {
+            if killed >= granted && !attempt.wrote && attempt.unlock.is_none() {
+                *killed_mid_write.entry(attempt.name.as_str()).or_default() += 1;
+            }
+        }
+    }
     for (name, list) in &writes {
         let accepted: Vec<u64> = list
             .iter()
@@ -355,7 +367,8 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
         let unknown = list
             .iter()
             .filter(|write| write.1 == Outcome::Unknown)
-            .count() as u64;
+            .count() as u64
+            + killed_mid_write.get(name.as_str()).copied().unwrap_or(0);
         let value = last.registers.get(name).copied().unwrap_or(0);
         summary.register_total += value;
         let count = accepted.len() as u64;
