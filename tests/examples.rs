@@ -570,3 +570,39 @@ fn the_chaos_checker_catches_a_broken_multi_lock() {
         "{text}"
     );
 }
+
+#[test]
+fn the_chaos_checker_finds_no_violation_in_the_read_write_lock() {
+    let _turn = heavy_turn();
+    // Readers and writers under every kind of fault: readers may overlap, a writer
+    // never overlaps anyone (outside the excused pauses and restarts).
+    let (code, summary, text) = chaos(
+        &["--lock", "rw", "--duration", "20s", "--seed", "5"],
+        Duration::from_secs(180),
+    );
+    assert_eq!(code, Some(0), "violations found:\n{text}");
+    assert_eq!(summary["violations"], serde_json::json!({}), "{text}");
+    assert!(summary["acquisitions"].as_u64() > Some(100), "{text}");
+}
+
+#[test]
+fn the_chaos_checker_catches_a_broken_read_write_lock() {
+    let _turn = heavy_turn();
+    // Writers that take the read side: they overlap readers and each other.
+    let (code, summary, text) = chaos(
+        &[
+            "--lock",
+            "rw-broken",
+            "--duration",
+            "10s",
+            "--faults",
+            "none",
+        ],
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, Some(1), "the broken read-write lock passed:\n{text}");
+    assert!(
+        summary["violations"]["overlapping holders"].as_u64() > Some(0),
+        "{text}"
+    );
+}

@@ -2,7 +2,8 @@
 //!
 //! 1. **Mutual exclusion.** A holder believes it holds from the moment its lock call
 //!    returns until it starts to release, is told the lock was lost, or is killed. Two
-//!    such beliefs about one name must never overlap, unless a worker of one of them
+//!    such beliefs about one name must never overlap (two readers of a read-write lock
+//!    may), unless a worker of one of them
 //!    was paused (`SIGSTOP`) in between, or the lock server restarted and lost the
 //!    lock (the fencing check below is what protects the data then).
 //! 2. **No lost updates, no stale writes.** Each register is written only by fenced
@@ -91,6 +92,8 @@ struct Attempt {
     nested_refused: bool,
     /// A write of the register was recorded (its outcome known or not).
     wrote: bool,
+    /// A shared (read) hold.
+    shared: bool,
 }
 
 impl Attempt {
@@ -105,6 +108,8 @@ impl Attempt {
 struct Hold {
     w: u32,
     a: u64,
+    /// Shared (a reader): may overlap other shared holds.
+    shared: bool,
     call: u64,
     start: u64,
     end: u64,
@@ -147,9 +152,12 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
         workers.insert(w);
         summary.operations += 1;
         match op {
-            Op::Start { t, a, name, .. } => {
+            Op::Start {
+                t, a, name, shared, ..
+            } => {
                 summary.lock_calls += 1;
                 let entry = attempts.entry((w, *a)).or_default();
+                entry.shared = *shared;
                 entry.w = w;
                 entry.a = *a;
                 entry.name = name.clone();
@@ -236,6 +244,7 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
         holds.entry(&attempt.name).or_default().push(Hold {
             w: attempt.w,
             a: attempt.a,
+            shared: attempt.shared,
             call: attempt.start,
             start: granted,
             end,
@@ -286,7 +295,7 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
         for hold in list.iter() {
             active.retain(|earlier| earlier.end > hold.start);
             for earlier in &active {
-                if earlier.w == hold.w && earlier.a == hold.a {
+                if (earlier.w == hold.w && earlier.a == hold.a) || (earlier.shared && hold.shared) {
                     continue;
                 }
                 let from = earlier.call.min(hold.call);
@@ -317,7 +326,8 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
     // 3. Token regressions: a call that started after another grant returned.
     let mut grants: BTreeMap<&str, Vec<(u64, u64, u64)>> = BTreeMap::new();
     for attempt in attempts.values() {
-        if let Some((granted, token)) = attempt.grant {
+        // Unfenced holds (read-write locks) draw no token.
+        if let Some((granted, token)) = attempt.grant.filter(|&(_, token)| token != 0) {
             grants
                 .entry(&attempt.name)
                 .or_default()

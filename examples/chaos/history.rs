@@ -41,12 +41,16 @@ pub enum Released {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Op {
-    /// About to call `lock_timeout(name, wait)`.
+    /// About to call `lock_timeout(name, wait)` (or another kind's call).
     Start {
         t: u64,
         a: u64,
         name: String,
         wait_ms: u64,
+        /// A shared hold (the read side of a read-write lock): shared holds may overlap
+        /// each other, never an exclusive one.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        shared: bool,
     },
     /// Granted a fresh hold with this fencing token.
     Grant { t: u64, a: u64, token: u64 },

@@ -386,9 +386,18 @@ async fn final_state(lab: &Lab, hung_workers: Vec<u32>) -> Result<Final, BoxErro
             left.push(format!("{} (owners {:?})", lock.name, lock.owners));
         }
         for n in 0..lab.plan.names {
-            let key = format!("naive:{{chaos:{n}}}");
-            if locks.redis().exists::<u32, _>(key.as_str()).await? > 0 {
-                left.push(key);
+            // The naive lock's key, and a read-write lock's hash and leases (which
+            // `list` does not show); a writer's mark outlives a release by at most
+            // 2 s, within the wait below.
+            let keys = [
+                format!("naive:{{chaos:{n}}}"),
+                format!("holdlock:{{chaos:{n}}}:rw"),
+                format!("holdlock:{{chaos:{n}}}:rw:leases"),
+            ];
+            for key in keys {
+                if locks.redis().exists::<u32, _>(key.as_str()).await? > 0 {
+                    left.push(key);
+                }
             }
         }
         if left.is_empty() || tokio::time::Instant::now() >= deadline {

@@ -29,6 +29,12 @@ pub enum LockKind {
     /// takes the second, and writes both registers as if it held both (not all or
     /// nothing). The checker must catch it.
     MultiBroken,
+    /// holdlock's read-write lock: a quarter of the rounds take the write side, the
+    /// rest the read side; readers may overlap each other, never a writer.
+    ReadWrite,
+    /// A deliberately broken read-write lock: writers take the read side. The checker
+    /// must catch it.
+    ReadWriteBroken,
 }
 
 impl LockKind {
@@ -39,6 +45,8 @@ impl LockKind {
             LockKind::Naive => "naive",
             LockKind::Multi => "multi",
             LockKind::MultiBroken => "multi-broken",
+            LockKind::ReadWrite => "rw",
+            LockKind::ReadWriteBroken => "rw-broken",
         }
     }
 
@@ -49,6 +57,8 @@ impl LockKind {
             LockKind::Naive,
             LockKind::Multi,
             LockKind::MultiBroken,
+            LockKind::ReadWrite,
+            LockKind::ReadWriteBroken,
         ]
         .into_iter()
         .find(|kind| kind.name() == name)
@@ -138,6 +148,7 @@ impl TaskWorker {
         while !stop.load(Ordering::Acquire) {
             match self.config.kind {
                 LockKind::Multi | LockKind::MultiBroken => self.round_of_two().await,
+                LockKind::ReadWrite | LockKind::ReadWriteBroken => self.read_write_round().await,
                 LockKind::Holdlock | LockKind::Naive => self.round().await,
             }
             // Time outside the lock, so that others get a turn.
@@ -157,6 +168,7 @@ impl TaskWorker {
             a,
             name: name.clone(),
             wait_ms: wait.as_millis() as u64,
+            shared: false,
         }
         .emit();
         // The wait bounds the call; a call still running 5 s later is dropped (cancel
@@ -213,9 +225,12 @@ impl TaskWorker {
                 .lock_timeout(name, wait)
                 .await?
                 .map(Held::Holdlock)),
-            LockKind::Multi | LockKind::MultiBroken => {
-                Err("a multi-lock round takes two names (see `round_of_two`)".into())
-            }
+            LockKind::Multi
+            | LockKind::MultiBroken
+            | LockKind::ReadWrite
+            | LockKind::ReadWriteBroken => Err(
+                "this kind has a round of its own (see `round_of_two`, `read_write_round`)".into(),
+            ),
             LockKind::Naive => {
                 let key = format!("naive:{{{name}}}");
                 let deadline = tokio::time::Instant::now() + wait;
@@ -369,6 +384,7 @@ impl TaskWorker {
                 a: *a,
                 name: name.clone(),
                 wait_ms: wait.as_millis() as u64,
+                shared: false,
             }
             .emit();
         }
@@ -525,6 +541,98 @@ impl TaskWorker {
         first.unlock().await?;
         Ok(Some(vec![Member { token, guard: None }, member(second)]))
     }
+}
+
+impl TaskWorker {
+    /// One read-write round: the read side (three rounds in four) or the write side of
+    /// one name, held for a while with the lost signal watched. No register is
+    /// written: read-write locks draw no fencing token, so only the holds are checked.
+    async fn read_write_round(&mut self) {
+        let a = self.next_attempt;
+        self.next_attempt += 1;
+        let name = format!("chaos:{}", self.rng.below(u64::from(self.config.names)));
+        let shared = self.rng.below(4) != 0;
+        let wait = Duration::from_millis(200 + self.rng.below(1_800));
+        Op::Start {
+            t: now_us(),
+            a,
+            name: name.clone(),
+            wait_ms: wait.as_millis() as u64,
+            shared,
+        }
+        .emit();
+        let options = holdlock::LockOptions::new().wait(wait);
+        // The broken lock has writers take the read side too.
+        let read_side = shared || self.config.kind == LockKind::ReadWriteBroken;
+        let taking = async {
+            if read_side {
+                let guard = self.locks.read_lock_with(&name, options).await?;
+                Ok::<_, LockError>(guard.map(Side::Read))
+            } else {
+                let guard = self.locks.write_lock_with(&name, options).await?;
+                Ok(guard.map(Side::Write))
+            }
+        };
+        let side = match tokio::time::timeout(wait + Duration::from_secs(5), taking).await {
+            Err(_) => return Op::Cancelled { t: now_us(), a }.emit(),
+            Ok(Ok(None)) => return Op::Busy { t: now_us(), a }.emit(),
+            Ok(Err(error)) => {
+                let error = error.to_string();
+                Op::Error {
+                    t: now_us(),
+                    a,
+                    error,
+                }
+                .emit();
+                return tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Ok(Ok(Some(side))) => side,
+        };
+        Op::Grant {
+            t: now_us(),
+            a,
+            token: 0,
+        }
+        .emit();
+        let hold = match self.rng.below(100) {
+            0..=89 => Duration::from_millis(self.rng.below(20)),
+            _ => self.config.lease.mul_f64(1.2 + self.rng.unit()),
+        };
+        let lost = async {
+            match &side {
+                Side::Read(guard) => guard.lost().await,
+                Side::Write(guard) => guard.lost().await,
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(hold) => {}
+            () = lost => Op::Lost { t: now_us(), a }.emit(),
+        }
+        Op::Unlock { t: now_us(), a }.emit();
+        let unlocking = async {
+            match side {
+                Side::Read(guard) => guard.unlock().await,
+                Side::Write(guard) => guard.unlock().await,
+            }
+        };
+        let released = match tokio::time::timeout(Duration::from_secs(5), unlocking).await {
+            Ok(Ok(())) => Released::Ok,
+            Ok(Err(LockError::NotHeld { .. })) => Released::NotHeld,
+            _ => Released::Error,
+        };
+        Op::Unlocked {
+            t: now_us(),
+            a,
+            released,
+        }
+        .emit();
+    }
+}
+
+/// A hold of one side of a read-write lock.
+enum Side {
+    Read(holdlock::ReadGuard),
+    Write(holdlock::WriteGuard),
 }
 
 /// One name of a multi-lock round: its token, and its guard (none once the broken
