@@ -1,10 +1,13 @@
-//! Workloads of the lock family beyond the mutex: W6 (transfers under `lock_all`).
+//! Workloads of the lock family beyond the mutex: W6 (transfers under `lock_all`), W7
+//! (read-mostly under the read-write lock) and W1s (each side of the read-write lock
+//! uncontended, next to the mutex's W1).
 
 use std::time::{Duration, Instant};
 
 use fred::clients::Client;
 use fred::interfaces::KeysInterface;
 
+use super::samples::alternate;
 use super::{Bench, BenchResult, Figure, Goal, Unit, Workload};
 use crate::LockClient;
 
@@ -63,6 +66,126 @@ impl Bench {
             Figure::new(Workload::W6, "transfers/s", all, Unit::PerSecond)
                 .floor("two ordered lock()", ordered)
                 .goal(Goal::RatioAtLeast(0.8)),
+        ])
+    }
+}
+
+impl Bench {
+    /// W7: `workers` tasks over two clients, each making `sections` accesses to one
+    /// name, 95% reads and 5% writes, each holding for `work` (1 ms): once under the
+    /// read-write lock and once under the mutex (every access exclusive), in
+    /// alternating phases. The figure is reads per second.
+    pub(super) async fn read_mostly(&self) -> BenchResult<Vec<Figure>> {
+        let (workers, sections, work) = (
+            self.settings.workers,
+            self.settings.sections,
+            self.settings.work,
+        );
+        let per_phase = (sections / 4).max(20);
+        let mut elapsed = [Duration::ZERO; 2];
+        let mut reads = [0u64; 2];
+        for phase in 0..4u64 {
+            let shared = phase % 2 == 1;
+            let name = self.name("w7");
+            let started = Instant::now();
+            let handles: Vec<_> = (0..workers)
+                .map(|worker| {
+                    let client = self.clients[worker % 2].clone();
+                    let name = name.clone();
+                    tokio::spawn(async move {
+                        let mut done_reads = 0u64;
+                        for op in 0..per_phase {
+                            let write = (op + worker as u64) % 20 == 0;
+                            match (shared, write) {
+                                (true, false) => {
+                                    let guard = client.read_lock(&name).await?;
+                                    tokio::time::sleep(work).await;
+                                    guard.unlock().await?;
+                                }
+                                (true, true) => {
+                                    let guard = client.write_lock(&name).await?;
+                                    tokio::time::sleep(work).await;
+                                    guard.unlock().await?;
+                                }
+                                (false, _) => {
+                                    let guard = client.lock(&name).await?;
+                                    tokio::time::sleep(work).await;
+                                    guard.unlock().await?;
+                                }
+                            }
+                            done_reads += u64::from(!write);
+                        }
+                        Ok::<_, crate::LockError>(done_reads)
+                    })
+                })
+                .collect();
+            for handle in handles {
+                let done = tokio::time::timeout(Duration::from_secs(300), handle)
+                    .await
+                    .map_err(|_| "W7: a worker is stuck")???;
+                reads[usize::from(shared)] += done;
+            }
+            elapsed[usize::from(shared)] += started.elapsed();
+            (self.progress)(Workload::W7, phase + 1, 4);
+        }
+        let [exclusive, shared] = [0, 1].map(|i| reads[i] as f64 / elapsed[i].as_secs_f64());
+        Ok(vec![
+            Figure::new(Workload::W7, "reads/s", shared, Unit::PerSecond)
+                .floor("the mutex", exclusive)
+                .goal(Goal::RatioAtLeast(10.0)),
+        ])
+    }
+
+    /// W1s: uncontended read_lock+unlock and write_lock+unlock cycles, next to the
+    /// mutex's lock+unlock, alternating.
+    pub(super) async fn uncontended_sides(&self) -> BenchResult<Vec<Figure>> {
+        let cycles = self.settings.cycles;
+        let client = self.clients[0].clone();
+        let (mutex, read, write) = (
+            self.name("w1s:mutex"),
+            self.name("w1s:read"),
+            self.name("w1s:write"),
+        );
+        let progress = std::sync::Arc::clone(&self.progress);
+        let (floor, reads, writes) = tokio::spawn(async move {
+            alternate(
+                cycles,
+                |done| progress(Workload::W1s, done, cycles),
+                || async {
+                    let started = Instant::now();
+                    client.lock(&mutex).await?.unlock().await?;
+                    Ok(started.elapsed())
+                },
+                || async {
+                    let started = Instant::now();
+                    client.read_lock(&read).await?.unlock().await?;
+                    Ok(started.elapsed())
+                },
+                || async {
+                    let started = Instant::now();
+                    client.write_lock(&write).await?.unlock().await?;
+                    Ok(started.elapsed())
+                },
+            )
+            .await
+        })
+        .await??;
+        const FLOOR: &str = "mutex W1";
+        Ok(vec![
+            Figure::new(
+                Workload::W1s,
+                "read cycles/s",
+                reads.rate(),
+                Unit::PerSecond,
+            )
+            .floor(FLOOR, floor.rate()),
+            Figure::new(
+                Workload::W1s,
+                "write cycles/s",
+                writes.rate(),
+                Unit::PerSecond,
+            )
+            .floor(FLOOR, floor.rate()),
         ])
     }
 }

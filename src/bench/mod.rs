@@ -1,4 +1,4 @@
-//! The benchmark workloads W1–W6, shared by `holdlock bench` (all but W5, with the
+//! The benchmark workloads W1–W7 (and W1s), shared by `holdlock bench` (all but W5, with the
 //! `cli` feature) and `benches/lock.rs` (all of them). Compiled only with the `bench`
 //! feature and hidden from the documentation: this is tooling, not part of the API.
 //! It uses only holdlock's public API, as another crate would.
@@ -23,8 +23,11 @@
 //! - **W6 transfers**: `workers` tasks over two clients, each making transfers between
 //!   two random accounts of 1,000 under `lock_all`, next to the same transfers under
 //!   two ordered `lock()` calls.
+//! - **W7 read-mostly**: `workers` tasks, 95% reads and 5% writes of one name with
+//!   `work` inside, under the read-write lock next to the same under the mutex.
+//! - **W1s sides**: W1 for each side of the read-write lock, next to the mutex's W1.
 //!
-//! Files: `workloads.rs` runs W1–W4, `family.rs` W6, `floors.rs` holds the bare lock and holdlock's
+//! Files: `workloads.rs` runs W1–W4, `family.rs` W6, W7 and W1s, `floors.rs` holds the bare lock and holdlock's
 //! scripts sent alone, `samples.rs` the timing helpers, `report.rs` the figures and
 //! their table and JSON.
 
@@ -68,11 +71,24 @@ pub enum Workload {
     W5,
     /// Transfers between two of 1,000 accounts under `lock_all`.
     W6,
+    /// Read-mostly access under the read-write lock, next to the mutex.
+    W7,
+    /// Each side of the read-write lock uncontended, next to the mutex's W1.
+    W1s,
 }
 
 impl Workload {
     /// Every workload `Bench::run` can run, in order.
-    pub const ALL: [Workload; 6] = [Self::W1, Self::W1r, Self::W2, Self::W3, Self::W4, Self::W6];
+    pub const ALL: [Workload; 8] = [
+        Self::W1,
+        Self::W1r,
+        Self::W1s,
+        Self::W2,
+        Self::W3,
+        Self::W4,
+        Self::W6,
+        Self::W7,
+    ];
 
     /// The short name used on the command line and in tables.
     pub fn label(self) -> &'static str {
@@ -84,6 +100,8 @@ impl Workload {
             Self::W4 => "W4",
             Self::W5 => "W5",
             Self::W6 => "W6",
+            Self::W7 => "W7",
+            Self::W1s => "W1s",
         }
     }
 
@@ -182,6 +200,8 @@ impl Bench {
                 Workload::W4 => self.handoff().await?,
                 Workload::W5 => return Err("W5 runs only in benches/lock.rs".into()),
                 Workload::W6 => self.transfers().await?,
+                Workload::W7 => self.read_mostly().await?,
+                Workload::W1s => self.uncontended_sides().await?,
             });
         }
         Ok(figures)

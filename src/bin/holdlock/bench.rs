@@ -14,7 +14,7 @@ use crate::exit::{EX_NOT_FOUND, EX_OK, EX_SOFTWARE, Failure};
 
 #[derive(Debug, Args)]
 pub(crate) struct BenchArgs {
-    /// Which workloads to run, comma-separated: W1, W1r, W2, W3, W4, W6 [default: all]
+    /// Which workloads to run, comma-separated: W1, W1r, W1s, W2, W3, W4, W6, W7 [default: all]
     #[arg(long, value_delimiter = ',', value_parser = parse_workload)]
     workloads: Vec<Workload>,
     /// Run a tenth of the default sizes.
@@ -90,6 +90,7 @@ fn progress_printer() -> workloads::Progress {
 }
 
 fn parse_workload(text: &str) -> Result<Workload, String> {
-    Workload::parse(text)
-        .ok_or_else(|| format!("unknown workload {text:?}; expected W1, W1r, W2, W3, W4 or W6"))
+    Workload::parse(text).ok_or_else(|| {
+        format!("unknown workload {text:?}; expected W1, W1r, W1s, W2, W3, W4, W6 or W7")
+    })
 }
