@@ -8,6 +8,8 @@
 --          last token issued, kept only until this server's clock has passed it
 -- ARGV[1]  owner id "<client-uuid>:<task>"
 -- ARGV[2]  lease in milliseconds
+-- ARGV[3]  "try" for a single try that will not wait: a refusal then leaves the
+--          `waiting` mark alone (nobody waits for the release it would publish)
 --
 -- A hold the caller already has is raised by `reenter.lua` instead.
 --
@@ -68,7 +70,8 @@ if pttl ~= -2 then
     -- The caller may wait for the release: have it told (see release.lua), and have
     -- the lock handed to the right client (see above).
     local client = client_of(owner)
-    if named ~= client and (not named or (holder and named == client_of(holder))) then
+    local waits = ARGV[3] ~= 'try'
+    if waits and named ~= client and (not named or (holder and named == client_of(holder))) then
       redis.call('hset', key, 'waiting', client)
     end
     return { 0, pttl }

@@ -696,6 +696,8 @@ pub(crate) struct AcquireCall<'a> {
     token_key: Option<String>,
     owner: &'a str,
     lease_ms: u64,
+    /// Whether the caller waits for a release if refused.
+    waits: bool,
 }
 
 impl<'a> AcquireCall<'a> {
@@ -706,6 +708,7 @@ impl<'a> AcquireCall<'a> {
             token_key: options.fenced.then(|| names.token_key()),
             owner,
             lease_ms: options.lease_ms,
+            waits: options.wait != Some(Duration::ZERO),
         }
     }
 
@@ -721,7 +724,12 @@ impl<'a> AcquireCall<'a> {
     }
 
     fn args(&self) -> Vec<Value> {
-        vec![self.owner.into(), decimal(self.lease_ms)]
+        let mut args = vec![self.owner.into(), decimal(self.lease_ms)];
+        if !self.waits {
+            // A single try: a refusal need not have the next release publish.
+            args.push(Value::from_static_str("try"));
+        }
+        args
     }
 }
 

@@ -271,3 +271,42 @@ async fn a_client_joining_a_busy_lock_gets_it_within_a_few_hand_overs() {
         }
     }
 }
+
+/// A refused `try_lock` will not wait, so it leaves no `waiting` mark, and the holder's
+/// release publishes to nobody; a refused waiting call does leave the mark.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_try_leaves_no_mark_and_its_release_publishes_nothing() {
+    use fred::interfaces::HashesInterface;
+    let server = common::RedisServer::start();
+    let (holder, trier) = (
+        LockClient::connect(&server.url()).await.unwrap(),
+        LockClient::connect(&server.url()).await.unwrap(),
+    );
+    let name = common::unique("try-no-mark");
+    let publishes = || server.command_calls("publish") + server.command_calls("spublish");
+    let held = holder.lock(&name).await.unwrap();
+    assert!(trier.try_lock(&name).await.unwrap().is_none());
+    let marked: bool = holder
+        .redis()
+        .hexists(common::key(&name), "waiting")
+        .await
+        .unwrap();
+    assert!(!marked, "a refused try left the waiting mark");
+    let before = publishes();
+    held.unlock().await.unwrap();
+    assert_eq!(publishes(), before, "the release published to nobody");
+
+    let held = holder.lock(&name).await.unwrap();
+    let waited = trier
+        .lock_timeout(&name, Duration::from_millis(50))
+        .await
+        .unwrap();
+    assert!(waited.is_none());
+    let marked: bool = holder
+        .redis()
+        .hexists(common::key(&name), "waiting")
+        .await
+        .unwrap();
+    assert!(marked, "a refused waiting call marks the lock");
+    held.unlock().await.unwrap();
+}
