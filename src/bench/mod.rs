@@ -43,10 +43,12 @@ use floors::BareLock;
 
 mod family;
 mod floors;
+mod proxy;
 mod report;
 mod samples;
 mod workloads;
 
+pub use proxy::{DelayProxy, ping_cost};
 pub use report::{Figure, Goal, Unit, json, table};
 
 /// Errors of a benchmark run: Redis, the lock, or a broken invariant.
@@ -75,6 +77,8 @@ pub enum Workload {
     W7,
     /// Each side of the read-write lock uncontended, next to the mutex's W1.
     W1s,
+    /// The network-distance mode's own cost: a `PING` through the delay proxy.
+    Net,
 }
 
 impl Workload {
@@ -102,6 +106,7 @@ impl Workload {
             Self::W6 => "W6",
             Self::W7 => "W7",
             Self::W1s => "W1s",
+            Self::Net => "net",
         }
     }
 
@@ -202,6 +207,7 @@ impl Bench {
                 Workload::W6 => self.transfers().await?,
                 Workload::W7 => self.read_mostly().await?,
                 Workload::W1s => self.uncontended_sides().await?,
+                Workload::Net => return Err("`net` is measured with the delay proxy".into()),
             });
         }
         Ok(figures)

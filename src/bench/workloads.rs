@@ -56,7 +56,7 @@ impl Bench {
         Ok(vec![
             Figure::new(Workload::W1, "cycles/s", lock.rate(), Unit::PerSecond)
                 .floor(FLOOR, floor.rate())
-                .goal(Goal::RatioAtLeast(0.9)),
+                .goal(Goal::RatioAtLeast(0.95)),
             Figure::new(
                 Workload::W1,
                 "cycle p50",
@@ -79,7 +79,8 @@ impl Bench {
             )
             .floor(FLOOR, floor.rate()),
             Figure::new(Workload::W1, "cycles/s", lock.rate(), Unit::PerSecond)
-                .floor(SCRIPTS_ALONE, scripts.rate()),
+                .floor(SCRIPTS_ALONE, scripts.rate())
+                .goal(Goal::RatioAtLeast(0.95)),
         ])
     }
 
@@ -142,7 +143,7 @@ impl Bench {
                 Unit::Millis,
             )
             .floor(FLOOR, floor.percentile(50.0))
-            .goal(Goal::RatioAtMost(1.2)),
+            .goal(Goal::RatioAtMost(1.05)),
             Figure::new(Workload::W1r, "nested lock mean", lock.mean(), Unit::Millis)
                 .floor(FLOOR, floor.mean()),
             Figure::new(
@@ -312,7 +313,7 @@ impl Bench {
                 Unit::PerSecond,
             )
             .floor("bare lock, one task", floor.rate())
-            .goal(Goal::AtLeast(3_000.0)),
+            .goal(Goal::RatioAtLeast(0.6)),
             Figure::new(
                 Workload::W3,
                 "longest wait",
@@ -353,7 +354,7 @@ impl Bench {
                 Unit::Millis,
             )
             .floor(FLOOR, floor.percentile(50.0))
-            .goal(Goal::AtMost(0.25)),
+            .goal(Goal::RatioAtMost(1.0)),
             Figure::new(
                 Workload::W4,
                 "hand-off p90",

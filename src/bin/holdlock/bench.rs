@@ -7,10 +7,12 @@ use std::time::Duration;
 
 use clap::Args;
 use holdlock::LockClient;
-use holdlock::bench::{self as workloads, Bench, Figure, Goal, Settings, Workload};
+use holdlock::bench::{
+    self as workloads, Bench, DelayProxy, Figure, Goal, Settings, Workload, ping_cost,
+};
 
-use crate::connect::{ConnectionArgs, connect};
-use crate::exit::{EX_NOT_FOUND, EX_OK, EX_SOFTWARE, Failure};
+use crate::connect::{ConnectionArgs, connect, connect_at};
+use crate::exit::{EX_NOT_FOUND, EX_OK, EX_SOFTWARE, EX_USAGE, Failure};
 
 #[derive(Debug, Args)]
 pub(crate) struct BenchArgs {
@@ -23,6 +25,10 @@ pub(crate) struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Measure at a network distance: every connection goes through a local proxy that
+    /// delays each direction by DUR (e.g. 100us; a single server's redis:// URL only).
+    #[arg(long, value_name = "DUR", value_parser = parse_latency)]
+    latency: Option<Duration>,
 }
 
 /// `holdlock bench`: runs the workloads on two clients of this Redis and prints the
@@ -32,7 +38,31 @@ pub(crate) async fn bench(
     connection: &ConnectionArgs,
     args: &BenchArgs,
 ) -> Result<u8, Failure> {
-    let second = connect(connection, None).await?;
+    // In the network-distance mode both clients (and so every floor measured on their
+    // connections) reach Redis through the delay proxy, which is measured first.
+    let mut proxy_figure = None;
+    let (_proxy, first, second) = match args.latency {
+        None => (None, client.clone(), connect(connection, None).await?),
+        Some(latency) => {
+            let url = connection.resolved_url();
+            let (upstream, through) = DelayProxy::upstream_of(&url)
+                .map_err(|reason| Failure::new(EX_USAGE, format!("--latency: {reason}")))?;
+            let proxy = DelayProxy::start(upstream, latency).map_err(|error| {
+                Failure::new(
+                    EX_SOFTWARE,
+                    format!("cannot start the delay proxy: {error}"),
+                )
+            })?;
+            let proxied = through(proxy.address());
+            let first = connect_at(connection, &proxied, None).await?;
+            let second = connect_at(connection, &proxied, None).await?;
+            let cost = ping_cost(client.redis(), first.redis(), 2_000).await;
+            proxy_figure = Some(cost.map_err(|error| {
+                Failure::new(EX_SOFTWARE, format!("measuring the proxy failed: {error}"))
+            })?);
+            (Some(proxy), first, second)
+        }
+    };
     let settings = if args.quick {
         Settings::quick()
     } else {
@@ -44,14 +74,18 @@ pub(crate) async fn bench(
         args.workloads.clone()
     };
     let bench = Bench::new(
-        [client.clone(), second.clone()],
+        [first.clone(), second.clone()],
         settings,
         progress_printer(),
     );
     let figures = bench.run(&workloads).await;
     second.shutdown().await;
-    let figures =
+    if args.latency.is_some() {
+        first.shutdown().await;
+    }
+    let mut figures =
         figures.map_err(|error| Failure::new(EX_SOFTWARE, format!("benchmark failed: {error}")))?;
+    figures.splice(0..0, proxy_figure);
     eprint!(
         "{}",
         if io::stderr().is_terminal() {
@@ -87,6 +121,17 @@ fn progress_printer() -> workloads::Progress {
             eprintln!("{} {done}/{total}", workload.label());
         }
     })
+}
+
+/// A delay: `100us`, or any duration `parse_duration` takes.
+fn parse_latency(text: &str) -> Result<Duration, String> {
+    match text.strip_suffix("us") {
+        Some(micros) => micros
+            .parse()
+            .map(Duration::from_micros)
+            .map_err(|_| format!("{text:?} is not a number of microseconds")),
+        None => crate::duration::parse_duration(text),
+    }
 }
 
 fn parse_workload(text: &str) -> Result<Workload, String> {

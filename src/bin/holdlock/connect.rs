@@ -30,7 +30,7 @@ pub(crate) struct ConnectionArgs {
 
 impl ConnectionArgs {
     /// `--url`, else `$REDIS_URL`, else the local default.
-    fn resolved_url(&self) -> String {
+    pub(crate) fn resolved_url(&self) -> String {
         self.url
             .clone()
             .or_else(|| {
@@ -46,8 +46,17 @@ pub(crate) async fn connect(
     args: &ConnectionArgs,
     lease: Option<Duration>,
 ) -> Result<LockClient, Failure> {
-    let url = args.resolved_url();
-    let mut builder = LockClient::builder(url.as_str())
+    connect_at(args, &args.resolved_url(), lease).await
+}
+
+/// A client of `url` (instead of the one the arguments give), with their prefix and
+/// connect timeout.
+pub(crate) async fn connect_at(
+    args: &ConnectionArgs,
+    url: &str,
+    lease: Option<Duration>,
+) -> Result<LockClient, Failure> {
+    let mut builder = LockClient::builder(url)
         .prefix(args.prefix.as_str())
         .connect_timeout(args.connect_timeout);
     if let Some(lease) = lease {
@@ -55,7 +64,7 @@ pub(crate) async fn connect(
     }
     builder.build().await.map_err(|error| {
         Failure::from_lock_error(
-            &format!("cannot connect to {}", holdlock::redact_url(&url)),
+            &format!("cannot connect to {}", holdlock::redact_url(url)),
             &error,
         )
     })
