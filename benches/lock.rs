@@ -6,11 +6,14 @@
 //! 1. criterion measures a lock+unlock cycle (W1) and a nested acquisition (W1r) next
 //!    to their floors: the bare lock (`SET NX PX` + compare-and-delete `EVALSHA`) and
 //!    one `EVALSHA` of a script that only returns;
-//! 2. the workloads W1–W4 and W6 of `holdlock bench` (shared code: the library's `bench`
+//! 2. the workloads W1–W7 of `holdlock bench` (shared code: the library's `bench`
 //!    module, `src/bench/`) run at full size and print a table of figures, floors and
 //!    ratios;
 //! 3. W5 holds 10,000 locks with a 3 s lease for 10 s and reports the client's memory
 //!    per held lock and the renewal commands per second.
+//!
+//! `HOLDLOCK_BENCH_LATENCY_US=100` runs all of it through a delay proxy that adds
+//! 100 µs each way (the network-distance mode of `holdlock bench --latency`).
 //!
 //! The table is also written as JSON to `target/holdlock-bench.json`. Ratios, not
 //! absolute times, are what compare across machines: 2 cores are shared by Redis,
@@ -251,7 +254,23 @@ async fn watchdog_load(url: &str) -> Vec<Figure> {
 
 fn main() {
     let server = common::RedisServer::start();
-    let url = server.url();
+    // HOLDLOCK_BENCH_LATENCY_US=100 runs everything through a proxy that delays each
+    // direction by that many microseconds (the network-distance mode).
+    let latency = std::env::var("HOLDLOCK_BENCH_LATENCY_US")
+        .ok()
+        .and_then(|micros| micros.parse().ok())
+        .map(Duration::from_micros);
+    let (_proxy, url) = match latency {
+        None => (None, server.url()),
+        Some(latency) => {
+            let (upstream, through) =
+                holdlock::bench::DelayProxy::upstream_of(&server.url()).unwrap();
+            let proxy = holdlock::bench::DelayProxy::start(upstream, latency).unwrap();
+            let url = through(proxy.address());
+            eprintln!("network-distance mode: {latency:?} each way through {url}");
+            (Some(proxy), url)
+        }
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

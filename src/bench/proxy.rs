@@ -60,7 +60,9 @@ impl DelayProxy {
     ///
     /// # Errors
     /// If `url` is not a single server's `redis://` URL or its host does not resolve.
-    pub fn upstream_of(url: &str) -> Result<(SocketAddr, impl Fn(SocketAddr) -> String), String> {
+    pub fn upstream_of(
+        url: &str,
+    ) -> Result<(SocketAddr, impl Fn(SocketAddr) -> String + use<>), String> {
         let rest = url
             .strip_prefix("redis://")
             .ok_or("the network-distance mode needs a single server's redis:// URL")?;
