@@ -593,6 +593,7 @@ impl GiveUp for Instant {
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct LockInfo {
     /// The lock name (without prefix).
@@ -600,6 +601,11 @@ pub struct LockInfo {
     /// Who holds it, and how many times.
     pub owners: Vec<LockOwner>,
     /// The remaining lease; `None` if the key has no expiry (not set by this crate).
+    /// Serialized as `ttl_ms`, whole milliseconds.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "ttl_ms", with = "crate::serde_millis")
+    )]
     pub ttl: Option<Duration>,
     /// The fencing token of the current hold, if it was taken with fencing.
     pub fencing_token: Option<u64>,
@@ -616,6 +622,7 @@ pub struct LockInfo {
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct LockOwner {
     /// The owner id, `<client-uuid>:<task>`.
@@ -637,6 +644,7 @@ pub struct LockOwner {
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct LockListing {
     /// The locks read, sorted by name.
@@ -656,6 +664,7 @@ pub struct LockListing {
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct UnreadableLock {
     /// The Redis key.
@@ -663,6 +672,16 @@ pub struct UnreadableLock {
     /// The lock name the key belongs to (it may be one no lock can have, e.g. empty).
     pub name: String,
     /// Why it could not be read: [`LockError::WrongType`], [`LockError::Protocol`] or
-    /// [`LockError::InvalidName`].
+    /// [`LockError::InvalidName`]. Serialized as its message.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "serialize_display"))]
     pub error: LockError,
+}
+
+/// Serializes a value as its `Display` text (an error in a [`LockListing`]).
+#[cfg(feature = "serde")]
+fn serialize_display<T: fmt::Display, S: serde::Serializer>(
+    value: &T,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    serializer.collect_str(value)
 }

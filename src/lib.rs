@@ -29,6 +29,7 @@
 //!   are never reused). Today's tokio counts ids up and does not reuse them.
 //!
 //! See `docs/design.md` for the data model and the guarantees.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 #![cfg_attr(
@@ -71,6 +72,8 @@ mod keys;
 mod lease;
 mod options;
 mod owner;
+#[cfg(feature = "serde")]
+mod serde_millis;
 mod url;
 
 pub use builder::LockClientBuilder;

@@ -185,3 +185,30 @@ async fn list_leaves_out_keys_that_are_not_locks_and_reports_them() {
     assert_eq!(names, ["job:a", "job:b"]);
     drop(guards);
 }
+
+/// With the `serde` feature, a lock's snapshot serializes with its TTL in whole
+/// milliseconds (`ttl_ms`, the CLI's schema) and reads back equal.
+#[cfg(feature = "serde")]
+#[tokio::test(flavor = "multi_thread")]
+async fn lock_info_serializes_and_reads_back() {
+    let client = common::client().await;
+    let name = common::unique("serde");
+    let guard = client
+        .lock_with(&name, holdlock::LockOptions::fenced())
+        .await
+        .unwrap()
+        .unwrap();
+    let info = client.inspect(&name).await.unwrap().expect("held");
+    let json = serde_json::to_value(&info).unwrap();
+    assert_eq!(json["name"], name.as_str());
+    assert_eq!(json["owners"][0]["id"], guard.owner());
+    assert_eq!(json["owners"][0]["hold_count"], 1);
+    assert!(json["ttl_ms"].as_u64().is_some_and(|ms| ms > 0), "{json}");
+    assert_eq!(json["fencing_token"], guard.fencing_token().unwrap());
+    let back: holdlock::LockInfo = serde_json::from_value(json).unwrap();
+    assert_eq!(back, info);
+    let listing = serde_json::to_value(client.list_report(&name).await.unwrap()).unwrap();
+    assert_eq!(listing["locks"][0]["name"], name.as_str());
+    assert_eq!(listing["unreadable"], serde_json::json!([]));
+    guard.unlock().await.unwrap();
+}

@@ -57,13 +57,9 @@ pub(crate) async fn list(client: &LockClient, pattern: &str, json: bool) -> Resu
         );
     }
     if json {
-        let locks: Vec<_> = listing.locks.iter().map(lock_json).collect();
-        let unreadable: Vec<_> = listing
-            .unreadable
-            .iter()
-            .map(|bad| json!({ "key": bad.key, "name": bad.name, "error": bad.error.to_string() }))
-            .collect();
-        println!("{}", json!({ "locks": locks, "unreadable": unreadable }));
+        // The library's serialization of the listing: one schema for both.
+        let listing = serde_json::to_value(&listing).unwrap_or(serde_json::Value::Null);
+        println!("{listing}");
     } else if listing.locks.is_empty() {
         println!("no locks match {pattern:?}");
     } else {
@@ -92,20 +88,8 @@ pub(crate) async fn force_unlock(
 }
 
 fn lock_json(info: &LockInfo) -> serde_json::Value {
-    let owners: Vec<_> = info
-        .owners
-        .iter()
-        .map(|owner| json!({ "id": owner.id, "hold_count": owner.hold_count }))
-        .collect();
-    let ttl_ms = info
-        .ttl
-        .map(|ttl| u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
-    json!({
-        "name": info.name,
-        "owners": owners,
-        "ttl_ms": ttl_ms,
-        "fencing_token": info.fencing_token,
-    })
+    // The library's own serialization (feature `serde`): one schema for both.
+    serde_json::to_value(info).unwrap_or(serde_json::Value::Null)
 }
 
 /// One row per owner: NAME, OWNER, HOLDS, TTL, TOKEN.
