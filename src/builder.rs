@@ -145,6 +145,25 @@ impl LockClientBuilder {
         self
     }
 
+    /// Stop renewing any hold of this client once it is `max_hold` old (see
+    /// [`LockOptions::max_hold`](crate::LockOptions::max_hold), which overrides it per
+    /// call). Default: none, renew as long as the lock is held.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// use std::time::Duration;
+    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .max_hold(Duration::from_secs(3600))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.config.max_hold = Some(max_hold);
+        self
+    }
+
     /// Draw a fencing token on every fresh acquisition. Default: `false`.
     ///
     /// # Examples

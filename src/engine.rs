@@ -269,6 +269,10 @@ impl Engine {
     ) {
         let hold = &entry.hold;
         hold.set_token(token);
+        if hold.count() == 1 {
+            // A fresh hold: its renewal cap counts from now; nested holds share it.
+            hold.set_renew_until(options.max_hold.map(|max_hold| sent_at + max_hold));
+        }
         if options.watchdog {
             hold.set_expiry(sent_at, None);
             self.watchdogs.book(hold, options.lease(), sent_at);

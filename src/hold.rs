@@ -34,6 +34,9 @@ pub(crate) struct Hold {
     /// it (see `watchdog::lost_deadline`).
     expires_at: Mutex<Option<Instant>>,
     watchdog: Mutex<Watchdog>,
+    /// When the watchdog stops renewing (see `LockOptions::max_hold`): set by the
+    /// grant that raised the count from 0.
+    renew_until: Mutex<Option<Instant>>,
     /// The last hold's release is in flight: a renewal that finds the field gone is
     /// not a loss. (The watchdog is stopped once the release has been answered, so
     /// that stopping it costs the release nothing.)
@@ -53,6 +56,7 @@ impl Hold {
             lost: Notify::new(),
             expires_at: Mutex::new(None),
             watchdog: Mutex::new(Watchdog::Off),
+            renew_until: Mutex::new(None),
             releasing: AtomicBool::new(false),
         }
     }
@@ -90,6 +94,16 @@ impl Hold {
     /// Records a fixed lease granted at `sent_at`, or clears it when a watchdog renews.
     pub(crate) fn set_expiry(&self, sent_at: Instant, lease: Option<Duration>) {
         *self.expires_at.lock() = lease.map(|lease| crate::lease::lost_deadline(sent_at, lease));
+    }
+
+    /// Sets when the watchdog stops renewing (`None`: never).
+    pub(crate) fn set_renew_until(&self, until: Option<Instant>) {
+        *self.renew_until.lock() = until;
+    }
+
+    /// When the watchdog stops renewing, if ever.
+    pub(crate) fn renew_until(&self) -> Option<Instant> {
+        *self.renew_until.lock()
     }
 
     pub(crate) fn expires_at(&self) -> Option<Instant> {

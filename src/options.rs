@@ -53,6 +53,8 @@ pub(crate) struct ClientConfig {
     pub(crate) connect_timeout: Duration,
     pub(crate) fencing: bool,
     pub(crate) min_replicas: Option<MinReplicas>,
+    /// How long the watchdog renews a hold at most; `None`: as long as it is held.
+    pub(crate) max_hold: Option<Duration>,
 }
 
 impl Default for ClientConfig {
@@ -63,6 +65,7 @@ impl Default for ClientConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             fencing: false,
             min_replicas: None,
+            max_hold: None,
         }
     }
 }
@@ -82,6 +85,9 @@ impl ClientConfig {
         }
         self.lease = whole_millis(lease_millis("lease", self.lease)?);
         positive("connect_timeout", self.connect_timeout)?;
+        if let Some(max_hold) = self.max_hold {
+            positive("max_hold", max_hold)?;
+        }
         if let Some(min) = self.min_replicas {
             min.validate()?;
         }
@@ -169,6 +175,8 @@ pub struct LockOptions {
     pub(crate) fenced: bool,
     /// `None`: the client's setting; `Some(None)`: off for this call.
     pub(crate) min_replicas: Option<Option<MinReplicas>>,
+    /// `None`: the client's setting.
+    pub(crate) max_hold: Option<Duration>,
 }
 
 impl LockOptions {
@@ -266,6 +274,22 @@ impl LockOptions {
         self
     }
 
+    /// Stop renewing the hold once it is `max_hold` old, overriding the client's
+    /// [`max_hold`](crate::LockClientBuilder::max_hold): a holder stuck in an endless
+    /// loop then loses the lock (its [`lost`](crate::LockGuard::lost) signal fires
+    /// before the lease runs out, and a `tracing` warning names the lock) instead of
+    /// keeping it forever. Counted from the first hold; nested holds share it. Only the
+    /// watchdog is capped: a fixed lease ends by itself.
+    ///
+    /// # Examples
+    /// ```
+    /// let options = holdlock::LockOptions::new().max_hold(std::time::Duration::from_secs(600));
+    /// ```
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.max_hold = Some(max_hold);
+        self
+    }
+
     /// Checks the options against the client's, returning the wait and lease to use.
     pub(crate) fn resolve(&self, client: &ClientConfig) -> Result<ResolvedOptions> {
         let wait = match self.wait {
@@ -291,6 +315,10 @@ impl LockOptions {
                 Some(None) => None,
                 None => client.min_replicas,
             },
+            max_hold: match self.max_hold {
+                Some(max_hold) => Some(positive("max_hold", max_hold)?),
+                None => client.max_hold,
+            },
         })
     }
 }
@@ -303,6 +331,7 @@ pub(crate) struct ResolvedOptions {
     pub(crate) watchdog: bool,
     pub(crate) fenced: bool,
     pub(crate) min_replicas: Option<MinReplicas>,
+    pub(crate) max_hold: Option<Duration>,
 }
 
 impl ResolvedOptions {

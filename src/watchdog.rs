@@ -73,6 +73,16 @@ fn spawn(
             // This renewal goes out after every reconnection heard so far; one heard
             // while it is in flight is answered by another renewal.
             reconnected.borrow_and_update();
+            if hold
+                .renew_until()
+                .is_some_and(|until| Instant::now() >= until)
+            {
+                // Held for `max_hold`: let the lease run out, and say so before it does.
+                tracing::warn!(lock = %hold.names.name, owner = %hold.owner, "held for its max_hold; the watchdog stops renewing it");
+                tokio::time::sleep_until(expires).await;
+                hold.mark_lost("held longer than its max_hold; renewal stopped");
+                return;
+            }
             // Taken before the wait for a slot: the deadline errs early, never late.
             let sent_at = Instant::now();
             let renewal = async {

@@ -835,3 +835,31 @@ async fn run_exits_within_a_lease_of_the_server_dying() {
         );
     }
 }
+
+/// `--max-hold` caps the watchdog: a command that outlives it loses the lock, gets
+/// SIGTERM and holdlock exits 70, a little after the cap and long before the command
+/// would have ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_held_past_max_hold_is_stopped() {
+    let name = common::unique("max-hold");
+    let started = Instant::now();
+    let ran = finish(&mut holdlock([
+        "run",
+        &name,
+        "--lease",
+        "1s",
+        "--max-hold",
+        "1500ms",
+        "--",
+        "sleep",
+        "30",
+    ]))
+    .await;
+    assert_eq!(ran.code, Some(70), "{ran:?}");
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(1_500),
+        "stopped after {took:?}"
+    );
+    assert!(took < Duration::from_secs(10), "stopped after {took:?}");
+}

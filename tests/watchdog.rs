@@ -15,6 +15,7 @@ common::on_every_topology!(
     no_renewal_outlives_the_last_unlock,
     nested_holds_share_one_watchdog,
     shutdown_finishes_releases_that_dropped_guards_started,
+    a_hold_past_its_max_hold_is_no_longer_renewed_and_told_lost,
 );
 
 async fn a_fixed_lease_is_not_renewed_and_reports_lost_when_it_runs_out(url: &str) {
@@ -465,4 +466,45 @@ async fn wait_for_a_renewal(guard: &holdlock::LockGuard) {
         }
         last = ttl;
     }
+}
+
+/// With a 1 s lease and a 1.5 s `max_hold`, the watchdog renews the hold at first,
+/// then stops: the guard is told lost before Redis expires the key, and nobody renews
+/// it after; without the cap the same hold lives on.
+async fn a_hold_past_its_max_hold_is_no_longer_renewed_and_told_lost(url: &str) {
+    let lease = Duration::from_secs(1);
+    let client = common::client_with_lease(url, lease).await;
+    let (capped, free) = (common::unique("max-hold"), common::unique("no-max-hold"));
+    let asked = Instant::now();
+    let options = LockOptions::new().max_hold(Duration::from_millis(1_500));
+    let guard = client.lock_with(&capped, options).await.unwrap().unwrap();
+    let uncapped = client.lock(&free).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("told lost");
+    let lost_after = asked.elapsed();
+    assert!(
+        lost_after >= Duration::from_millis(1_500),
+        "lost after {lost_after:?}"
+    );
+    assert!(
+        client.is_locked(&capped).await.unwrap(),
+        "told only after redis expired it"
+    );
+    common::wait_until_free(&client, &capped, lease).await;
+    assert!(!uncapped.is_lost(), "the uncapped hold is still renewed");
+    assert!(client.is_locked(&free).await.unwrap());
+    uncapped.unlock().await.unwrap();
+    assert!(matches!(
+        guard.unlock().await,
+        Err(LockError::NotHeld { .. })
+    ));
+    let zero = LockOptions::new().max_hold(Duration::ZERO);
+    assert!(matches!(
+        client.lock_with(&capped, zero).await,
+        Err(LockError::InvalidOption {
+            option: "max_hold",
+            ..
+        })
+    ));
 }

@@ -54,6 +54,11 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub(crate) lease: Option<Duration>,
 
+    /// Stop renewing once the lock has been held this long: a hung CMD then loses the
+    /// lock (and gets SIGTERM, exit 70) instead of keeping it forever [default: none].
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    max_hold: Option<Duration>,
+
     /// Run at most once per UTC-aligned period of this length (for cron on many hosts).
     #[arg(long, value_name = "DUR", value_parser = parse_period)]
     once_per: Option<Duration>,
@@ -84,7 +89,10 @@ impl RunArgs {
     }
 
     fn lock_options(&self) -> LockOptions {
-        let options = LockOptions::new().with_fencing();
+        let mut options = LockOptions::new().with_fencing();
+        if let Some(max_hold) = self.max_hold {
+            options = options.max_hold(max_hold);
+        }
         match self.wait_limit() {
             Some(limit) => options.wait(limit),
             None => options.wait_forever(),
