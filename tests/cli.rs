@@ -863,3 +863,47 @@ async fn a_command_held_past_max_hold_is_stopped() {
     );
     assert!(took < Duration::from_secs(10), "stopped after {took:?}");
 }
+
+/// `HOLDLOCK_URL`, `HOLDLOCK_PREFIX` stand in for `--url` and `--prefix`, and
+/// `RUST_LOG` turns on logs as an env filter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn environment_variables_and_rust_log_configure_the_cli() {
+    let name = common::unique("env");
+    let client = holdlock::LockClient::builder(common::url())
+        .prefix("envtest:")
+        .build()
+        .await
+        .unwrap();
+    let guard = client.lock(&name).await.unwrap();
+    let inspect = |prefix: Option<&str>, log: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_holdlock"));
+        command
+            .args(["inspect", &name, "--json"])
+            .env("HOLDLOCK_URL", common::url())
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(prefix) = prefix {
+            command.env("HOLDLOCK_PREFIX", prefix);
+        }
+        if let Some(log) = log {
+            command.env("RUST_LOG", log);
+        }
+        command
+    };
+    let ran = finish(&mut inspect(Some("envtest:"), None)).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert!(ran.stdout.contains(guard.owner()), "{ran:?}");
+    assert!(!ran.stderr.contains("DEBUG"), "{ran:?}");
+    let ran = finish(&mut inspect(None, None)).await;
+    assert_eq!(
+        ran.code,
+        Some(1),
+        "the default prefix has no such lock: {ran:?}"
+    );
+    let ran = finish(&mut inspect(Some("envtest:"), Some("debug"))).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert!(ran.stderr.contains("DEBUG"), "RUST_LOG=debug logs: {ran:?}");
+    guard.unlock().await.unwrap();
+}

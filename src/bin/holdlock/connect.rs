@@ -16,15 +16,21 @@ const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 #[derive(Debug, Args)]
 pub(crate) struct ConnectionArgs {
     /// Redis URL [default: $REDIS_URL, else redis://127.0.0.1:6379]
-    #[arg(long, global = true, value_name = "URL")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        env = "HOLDLOCK_URL",
+        hide_env_values = true
+    )]
     url: Option<String>,
 
     /// Prefix of every lock key.
-    #[arg(long, global = true, default_value = holdlock::DEFAULT_PREFIX)]
+    #[arg(long, global = true, env = "HOLDLOCK_PREFIX", default_value = holdlock::DEFAULT_PREFIX)]
     prefix: String,
 
     /// Give up connecting to Redis after this long.
-    #[arg(long, global = true, value_name = "DUR", default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, global = true, value_name = "DUR", env = "HOLDLOCK_CONNECT_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     connect_timeout: Duration,
 }
 

@@ -56,7 +56,8 @@ struct Cli {
     #[command(flatten)]
     connection: ConnectionArgs,
 
-    /// Log to stderr (-v debug, -vv trace).
+    /// Log to stderr (-v debug, -vv trace); `RUST_LOG` (e.g. `holdlock=debug`), when
+    /// set, chooses instead.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
 
@@ -153,15 +154,21 @@ fn usage_error_exit(error: &clap::Error) -> ExitCode {
     ExitCode::from(if error.use_stderr() { EX_USAGE } else { EX_OK })
 }
 
+/// Logs to stderr as `RUST_LOG` says (an env filter, e.g. `holdlock=debug,fred=info`),
+/// else at the level of `-v`/`-vv`, else not at all.
 fn start_logging(verbosity: u8) {
-    let level = match verbosity {
-        0 => return,
-        1 => tracing::Level::DEBUG,
-        _ => tracing::Level::TRACE,
+    use tracing_subscriber::EnvFilter;
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.is_empty() => EnvFilter::new(spec),
+        _ => match verbosity {
+            0 => return,
+            1 => EnvFilter::new("debug"),
+            _ => EnvFilter::new("trace"),
+        },
     };
     let _ = tracing_subscriber::fmt()
         .with_writer(io::stderr)
-        .with_max_level(level)
+        .with_env_filter(filter)
         .try_init();
 }
 
