@@ -15,6 +15,7 @@ use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::hold::{Hold, LocalHolder};
 use crate::keys::{Kind, LockNames};
+use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
 use crate::waiting::Listening;
 
@@ -189,7 +190,27 @@ impl LockClient {
         options: ResolvedOptions,
         give_up: D,
     ) -> Result<Result<LockGuard, D::GaveUp>> {
+        let call = if options.wait == Some(Duration::ZERO) {
+            "try_lock"
+        } else {
+            "lock"
+        };
+        observe::observed(
+            observe::lock_span(call, name),
+            self.take(name, options, give_up),
+        )
+        .await
+    }
+
+    /// [`wait_for`](Self::wait_for), in its span.
+    async fn take<D: GiveUp>(
+        &self,
+        name: &str,
+        options: ResolvedOptions,
+        give_up: D,
+    ) -> Result<Result<LockGuard, D::GaveUp>> {
         let owner = self.owner_id();
+        observe::record_owner(&owner);
 
         // Re-entry goes straight to Redis, with the names its hold keeps (the name was
         // checked when the lock was taken). If the hold went away before the attempt

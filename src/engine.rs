@@ -271,7 +271,7 @@ impl Engine {
         hold.set_token(token);
         if hold.count() == 1 {
             // A fresh hold: its renewal cap counts from now; nested holds share it.
-            hold.set_renew_until(options.max_hold.map(|max_hold| sent_at + max_hold));
+            hold.set_granted(sent_at, options.max_hold.map(|max_hold| sent_at + max_hold));
         }
         if options.watchdog {
             hold.set_expiry(sent_at, None);
@@ -350,6 +350,8 @@ impl Engine {
                 hold.set_count(&mut count, remaining);
                 if remaining == 0 {
                     hold.stop_watchdog();
+                    let held_ms = hold.held_for().map(|held| held.as_millis());
+                    tracing::debug!(lock = %hold.names.name, owner = %hold.owner, ?held_ms, "released");
                 }
                 Ok(())
             }

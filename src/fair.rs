@@ -22,6 +22,7 @@ use crate::guard::LockGuard;
 use crate::hold::LocalHolder;
 use crate::keys::{Kind, LockNames, fair_names};
 use crate::lease::CLAIM_WINDOW;
+use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
 use crate::waiting::Listening;
 
@@ -115,6 +116,17 @@ impl LockClient {
     async fn wait_in_queue<D: GiveUp>(
         &self,
         name: &str,
+        options: ResolvedOptions,
+        give_up: D,
+    ) -> Result<Result<LockGuard, D::GaveUp>> {
+        let span = observe::lock_span("fair_lock", name);
+        observe::observed(span, self.queue_for(name, options, give_up)).await
+    }
+
+    /// [`wait_in_queue`](Self::wait_in_queue), in its span.
+    async fn queue_for<D: GiveUp>(
+        &self,
+        name: &str,
         mut options: ResolvedOptions,
         give_up: D,
     ) -> Result<Result<LockGuard, D::GaveUp>> {
@@ -124,6 +136,7 @@ impl LockClient {
         options.min_replicas = None;
         let names = Arc::new(fair_names(&engine.config().prefix, name)?);
         let owner = self.owner_id();
+        observe::record_owner(&owner);
         if let LocalHolder::Owner(entry) =
             engine.local_holder(names.registry_key(), &owner, Kind::Fair)
         {

@@ -34,9 +34,9 @@ pub(crate) struct Hold {
     /// it (see `watchdog::lost_deadline`).
     expires_at: Mutex<Option<Instant>>,
     watchdog: Mutex<Watchdog>,
-    /// When the watchdog stops renewing (see `LockOptions::max_hold`): set by the
-    /// grant that raised the count from 0.
-    renew_until: Mutex<Option<Instant>>,
+    /// When the grant that raised the count from 0 was sent, and when the watchdog
+    /// stops renewing (see `LockOptions::max_hold`; `None`: never).
+    times: Mutex<(Option<Instant>, Option<Instant>)>,
     /// The last hold's release is in flight: a renewal that finds the field gone is
     /// not a loss. (The watchdog is stopped once the release has been answered, so
     /// that stopping it costs the release nothing.)
@@ -56,7 +56,7 @@ impl Hold {
             lost: Notify::new(),
             expires_at: Mutex::new(None),
             watchdog: Mutex::new(Watchdog::Off),
-            renew_until: Mutex::new(None),
+            times: Mutex::new((None, None)),
             releasing: AtomicBool::new(false),
         }
     }
@@ -96,14 +96,20 @@ impl Hold {
         *self.expires_at.lock() = lease.map(|lease| crate::lease::lost_deadline(sent_at, lease));
     }
 
-    /// Sets when the watchdog stops renewing (`None`: never).
-    pub(crate) fn set_renew_until(&self, until: Option<Instant>) {
-        *self.renew_until.lock() = until;
+    /// Records a fresh hold granted at `granted_at`, whose watchdog stops renewing at
+    /// `renew_until` (`None`: never).
+    pub(crate) fn set_granted(&self, granted_at: Instant, renew_until: Option<Instant>) {
+        *self.times.lock() = (Some(granted_at), renew_until);
     }
 
     /// When the watchdog stops renewing, if ever.
     pub(crate) fn renew_until(&self) -> Option<Instant> {
-        *self.renew_until.lock()
+        self.times.lock().1
+    }
+
+    /// How long the hold has been held (since its fresh grant was sent).
+    pub(crate) fn held_for(&self) -> Option<Duration> {
+        self.times.lock().0.map(|granted_at| granted_at.elapsed())
     }
 
     pub(crate) fn expires_at(&self) -> Option<Instant> {

@@ -70,6 +70,7 @@ mod tls;
 mod error;
 mod keys;
 mod lease;
+mod observe;
 mod options;
 mod owner;
 #[cfg(feature = "serde")]

@@ -17,6 +17,7 @@ use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::hold::{Hold, LocalHolder};
 use crate::keys::{Kind, rw_names};
+use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
 
 impl LockClient {
@@ -198,6 +199,23 @@ impl LockClient {
         options: LockOptions,
         give_up: D,
     ) -> Result<Result<Arc<Hold>, D::GaveUp>> {
+        let call = if side == Kind::Write {
+            "write_lock"
+        } else {
+            "read_lock"
+        };
+        let span = observe::lock_span(call, name);
+        observe::observed(span, self.take_side_now(name, side, options, give_up)).await
+    }
+
+    /// [`take_side`](Self::take_side), in its span.
+    async fn take_side_now<D: GiveUp>(
+        &self,
+        name: &str,
+        side: Kind,
+        options: LockOptions,
+        give_up: D,
+    ) -> Result<Result<Arc<Hold>, D::GaveUp>> {
         let engine = self.engine();
         engine.check_running()?;
         let mut options: ResolvedOptions = options.resolve(engine.config())?;
@@ -205,6 +223,7 @@ impl LockClient {
         options.min_replicas = None;
         let names = Arc::new(rw_names(&engine.config().prefix, name, side)?);
         let owner = self.owner_id();
+        observe::record_owner(&owner);
         let registry = names.registry_key();
         let holder = engine.local_holder(registry, &owner, side);
         let holds = |kind| {

@@ -16,6 +16,7 @@ use crate::client::{Forever, GiveUp, LockClient};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::keys::{LockNames, semaphore_names};
+use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
 
 /// Numbers the permits taken in this process, so that each has an owner id of its own.
@@ -226,6 +227,16 @@ impl Semaphore {
     /// Takes a permit of its own (a fresh owner id) until `give_up`.
     async fn take<D: GiveUp>(
         &self,
+        options: ResolvedOptions,
+        give_up: D,
+    ) -> Result<Result<Permit, D::GaveUp>> {
+        let span = observe::lock_span("semaphore.acquire", &self.name);
+        observe::observed(span, self.take_now(options, give_up)).await
+    }
+
+    /// [`take`](Self::take), in its span.
+    async fn take_now<D: GiveUp>(
+        &self,
         mut options: ResolvedOptions,
         give_up: D,
     ) -> Result<Result<Permit, D::GaveUp>> {
@@ -236,6 +247,7 @@ impl Semaphore {
         options.min_replicas = None;
         let number = PERMITS_TAKEN.fetch_add(1, Ordering::Relaxed);
         let id = format!("{}:p{number}", engine.owner_id());
+        observe::record_owner(&id);
         let taken = self
             .client
             .wait_in_line(&names, &id, options, give_up, true);

@@ -1,0 +1,83 @@
+//! What a lock call tells `tracing`: a `holdlock.lock` span with the lock, the owner,
+//! the outcome and the wait, a `released` event with the hold time, and nothing above
+//! `debug` on the success path.
+
+mod common;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tracing_subscriber::fmt::format::FmtSpan;
+
+/// Everything logged while the returned guard lives, on this thread.
+fn capture() -> (Arc<Mutex<Vec<u8>>>, tracing::subscriber::DefaultGuard) {
+    let logs = Arc::new(Mutex::new(Vec::new()));
+    let sink = Sink(Arc::clone(&logs));
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_span_events(FmtSpan::CLOSE)
+        .with_ansi(false)
+        .with_writer(move || sink.clone())
+        .finish();
+    (logs, tracing::subscriber::set_default(subscriber))
+}
+
+#[derive(Clone)]
+struct Sink(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Sink {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn lock_calls_run_in_a_span_with_their_outcome() {
+    let (logs, _guard) = capture();
+    let client = common::client().await;
+    let name = common::unique("spans");
+    let guard = client.lock(&name).await.unwrap();
+    let owner = guard.owner().to_owned();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let other = common::connect(&common::url()).await;
+    let refused = tokio::spawn({
+        let name = name.clone();
+        async move { other.try_lock(&name).await.unwrap().is_none() }
+    });
+    assert!(refused.await.unwrap());
+    guard.unlock().await.unwrap();
+    let text = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
+    let closes: Vec<&str> = text
+        .lines()
+        .filter(|line| line.contains("holdlock.lock{"))
+        .collect();
+    let granted = closes
+        .iter()
+        .find(|line| line.contains("call=\"lock\"") && line.contains("outcome=\"granted\""))
+        .unwrap_or_else(|| panic!("no granted lock span:\n{text}"));
+    assert!(granted.contains(&format!("lock={name}")), "{granted}");
+    assert!(granted.contains(&format!("owner={owner}")), "{granted}");
+    assert!(granted.contains("waited_ms="), "{granted}");
+    assert!(
+        closes
+            .iter()
+            .any(|line| line.contains("call=\"try_lock\"") && line.contains("outcome=\"gave up\"")),
+        "no refused try span:\n{text}"
+    );
+    let released = text
+        .lines()
+        .find(|line| line.contains("released") && line.contains(&name))
+        .unwrap_or_else(|| panic!("no release event:\n{text}"));
+    assert!(released.contains("held_ms=Some("), "{released}");
+    for line in text.lines() {
+        assert!(
+            !line.contains(" WARN ") && !line.contains(" INFO ") && !line.contains(" ERROR "),
+            "above debug on the success path: {line}"
+        );
+    }
+}
