@@ -17,6 +17,31 @@ use crate::url::redact_url;
 use crate::waiting::Waiting;
 
 impl LockClient {
+    /// A builder over a fred [`Config`] you already have (servers, credentials, TLS,
+    /// its own settings), instead of a URL. The lock client still sets the connection
+    /// and command timeouts from [`connect_timeout`](LockClientBuilder::connect_timeout)
+    /// and its reconnect policy (see [`reconnect_policy`](LockClientBuilder::reconnect_policy)),
+    /// because the exactly-once protocol relies on both.
+    ///
+    /// A `LockClient` opens two connections from it (commands, and a subscriber for
+    /// release messages), and a third only for [`min_replicas`](LockClientBuilder::min_replicas)
+    /// (so that `WAIT` never stalls other commands); on a cluster, one of each per
+    /// primary it talks to.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// use holdlock::fred::types::config::Config;
+    /// let config = Config::from_url("redis://127.0.0.1:6379").expect("a valid URL");
+    /// let client = holdlock::LockClient::builder_from_config(config).build().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn builder_from_config(config: Config) -> LockClientBuilder {
+        let mut builder = LockClientBuilder::new(String::new());
+        builder.fred = Some(config);
+        builder
+    }
+
     /// Connects with the default settings (prefix `holdlock:`, 30 s lease, 5 s
     /// connect timeout). The URL is `redis://`, `redis-cluster://` or
     /// `redis-sentinel://` (or their `valkey` names), or with the `tls-rustls` feature
@@ -67,6 +92,10 @@ impl LockClient {
 #[must_use = "a builder does nothing until `build` is awaited"]
 pub struct LockClientBuilder {
     url: String,
+    /// A fred configuration to use instead of the URL's.
+    fred: Option<Config>,
+    /// The reconnect policy; `None`: exponential from 50 ms to 2 s, forever.
+    reconnect: Option<ReconnectPolicy>,
     config: ClientConfig,
     #[cfg(feature = "tls-rustls")]
     tls: Option<crate::tls::TlsSetting>,
@@ -87,6 +116,8 @@ impl LockClientBuilder {
     pub(crate) fn new(url: String) -> Self {
         Self {
             url,
+            fred: None,
+            reconnect: None,
             config: ClientConfig::default(),
             #[cfg(feature = "tls-rustls")]
             tls: None,
@@ -164,6 +195,26 @@ impl LockClientBuilder {
         self
     }
 
+    /// How the connections are re-established after they drop. Default: exponential
+    /// back-off from 50 ms to 2 s, retrying forever (a lock client must get back to
+    /// renew its holds). A policy that gives up leaves the client unable to renew or
+    /// release until it is built again.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// use holdlock::fred::types::config::ReconnectPolicy;
+    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .reconnect_policy(ReconnectPolicy::new_constant(0, 100))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn reconnect_policy(mut self, policy: ReconnectPolicy) -> Self {
+        self.reconnect = Some(policy);
+        self
+    }
+
     /// Draw a fencing token on every fresh acquisition. Default: `false`.
     ///
     /// # Examples
@@ -221,13 +272,17 @@ impl LockClientBuilder {
     /// ```
     pub async fn build(mut self) -> Result<LockClient> {
         self.config.validate()?;
-        crate::url::check_url(&self.url, cfg!(feature = "tls-rustls"))?;
         #[allow(unused_mut)]
-        let mut fred_config =
-            Config::from_url(&self.url).map_err(|error| LockError::InvalidOption {
-                option: "url",
-                reason: error.details().to_string(),
-            })?;
+        let mut fred_config = match self.fred.take() {
+            Some(config) => config,
+            None => {
+                crate::url::check_url(&self.url, cfg!(feature = "tls-rustls"))?;
+                Config::from_url(&self.url).map_err(|error| LockError::InvalidOption {
+                    option: "url",
+                    reason: error.details().to_string(),
+                })?
+            }
+        };
         #[cfg(feature = "tls-rustls")]
         crate::tls::apply(self.tls.as_ref(), &mut fred_config)?;
         let timeout = self.config.connect_timeout;
@@ -238,7 +293,11 @@ impl LockClientBuilder {
                 connection.internal_command_timeout = timeout;
             })
             .with_performance_config(|performance| performance.default_command_timeout = timeout)
-            .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2));
+            .set_policy(
+                self.reconnect
+                    .take()
+                    .unwrap_or_else(|| ReconnectPolicy::new_exponential(0, 50, 2_000, 2)),
+            );
         let redis = builder.build()?;
         let subscriber = builder.build_subscriber_client()?;
         let connecting = async {

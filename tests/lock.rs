@@ -373,3 +373,25 @@ async fn a_shut_down_client_refuses_work(url: &str) {
         Err(LockError::Shutdown)
     ));
 }
+
+/// A client built from a fred `Config` (and a reconnect policy of its own) locks like
+/// one built from a URL, on the same keys.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_built_from_a_fred_config_locks_the_same_keys() {
+    use holdlock::fred::types::config::{Config, ReconnectPolicy};
+    let config = Config::from_url(&common::url()).unwrap();
+    let client = LockClient::builder_from_config(config)
+        .reconnect_policy(ReconnectPolicy::new_constant(0, 100))
+        .build()
+        .await
+        .unwrap();
+    let name = common::unique("from-config");
+    let guard = client.lock(&name).await.unwrap();
+    let other = common::client().await;
+    assert!(
+        other.try_lock(&name).await.unwrap().is_none(),
+        "the same key"
+    );
+    guard.unlock().await.unwrap();
+    assert!(!other.is_locked(&name).await.unwrap());
+}
