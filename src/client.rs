@@ -349,6 +349,7 @@ impl LockClient {
                 .collect(),
             ttl: snapshot.ttl,
             fencing_token: snapshot.token,
+            waiting: snapshot.waiting,
         }))
     }
 
@@ -630,6 +631,10 @@ pub struct LockInfo {
     pub ttl: Option<Duration>,
     /// The fencing token of the current hold, if it was taken with fencing.
     pub fencing_token: Option<u64>,
+    /// Whether someone was refused the lock while the current hold had it (a waiting
+    /// call; single tries do not count): the release will wake them.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub waiting: bool,
 }
 
 /// One owner of a lock, in a [`LockInfo`].

@@ -119,6 +119,8 @@ pub(crate) struct Snapshot {
     pub(crate) ttl: Option<Duration>,
     pub(crate) token: Option<u64>,
     pub(crate) owners: Vec<(String, u32)>,
+    /// Someone was refused the lock while this hold had it.
+    pub(crate) waiting: bool,
 }
 
 impl Scripts {
@@ -530,7 +532,7 @@ impl Scripts {
         let Value::Array(parts) = &reply else {
             return Err(protocol(&reply));
         };
-        let [pttl, token, Value::Array(fields)] = parts.as_slice() else {
+        let [pttl, token, Value::Array(fields), waiting] = parts.as_slice() else {
             return Err(protocol(&reply));
         };
         if fields.is_empty() {
@@ -551,6 +553,7 @@ impl Scripts {
                 .map(Duration::from_millis),
             token: Some(unsigned(token)?).filter(|&t| t > 0),
             owners,
+            waiting: integer(waiting)? == 1,
         }))
     }
 

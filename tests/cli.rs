@@ -907,3 +907,46 @@ async fn environment_variables_and_rust_log_configure_the_cli() {
     assert!(ran.stderr.contains("DEBUG"), "RUST_LOG=debug logs: {ran:?}");
     guard.unlock().await.unwrap();
 }
+
+/// `holdlock top --once` shows the locks under a pattern, the one somebody waits for
+/// first; `--json` gives the same rows with the library's fields.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_once_shows_contended_locks_first() {
+    let stem = common::unique("top");
+    let (calm, busy) = (format!("{stem}:a"), format!("{stem}:b"));
+    let client = common::client().await;
+    let other = common::connect(&common::url()).await;
+    let calm_guard = client.lock(&calm).await.unwrap();
+    let busy_guard = client.lock(&busy).await.unwrap();
+    // A waiting call refused: the lock is marked as waited for.
+    assert!(
+        other
+            .lock_timeout(&busy, Duration::from_millis(50))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let pattern = format!("{stem}:*");
+    let ran = finish(&mut holdlock(["top", &pattern, "--once", "--json"])).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let json: serde_json::Value = serde_json::from_str(ran.stdout.trim()).unwrap();
+    let locks = json["locks"].as_array().unwrap();
+    assert_eq!(locks.len(), 2, "{json}");
+    assert_eq!(
+        locks[0]["name"],
+        busy.as_str(),
+        "the contended one first: {json}"
+    );
+    assert_eq!(locks[0]["waiting"], true);
+    assert_eq!(locks[1]["waiting"], false);
+    assert_eq!(locks[1]["owners"][0]["id"], calm_guard.owner());
+    assert!(locks[1]["ttl_ms"].as_u64().is_some(), "{json}");
+    let ran = finish(&mut holdlock(["top", &pattern, "--once"])).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let header = ran.stdout.lines().next().unwrap_or_default();
+    for column in ["NAME", "OWNERS", "TTL", "TOKEN", "WAITING", "HELD"] {
+        assert!(header.contains(column), "{header}");
+    }
+    calm_guard.unlock().await.unwrap();
+    busy_guard.unlock().await.unwrap();
+}

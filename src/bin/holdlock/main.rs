@@ -41,6 +41,7 @@ mod duration;
 mod exit;
 mod run;
 mod table;
+mod top;
 
 use admin::LIST_HELP;
 #[cfg(feature = "bench")]
@@ -48,6 +49,7 @@ use bench::BenchArgs;
 use connect::{ConnectionArgs, connect};
 use exit::{EX_OK, EX_SOFTWARE, EX_USAGE, Failure, fail};
 use run::{RUN_EXIT_STATUS_HELP, RunArgs};
+use top::TopArgs;
 
 /// Run commands under a distributed lock on Redis, and look at locks.
 #[derive(Debug, Parser)]
@@ -99,6 +101,11 @@ enum Subcommands {
         #[arg(long)]
         json: bool,
     },
+    /// A live view of the locks matching a glob, refreshed every second: owners, lease
+    /// left, token, whether someone waits, how long held (since first seen); the most
+    /// contended and longest held first. Each refresh is one SCAN (COUNT 200 per step)
+    /// and one inspect script per lock found.
+    Top(TopArgs),
     /// Measure lock throughput and hand-off latency on this Redis (workloads W1-W7),
     /// each next to the floor the same Redis sets (see docs/performance.md).
     #[cfg(feature = "bench")]
@@ -184,6 +191,7 @@ async fn execute(cli: Cli, started_at: SystemTime) -> Result<u8, Failure> {
         Subcommands::Inspect { name, json } => admin::inspect(&client, &name, json).await,
         Subcommands::List { pattern, json } => admin::list(&client, &pattern, json).await,
         Subcommands::Unlock { name, json, .. } => admin::force_unlock(&client, &name, json).await,
+        Subcommands::Top(args) => top::top(&client, &args).await,
         #[cfg(feature = "bench")]
         Subcommands::Bench(args) => bench::bench(&client, &cli.connection, &args).await,
     };
@@ -207,6 +215,13 @@ fn check_arguments(command: &Subcommands) -> Result<(), Failure> {
             ));
         }
         Subcommands::List { .. } => return Ok(()),
+        Subcommands::Top(TopArgs { pattern, .. }) if pattern.is_empty() => {
+            return Err(Failure::new(
+                EX_USAGE,
+                "the empty pattern matches no lock name; use '*' to see every lock",
+            ));
+        }
+        Subcommands::Top(_) => return Ok(()),
         #[cfg(feature = "bench")]
         Subcommands::Bench(_) => return Ok(()),
     };
