@@ -197,6 +197,7 @@ impl LockClient {
         };
         observe::observed(
             observe::lock_span(call, name),
+            call == "try_lock",
             self.take(name, options, give_up),
         )
         .await

@@ -245,6 +245,10 @@ impl Engine {
             };
             let entry = if granted == held + 1 {
                 hold.set_count(&mut count, granted);
+                #[cfg(feature = "metrics")]
+                if held > 0 {
+                    crate::observe::metrics::reentered();
+                }
                 entry
             } else {
                 // Redis disagrees with our count: the hold we knew vanished (expired or
@@ -350,6 +354,8 @@ impl Engine {
                 hold.set_count(&mut count, remaining);
                 if remaining == 0 {
                     hold.stop_watchdog();
+                    #[cfg(feature = "metrics")]
+                    crate::observe::metrics::released();
                     let held_ms = hold.held_for().map(|held| held.as_millis());
                     tracing::debug!(lock = %hold.names.name, owner = %hold.owner, ?held_ms, "released");
                 }

@@ -120,7 +120,8 @@ impl LockClient {
         give_up: D,
     ) -> Result<Result<LockGuard, D::GaveUp>> {
         let span = observe::lock_span("fair_lock", name);
-        observe::observed(span, self.queue_for(name, options, give_up)).await
+        let single_try = options.wait == Some(Duration::ZERO);
+        observe::observed(span, single_try, self.queue_for(name, options, give_up)).await
     }
 
     /// [`wait_in_queue`](Self::wait_in_queue), in its span.

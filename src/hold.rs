@@ -37,6 +37,10 @@ pub(crate) struct Hold {
     /// When the grant that raised the count from 0 was sent, and when the watchdog
     /// stops renewing (see `LockOptions::max_hold`; `None`: never).
     times: Mutex<(Option<Instant>, Option<Instant>)>,
+    /// Counted in the `holdlock_locks_held` gauge (feature `metrics`): from the count
+    /// leaving 0 until it returns to 0 or the hold is lost, whichever comes first.
+    #[cfg(feature = "metrics")]
+    counted: AtomicBool,
     /// The last hold's release is in flight: a renewal that finds the field gone is
     /// not a loss. (The watchdog is stopped once the release has been answered, so
     /// that stopping it costs the release nothing.)
@@ -57,6 +61,8 @@ impl Hold {
             expires_at: Mutex::new(None),
             watchdog: Mutex::new(Watchdog::Off),
             times: Mutex::new((None, None)),
+            #[cfg(feature = "metrics")]
+            counted: AtomicBool::new(false),
             releasing: AtomicBool::new(false),
         }
     }
@@ -79,6 +85,12 @@ impl Hold {
     pub(crate) fn set_count(&self, ops: &mut u32, count: u32) {
         *ops = count;
         self.count.store(count, Ordering::Release);
+        #[cfg(feature = "metrics")]
+        if count > 0 && !self.counted.swap(true, Ordering::AcqRel) {
+            crate::observe::metrics::held();
+        } else if count == 0 && self.counted.swap(false, Ordering::AcqRel) {
+            crate::observe::metrics::let_go(self.held_for());
+        }
     }
 
     pub(crate) fn token(&self) -> Option<u64> {
@@ -138,6 +150,13 @@ impl Hold {
             return;
         }
         self.stop_watchdog();
+        #[cfg(feature = "metrics")]
+        {
+            crate::observe::metrics::lost();
+            if self.counted.swap(false, Ordering::AcqRel) {
+                crate::observe::metrics::let_go(self.held_for());
+            }
+        }
         tracing::warn!(lock = %self.names.name, owner = %self.owner, "lock lost: {why}");
         self.lost.notify_waiters();
     }

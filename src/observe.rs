@@ -1,8 +1,8 @@
-//! What the library tells `tracing` about lock calls: each call runs in a span
-//! `holdlock.lock` (fields `call`, `lock`, `owner`, and once it ends `outcome` and
-//! `waited_ms`), with a `debug` event when it ends. Releases, renewal failures and
-//! losses are events of their own (see `docs/design.md`, "Observability"). Nothing on
-//! the success path is above `debug`.
+//! What the library tells `tracing` (and, with the `metrics` feature, the `metrics`
+//! facade) about lock calls: each call runs in a span `holdlock.lock` (fields `call`,
+//! `lock`, `owner`, and once it ends `outcome` and `waited_ms`), with a `debug` event
+//! when it ends. Releases, renewal failures and losses are events of their own (see
+//! `docs/design.md`, "Observability"). Nothing on the success path is above `debug`.
 
 use std::future::Future;
 
@@ -31,11 +31,14 @@ pub(crate) fn record_owner(owner: &str) {
 
 /// Runs the lock call `future` in `span`, and records how it ended: `granted`,
 /// `gave up` (its wait ran out, or a try was refused) or `error`, and how long it took.
+/// `single_try` tells a refused try (`busy`) from a wait that ran out (`timed_out`) in
+/// the metrics.
 pub(crate) async fn observed<T, G>(
     span: Span,
+    single_try: bool,
     future: impl Future<Output = Result<std::result::Result<T, G>>>,
 ) -> Result<std::result::Result<T, G>> {
-    if span.is_disabled() {
+    if span.is_disabled() && !cfg!(feature = "metrics") {
         return future.await;
     }
     let started = Instant::now();
@@ -45,7 +48,23 @@ pub(crate) async fn observed<T, G>(
         Ok(Err(_)) => "gave up",
         Err(_) => "error",
     };
-    let waited_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let waited = started.elapsed();
+    #[cfg(feature = "metrics")]
+    metrics::counted_acquisition(
+        match &result {
+            Ok(Ok(_)) => "granted",
+            Ok(Err(_)) if single_try => "busy",
+            Ok(Err(_)) => "timed_out",
+            Err(_) => "error",
+        },
+        waited,
+    );
+    #[cfg(not(feature = "metrics"))]
+    let _ = single_try;
+    if span.is_disabled() {
+        return result;
+    }
+    let waited_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
     span.record("outcome", outcome);
     span.record("waited_ms", waited_ms);
     span.in_scope(|| match &result {
@@ -53,4 +72,52 @@ pub(crate) async fn observed<T, G>(
         _ => tracing::debug!(outcome, waited_ms, "lock call ended"),
     });
     result
+}
+
+/// The metrics (feature `metrics`), through the `metrics` facade: whatever recorder the
+/// application installed receives them (none: they cost a check each). Names follow
+/// Prometheus conventions; they are listed in `docs/design.md`, "Observability".
+#[cfg(feature = "metrics")]
+pub(crate) mod metrics {
+    use std::time::Duration;
+
+    /// A lock call ended with `outcome` (`granted`, `busy`, `timed_out`, `error`) after
+    /// waiting `waited`.
+    pub(crate) fn counted_acquisition(outcome: &'static str, waited: Duration) {
+        ::metrics::counter!("holdlock_acquisitions_total", "outcome" => outcome).increment(1);
+        ::metrics::histogram!("holdlock_wait_seconds").record(waited.as_secs_f64());
+    }
+
+    /// A nested hold was taken (the count went above 1).
+    pub(crate) fn reentered() {
+        ::metrics::counter!("holdlock_reentries_total").increment(1);
+    }
+
+    /// A hold was taken afresh: one more lock held by this client.
+    pub(crate) fn held() {
+        ::metrics::gauge!("holdlock_locks_held").increment(1.0);
+    }
+
+    /// A hold ended (released, or lost), held for `held_for`: one lock fewer.
+    pub(crate) fn let_go(held_for: Option<Duration>) {
+        ::metrics::gauge!("holdlock_locks_held").decrement(1.0);
+        if let Some(held_for) = held_for {
+            ::metrics::histogram!("holdlock_hold_seconds").record(held_for.as_secs_f64());
+        }
+    }
+
+    /// An owner's last hold was released.
+    pub(crate) fn released() {
+        ::metrics::counter!("holdlock_releases_total").increment(1);
+    }
+
+    /// A renewal ended with `result` (`ok`, `gone`, `error`, `timeout`).
+    pub(crate) fn renewed(result: &'static str) {
+        ::metrics::counter!("holdlock_renewals_total", "result" => result).increment(1);
+    }
+
+    /// A hold was lost.
+    pub(crate) fn lost() {
+        ::metrics::counter!("holdlock_locks_lost_total").increment(1);
+    }
 }

@@ -205,7 +205,13 @@ impl LockClient {
             "read_lock"
         };
         let span = observe::lock_span(call, name);
-        observe::observed(span, self.take_side_now(name, side, options, give_up)).await
+        let single_try = options.wait == Some(Duration::ZERO);
+        observe::observed(
+            span,
+            single_try,
+            self.take_side_now(name, side, options, give_up),
+        )
+        .await
     }
 
     /// [`take_side`](Self::take_side), in its span.

@@ -231,7 +231,8 @@ impl Semaphore {
         give_up: D,
     ) -> Result<Result<Permit, D::GaveUp>> {
         let span = observe::lock_span("semaphore.acquire", &self.name);
-        observe::observed(span, self.take_now(options, give_up)).await
+        let single_try = options.wait == Some(Duration::ZERO);
+        observe::observed(span, single_try, self.take_now(options, give_up)).await
     }
 
     /// [`take`](Self::take), in its span.

@@ -92,7 +92,15 @@ fn spawn(
                 let renew = watchdogs.renewer.renew(&hold.names, &hold.owner, lease_ms);
                 Box::pin(renew).await
             };
-            match tokio::time::timeout_at((sent_at + period).min(expires), renewal).await {
+            let renewed = tokio::time::timeout_at((sent_at + period).min(expires), renewal).await;
+            #[cfg(feature = "metrics")]
+            crate::observe::metrics::renewed(match &renewed {
+                Ok(Ok(true)) => "ok",
+                Ok(Ok(false)) => "gone",
+                Ok(Err(_)) => "error",
+                Err(_) => "timeout",
+            });
+            match renewed {
                 Ok(Ok(true)) => expires = lost_deadline(sent_at, lease),
                 // Released while the renewal was in flight: not a loss.
                 Ok(Ok(false)) if hold.is_releasing() => return,
