@@ -13,6 +13,8 @@
 //!   400 for a transfer to the same account or of nothing, 404 for an unknown account,
 //!   409 for insufficient funds
 //! - `GET  /total` -> the sum of all balances, read under every account lock
+//! - `GET  /metrics` -> the lock metrics in Prometheus's text format (holdlock's own
+//!   with `--features metrics`: `cargo run --example accounts_http --features metrics`)
 //!
 //! Run it with `cargo run --example accounts_http`. Without `REDIS_URL` or `--redis` it
 //! starts a throwaway `redis-server` and seeds 20 accounts with 1,000 each. To see two
@@ -51,6 +53,8 @@ type AccountId = u32;
 #[derive(Clone)]
 struct Bank {
     locks: LockClient,
+    /// Renders what holdlock reports through the `metrics` facade.
+    metrics: metrics_exporter_prometheus::PrometheusHandle,
 }
 
 #[derive(Debug, Default)]
@@ -64,8 +68,10 @@ struct Options {
 async fn main() -> Result<(), BoxError> {
     let options = parse_args()?;
     let redis = Redis::from_url_or_env_or_start(options.redis_url.clone())?;
+    // Installed before the client exists, so that every lock call is counted.
+    let metrics = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
     let locks = LockClient::connect(redis.url()).await?;
-    let bank = Bank { locks };
+    let bank = Bank { locks, metrics };
 
     let seed = match options.seed_accounts {
         Some(accounts) => Some(accounts),
@@ -88,6 +94,7 @@ async fn main() -> Result<(), BoxError> {
         .route("/accounts/{id}", get(show_account))
         .route("/accounts/{id}/transfer", post(transfer))
         .route("/total", get(total))
+        .route("/metrics", get(render_metrics))
         .with_state(bank.clone());
     let listener =
         tokio::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, options.port)))
@@ -238,6 +245,10 @@ async fn transfer(
     // share; `owner_scope` gives each request an owner of its own, whatever the server.
     let receipt = owner_scope(bank.transfer(from, request.to, amount)).await?;
     Ok(Json(receipt))
+}
+
+async fn render_metrics(State(bank): State<Bank>) -> String {
+    bank.metrics.render()
 }
 
 async fn total(State(bank): State<Bank>) -> Result<Json<serde_json::Value>, ApiError> {

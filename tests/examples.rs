@@ -59,7 +59,10 @@ fn build_examples() -> Result<PathBuf, String> {
     let manifest_dir =
         std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into());
     let mut cargo = Command::new(cargo_program);
-    cargo.current_dir(manifest_dir).arg("build");
+    // The `metrics` feature, so that the bank's /metrics shows holdlock's own.
+    cargo
+        .current_dir(manifest_dir)
+        .args(["build", "--features", "metrics"]);
     for name in EXAMPLES {
         cargo.args(["--example", name]);
     }
@@ -449,6 +452,15 @@ async fn transfer_storm(url: &str, addresses: [SocketAddr; 2]) {
     .await
     .unwrap();
     assert_eq!(unknown.0, 404, "{}", unknown.1);
+
+    // The bank serves holdlock's metrics.
+    let (status, metrics) = http(addresses[0], "GET", "/metrics", None).await.unwrap();
+    assert_eq!(status, 200, "{metrics}");
+    assert!(
+        metrics.contains("holdlock_acquisitions_total{outcome=\"granted\"}"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("holdlock_locks_held"), "{metrics}");
 
     // Every hold was released, nested ones included.
     let inspector = LockClient::connect(url).await.unwrap();
