@@ -13,12 +13,7 @@
 --
 -- A hold the caller already has is raised by `reenter.lua` instead.
 --
--- A token is a hybrid logical clock reading: max(floor + 1, server TIME in
--- microseconds). It exceeds every token issued before on this server even if the
--- clock stepped back (the floor outlives the step: Redis expires it by the same
--- clock), and every token lost with a restart or failover as long as the clock did
--- not step back by more than the outage lasted. Tokens stay below 2^53 (until the
--- year 2255), so they are exact in Lua numbers and are always formatted as integers.
+-- Tokens are drawn as fencing.lua says.
 --
 -- Every redis.call costs about a microsecond of the server's time: a free lock takes
 -- 3 (PTTL, HSET, PEXPIRE), a busy one 2 (PTTL, HGETALL of its few fields), plus an
@@ -81,14 +76,11 @@ local floor = 0
 if fenced then
   -- Read before the first write: a token key of another type fails the call with
   -- nothing written (not with the hold written and no token drawn).
-  local last = redis.pcall('get', KEYS[2])
-  if type(last) == 'table' and last.err then
-    if string.sub(last.err, 1, 9) == 'WRONGTYPE' then
-      return redis.error_reply('WRONGTYPE KEYS[2] ' .. KEYS[2] .. ' holds the wrong kind of value')
-    end
-    return last
+  local failed
+  floor, failed = fencing.floor(KEYS[2], 2)
+  if not floor then
+    return failed
   end
-  floor = tonumber(last or '0') or 0
 end
 -- A field of ours still here is a hold the caller already gave up as lost (its lease
 -- was about to run out, so its guards did not release it): start over.
@@ -97,14 +89,4 @@ redis.call('pexpire', key, lease)
 if not fenced then
   return { 1, 0 }
 end
-local now = redis.call('time')
-local token = tonumber(now[1]) * 1000000 + tonumber(now[2])
-if token <= floor then
-  token = floor + 1
-end
-local text = string.format('%d', token)
-redis.call('hset', key, 'token', text)
-redis.call('set', KEYS[2], text)
--- Expired only once the clock reads past the token: from then on TIME alone beats it.
-redis.call('pexpireat', KEYS[2], string.format('%d', math.floor(token / 1000) + 1))
-return { 1, token }
+return { 1, fencing.draw(key, KEYS[2], floor) }

@@ -1,6 +1,7 @@
 -- fair_acquire.lua: take a fair lock afresh, or queue for it (after fair_queue.lua).
 --
--- KEYS     see fair_queue.lua
+-- KEYS     see fair_queue.lua; and KEYS[4], the token floor key (same hash slot),
+--          given only to draw a fencing token (see fencing.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  claim window in milliseconds: how long a waiter the lock was handed to has
@@ -14,15 +15,23 @@
 -- first) is claimed by that waiter's next attempt, which the message naming it wakes.
 -- A re-entry is `reenter.lua`, as for the mutex.
 --
--- Granted:  { 1, 0 }
+-- Granted:  { 1, fencing token or 0 }
 -- Busy:     { 0, remaining PTTL of the lock in ms (-1 if it has none) }
 -- Raises WRONGTYPE (naming the key) if a key holds another type.
 local key, queue, alive, owner = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local window = tonumber(ARGV[3])
-for i, k in ipairs(KEYS) do
-  local found = redis.call('type', k).ok
+for i = 1, 3 do
+  local found = redis.call('type', KEYS[i]).ok
   if found ~= 'none' and found ~= (i == 1 and 'hash' or 'zset') then
-    return redis.error_reply('WRONGTYPE KEYS[' .. i .. '] ' .. k .. ' holds the wrong kind of value')
+    return redis.error_reply('WRONGTYPE KEYS[' .. i .. '] ' .. KEYS[i] .. ' holds the wrong kind of value')
+  end
+end
+local floor
+if KEYS[4] then
+  local failed
+  floor, failed = fencing.floor(KEYS[4], 4)
+  if not floor then
+    return failed
   end
 end
 local now_ms, now_us = fair.now()
@@ -33,7 +42,7 @@ local function hold_afresh()
   redis.call('pexpire', key, ARGV[2])
   redis.call('zrem', queue, owner)
   redis.call('zrem', alive, owner)
-  return { 1, 0 }
+  return { 1, floor and fencing.draw(key, KEYS[4], floor) or 0 }
 end
 local pttl = redis.call('pttl', key)
 if pttl == -2 then

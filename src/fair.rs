@@ -33,8 +33,9 @@ impl LockClient {
     /// The fair lock `name` and the mutex `name` are different locks (the fair lock's
     /// key is `<prefix>{name}:fair`). Waits that began within a millisecond or so of
     /// each other (one round trip to Redis) may be served either way round: the order
-    /// is that of their first attempts' arrival at Redis. Fair locks draw no fencing
-    /// tokens and ask no replica acknowledgement.
+    /// is that of their first attempts' arrival at Redis. Fair locks draw fencing
+    /// tokens when asked (every fresh hold, a hand-off included, from a floor of their
+    /// own at `<prefix>{name}:fair:token`); they ask no replica acknowledgement.
     ///
     /// # Errors
     /// As [`lock`](Self::lock).
@@ -133,7 +134,6 @@ impl LockClient {
     ) -> Result<Result<LockGuard, D::GaveUp>> {
         let engine = self.engine();
         engine.check_running()?;
-        options.fenced = false;
         options.min_replicas = None;
         let names = Arc::new(fair_names(&engine.config().prefix, name)?);
         let owner = self.owner_id();

@@ -200,14 +200,7 @@ impl Protocol {
                         Box::pin(acquire).await.map_err(CallFailed::from)
                     }
                     Kind::Fair => {
-                        let waits = options.wait != Some(Duration::ZERO);
-                        let acquire = self.scripts.fair_acquire(
-                            &self.redis,
-                            names,
-                            owner,
-                            options.lease_ms,
-                            waits,
-                        );
+                        let acquire = self.scripts.fair_acquire(&self.redis, names, owner, &options);
                         Box::pin(acquire).await.map_err(CallFailed::from)
                     }
                     Kind::Semaphore { permits } => {

@@ -23,7 +23,10 @@ use crate::keys::{Kind, LockNames};
 use crate::lease::{CLAIM_WINDOW_MS, WRITER_PATIENCE_MS};
 use crate::options::ResolvedOptions;
 
-const ACQUIRE: &str = include_str!("../lua/acquire.lua");
+const ACQUIRE: &str = concat!(
+    include_str!("../lua/fencing.lua"),
+    include_str!("../lua/acquire.lua")
+);
 const REENTER: &str = include_str!("../lua/reenter.lua");
 const RELEASE: &str = include_str!("../lua/release.lua");
 const RENEW: &str = include_str!("../lua/renew.lua");
@@ -53,6 +56,7 @@ const RW_RELEASE: &str = concat!(
 );
 // The fair lock's scripts share the queue's functions, put in front of each.
 const FAIR_ACQUIRE: &str = concat!(
+    include_str!("../lua/fencing.lua"),
     include_str!("../lua/fair_queue.lua"),
     include_str!("../lua/fair_acquire.lua")
 );
@@ -317,28 +321,29 @@ impl Scripts {
         Ok(integer(&reply)? == 1)
     }
 
-    /// Takes the fair lock `names` afresh for `owner`, or (if `waits`) queues it
-    /// (`lua/fair_acquire.lua`).
+    /// Takes the fair lock `names` afresh for `owner` (drawing a fencing token if
+    /// `fenced`), or (if `waits`) queues it (`lua/fair_acquire.lua`).
     pub(crate) async fn fair_acquire(
         &self,
         client: &Client,
         names: &LockNames,
         owner: &str,
-        lease_ms: u64,
-        waits: bool,
+        options: &ResolvedOptions,
     ) -> Result<Acquire> {
+        let waits = options.wait != Some(Duration::ZERO);
         let args = || {
             vec![
                 owner.into(),
-                decimal(lease_ms),
+                decimal(options.lease_ms),
                 decimal(CLAIM_WINDOW_MS),
                 Value::from_static_str(if waits { "wait" } else { "try" }),
                 Value::from_static_str(self.publish),
             ]
         };
+        let token_key = options.fenced.then(|| names.token_key());
         let script = &self.fair_acquire;
         let reply = self
-            .fair_call(client, script, names, &args, Delivery::AtMostOnce)
+            .fair_call(client, script, names, token_key, &args, Delivery::AtMostOnce)
             .await?;
         acquire_reply(&reply)
     }
@@ -355,7 +360,7 @@ impl Scripts {
         let args = || self.fair_hand_on_args(owner);
         let script = &self.fair_release;
         let reply = self
-            .fair_call(client, script, names, &args, Delivery::AtMostOnce)
+            .fair_call(client, script, names, None, &args, Delivery::AtMostOnce)
             .await?;
         match integer(&reply)? {
             -1 => Ok(None),
@@ -373,7 +378,7 @@ impl Scripts {
     ) -> Result<()> {
         let args = || self.fair_hand_on_args(owner);
         let script = &self.fair_leave;
-        self.fair_call(client, script, names, &args, Delivery::Retried)
+        self.fair_call(client, script, names, None, &args, Delivery::Retried)
             .await
             .map(drop)
     }
@@ -387,17 +392,20 @@ impl Scripts {
         ]
     }
 
-    /// A fair lock's `script`, with the lock's key, queue and liveness as its keys.
+    /// A fair lock's `script`, with the lock's key, queue and liveness as its keys,
+    /// and the token floor key after them when one is given.
     async fn fair_call(
         &self,
         client: &Client,
         script: &Script,
         names: &LockNames,
+        token_key: Option<String>,
         args: &(dyn Fn() -> Vec<Value> + Sync),
         delivery: Delivery,
     ) -> Result<Value> {
         let [queue, alive] = names.queue_keys();
-        let keys = [names.key.as_str(), queue.as_str(), alive.as_str()];
+        let mut keys = vec![names.key.as_str(), queue.as_str(), alive.as_str()];
+        keys.extend(token_key.as_deref());
         Box::pin(self.eval(client, script, &keys, args, delivery)).await
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fred::interfaces::KeysInterface;
-use holdlock::LockClient;
+use holdlock::{LockClient, LockError, LockOptions, fence};
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
@@ -19,6 +19,7 @@ common::on_every_topology!(
     a_cancelled_waiter_leaves_the_queue_at_once,
     a_fair_lock_is_reentrant_and_apart_from_the_mutex,
     a_try_neither_waits_nor_queues,
+    fenced_fair_locks_draw_rising_tokens_and_hand_offs_carry_their_own,
 );
 
 /// A holder holds; waiters of three clients queue one after another; each release
@@ -244,4 +245,48 @@ async fn a_try_neither_waits_nor_queues(url: &str) {
     let queued: i64 = client.redis().exists(queue.as_str()).await.unwrap();
     assert_eq!(queued, 0, "a try queued");
     held.unlock().await.unwrap();
+}
+
+/// Asked for fencing, a fair lock draws a token with every fresh hold, a hand-off by
+/// grant included: the waiter's token is newer, and the resource refuses the old one.
+/// The fair lock's tokens have a floor key of their
+/// own, apart from the mutex of the same name.
+async fn fenced_fair_locks_draw_rising_tokens_and_hand_offs_carry_their_own(url: &str) {
+    let name = common::unique("fair-fenced");
+    let resource = common::unique("fair-fenced-resource");
+    let fenced = LockOptions::fenced();
+    let holder = common::connect(url).await;
+    let first = holder
+        .fair_lock_with(&name, fenced.clone())
+        .await
+        .unwrap()
+        .expect("free");
+    let first_token = first.fencing_token().expect("a token");
+    let floor = format!("{}:fair:token", common::key(&name));
+    let floor_value: Option<u64> = holder.redis().get(floor.as_str()).await.unwrap();
+    assert_eq!(floor_value, Some(first_token));
+    let mutex_floor: i64 = holder.redis().exists(common::token_key(&name)).await.unwrap();
+    assert_eq!(mutex_floor, 0, "the mutex's floor was touched");
+    fence::set_with(&first, &resource, "first").await.unwrap();
+
+    let waiter = common::connect(url).await;
+    let waiting = tokio::spawn({
+        let (name, fenced) = (name.clone(), fenced.clone());
+        async move { waiter.fair_lock_with(&name, fenced).await.unwrap().unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    first.unlock().await.unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("handed on")
+        .unwrap();
+    let second_token = second.fencing_token().expect("a token for the hand-off");
+    assert!(second_token > first_token, "{second_token} after {first_token}");
+    fence::set_with(&second, &resource, "second").await.unwrap();
+    let late = fence::set(&holder, &resource, "late", first_token).await;
+    assert!(
+        matches!(late, Err(LockError::StaleToken { .. })),
+        "{late:?}"
+    );
+    second.unlock().await.unwrap();
 }

@@ -5,7 +5,10 @@ mod common;
 use fred::interfaces::{HashesInterface, KeysInterface, LuaInterface};
 use fred::types::Value;
 
-const ACQUIRE: &str = include_str!("../lua/acquire.lua");
+const ACQUIRE: &str = concat!(
+    include_str!("../lua/fencing.lua"),
+    include_str!("../lua/acquire.lua")
+);
 const REENTER: &str = include_str!("../lua/reenter.lua");
 const RELEASE: &str = include_str!("../lua/release.lua");
 const RENEW: &str = include_str!("../lua/renew.lua");
