@@ -200,7 +200,9 @@ impl Protocol {
                         Box::pin(acquire).await.map_err(CallFailed::from)
                     }
                     Kind::Fair => {
-                        let acquire = self.scripts.fair_acquire(&self.redis, names, owner, &options);
+                        let acquire =
+                            self.scripts
+                                .fair_acquire(&self.redis, names, owner, &options);
                         Box::pin(acquire).await.map_err(CallFailed::from)
                     }
                     Kind::Semaphore { permits } => {

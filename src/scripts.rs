@@ -343,7 +343,14 @@ impl Scripts {
         let token_key = options.fenced.then(|| names.token_key());
         let script = &self.fair_acquire;
         let reply = self
-            .fair_call(client, script, names, token_key, &args, Delivery::AtMostOnce)
+            .fair_call(
+                client,
+                script,
+                names,
+                token_key,
+                &args,
+                Delivery::AtMostOnce,
+            )
             .await?;
         acquire_reply(&reply)
     }

@@ -265,7 +265,11 @@ async fn fenced_fair_locks_draw_rising_tokens_and_hand_offs_carry_their_own(url:
     let floor = format!("{}:fair:token", common::key(&name));
     let floor_value: Option<u64> = holder.redis().get(floor.as_str()).await.unwrap();
     assert_eq!(floor_value, Some(first_token));
-    let mutex_floor: i64 = holder.redis().exists(common::token_key(&name)).await.unwrap();
+    let mutex_floor: i64 = holder
+        .redis()
+        .exists(common::token_key(&name))
+        .await
+        .unwrap();
     assert_eq!(mutex_floor, 0, "the mutex's floor was touched");
     fence::set_with(&first, &resource, "first").await.unwrap();
 
@@ -281,7 +285,10 @@ async fn fenced_fair_locks_draw_rising_tokens_and_hand_offs_carry_their_own(url:
         .expect("handed on")
         .unwrap();
     let second_token = second.fencing_token().expect("a token for the hand-off");
-    assert!(second_token > first_token, "{second_token} after {first_token}");
+    assert!(
+        second_token > first_token,
+        "{second_token} after {first_token}"
+    );
     fence::set_with(&second, &resource, "second").await.unwrap();
     let late = fence::set(&holder, &resource, "late", first_token).await;
     assert!(
