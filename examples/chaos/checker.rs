@@ -3,9 +3,9 @@
 //! 1. **Mutual exclusion.** A holder believes it holds from the moment its lock call
 //!    returns until it starts to release, is told the lock was lost, or is killed. Two
 //!    such beliefs about one name must never overlap (two readers of a read-write lock
-//!    may), unless a worker of one of them
-//!    was paused (`SIGSTOP`) in between, or the lock server restarted and lost the
-//!    lock (the fencing check below is what protects the data then).
+//!    may; up to `n` holders of a semaphore's `n` permits may), unless a worker of one
+//!    of them was paused (`SIGSTOP`) in between, or the lock server restarted and lost
+//!    the lock (the fencing check below is what protects the data then).
 //! 2. **No lost updates, no stale writes.** Each register is written only by fenced
 //!    read-modify-writes, so its final value must equal the number of accepted writes
 //!    (plus at most the writes whose outcome is unknown, a write a killed worker may
@@ -16,6 +16,11 @@
 //! 4. **Restarts are noticed.** A hold the lock server lost in a restart must not be
 //!    released as if nothing happened: a release sent after the restart must find
 //!    nothing held (or the lost signal ended the hold first).
+//! 6. **First come, first served** (fair locks). Of two granted calls on one name, the
+//!    one that began more than [`FIFO_TIE`] later must not be granted first, unless
+//!    the earlier one's worker was paused, partitioned or reset while it waited, or
+//!    every connection was killed or the server restarted meanwhile (each of which
+//!    may cost a waiter its place).
 //! 5. **Nothing hangs, nothing is left.** Every lock call of a worker that was not
 //!    killed ended; every worker exited when asked; no lock key remains at the end.
 
@@ -24,6 +29,12 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use crate::history::{Entry, Fault, Op, Outcome, Released};
+
+/// Calls on a fair lock that began within this of each other may be served either
+/// way round: the order is that of their first attempts' arrival at Redis, and a
+/// worker records its call's start before the attempt is sent (one round trip, plus
+/// however long two busy cores take to run the worker).
+pub const FIFO_TIE: u64 = 50_000;
 
 /// What the checker looked at after the run, besides the history.
 #[derive(Debug, Default)]
@@ -59,6 +70,11 @@ pub struct Summary {
     pub overlaps_after_restart: u64,
     pub holds_across_restarts: u64,
     pub token_regressions: u64,
+    /// Pairs of granted fair-lock calls, one begun more than the tie after the other.
+    pub fifo_pairs_checked: u64,
+    /// Of those, later calls served first because the earlier one lost its place to
+    /// a fault.
+    pub passed_over_after_fault: u64,
     pub violations: BTreeMap<&'static str, u64>,
     /// The first few violations, described.
     pub examples: Vec<String>,
@@ -94,6 +110,10 @@ struct Attempt {
     wrote: bool,
     /// A shared (read) hold.
     shared: bool,
+    /// A semaphore's permits (0: not a semaphore).
+    permits: u32,
+    /// A fair lock's call.
+    fifo: bool,
 }
 
 impl Attempt {
@@ -110,6 +130,8 @@ struct Hold {
     a: u64,
     /// Shared (a reader): may overlap other shared holds.
     shared: bool,
+    /// A semaphore's permits: may overlap `permits - 1` others (0: not a semaphore).
+    permits: u32,
     call: u64,
     start: u64,
     end: u64,
@@ -129,6 +151,10 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
     let mut attempts: HashMap<(u32, u64), Attempt> = HashMap::new();
     let mut writes: HashMap<String, Vec<(u64, Outcome, u32, u64)>> = HashMap::new();
     let mut pauses: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
+    // Faults that may cost a worker's waiter its place: pauses, partitions, resets.
+    let mut displaced: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
+    // Faults that may cost every waiter its place: CLIENT KILL, restarts.
+    let mut everyone_displaced = Vec::new();
     let mut kills: HashMap<u32, u64> = HashMap::new();
     let mut restarts = Vec::new();
     let mut workers = std::collections::HashSet::new();
@@ -138,12 +164,22 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
             Entry::Fault(fault) => {
                 *summary.faults.entry(fault.kind()).or_default() += 1;
                 match *fault {
-                    Fault::Pause { t, until, w } => pauses.entry(w).or_default().push((t, until)),
+                    Fault::Pause { t, until, w } => {
+                        pauses.entry(w).or_default().push((t, until));
+                        displaced.entry(w).or_default().push((t, until));
+                    }
                     Fault::Kill { t, w } => {
                         kills.insert(w, t);
                     }
-                    Fault::Restart { t, until } => restarts.push((t, until)),
-                    _ => {}
+                    Fault::Restart { t, until } => {
+                        restarts.push((t, until));
+                        everyone_displaced.push((t, until));
+                    }
+                    Fault::BlackHole { t, until, w } | Fault::Reset { t, until, w } => {
+                        displaced.entry(w).or_default().push((t, until));
+                    }
+                    Fault::ClientKill { t } => everyone_displaced.push((t, t)),
+                    Fault::ScriptFlush { .. } => {}
                 }
                 continue;
             }
@@ -153,11 +189,19 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
         summary.operations += 1;
         match op {
             Op::Start {
-                t, a, name, shared, ..
+                t,
+                a,
+                name,
+                shared,
+                permits,
+                fifo,
+                ..
             } => {
                 summary.lock_calls += 1;
                 let entry = attempts.entry((w, *a)).or_default();
                 entry.shared = *shared;
+                entry.permits = *permits;
+                entry.fifo = *fifo;
                 entry.w = w;
                 entry.a = *a;
                 entry.name = name.clone();
@@ -245,6 +289,7 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
             w: attempt.w,
             a: attempt.a,
             shared: attempt.shared,
+            permits: attempt.permits,
             call: attempt.start,
             start: granted,
             end,
@@ -294,27 +339,45 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
         let mut active: Vec<Hold> = Vec::new();
         for hold in list.iter() {
             active.retain(|earlier| earlier.end > hold.start);
-            for earlier in &active {
-                if (earlier.w == hold.w && earlier.a == hold.a) || (earlier.shared && hold.shared) {
-                    continue;
-                }
-                let from = earlier.call.min(hold.call);
-                if paused_between(earlier.w, from, hold.start)
-                    || paused_between(hold.w, from, hold.start)
+            let others: Vec<&Hold> = active
+                .iter()
+                .filter(|earlier| {
+                    let same_acquisition = earlier.w == hold.w && earlier.a == hold.a;
+                    let both_shared = earlier.shared && hold.shared;
+                    !same_acquisition && !both_shared
+                })
+                .collect();
+            // A semaphore's hold may overlap `permits - 1` others; any other hold none.
+            let allowed = hold.permits.saturating_sub(1) as usize;
+            if others.len() > allowed {
+                let from = others
+                    .iter()
+                    .map(|earlier| earlier.call)
+                    .min()
+                    .unwrap_or(hold.call)
+                    .min(hold.call);
+                if others
+                    .iter()
+                    .map(|earlier| earlier.w)
+                    .chain([hold.w])
+                    .any(|w| paused_between(w, from, hold.start))
                 {
                     summary.overlaps_after_pause += 1;
                 } else if restarted_between(from, hold.start) {
                     summary.overlaps_after_restart += 1;
                 } else {
+                    let earlier = others[others.len() - 1];
                     summary.violate(
                         "overlapping holders",
                         format!(
-                            "{name}: worker {} (attempt {:#x}) held it until +{} ms when worker {} (attempt {:#x}) was granted it",
+                            "{name}: {} other holder(s) (the last worker {}, attempt {:#x}, until +{} ms) when worker {} (attempt {:#x}) was granted it{}",
+                            others.len(),
                             earlier.w,
                             earlier.a,
                             (earlier.end - hold.start) / 1000,
                             hold.w,
-                            hold.a
+                            hold.a,
+                            if hold.permits > 0 { format!(" ({} permits)", hold.permits) } else { String::new() },
                         ),
                     );
                 }
@@ -353,6 +416,61 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
                         "{name}: token {token} granted at {granted} after token {newest} had been"
                     ),
                 );
+            }
+        }
+    }
+
+    // 6. First come, first served: of two granted fair-lock calls on a name, where the
+    // later began more than the tie after the earlier and while it still waited, the
+    // later must not be granted first unless the earlier lost its place to a fault.
+    let displaced_between = |w: u32, from: u64, to: u64| {
+        let hit = |list: &[(u64, u64)]| list.iter().any(|&(down, up)| down < to && up >= from);
+        displaced.get(&w).is_some_and(|list| hit(list)) || hit(&everyone_displaced)
+    };
+    let mut fair: BTreeMap<&str, Vec<(u64, u64, u32, u64)>> = BTreeMap::new();
+    for attempt in attempts.values().filter(|attempt| attempt.fifo) {
+        if let Some((granted, _)) = attempt.grant {
+            fair.entry(&attempt.name).or_default().push((
+                attempt.start,
+                granted,
+                attempt.w,
+                attempt.a,
+            ));
+        }
+    }
+    for (name, list) in &mut fair {
+        list.sort_unstable();
+        let longest_wait = list
+            .iter()
+            .map(|&(call, granted, _, _)| granted.saturating_sub(call))
+            .max()
+            .unwrap_or(0);
+        let mut first = 0;
+        for later in 0..list.len() {
+            let (call, granted, w, a) = list[later];
+            while list[first].0 + longest_wait < call {
+                first += 1;
+            }
+            for &(earlier_call, earlier_granted, earlier_w, earlier_a) in &list[first..later] {
+                if earlier_call + FIFO_TIE >= call || earlier_granted <= call {
+                    continue;
+                }
+                summary.fifo_pairs_checked += 1;
+                if granted >= earlier_granted {
+                    continue;
+                }
+                if displaced_between(earlier_w, earlier_call, earlier_granted) {
+                    summary.passed_over_after_fault += 1;
+                } else {
+                    summary.violate(
+                        "served out of order",
+                        format!(
+                            "{name}: worker {w} (attempt {a:#x}) began {} ms after worker {earlier_w} (attempt {earlier_a:#x}) and was granted {} ms before it",
+                            (call - earlier_call) / 1000,
+                            (earlier_granted - granted) / 1000
+                        ),
+                    );
+                }
             }
         }
     }

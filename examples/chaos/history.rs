@@ -51,6 +51,14 @@ pub enum Op {
         /// each other, never an exclusive one.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         shared: bool,
+        /// A permit of a semaphore of this many: up to that many holds of the name may
+        /// overlap. 0 for every other lock (one holder, or shared holds).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        permits: u32,
+        /// A fair lock's wait: calls on the name are to be served in the order they
+        /// began.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        fifo: bool,
     },
     /// Granted a fresh hold with this fencing token.
     Grant { t: u64, a: u64, token: u64 },
@@ -82,6 +90,10 @@ pub enum Op {
     Ready { t: u64 },
     /// Every task has stopped; the worker exits.
     Done { t: u64 },
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Op {

@@ -12,8 +12,9 @@
 //! processes, `--tasks` [4] per worker, `--names` [4] locks, `--lease` [1s],
 //! `--fault-every` [2s] (mean gap between faults), `--faults` [all: pause, kill,
 //! client-kill, script-flush, restart, black-hole, reset; `none` for a calm run],
-//! `--lock` [holdlock | naive | multi | multi-broken | rw | rw-broken], `--history FILE` (one JSON line per event), `--json
-//! FILE` (the summary). It always starts its own two redis-servers (locks, and the
+//! `--lock` [holdlock | naive | multi | multi-broken | rw | rw-broken | fair | fair-broken |
+//! sem | sem-broken], `--history FILE` (one JSON line per event), `--json FILE` (the
+//! summary). It always starts its own two redis-servers (locks, and the
 //! registers the locks protect), so that it can restart the first. Exit status: 0
 //! when no violation was found, 1 when one was, 2 when the run itself failed.
 //!
@@ -141,7 +142,11 @@ impl Args {
 fn lock_kind(args: &Args) -> Result<worker::LockKind, BoxError> {
     let name = args.get("lock").unwrap_or("holdlock");
     worker::LockKind::parse(name).ok_or_else(|| {
-        format!("--lock: `{name}` (holdlock, naive, multi, multi-broken, rw or rw-broken)").into()
+        format!(
+            "--lock: `{name}` (holdlock, naive, multi, multi-broken, rw, rw-broken, fair, \
+             fair-broken, sem or sem-broken)"
+        )
+        .into()
     })
 }
 

@@ -376,23 +376,29 @@ async fn final_state(lab: &Lab, hung_workers: Vec<u32>) -> Result<Final, BoxErro
     }
     resource.shutdown().await;
 
-    // Killed or paused workers' holds expire within a lease; give them two.
+    // Killed or paused workers' holds expire within a lease; give them two, and a fair
+    // lock's queue the 4 s its keys outlive the last waiter.
     let url = lab.locks.lock().unwrap().url().to_owned();
     let locks = LockClient::connect(&url).await?;
-    let deadline = tokio::time::Instant::now() + lab.plan.lease * 2 + Duration::from_millis(500);
+    let deadline = tokio::time::Instant::now() + lab.plan.lease * 2 + Duration::from_millis(4_500);
     let keys_left = loop {
         let mut left = Vec::new();
         for lock in locks.list("*").await? {
             left.push(format!("{} (owners {:?})", lock.name, lock.owners));
         }
         for n in 0..lab.plan.names {
-            // The naive lock's key, and a read-write lock's hash and leases (which
-            // `list` does not show); a writer's mark outlives a release by at most
-            // 2 s, within the wait below.
+            // The naive lock's key, and the other kinds' keys (which `list` does not
+            // show); a writer's mark outlives a release by at most 2 s, and a fair
+            // lock's queue a waiter by at most 4 s, within the wait below.
             let keys = [
                 format!("naive:{{chaos:{n}}}"),
                 format!("holdlock:{{chaos:{n}}}:rw"),
                 format!("holdlock:{{chaos:{n}}}:rw:leases"),
+                format!("holdlock:{{chaos:{n}}}:sem"),
+                format!("holdlock:{{chaos:{n}}}:sem:leases"),
+                format!("holdlock:{{chaos:{n}}}:fair"),
+                format!("holdlock:{{chaos:{n}}}:fair:queue"),
+                format!("holdlock:{{chaos:{n}}}:fair:alive"),
             ];
             for key in keys {
                 if locks.redis().exists::<u32, _>(key.as_str()).await? > 0 {
@@ -467,6 +473,14 @@ fn print_summary(plan: &Plan, summary: &Summary, took: Duration) {
             summary.overlaps_after_restart,
         ),
         ("token regressions", summary.token_regressions),
+        (
+            "fair calls: pairs whose order was checked",
+            summary.fifo_pairs_checked,
+        ),
+        (
+            "fair calls served out of order after a fault",
+            summary.passed_over_after_fault,
+        ),
     ];
     for (label, count) in counts {
         row(label, count.to_string());

@@ -35,7 +35,22 @@ pub enum LockKind {
     /// A deliberately broken read-write lock: writers take the read side. The checker
     /// must catch it.
     ReadWriteBroken,
+    /// holdlock's fair lock, fenced, as `Holdlock` does with the mutex; the checker also
+    /// holds it to first come, first served.
+    Fair,
+    /// A deliberately unfair lock: the mutex, whose releases go to whichever attempt
+    /// lands first, checked as a fair lock. The checker must catch it.
+    FairBroken,
+    /// holdlock's semaphore of [`PERMITS`] permits per name: up to that many holders
+    /// at once, never more.
+    Semaphore,
+    /// A deliberately broken semaphore: one permit more than the checker is told. The
+    /// checker must catch it.
+    SemaphoreBroken,
 }
+
+/// The permits of each name's semaphore in the `sem` modes.
+pub const PERMITS: u32 = 2;
 
 impl LockKind {
     /// The name used on the command line: `holdlock` or `naive`.
@@ -47,6 +62,10 @@ impl LockKind {
             LockKind::MultiBroken => "multi-broken",
             LockKind::ReadWrite => "rw",
             LockKind::ReadWriteBroken => "rw-broken",
+            LockKind::Fair => "fair",
+            LockKind::FairBroken => "fair-broken",
+            LockKind::Semaphore => "sem",
+            LockKind::SemaphoreBroken => "sem-broken",
         }
     }
 
@@ -59,6 +78,10 @@ impl LockKind {
             LockKind::MultiBroken,
             LockKind::ReadWrite,
             LockKind::ReadWriteBroken,
+            LockKind::Fair,
+            LockKind::FairBroken,
+            LockKind::Semaphore,
+            LockKind::SemaphoreBroken,
         ]
         .into_iter()
         .find(|kind| kind.name() == name)
@@ -148,8 +171,13 @@ impl TaskWorker {
         while !stop.load(Ordering::Acquire) {
             match self.config.kind {
                 LockKind::Multi | LockKind::MultiBroken => self.round_of_two().await,
-                LockKind::ReadWrite | LockKind::ReadWriteBroken => self.read_write_round().await,
-                LockKind::Holdlock | LockKind::Naive => self.round().await,
+                LockKind::ReadWrite
+                | LockKind::ReadWriteBroken
+                | LockKind::Semaphore
+                | LockKind::SemaphoreBroken => self.unfenced_round().await,
+                LockKind::Holdlock | LockKind::Naive | LockKind::Fair | LockKind::FairBroken => {
+                    self.round().await
+                }
             }
             // Time outside the lock, so that others get a turn.
             let pause = self.rng.below(5);
@@ -169,6 +197,8 @@ impl TaskWorker {
             name: name.clone(),
             wait_ms: wait.as_millis() as u64,
             shared: false,
+            permits: 0,
+            fifo: matches!(self.config.kind, LockKind::Fair | LockKind::FairBroken),
         }
         .emit();
         // The wait bounds the call; a call still running 5 s later is dropped (cancel
@@ -220,16 +250,23 @@ impl TaskWorker {
 
     async fn take(&mut self, name: &str, wait: Duration) -> Result<Option<Held>, BoxError> {
         match self.config.kind {
-            LockKind::Holdlock => Ok(self
+            LockKind::Holdlock | LockKind::FairBroken => Ok(self
                 .locks
                 .lock_timeout(name, wait)
                 .await?
                 .map(Held::Holdlock)),
+            LockKind::Fair => {
+                let options = holdlock::LockOptions::new().wait(wait);
+                let guard = self.locks.fair_lock_with(name, options).await?;
+                Ok(guard.map(Held::Holdlock))
+            }
             LockKind::Multi
             | LockKind::MultiBroken
             | LockKind::ReadWrite
-            | LockKind::ReadWriteBroken => Err(
-                "this kind has a round of its own (see `round_of_two`, `read_write_round`)".into(),
+            | LockKind::ReadWriteBroken
+            | LockKind::Semaphore
+            | LockKind::SemaphoreBroken => Err(
+                "this kind has a round of its own (see `round_of_two`, `unfenced_round`)".into(),
             ),
             LockKind::Naive => {
                 let key = format!("naive:{{{name}}}");
@@ -299,7 +336,11 @@ impl TaskWorker {
             let nested = match held {
                 Held::Holdlock(_) if nest => {
                     // Same task, so the same owner: granted at once, one hold deeper.
-                    let inner = self.locks.try_lock(name).await;
+                    let inner = if self.config.kind == LockKind::Fair {
+                        self.locks.try_fair_lock(name).await
+                    } else {
+                        self.locks.try_lock(name).await
+                    };
                     let count = match &inner {
                         Ok(Some(guard)) => guard.hold_count(),
                         _ => 0,
@@ -385,6 +426,8 @@ impl TaskWorker {
                 name: name.clone(),
                 wait_ms: wait.as_millis() as u64,
                 shared: false,
+                permits: 0,
+                fifo: false,
             }
             .emit();
         }
@@ -544,14 +587,17 @@ impl TaskWorker {
 }
 
 impl TaskWorker {
-    /// One read-write round: the read side (three rounds in four) or the write side of
-    /// one name, held for a while with the lost signal watched. No register is
-    /// written: read-write locks draw no fencing token, so only the holds are checked.
-    async fn read_write_round(&mut self) {
+    /// One round of a kind that draws no fencing token: the read side (three rounds in
+    /// four) or the write side of a read-write lock, or one permit of a semaphore; held
+    /// for a while with the lost signal watched. No register is written, so only the
+    /// holds are checked.
+    async fn unfenced_round(&mut self) {
         let a = self.next_attempt;
         self.next_attempt += 1;
         let name = format!("chaos:{}", self.rng.below(u64::from(self.config.names)));
-        let shared = self.rng.below(4) != 0;
+        let kind = self.config.kind;
+        let semaphore = matches!(kind, LockKind::Semaphore | LockKind::SemaphoreBroken);
+        let shared = !semaphore && self.rng.below(4) != 0;
         let wait = Duration::from_millis(200 + self.rng.below(1_800));
         Op::Start {
             t: now_us(),
@@ -559,18 +605,28 @@ impl TaskWorker {
             name: name.clone(),
             wait_ms: wait.as_millis() as u64,
             shared,
+            permits: if semaphore { PERMITS } else { 0 },
+            fifo: false,
         }
         .emit();
         let options = holdlock::LockOptions::new().wait(wait);
-        // The broken lock has writers take the read side too.
-        let read_side = shared || self.config.kind == LockKind::ReadWriteBroken;
         let taking = async {
-            if read_side {
-                let guard = self.locks.read_lock_with(&name, options).await?;
-                Ok::<_, LockError>(guard.map(Side::Read))
-            } else {
-                let guard = self.locks.write_lock_with(&name, options).await?;
-                Ok(guard.map(Side::Write))
+            match kind {
+                // The broken semaphore has one permit too many.
+                LockKind::Semaphore | LockKind::SemaphoreBroken => {
+                    let permits = PERMITS + u32::from(kind == LockKind::SemaphoreBroken);
+                    let semaphore = self.locks.semaphore(name.as_str(), permits);
+                    Ok(semaphore.acquire_with(options).await?.map(Side::Permit))
+                }
+                // The broken read-write lock has writers take the read side too.
+                _ if shared || kind == LockKind::ReadWriteBroken => {
+                    let guard = self.locks.read_lock_with(&name, options).await?;
+                    Ok::<_, LockError>(guard.map(Side::Read))
+                }
+                _ => {
+                    let guard = self.locks.write_lock_with(&name, options).await?;
+                    Ok(guard.map(Side::Write))
+                }
             }
         };
         let side = match tokio::time::timeout(wait + Duration::from_secs(5), taking).await {
@@ -602,6 +658,7 @@ impl TaskWorker {
             match &side {
                 Side::Read(guard) => guard.lost().await,
                 Side::Write(guard) => guard.lost().await,
+                Side::Permit(permit) => permit.lost().await,
             }
         };
         tokio::select! {
@@ -613,6 +670,7 @@ impl TaskWorker {
             match side {
                 Side::Read(guard) => guard.unlock().await,
                 Side::Write(guard) => guard.unlock().await,
+                Side::Permit(permit) => permit.release().await,
             }
         };
         let released = match tokio::time::timeout(Duration::from_secs(5), unlocking).await {
@@ -629,10 +687,11 @@ impl TaskWorker {
     }
 }
 
-/// A hold of one side of a read-write lock.
+/// A hold of a kind without fencing: one side of a read-write lock, or a permit.
 enum Side {
     Read(holdlock::ReadGuard),
     Write(holdlock::WriteGuard),
+    Permit(holdlock::Permit),
 }
 
 /// One name of a multi-lock round: its token, and its guard (none once the broken
