@@ -618,3 +618,85 @@ fn the_chaos_checker_catches_a_broken_read_write_lock() {
         "{text}"
     );
 }
+
+#[test]
+fn the_chaos_checker_finds_no_violation_in_the_fair_lock() {
+    let _turn = heavy_turn();
+    // Fenced fair locks under every kind of fault: no overlap, rising tokens, and calls
+    // served in the order they arrived (a 50 ms tie window; a caller that a fault hit
+    // while it waited may be passed over).
+    let (code, summary, text) = chaos(
+        &["--lock", "fair", "--duration", "20s", "--seed", "3"],
+        Duration::from_secs(180),
+    );
+    assert_eq!(code, Some(0), "violations found:\n{text}");
+    assert_eq!(summary["violations"], serde_json::json!({}), "{text}");
+    assert_eq!(summary["token_regressions"], 0, "{text}");
+    assert!(summary["acquisitions"].as_u64() > Some(200), "{text}");
+    assert!(
+        summary["fifo_pairs_checked"].as_u64() > Some(100),
+        "the order check had nothing to check:\n{text}"
+    );
+}
+
+#[test]
+fn the_chaos_checker_catches_a_lock_that_is_not_fair() {
+    let _turn = heavy_turn();
+    // The mutex checked as a fair lock: it never overlaps, but pub/sub wakes every
+    // waiter and the fastest wins, so later callers overtake earlier ones.
+    let (code, summary, text) = chaos(
+        &[
+            "--lock",
+            "fair-broken",
+            "--duration",
+            "10s",
+            "--faults",
+            "none",
+        ],
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, Some(1), "the unfair lock passed:\n{text}");
+    assert!(
+        summary["violations"]["served out of order"].as_u64() > Some(0),
+        "{text}"
+    );
+    assert!(
+        summary["violations"]["overlapping holders"].is_null(),
+        "the mutex overlapped:\n{text}"
+    );
+}
+
+#[test]
+fn the_chaos_checker_finds_no_violation_in_the_semaphore() {
+    let _turn = heavy_turn();
+    // Permits under every kind of fault: never more than the permits at once.
+    let (code, summary, text) = chaos(
+        &["--lock", "sem", "--duration", "20s", "--seed", "3"],
+        Duration::from_secs(180),
+    );
+    assert_eq!(code, Some(0), "violations found:\n{text}");
+    assert_eq!(summary["violations"], serde_json::json!({}), "{text}");
+    assert!(summary["acquisitions"].as_u64() > Some(200), "{text}");
+}
+
+#[test]
+fn the_chaos_checker_catches_a_semaphore_with_a_permit_too_many() {
+    let _turn = heavy_turn();
+    // One permit more than the checker allows: three holders at once is an overlap.
+    let (code, summary, text) = chaos(
+        &[
+            "--lock",
+            "sem-broken",
+            "--duration",
+            "10s",
+            "--faults",
+            "none",
+        ],
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, Some(1), "the over-wide semaphore passed:\n{text}");
+    assert!(
+        summary["violations"]["overlapping holders"].as_u64() > Some(0),
+        "{text}"
+    );
+}
