@@ -599,7 +599,9 @@ async fn bench_runs_every_workload_and_leaves_nothing_behind() {
     assert_eq!(ran.code, Some(0), "{ran:?}");
     let figures: serde_json::Value = serde_json::from_str(&ran.stdout).expect("JSON on stdout");
     let figures = figures.as_array().expect("an array of figures");
-    for workload in ["W1", "W1r", "W2", "W3", "W4"] {
+    for workload in [
+        "W1", "W1r", "W1s", "W2", "W3", "W3f", "W4", "W4f", "W6", "W7", "W8",
+    ] {
         assert!(
             figures.iter().any(|figure| figure["workload"] == workload),
             "{workload} missing: {figures:?}"
@@ -618,13 +620,32 @@ async fn bench_runs_every_workload_and_leaves_nothing_behind() {
             .and_then(|figure| figure["value"].as_f64())
     };
     assert_eq!(value("most winners in a burst"), Some(1.0));
-    assert_eq!(value("final counter"), Some(32.0 * 20.0));
+    let counters: Vec<_> = figures
+        .iter()
+        .filter(|figure| figure["metric"] == "final counter")
+        .map(|figure| (figure["workload"].as_str(), figure["value"].as_f64()))
+        .collect();
+    assert_eq!(
+        counters,
+        [
+            (Some("W3"), Some(32.0 * 20.0)),
+            (Some("W3f"), Some(32.0 * 20.0))
+        ]
+    );
+    // Never more holders of the semaphore than its 5 permits, and all of them used.
+    assert_eq!(value("most permits held at once"), Some(5.0));
     let left = common::shared().array(&["KEYS", "*bench:*"]).unwrap();
     assert!(left.is_empty(), "keys left behind: {left:?}");
 
-    let ran = finish(&mut holdlock(["bench", "--workloads", "w9"])).await;
+    // W9 (200 clients) runs only when named; names that are not workloads here are
+    // usage errors.
+    assert!(!figures.iter().any(|figure| figure["workload"] == "W9"));
+    let ran = finish(&mut holdlock(["bench", "--workloads", "w10"])).await;
     assert_eq!(ran.code, Some(64), "{ran:?}");
     assert!(ran.stderr.contains("unknown workload"), "{ran:?}");
+    let ran = finish(&mut holdlock(["bench", "--workloads", "W5"])).await;
+    assert_eq!(ran.code, Some(64), "{ran:?}");
+    assert!(ran.stderr.contains("cargo bench"), "{ran:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

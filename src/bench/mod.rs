@@ -1,5 +1,5 @@
-//! The benchmark workloads W1–W7 (and W1s), shared by `holdlock bench` (all but W5, with the
-//! `cli` feature) and `benches/lock.rs` (all of them). Compiled only with the `bench`
+//! The benchmark workloads W1–W9 (and W1s, W3f, W4f), shared by `holdlock bench` (all but
+//! W5, with the `cli` feature) and `benches/lock.rs` (all of them). Compiled only with the `bench`
 //! feature and hidden from the documentation: this is tooling, not part of the API.
 //! It uses only holdlock's public API, as another crate would.
 //!
@@ -16,8 +16,10 @@
 //!   it until all have answered.
 //! - **W3 contended**: `workers` tasks over two clients, each doing `sections` critical
 //!   sections {lock; GET counter; SET counter+1; unlock} and then `work` outside.
+//! - **W3f contended, fair**: W3 with the fair lock.
 //! - **W4 hand-off**: two workers on two clients ping-pong one lock; the time from the
 //!   start of a release to the waiter's `lock()` returning.
+//! - **W4f hand-off, fair**: W4 with the fair lock.
 //! - **W5 many locks held** (`benches/lock.rs` only, as it reads the process's own
 //!   memory): built there from [`Figure`]s.
 //! - **W6 transfers**: `workers` tasks over two clients, each making transfers between
@@ -26,10 +28,15 @@
 //! - **W7 read-mostly**: `workers` tasks, 95% reads and 5% writes of one name with
 //!   `work` inside, under the read-write lock next to the same under the mutex.
 //! - **W1s sides**: W1 for each side of the read-write lock, next to the mutex's W1.
+//! - **W8 semaphore**: `workers` tasks over two clients on one semaphore of 5 permits,
+//!   each taking a permit `sections` times and holding it for `work`.
+//! - **W9 many clients** (by name only, not in [`Workload::ALL`]): 200 clients × 5
+//!   tasks on one lock, the mutex and the fair lock; scripts per acquisition.
 //!
-//! Files: `workloads.rs` runs W1–W4, `family.rs` W6, W7 and W1s, `floors.rs` holds the bare lock and holdlock's
-//! scripts sent alone, `samples.rs` the timing helpers, `report.rs` the figures and
-//! their table and JSON.
+//! Files: `workloads.rs` runs W1–W4 (and W3f, W4f), `family.rs` W6, W7 and W1s,
+//! `fair.rs` W8, W9 and the lock kinds of W3/W3f and W4/W4f, `floors.rs` holds the
+//! bare lock and holdlock's scripts sent alone, `samples.rs` the timing helpers,
+//! `report.rs` the figures and their table and JSON.
 
 use std::error::Error;
 use std::fmt;
@@ -39,8 +46,10 @@ use std::time::Duration;
 use fred::clients::Client;
 
 use crate::LockClient;
+use fair::Exclusive;
 use floors::BareLock;
 
+mod fair;
 mod family;
 mod floors;
 mod proxy;
@@ -66,8 +75,12 @@ pub enum Workload {
     W2,
     /// Many workers contending for one lock.
     W3,
+    /// W3 with the fair lock.
+    W3f,
     /// Hand-off latency between two waiting workers.
     W4,
+    /// W4 with the fair lock.
+    W4f,
     /// Many locks held at once: memory and renewals (`cargo bench` only, as it reads
     /// the process's own memory).
     W5,
@@ -77,21 +90,47 @@ pub enum Workload {
     W7,
     /// Each side of the read-write lock uncontended, next to the mutex's W1.
     W1s,
+    /// Many workers sharing the permits of one semaphore.
+    W8,
+    /// 200 clients on one lock: scripts per acquisition, the mutex and the fair lock.
+    W9,
     /// The network-distance mode's own cost: a `PING` through the delay proxy.
     Net,
 }
 
 impl Workload {
-    /// Every workload `Bench::run` can run, in order.
-    pub const ALL: [Workload; 8] = [
+    /// The workloads `Bench::run` runs by default, in order. W9 (200 clients) runs
+    /// only when named.
+    pub const ALL: [Workload; 11] = [
         Self::W1,
         Self::W1r,
         Self::W1s,
         Self::W2,
         Self::W3,
+        Self::W3f,
         Self::W4,
+        Self::W4f,
         Self::W6,
         Self::W7,
+        Self::W8,
+    ];
+
+    /// Every workload, for parsing.
+    const EVERY: [Workload; 14] = [
+        Self::W1,
+        Self::W1r,
+        Self::W1s,
+        Self::W2,
+        Self::W3,
+        Self::W3f,
+        Self::W4,
+        Self::W4f,
+        Self::W5,
+        Self::W6,
+        Self::W7,
+        Self::W8,
+        Self::W9,
+        Self::Net,
     ];
 
     /// The short name used on the command line and in tables.
@@ -101,18 +140,22 @@ impl Workload {
             Self::W1r => "W1r",
             Self::W2 => "W2",
             Self::W3 => "W3",
+            Self::W3f => "W3f",
             Self::W4 => "W4",
+            Self::W4f => "W4f",
             Self::W5 => "W5",
             Self::W6 => "W6",
             Self::W7 => "W7",
             Self::W1s => "W1s",
+            Self::W8 => "W8",
+            Self::W9 => "W9",
             Self::Net => "net",
         }
     }
 
-    /// Parses `w1`, `W1r`, …
+    /// Parses any label: `w1`, `W1r`, `W9`, …
     pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL
+        Self::EVERY
             .into_iter()
             .find(|workload| workload.label().eq_ignore_ascii_case(text.trim()))
     }
@@ -127,13 +170,13 @@ pub struct Settings {
     pub nested: u64,
     /// W2: concurrent `try_lock`s.
     pub burst: usize,
-    /// W3: workers (split over two clients).
+    /// W3, W3f, W6, W7, W8: workers (split over two clients).
     pub workers: usize,
-    /// W3: critical sections per worker.
+    /// W3, W3f, W6, W7, W8: critical sections per worker.
     pub sections: u64,
-    /// W3: work outside the lock after each section.
+    /// W3, W3f, W9: work outside the lock after each section; W7, W8: inside.
     pub work: Duration,
-    /// W4: hand-offs.
+    /// W4, W4f: hand-offs.
     pub handoffs: u64,
 }
 
@@ -201,12 +244,16 @@ impl Bench {
                 Workload::W1 => self.uncontended().await?,
                 Workload::W1r => self.reentrant().await?,
                 Workload::W2 => self.burst().await?,
-                Workload::W3 => self.contended().await?,
-                Workload::W4 => self.handoff().await?,
+                Workload::W3 => self.contended(Exclusive::Mutex).await?,
+                Workload::W3f => self.contended(Exclusive::Fair).await?,
+                Workload::W4 => self.handoff(Exclusive::Mutex).await?,
+                Workload::W4f => self.handoff(Exclusive::Fair).await?,
                 Workload::W5 => return Err("W5 runs only in benches/lock.rs".into()),
                 Workload::W6 => self.transfers().await?,
                 Workload::W7 => self.read_mostly().await?,
                 Workload::W1s => self.uncontended_sides().await?,
+                Workload::W8 => self.semaphore().await?,
+                Workload::W9 => self.crowd().await?,
                 Workload::Net => return Err("`net` is measured with the delay proxy".into()),
             });
         }
@@ -237,5 +284,20 @@ impl fmt::Debug for Bench {
             .field("settings", &self.settings)
             .field("stem", &self.stem)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Workload;
+
+    #[test]
+    fn every_label_parses_back() {
+        for workload in Workload::EVERY {
+            assert_eq!(Workload::parse(workload.label()), Some(workload));
+        }
+        assert_eq!(Workload::parse(" w3F "), Some(Workload::W3f));
+        assert!(Workload::ALL.iter().all(|w| Workload::EVERY.contains(w)));
+        assert_eq!(Workload::parse("W10"), None);
     }
 }

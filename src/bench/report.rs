@@ -50,6 +50,8 @@ pub enum Unit {
     Percent,
     /// A plain count.
     Count,
+    /// A count per operation, e.g. scripts per acquisition.
+    PerOp,
     /// Memory.
     Bytes,
 }
@@ -62,6 +64,7 @@ impl Unit {
             Self::Millis => format!("{value:.2} ms"),
             Self::Percent => format!("{value:.1}%"),
             Self::Count => format!("{value:.0}"),
+            Self::PerOp => format!("{value:.2}"),
             Self::Bytes => format!("{value:.0} B"),
         }
     }
@@ -72,6 +75,7 @@ impl Unit {
             Self::Millis => "ms",
             Self::Percent => "percent",
             Self::Count => "count",
+            Self::PerOp => "per_op",
             Self::Bytes => "bytes",
         }
     }

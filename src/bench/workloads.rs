@@ -1,4 +1,5 @@
-//! The workloads W1–W4, each next to its floor.
+//! The workloads W1–W4, each next to its floor; W3 and W4 also with the fair lock
+//! (W3f, W4f).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,6 +11,7 @@ use fred::types::scripts::Script;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
+use super::fair::Exclusive;
 use super::floors::{BareLock, RELEASE_AND_PUBLISH, SCRIPTS_ALONE, ScriptsAlone, TRIVIAL};
 use super::samples::{Samples, alternate, millis, time_each};
 use super::{Bench, BenchError, BenchResult, Figure, Goal, Settings, Unit, Workload};
@@ -228,43 +230,31 @@ impl Bench {
         ])
     }
 
-    /// W3: workers on two clients contending for one lock around a read-modify-write.
-    pub(super) async fn contended(&self) -> BenchResult<Vec<Figure>> {
+    /// W3 (the mutex) and W3f (the fair lock): workers on two clients contending for
+    /// one lock around a read-modify-write.
+    pub(super) async fn contended(&self, kind: Exclusive) -> BenchResult<Vec<Figure>> {
+        let (workload, goal) = match kind {
+            Exclusive::Mutex => (Workload::W3, 0.6),
+            Exclusive::Fair => (Workload::W3f, 0.8),
+        };
+        let stem = workload.label().to_lowercase();
         let Settings {
             workers,
             sections,
             work,
             ..
         } = self.settings.clone();
-        let counter = self.key("w3:counter");
         let total = workers as u64 * sections;
+        let floor = self
+            .serial_floor(&stem, total, Section::ReadModifyWrite)
+            .await?;
 
-        // The floor: the same critical sections done back to back by one task with the
-        // bare lock, which is as fast as any lock needing these round trips can go.
-        let bare = Arc::new(self.bare().await?);
-        let (redis, key) = (self.redis().clone(), self.key("w3"));
-        let floor_counter = self.key("w3:floor-counter");
-        let floor = spawn(async move {
-            time_each(total.min(2_000), |_| {
-                let (bare, redis, key, counter) = (&bare, &redis, &key, &floor_counter);
-                async move {
-                    if !bare.take(key).await? {
-                        return Err("bare lock: key left over".into());
-                    }
-                    increment(redis, counter).await?;
-                    bare.release(key).await
-                }
-            })
-            .await
-        })
-        .await?;
-        let _: i64 = self.redis().del(self.key("w3:floor-counter")).await?;
-
+        let counter = self.key(&format!("{stem}:counter"));
         let _: i64 = self.redis().del(counter.as_str()).await?;
         let order = Arc::new(Mutex::new(Vec::with_capacity(total as usize)));
         let longest_wait = Arc::new(Mutex::new(Duration::ZERO));
         let done = Arc::new(AtomicU64::new(0));
-        let name = Arc::new(self.name("w3"));
+        let name = Arc::new(self.name(&stem));
         let counter = Arc::new(counter);
         let started = Instant::now();
         let handles: Vec<_> = (0..workers)
@@ -277,14 +267,14 @@ impl Bench {
                     let mut longest = Duration::ZERO;
                     for _ in 0..sections {
                         let asked = Instant::now();
-                        let guard = client.lock(&name).await?;
+                        let guard = kind.take(&client, &name).await?;
                         longest = longest.max(asked.elapsed());
                         order.lock().push(worker);
                         increment(client.redis(), &counter).await?;
                         guard.unlock().await?;
                         let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
                         if finished % 500 == 0 {
-                            progress(Workload::W3, finished, total);
+                            progress(workload, finished, total);
                         }
                         tokio::time::sleep(work).await;
                     }
@@ -307,24 +297,19 @@ impl Bench {
 
         Ok(vec![
             Figure::new(
-                Workload::W3,
+                workload,
                 "acquisitions/s",
                 total as f64 / wall.as_secs_f64(),
                 Unit::PerSecond,
             )
-            .floor("bare lock, one task", floor.rate())
-            .goal(Goal::RatioAtLeast(0.6)),
-            Figure::new(
-                Workload::W3,
-                "longest wait",
-                millis(longest_wait),
-                Unit::Millis,
-            )
-            .goal(Goal::AtMost(50.0)),
-            Figure::new(Workload::W3, "owner changes", changed_share, Unit::Percent)
+            .floor(SERIAL_FLOOR, floor.rate())
+            .goal(Goal::RatioAtLeast(goal)),
+            Figure::new(workload, "longest wait", millis(longest_wait), Unit::Millis)
+                .goal(Goal::AtMost(50.0)),
+            Figure::new(workload, "owner changes", changed_share, Unit::Percent)
                 .goal(Goal::AtLeast(90.0)),
             Figure::new(
-                Workload::W3,
+                workload,
                 "final counter",
                 final_count.unwrap_or(0) as f64,
                 Unit::Count,
@@ -333,30 +318,36 @@ impl Bench {
         ])
     }
 
-    /// W4: two workers on two clients hand one lock back and forth.
-    pub(super) async fn handoff(&self) -> BenchResult<Vec<Figure>> {
+    /// W4 (the mutex) and W4f (the fair lock): two workers on two clients hand one
+    /// lock back and forth.
+    pub(super) async fn handoff(&self, kind: Exclusive) -> BenchResult<Vec<Figure>> {
         /// Blocks of each kind, alternating.
         const BLOCKS: u64 = 4;
+        let (workload, goal) = match kind {
+            Exclusive::Mutex => (Workload::W4, 1.0),
+            Exclusive::Fair => (Workload::W4f, 0.7),
+        };
+        let name = self.name(&workload.label().to_lowercase());
         let per_block = self.settings.handoffs.div_ceil(BLOCKS);
         let (mut floor, mut samples) = (Samples::default(), Samples::default());
         for block in 0..BLOCKS {
-            (self.progress)(Workload::W4, block * per_block, BLOCKS * per_block);
+            (self.progress)(workload, block * per_block, BLOCKS * per_block);
             floor.extend(self.bare_handoff(per_block).await?);
-            samples.extend(self.lock_handoffs(per_block).await?);
+            samples.extend(self.lock_handoffs(kind, &name, per_block).await?);
         }
 
         const FLOOR: &str = "bare lock + PUBLISH";
         Ok(vec![
             Figure::new(
-                Workload::W4,
+                workload,
                 "hand-off p50",
                 samples.percentile(50.0),
                 Unit::Millis,
             )
             .floor(FLOOR, floor.percentile(50.0))
-            .goal(Goal::RatioAtMost(1.0)),
+            .goal(Goal::RatioAtMost(goal)),
             Figure::new(
-                Workload::W4,
+                workload,
                 "hand-off p90",
                 samples.percentile(90.0),
                 Unit::Millis,
@@ -365,9 +356,15 @@ impl Bench {
         ])
     }
 
-    /// `handoffs` hand-offs between two workers on two clients.
-    async fn lock_handoffs(&self, handoffs: u64) -> BenchResult<Samples> {
-        let name = Arc::new(self.name("w4"));
+    /// `handoffs` hand-offs of the lock `name` of `kind` between two workers on two
+    /// clients.
+    async fn lock_handoffs(
+        &self,
+        kind: Exclusive,
+        name: &str,
+        handoffs: u64,
+    ) -> BenchResult<Samples> {
+        let name = Arc::new(name.to_owned());
         // The number of acquisitions so far; a worker waits for the other's before asking again.
         let (acquired, _) = watch::channel(0u64);
         let acquired = Arc::new(acquired);
@@ -393,7 +390,7 @@ impl Bench {
                             continue;
                         }
                         // The other worker holds the lock (or is about to release it).
-                        let guard = client.lock(&name).await?;
+                        let guard = kind.take(&client, &name).await?;
                         if let Some(started) = release_started.lock().take() {
                             samples.lock().push(started.elapsed());
                         }
@@ -415,6 +412,40 @@ impl Bench {
 }
 
 impl Bench {
+    /// The serial ceiling of W3, W3f and W8: `count` (at most 2,000) of their critical
+    /// sections done back to back by one task with the bare lock, which is as fast as
+    /// any lock needing these round trips can go. `stem` names its keys.
+    pub(super) async fn serial_floor(
+        &self,
+        stem: &str,
+        count: u64,
+        section: Section,
+    ) -> BenchResult<Samples> {
+        let bare = Arc::new(self.bare().await?);
+        let (redis, key) = (self.redis().clone(), self.key(stem));
+        let counter = self.key(&format!("{stem}:floor-counter"));
+        let floor_counter = counter.clone();
+        let floor = spawn(async move {
+            time_each(count.min(2_000), |_| {
+                let (bare, redis, key, counter) = (&bare, &redis, &key, &floor_counter);
+                async move {
+                    if !bare.take(key).await? {
+                        return Err("bare lock: key left over".into());
+                    }
+                    match section {
+                        Section::ReadModifyWrite => increment(redis, counter).await?,
+                        Section::Hold(work) => tokio::time::sleep(work).await,
+                    }
+                    bare.release(key).await
+                }
+            })
+            .await
+        })
+        .await?;
+        let _: i64 = self.redis().del(counter).await?;
+        Ok(floor)
+    }
+
     /// The floor of a notified hand-off, made of bare commands: the holder deletes the
     /// key and publishes in one script, a raw subscriber on another connection hears
     /// it and takes the key with `SET NX`. Same pauses as W4, so the same idle costs.
@@ -468,6 +499,18 @@ impl Bench {
         let _ = subscriber.quit().await;
         Ok(samples)
     }
+}
+
+/// The floor of W3, W3f (and, five times over, W8).
+pub(super) const SERIAL_FLOOR: &str = "bare lock, one task";
+
+/// What a critical section of a serial floor does while it holds the bare lock.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Section {
+    /// W3's read-modify-write of a counter: GET, then SET one more.
+    ReadModifyWrite,
+    /// W8's: nothing but wait this long.
+    Hold(Duration),
 }
 
 /// The critical section's read-modify-write: GET, then SET one more.

@@ -16,7 +16,8 @@ use crate::exit::{EX_NOT_FOUND, EX_OK, EX_SOFTWARE, EX_USAGE, Failure};
 
 #[derive(Debug, Args)]
 pub(crate) struct BenchArgs {
-    /// Which workloads to run, comma-separated: W1, W1r, W1s, W2, W3, W4, W6, W7 [default: all]
+    /// Which workloads to run, comma-separated: W1, W1r, W1s, W2, W3, W3f, W4, W4f, W6, W7,
+    /// W8, and W9 (200 clients; only when named) [default: all but W9]
     #[arg(long, value_delimiter = ',', value_parser = parse_workload)]
     workloads: Vec<Workload>,
     /// Run a tenth of the default sizes.
@@ -135,7 +136,12 @@ fn parse_latency(text: &str) -> Result<Duration, String> {
 }
 
 fn parse_workload(text: &str) -> Result<Workload, String> {
-    Workload::parse(text).ok_or_else(|| {
-        format!("unknown workload {text:?}; expected W1, W1r, W1s, W2, W3, W4, W6 or W7")
-    })
+    match Workload::parse(text) {
+        Some(Workload::W5) => Err("W5 runs only in `cargo bench --bench lock`".into()),
+        Some(Workload::Net) => Err("`net` is measured by --latency".into()),
+        Some(workload) => Ok(workload),
+        None => Err(format!(
+            "unknown workload {text:?}; expected W1, W1r, W1s, W2, W3, W3f, W4, W4f, W6, W7, W8 or W9"
+        )),
+    }
 }

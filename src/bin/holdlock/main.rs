@@ -106,7 +106,7 @@ enum Subcommands {
     /// contended and longest held first. Each refresh is one SCAN (COUNT 200 per step)
     /// and one inspect script per lock found.
     Top(TopArgs),
-    /// Measure lock throughput and hand-off latency on this Redis (workloads W1-W7),
+    /// Measure lock throughput and hand-off latency on this Redis (workloads W1-W9),
     /// each next to the floor the same Redis sets (see docs/performance.md).
     #[cfg(feature = "bench")]
     Bench(BenchArgs),
