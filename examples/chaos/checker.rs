@@ -18,9 +18,10 @@
 //!    nothing held (or the lost signal ended the hold first).
 //! 6. **First come, first served** (fair locks). Of two granted calls on one name, the
 //!    one that began more than [`FIFO_TIE`] later must not be granted first, unless
-//!    the earlier one's worker was paused, partitioned or reset while it waited, or
-//!    every connection was killed or the server restarted meanwhile (each of which
-//!    may cost a waiter its place).
+//!    the earlier one's worker was paused, partitioned or reset while it waited (or
+//!    was still reconnecting from such a fault: [`RECONNECTING`]), or every
+//!    connection was killed or the server restarted meanwhile (each of which may cost
+//!    a waiter its place, or delay its first attempt).
 //! 5. **Nothing hangs, nothing is left.** Every lock call of a worker that was not
 //!    killed ended; every worker exited when asked; no lock key remains at the end.
 
@@ -35,6 +36,11 @@ use crate::history::{Entry, Fault, Op, Outcome, Released};
 /// worker records its call's start before the attempt is sent (one round trip, plus
 /// however long two busy cores take to run the worker).
 pub const FIFO_TIE: u64 = 50_000;
+
+/// How long a worker's connections may still be coming back after a fault ended: the
+/// client's reconnect delay doubles from 50 ms up to 2 s, so a waiter whose worker
+/// was cut off may reach Redis (and queue) up to that long after the fault.
+pub const RECONNECTING: u64 = 2_500_000;
 
 /// What the checker looked at after the run, besides the history.
 #[derive(Debug, Default)]
@@ -166,19 +172,25 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
                 match *fault {
                     Fault::Pause { t, until, w } => {
                         pauses.entry(w).or_default().push((t, until));
-                        displaced.entry(w).or_default().push((t, until));
+                        displaced
+                            .entry(w)
+                            .or_default()
+                            .push((t, until + RECONNECTING));
                     }
                     Fault::Kill { t, w } => {
                         kills.insert(w, t);
                     }
                     Fault::Restart { t, until } => {
                         restarts.push((t, until));
-                        everyone_displaced.push((t, until));
+                        everyone_displaced.push((t, until + RECONNECTING));
                     }
                     Fault::BlackHole { t, until, w } | Fault::Reset { t, until, w } => {
-                        displaced.entry(w).or_default().push((t, until));
+                        displaced
+                            .entry(w)
+                            .or_default()
+                            .push((t, until + RECONNECTING));
                     }
-                    Fault::ClientKill { t } => everyone_displaced.push((t, t)),
+                    Fault::ClientKill { t } => everyone_displaced.push((t, t + RECONNECTING)),
                     Fault::ScriptFlush { .. } => {}
                 }
                 continue;
