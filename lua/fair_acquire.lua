@@ -16,7 +16,8 @@
 -- A re-entry is `reenter.lua`, as for the mutex.
 --
 -- Granted:  { 1, fencing token or 0 }
--- Busy:     { 0, remaining PTTL of the lock in ms (-1 if it has none) }
+-- Busy:     { 0, remaining PTTL of the lock in ms (-1 if it has none), and the
+--             caller's place in the queue (its score, as Redis prints it) if queued }
 -- Raises WRONGTYPE (naming the key) if a key holds another type.
 local key, queue, alive, owner = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local window = tonumber(ARGV[3])
@@ -64,5 +65,6 @@ if ARGV[4] == 'wait' then
   redis.call('zadd', alive, now_ms + window, owner)
   redis.call('pexpire', queue, window * 2)
   redis.call('pexpire', alive, window * 2)
+  return { 0, pttl, redis.call('zscore', queue, owner) }
 end
 return { 0, pttl }

@@ -2,9 +2,11 @@
 -- fair_release.lua and fair_leave.lua (one copy of the hand-off for the three).
 --
 -- KEYS[1]  lock key (hash: owner id -> hold count, as the mutex; plus the field
---          `claim` = the waiter the lock was handed to, until it claims it)
+--          `claim` = "<owner id> <place>", the waiter the lock was handed to and the
+--          place it held, until a claim attempt takes the lock afresh)
 -- KEYS[2]  the queue (sorted set: owner id -> when its wait began, in microseconds by
---          this server's clock)
+--          this server's clock: its place, which also tells one wait of an owner from
+--          the next)
 -- KEYS[3]  the waiters' liveness (sorted set: owner id -> deadline in ms; a waiter
 --          refreshes it with every attempt, and one that stops is dropped after it)
 if redis.replicate_commands then
@@ -32,16 +34,19 @@ function fair.drop_dead_waiters(now_ms)
 end
 
 -- Hands the free lock to the first live waiter, if any: its field (count 1) and
--- `claim` are set, the key lives for the claim window, and the message names it.
--- Returns that waiter, or nil.
+-- `claim` are set, the key lives for the claim window, and the message names it and
+-- its place ("<owner id> <place>"). The waiter may take the lock on the message alone
+-- if its last refused attempt reported that place (see src/fair.rs); else its next
+-- attempt claims it. Returns that waiter, or nil.
 function fair.hand_to_first(publish, window)
-  local head = redis.call('zrange', KEYS[2], 0, 0)[1]
-  if head then
-    redis.call('hset', KEYS[1], head, 1, 'claim', head)
+  local head = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES')
+  if head[1] then
+    local grant = head[1] .. ' ' .. head[2]
+    redis.call('hset', KEYS[1], head[1], 1, 'claim', grant)
     redis.call('pexpire', KEYS[1], window)
-    redis.call('zrem', KEYS[2], head)
-    redis.call('zrem', KEYS[3], head)
-    redis.call(publish == 'spublish' and 'spublish' or 'publish', KEYS[1] .. ':released', head)
+    redis.call('zrem', KEYS[2], head[1])
+    redis.call('zrem', KEYS[3], head[1])
+    redis.call(publish == 'spublish' and 'spublish' or 'publish', KEYS[1] .. ':released', grant)
   end
-  return head
+  return head[1]
 end

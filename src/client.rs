@@ -224,7 +224,7 @@ impl LockClient {
                 let attempt = self.engine.acquire(&names, &owner, options, Some(entry));
                 match attempt.await? {
                     Attempt::Granted(hold) => return Ok(Ok(self.guard(hold))),
-                    Attempt::Busy(_) => (LocalHolder::Nobody, names, true),
+                    Attempt::Busy { .. } => (LocalHolder::Nobody, names, true),
                 }
             }
             other => (other, Arc::new(self.engine.config().names(name)?), false),
@@ -272,7 +272,7 @@ impl LockClient {
         if first_turn.is_some() {
             match self.engine.acquire(names, owner, options, None).await? {
                 Attempt::Granted(hold) => return Ok(Ok(hold)),
-                Attempt::Busy(pttl) => busy = Some(pttl),
+                Attempt::Busy { pttl, .. } => busy = Some(pttl),
             }
         }
         let waiting = async {
@@ -285,12 +285,12 @@ impl LockClient {
             };
             loop {
                 let attempt = match busy.take() {
-                    Some(pttl) => Attempt::Busy(pttl),
+                    Some(pttl) => Attempt::Busy { pttl, place: None },
                     None => self.engine.acquire(names, owner, options, None).await?,
                 };
                 let pttl = match attempt {
                     Attempt::Granted(hold) => return Ok(Ok(hold)),
-                    Attempt::Busy(pttl) => pttl,
+                    Attempt::Busy { pttl, .. } => pttl,
                 };
                 if let Some(gave_up) = give_up.passed() {
                     return Ok(Err(gave_up));

@@ -23,7 +23,7 @@ use uuid::Uuid;
 use crate::error::{LockError, Result};
 use crate::hold::{Hold, HoldUse, Holds, LocalHolder};
 use crate::keys::{Kind, LockNames};
-use crate::lease::renewal_period;
+use crate::lease::{CLAIM_WINDOW, lost_deadline, renewal_period};
 use crate::options::{ClientConfig, ResolvedOptions};
 use crate::owner::local_owner;
 use crate::protocol::{CallFailed, Protocol};
@@ -55,8 +55,12 @@ pub(crate) struct Engine {
 pub(crate) enum Attempt {
     /// Granted: the hold, with its count raised, for a new guard.
     Granted(Arc<Hold>),
-    /// Someone else holds the lock; their lease ends in this long (if it has an end).
-    Busy(Option<Duration>),
+    /// Someone else holds the lock; their lease ends in `pttl` (if it has an end). A
+    /// fair lock's waiter is told its `place` in the queue.
+    Busy {
+        pttl: Option<Duration>,
+        place: Option<u64>,
+    },
 }
 
 impl Engine {
@@ -231,7 +235,7 @@ impl Engine {
             };
             let (entry, mut count) = in_flight.land();
             let (granted, token) = match reply {
-                Acquire::Busy { pttl } => return Ok(Attempt::Busy(pttl)),
+                Acquire::Busy { pttl, place } => return Ok(Attempt::Busy { pttl, place }),
                 Acquire::Granted { count, token } => (count, token),
                 Acquire::Vanished if held == 0 => continue, // a late grant expired: again
                 Acquire::Vanished => {
@@ -261,6 +265,43 @@ impl Engine {
             self.record_grant(&entry, options, token, sent_at);
             return Ok(Attempt::Granted(Arc::clone(&entry.hold)));
         }
+    }
+
+    /// Takes over, without a round trip, a fair lock that a release handed to `owner`
+    /// while it waited (the message named it and its place). `refused_at` is when the
+    /// waiter's last refused attempt was sent: the hand-off came after that attempt ran,
+    /// so Redis keeps the hold for at least the claim window from then. The hold is
+    /// taken as lost when a claim window's worth of lease (less its tenth of margin)
+    /// has passed since then, unless its watchdog, which renews it at once to the
+    /// owner's lease, has been answered first.
+    /// `None` (nothing changed) if the owner's hold here is in use or lost, or the
+    /// clock cannot go back that far: the caller then claims with an attempt.
+    ///
+    /// Cancel safe: the only wait is for the owner's operation lock, before anything
+    /// changes.
+    pub(crate) async fn adopt_handed(
+        self: &Arc<Self>,
+        names: &Arc<LockNames>,
+        owner: &str,
+        options: ResolvedOptions,
+        refused_at: Instant,
+    ) -> Option<Arc<Hold>> {
+        let lease = options.lease();
+        // The grant time that gives the watchdog that deadline for a full lease.
+        let known = lost_deadline(refused_at, CLAIM_WINDOW.min(lease));
+        let granted_at = known.checked_sub(lease - lease / 10)?;
+        let entry = self.holds.enter(names, owner);
+        let hold = Arc::clone(&entry.hold);
+        let mut count = hold.lock_ops().await;
+        if hold.is_lost() || *count != 0 {
+            return None;
+        }
+        hold.set_count(&mut count, 1);
+        drop(count);
+        hold.set_granted(refused_at, options.max_hold.map(|max| refused_at + max));
+        hold.set_expiry(granted_at, None);
+        self.watchdogs.start_now(&hold, lease, granted_at);
+        Some(hold)
     }
 
     /// Sets the token, the expiry and the watchdog of a freshly granted hold.

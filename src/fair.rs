@@ -154,15 +154,26 @@ impl LockClient {
             names: Arc::clone(&names),
             owner: owner.clone(),
             queued: options.wait != Some(Duration::ZERO),
+            at: None,
         };
+        // A hand-off may be taken on its message alone by a waiter whose lease the
+        // watchdog keeps and that draws no token (the claim attempt draws it).
+        let may_adopt = options.watchdog && !options.fenced;
         let waiting = async {
             loop {
-                let pttl = match engine.acquire(&names, &owner, options, None).await? {
+                let sent_at = Instant::now();
+                // `refused_at`: when this refused attempt was sent, if it reported the
+                // waiter queued.
+                let (pttl, refused_at) = match engine.acquire(&names, &owner, options, None).await?
+                {
                     Attempt::Granted(hold) => {
                         place.queued = false;
                         return Ok(Ok(LockGuard::new(engine, hold)));
                     }
-                    Attempt::Busy(pttl) => pttl,
+                    Attempt::Busy { pttl, place: at } => {
+                        place.at = at.or(place.at);
+                        (pttl, at.map(|_| sent_at))
+                    }
                 };
                 if let Some(gave_up) = give_up.passed() {
                     return Ok(Err(gave_up));
@@ -180,9 +191,27 @@ impl LockClient {
                     Err(gave_up) => return Ok(Err(gave_up)),
                 }
                 let wake = Instant::now() + nap.max(Duration::from_millis(1));
-                tokio::select! {
-                    () = woken.named() => {}
-                    () = tokio::time::sleep_until(give_up.cap(wake)) => {}
+                let handed_at = tokio::select! {
+                    handed_at = woken.named() => handed_at,
+                    () = tokio::time::sleep_until(give_up.cap(wake)) => None,
+                };
+                // The message names the place the last refused attempt reported: the
+                // lock was handed to this wait after that attempt ran (an earlier
+                // hand-off would have been claimed by it, and one to an earlier wait
+                // named another place), so Redis keeps it for the claim window from
+                // then. Taken on the message while at least half of that is left; else
+                // (or if the message is stale) the next attempt claims or queues.
+                let fresh = |refused_at: Instant| {
+                    handed_at.is_some()
+                        && handed_at == place.at
+                        && refused_at.elapsed() < CLAIM_WINDOW / 2
+                };
+                if let Some(refused_at) = refused_at.filter(|&at| may_adopt && fresh(at)) {
+                    let adopted = engine.adopt_handed(&names, &owner, options, refused_at);
+                    if let Some(hold) = adopted.await {
+                        place.queued = false;
+                        return Ok(Ok(LockGuard::new(engine, hold)));
+                    }
                 }
             }
         };
@@ -202,6 +231,9 @@ struct Place {
     owner: String,
     /// Whether the waiter may still be queued (or handed the lock unclaimed).
     queued: bool,
+    /// The place in the queue its last refused attempt reported, if any: leaving hands
+    /// on a lock handed to that place, never one handed to a later wait of the owner.
+    at: Option<u64>,
 }
 
 impl Drop for Place {
@@ -213,11 +245,11 @@ impl Drop for Place {
             return;
         };
         let (engine, names) = (Arc::clone(&self.engine), Arc::clone(&self.names));
-        let owner = std::mem::take(&mut self.owner);
+        let (owner, at) = (std::mem::take(&mut self.owner), self.at);
         drop(runtime.spawn(async move {
             // Retried while in transit; a place left behind expires within the claim
             // window anyway.
-            if let Err(error) = engine.protocol().leave_fair_queue(&names, &owner).await {
+            if let Err(error) = engine.protocol().leave_fair_queue(&names, &owner, at).await {
                 tracing::debug!(lock = %names.name, %error, "leaving a fair lock's queue failed");
             }
         }));

@@ -78,8 +78,13 @@ impl Protocol {
 
     /// Takes `owner` out of the queue of the fair lock `names` (handing on a lock
     /// handed to it and not claimed).
-    pub(crate) async fn leave_fair_queue(&self, names: &LockNames, owner: &str) -> Result<()> {
-        Box::pin(self.scripts.fair_leave(&self.redis, names, owner)).await
+    pub(crate) async fn leave_fair_queue(
+        &self,
+        names: &LockNames,
+        owner: &str,
+        place: Option<u64>,
+    ) -> Result<()> {
+        Box::pin(self.scripts.fair_leave(&self.redis, names, owner, place)).await
     }
 
     /// How many permits of the semaphore `names` are held now (`sem_available.lua`).

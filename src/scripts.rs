@@ -84,7 +84,11 @@ pub(crate) enum Acquire {
     /// The owner now holds the lock `count` times; `token` is 0 unless one was drawn.
     Granted { count: u32, token: u64 },
     /// Someone else holds it; their lease ends in `pttl` (None: the key has no expiry).
-    Busy { pttl: Option<Duration> },
+    /// A fair lock's waiter learns its `place` in the queue (see `lua/fair_queue.lua`).
+    Busy {
+        pttl: Option<Duration>,
+        place: Option<u64>,
+    },
     /// A re-entry found that the owner no longer holds the lock.
     Vanished,
 }
@@ -352,7 +356,7 @@ impl Scripts {
                 Delivery::AtMostOnce,
             )
             .await?;
-        acquire_reply(&reply)
+        fair_acquire_reply(&reply)
     }
 
     /// Drops one hold of `owner` on the fair lock `names`, handing the lock to the first
@@ -375,15 +379,21 @@ impl Scripts {
         }
     }
 
-    /// Takes `owner` out of the fair lock's queue, handing on a lock handed to it and
-    /// not claimed (`lua/fair_leave.lua`).
+    /// Takes `owner` out of the fair lock's queue, handing on a lock handed to it at
+    /// `place` (the last place its wait was told) and not claimed
+    /// (`lua/fair_leave.lua`).
     pub(crate) async fn fair_leave(
         &self,
         client: &Client,
         names: &LockNames,
         owner: &str,
+        place: Option<u64>,
     ) -> Result<()> {
-        let args = || self.fair_hand_on_args(owner);
+        let args = || {
+            let mut args = self.fair_hand_on_args(owner);
+            args.push(place.map_or_else(|| Value::from_static_str(""), decimal));
+            args
+        };
         let script = &self.fair_leave;
         self.fair_call(client, script, names, None, &args, Delivery::Retried)
             .await
@@ -772,11 +782,26 @@ fn acquire_reply(reply: &Value) -> Result<Acquire> {
     match pair(reply)? {
         (0, pttl) => Ok(Acquire::Busy {
             pttl: u64::try_from(pttl).ok().map(Duration::from_millis),
+            place: None,
         }),
         (count, token) => Ok(Acquire::Granted {
             count: u32::try_from(count).map_err(|_| protocol(reply))?,
             token: u64::try_from(token).map_err(|_| protocol(reply))?,
         }),
+    }
+}
+
+/// The reply of `fair_acquire.lua`: as `acquire.lua`'s, and a refused waiter's place.
+fn fair_acquire_reply(reply: &Value) -> Result<Acquire> {
+    match reply {
+        Value::Array(items) if items.len() == 3 && integer(&items[0])? == 0 => {
+            let pttl = u64::try_from(integer(&items[1])?).ok();
+            Ok(Acquire::Busy {
+                pttl: pttl.map(Duration::from_millis),
+                place: Some(unsigned(&items[2])?),
+            })
+        }
+        _ => acquire_reply(reply),
     }
 }
 

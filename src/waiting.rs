@@ -119,7 +119,7 @@ struct Room {
     /// For a shard channel: the cluster node it was subscribed on.
     node: Mutex<Option<fred::types::config::Server>>,
     /// Waiters woken only by a message that names them (a fair lock's), by owner id.
-    named: Mutex<Vec<(String, Arc<Notify>)>>,
+    named: Mutex<Vec<(String, Arc<Named>)>>,
 }
 
 impl Room {
@@ -225,13 +225,21 @@ impl Waiting {
         let Some(room) = rooms.get(key) else {
             return;
         };
-        let named = message.as_bytes().and_then(|owner| {
+        // A fair lock's message is "<owner id> <place>" (see `lua/fair_queue.lua`).
+        let text = message.as_bytes().unwrap_or_default();
+        let (owner, place) = match text.iter().rposition(|&byte| byte == b' ') {
+            Some(space) => (&text[..space], parse_place(&text[space + 1..])),
+            None => (text, None),
+        };
+        let named = {
             let named = room.named.lock();
-            let (_, notify) = named.iter().find(|(id, _)| id.as_bytes() == owner)?;
-            Some(Arc::clone(notify))
-        });
+            named
+                .iter()
+                .find(|(id, _)| id.as_bytes() == owner)
+                .map(|(_, waiter)| Arc::clone(waiter))
+        };
         match named {
-            Some(notify) => notify.notify_one(),
+            Some(waiter) => waiter.hand(place),
             None => room.wake(self.names_another_client(message)),
         }
     }
@@ -421,12 +429,12 @@ impl Ticket<'_> {
     /// Has release messages that name `owner` wake the returned waiter (and no other
     /// waiter), until it is dropped.
     pub(crate) fn named(&self, owner: &str) -> NamedWaiter {
-        let notify = Arc::new(Notify::new());
-        let entry = (owner.to_owned(), Arc::clone(&notify));
+        let named = Arc::new(Named::default());
+        let entry = (owner.to_owned(), Arc::clone(&named));
         self.room.named.lock().push(entry);
         NamedWaiter {
             room: Arc::clone(&self.room),
-            notify,
+            named,
         }
     }
 
@@ -438,17 +446,39 @@ impl Ticket<'_> {
     }
 }
 
+/// The place a fair lock's message names, if it is a number.
+fn parse_place(text: &[u8]) -> Option<u64> {
+    std::str::from_utf8(text).ok()?.parse().ok()
+}
+
+/// What a named waiter has heard: the wake-up, and the place of the last message.
+#[derive(Debug, Default)]
+struct Named {
+    notify: Notify,
+    place: Mutex<Option<u64>>,
+}
+
+impl Named {
+    fn hand(&self, place: Option<u64>) {
+        *self.place.lock() = place;
+        self.notify.notify_one();
+    }
+}
+
 /// A waiter woken by release messages that name it (see [`Ticket::named`]).
 #[derive(Debug)]
 pub(crate) struct NamedWaiter {
     room: Arc<Room>,
-    notify: Arc<Notify>,
+    named: Arc<Named>,
 }
 
 impl NamedWaiter {
-    /// Resolves after a message naming the waiter (at once for one that came before).
-    pub(crate) async fn named(&self) {
-        self.notify.notified().await;
+    /// Resolves after a message naming the waiter (at once for one that came before),
+    /// with the place in the queue the message says the lock was handed to (`None`
+    /// if it names none).
+    pub(crate) async fn named(&self) -> Option<u64> {
+        self.named.notify.notified().await;
+        self.named.place.lock().take()
     }
 }
 
@@ -457,7 +487,7 @@ impl Drop for NamedWaiter {
         self.room
             .named
             .lock()
-            .retain(|(_, notify)| !Arc::ptr_eq(notify, &self.notify));
+            .retain(|(_, named)| !Arc::ptr_eq(named, &self.named));
     }
 }
 

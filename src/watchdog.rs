@@ -153,6 +153,20 @@ impl Watchdogs {
         self.bookings.book(hold, lease, granted_at);
     }
 
+    /// Starts a watchdog for `hold` now, unless it has one, whose first renewal is sent
+    /// at once: for a hold whose expiry in Redis is shorter than its lease (a fair
+    /// lock taken on its hand-off message), which `granted_at` accounts for.
+    pub(crate) fn start_now(
+        self: &Arc<Self>,
+        hold: &Arc<Hold>,
+        lease: Duration,
+        granted_at: Instant,
+    ) {
+        if hold.book_watchdog() {
+            hold.start_booked_watchdog(|| spawn(self, hold, lease, granted_at, true));
+        }
+    }
+
     /// Stops the starter task: booked watchdogs are never started. (Running ones are
     /// stopped with their holds.)
     pub(crate) fn stop(&self) {

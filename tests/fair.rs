@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::interfaces::KeysInterface;
+use fred::interfaces::{ClientLike, HashesInterface, KeysInterface, PubsubInterface};
 use holdlock::{LockClient, LockError, LockOptions, fence};
 use parking_lot::Mutex;
 use tokio::time::Instant;
@@ -20,6 +20,8 @@ common::on_every_topology!(
     a_fair_lock_is_reentrant_and_apart_from_the_mutex,
     a_try_neither_waits_nor_queues,
     fenced_fair_locks_draw_rising_tokens_and_hand_offs_carry_their_own,
+    a_hand_off_is_taken_on_its_message_and_renewed_to_the_lease,
+    a_hand_off_message_for_another_place_is_not_trusted,
 );
 
 /// A holder holds; waiters of three clients queue one after another; each release
@@ -289,6 +291,15 @@ async fn fenced_fair_locks_draw_rising_tokens_and_hand_offs_carry_their_own(url:
         second_token > first_token,
         "{second_token} after {first_token}"
     );
+    // A fenced waiter claims the hand-off with an attempt (which draws the token and
+    // clears the grant's mark).
+    let lock_key = format!("{}:fair", common::key(&name));
+    let marked: i64 = holder
+        .redis()
+        .hexists(lock_key.as_str(), "claim")
+        .await
+        .unwrap();
+    assert_eq!(marked, 0, "the hand-off was not claimed with an attempt");
     fence::set_with(&second, &resource, "second").await.unwrap();
     let late = fence::set(&holder, &resource, "late", first_token).await;
     assert!(
@@ -296,4 +307,82 @@ async fn fenced_fair_locks_draw_rising_tokens_and_hand_offs_carry_their_own(url:
         "{late:?}"
     );
     second.unlock().await.unwrap();
+}
+
+/// An unfenced waiter whose lease the watchdog keeps takes a hand-off on the message
+/// alone: the grant's `claim` mark, which a claim attempt would clear, is still there
+/// when the guard is handed out. The hold then outlives the claim window: its
+/// watchdog renewed it to the owner's lease at once.
+async fn a_hand_off_is_taken_on_its_message_and_renewed_to_the_lease(url: &str) {
+    let name = common::unique("fair-on-message");
+    let lock_key = format!("{}:fair", common::key(&name));
+    let holder = common::connect(url).await;
+    let held = holder.fair_lock(&name).await.unwrap();
+    let waiter = queue_in_a_client_of_its_own(url, &name).await;
+    let (guard, _) = release_and_time_the_hand_off(held, waiter).await;
+    let mark: Option<String> = holder
+        .redis()
+        .hget(lock_key.as_str(), "claim")
+        .await
+        .unwrap();
+    let mark = mark.expect("the grant's mark was cleared: the waiter made a claim attempt");
+    assert!(
+        mark.starts_with(&format!("{} ", guard.owner())),
+        "{mark} names {}",
+        guard.owner()
+    );
+
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert!(!guard.is_lost(), "lost after the claim window");
+    let pttl: i64 = holder.redis().pttl(lock_key.as_str()).await.unwrap();
+    assert!(
+        pttl > 10_000,
+        "not renewed to the 30 s lease: {pttl} ms left"
+    );
+    guard.unlock().await.unwrap();
+    let left: i64 = holder.redis().exists(lock_key.as_str()).await.unwrap();
+    assert_eq!(left, 0, "the release deleted the lock, mark and all");
+}
+
+/// A message naming a waiter with a place it does not hold (a stale grant's, or a
+/// forged one), or with no place, does not make it take the lock: it keeps waiting,
+/// and is served by the real release.
+async fn a_hand_off_message_for_another_place_is_not_trusted(url: &str) {
+    let name = common::unique("fair-stale");
+    let lock_key = format!("{}:fair", common::key(&name));
+    let holder = common::connect(url).await;
+    let held = holder.fair_lock(&name).await.unwrap();
+    let waiter = queue_in_a_client_of_its_own(url, &name).await;
+    let queue = format!("{lock_key}:queue");
+    let zrange =
+        fred::types::CustomCommand::new_static("ZRANGE", fred::types::ClusterHash::FirstKey, false);
+    let queued: Vec<String> = holder
+        .redis()
+        .custom(zrange, vec![queue.as_str(), "0", "-1", "WITHSCORES"])
+        .await
+        .unwrap();
+    let [owner, place] = queued.as_slice() else {
+        panic!("one waiter queued: {queued:?}");
+    };
+    let place: u64 = place.parse().unwrap();
+    let channel = format!("{lock_key}:released");
+    for message in [format!("{owner} {}", place + 1), owner.clone()] {
+        // A shard channel on a cluster, a plain one on a single server: send both.
+        let _: i64 = holder
+            .redis()
+            .publish(channel.as_str(), message.as_str())
+            .await
+            .unwrap();
+        let _: i64 = holder
+            .redis()
+            .spublish(channel.as_str(), message.as_str())
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "the waiter took a lock still held");
+    assert!(!held.is_lost());
+    let (guard, _) = release_and_time_the_hand_off(held, waiter).await;
+    assert_eq!(guard.owner(), owner.as_str());
+    guard.unlock().await.unwrap();
 }

@@ -15,6 +15,10 @@ const RENEW: &str = include_str!("../lua/renew.lua");
 const FORCE_UNLOCK: &str = include_str!("../lua/force_unlock.lua");
 const FENCE: &str = include_str!("../lua/fence.lua");
 const COMPLETE_PERIOD: &str = include_str!("../lua/complete_period.lua");
+const FAIR_LEAVE: &str = concat!(
+    include_str!("../lua/fair_queue.lua"),
+    include_str!("../lua/fair_leave.lua")
+);
 
 struct Lock {
     redis: fred::clients::Client,
@@ -598,4 +602,37 @@ async fn a_fenced_read_records_its_token_and_changes_no_value() {
     );
     let value: String = lock.redis.hget(key.as_str(), "value").await.unwrap();
     assert_eq!(value, "v7", "reads change no value");
+}
+
+/// `fair_leave.lua` hands on a lock handed to the leaving wait's own place only: a
+/// late leave of an owner's earlier wait (another place, or none known) leaves a
+/// grant to its later wait alone, as that wait may have taken it on the message.
+#[tokio::test]
+async fn a_fair_leave_hands_on_only_a_grant_made_to_its_own_place() {
+    let lock = Lock::new("fair-leave").await;
+    let key = format!("{}:fair", lock.key);
+    let keys = vec![key.clone(), format!("{key}:queue"), format!("{key}:alive")];
+    let _: () = lock
+        .redis
+        .hset(key.as_str(), [("o:1", "1"), ("claim", "o:1 2000")])
+        .await
+        .unwrap();
+    let _: bool = lock.redis.pexpire(key.as_str(), 2_000, None).await.unwrap();
+    let leave = |place: &str| {
+        let args: Vec<String> = ["o:1", "publish", "2000", place].map(str::to_owned).into();
+        lock.redis
+            .eval::<i64, _, _, _>(FAIR_LEAVE, keys.clone(), args)
+    };
+    for stale in ["1000", ""] {
+        assert_eq!(leave(stale).await.unwrap(), 0, "place {stale:?}");
+        let count: Option<i64> = lock.redis.hget(key.as_str(), "o:1").await.unwrap();
+        assert_eq!(
+            count,
+            Some(1),
+            "a leave for place {stale:?} freed the grant"
+        );
+    }
+    assert_eq!(leave("2000").await.unwrap(), 1);
+    let left: i64 = lock.redis.exists(key.as_str()).await.unwrap();
+    assert_eq!(left, 0, "the grant to the leaving wait was handed on");
 }

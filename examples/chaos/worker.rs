@@ -104,7 +104,8 @@ pub struct WorkerConfig {
 pub async fn run(config: WorkerConfig) -> Result<(), BoxError> {
     let locks = LockClient::builder(&config.lock_url)
         .lease(config.lease)
-        .fencing(true)
+        // Fair rounds ask for fencing per call: half of them do (see `TaskWorker::run`).
+        .fencing(config.kind != LockKind::Fair)
         .connect_timeout(Duration::from_secs(2))
         .build()
         .await?;
@@ -175,6 +176,9 @@ impl TaskWorker {
                 | LockKind::ReadWriteBroken
                 | LockKind::Semaphore
                 | LockKind::SemaphoreBroken => self.unfenced_round().await,
+                // Fenced fair waits claim a hand-off with an attempt (which draws the
+                // token); unfenced ones take it on the message alone.
+                LockKind::Fair if self.rng.below(2) == 0 => self.unfenced_round().await,
                 LockKind::Holdlock | LockKind::Naive | LockKind::Fair | LockKind::FairBroken => {
                     self.round().await
                 }
@@ -256,7 +260,7 @@ impl TaskWorker {
                 .await?
                 .map(Held::Holdlock)),
             LockKind::Fair => {
-                let options = holdlock::LockOptions::new().wait(wait);
+                let options = holdlock::LockOptions::new().wait(wait).with_fencing();
                 let guard = self.locks.fair_lock_with(name, options).await?;
                 Ok(guard.map(Held::Holdlock))
             }
@@ -588,16 +592,17 @@ impl TaskWorker {
 
 impl TaskWorker {
     /// One round of a kind that draws no fencing token: the read side (three rounds in
-    /// four) or the write side of a read-write lock, or one permit of a semaphore; held
-    /// for a while with the lost signal watched. No register is written, so only the
-    /// holds are checked.
+    /// four) or the write side of a read-write lock, one permit of a semaphore, or an
+    /// unfenced fair lock; held for a while with the lost signal watched. No register
+    /// is written, so only the holds (and a fair lock's order) are checked.
     async fn unfenced_round(&mut self) {
         let a = self.next_attempt;
         self.next_attempt += 1;
         let name = format!("chaos:{}", self.rng.below(u64::from(self.config.names)));
         let kind = self.config.kind;
         let semaphore = matches!(kind, LockKind::Semaphore | LockKind::SemaphoreBroken);
-        let shared = !semaphore && self.rng.below(4) != 0;
+        let fair = kind == LockKind::Fair;
+        let shared = !semaphore && !fair && self.rng.below(4) != 0;
         let wait = Duration::from_millis(200 + self.rng.below(1_800));
         Op::Start {
             t: now_us(),
@@ -606,12 +611,16 @@ impl TaskWorker {
             wait_ms: wait.as_millis() as u64,
             shared,
             permits: if semaphore { PERMITS } else { 0 },
-            fifo: false,
+            fifo: fair,
         }
         .emit();
         let options = holdlock::LockOptions::new().wait(wait);
         let taking = async {
             match kind {
+                LockKind::Fair => {
+                    let guard = self.locks.fair_lock_with(&name, options).await?;
+                    Ok(guard.map(Side::Fair))
+                }
                 // The broken semaphore has one permit too many.
                 LockKind::Semaphore | LockKind::SemaphoreBroken => {
                     let permits = PERMITS + u32::from(kind == LockKind::SemaphoreBroken);
@@ -659,6 +668,7 @@ impl TaskWorker {
                 Side::Read(guard) => guard.lost().await,
                 Side::Write(guard) => guard.lost().await,
                 Side::Permit(permit) => permit.lost().await,
+                Side::Fair(guard) => guard.lost().await,
             }
         };
         tokio::select! {
@@ -671,6 +681,7 @@ impl TaskWorker {
                 Side::Read(guard) => guard.unlock().await,
                 Side::Write(guard) => guard.unlock().await,
                 Side::Permit(permit) => permit.release().await,
+                Side::Fair(guard) => guard.unlock().await,
             }
         };
         let released = match tokio::time::timeout(Duration::from_secs(5), unlocking).await {
@@ -687,11 +698,12 @@ impl TaskWorker {
     }
 }
 
-/// A hold of a kind without fencing: one side of a read-write lock, or a permit.
+/// A hold without fencing: one side of a read-write lock, a permit, or a fair lock.
 enum Side {
     Read(holdlock::ReadGuard),
     Write(holdlock::WriteGuard),
     Permit(holdlock::Permit),
+    Fair(LockGuard),
 }
 
 /// One name of a multi-lock round: its token, and its guard (none once the broken
