@@ -4,11 +4,14 @@
 //! A fair lock is a kind on the shared engine: the mutex's hash and re-entry, plus a
 //! queue in Redis (`lua/fair_queue.lua`). Every waiter, of every client, queues itself
 //! with its first refused attempt; a release hands the lock to the first live waiter
-//! (its field is set, with a claim window as TTL) and publishes its owner id, which
-//! wakes exactly that waiter (see `Ticket::named`), whose next attempt claims the lock.
-//! Waiters refresh their place with an attempt every third of the claim window; one
-//! that died drops out of the queue, and a lock handed to it passes on, within the
-//! window. A waiter that gives up or is cancelled leaves the queue at once.
+//! (its field is set, with a claim window as TTL) and publishes its owner id and place,
+//! which wakes exactly that waiter (see `Ticket::named`). A waiter whose last refused
+//! attempt reported that place takes the lock on the message, with no round trip, and
+//! its watchdog renews it to its lease at once; a fenced or fixed-lease waiter (or one
+//! whose message came late) claims it with its next attempt instead. Waiters refresh
+//! their place with an attempt every third of the claim window; one that died drops
+//! out of the queue, and a lock handed to it passes on, within the window. A waiter
+//! that gives up or is cancelled leaves the queue at once.
 
 use std::sync::Arc;
 use std::time::Duration;
