@@ -272,8 +272,8 @@ impl Engine {
     /// waiter's last refused attempt was sent: the hand-off came after that attempt ran,
     /// so Redis keeps the hold for at least the claim window from then. The hold is
     /// taken as lost when a claim window's worth of lease (less its tenth of margin)
-    /// has passed since then, unless its watchdog, which renews it at once to the
-    /// owner's lease, has been answered first.
+    /// has passed since then, unless its watchdog, which renews it to the owner's lease
+    /// a third of a window after then, has been answered first.
     /// `None` (nothing changed) if the owner's hold here is in use or lost, or the
     /// clock cannot go back that far: the caller then claims with an attempt.
     ///
@@ -300,7 +300,11 @@ impl Engine {
         drop(count);
         hold.set_granted(refused_at, options.max_hold.map(|max| refused_at + max));
         hold.set_expiry(granted_at, None);
-        self.watchdogs.start_now(&hold, lease, granted_at);
+        // Renewed as a hold of a claim window's lease would be (a third of the way), so
+        // a hand-off released soon after costs no renewal.
+        let first_renewal = refused_at + renewal_period(CLAIM_WINDOW.min(lease));
+        self.watchdogs
+            .start_now(&hold, lease, granted_at, first_renewal);
         Some(hold)
     }
 

@@ -7,7 +7,7 @@
 //! (its field is set, with a claim window as TTL) and publishes its owner id and place,
 //! which wakes exactly that waiter (see `Ticket::named`). A waiter whose last refused
 //! attempt reported that place takes the lock on the message, with no round trip, and
-//! its watchdog renews it to its lease at once; a fenced or fixed-lease waiter (or one
+//! its watchdog extends it to its lease; a fenced or fixed-lease waiter (or one
 //! whose message came late) claims it with its next attempt instead. Waiters refresh
 //! their place with an attempt every third of the claim window; one that died drops
 //! out of the queue, and a lock handed to it passes on, within the window. A waiter

@@ -36,29 +36,27 @@ use crate::hold::Hold;
 use crate::lease::{lost_deadline, renewal_period};
 use crate::protocol::Protocol;
 
-/// Starts renewing `hold` every `lease / 3`, and after every reconnection;
-/// `granted_at` is when the acquire that set the current expiry was sent. With
-/// `renew_now` the first renewal is sent at once (the client has just reconnected).
+/// Starts renewing `hold` every `lease / 3` from `first_renewal` (for a fresh grant,
+/// `granted_at + lease / 3`; now, after a reconnection), and after every
+/// reconnection; `granted_at` is when the acquire that set the current expiry was
+/// sent.
 fn spawn(
     watchdogs: &Arc<Watchdogs>,
     hold: &Arc<Hold>,
     lease: Duration,
     granted_at: Instant,
-    renew_now: bool,
+    first_renewal: Instant,
 ) -> JoinHandle<()> {
     // Subscribed here, not in the task: a reconnection between this spawn and the
     // task's first poll is not missed.
     let mut reconnected = watchdogs.bookings.reconnections.subscribe();
-    if renew_now {
-        reconnected.mark_changed();
-    }
     let watchdogs = Arc::clone(watchdogs);
     let hold = Arc::clone(hold);
     let period = renewal_period(lease);
     let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
     tokio::spawn(async move {
         let mut expires = lost_deadline(granted_at, lease);
-        let mut ticks = tokio::time::interval_at(granted_at + period, period);
+        let mut ticks = tokio::time::interval_at(first_renewal, period);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             // The deadline is watched while waiting for a tick and while a renewal is in
@@ -154,16 +152,17 @@ impl Watchdogs {
     }
 
     /// Starts a watchdog for `hold` now, unless it has one, whose first renewal is sent
-    /// at once: for a hold whose expiry in Redis is shorter than its lease (a fair
-    /// lock taken on its hand-off message), which `granted_at` accounts for.
+    /// at `first_renewal`: for a hold whose expiry in Redis is shorter than its lease (a
+    /// fair lock taken on its hand-off message), which `granted_at` accounts for.
     pub(crate) fn start_now(
         self: &Arc<Self>,
         hold: &Arc<Hold>,
         lease: Duration,
         granted_at: Instant,
+        first_renewal: Instant,
     ) {
         if hold.book_watchdog() {
-            hold.start_booked_watchdog(|| spawn(self, hold, lease, granted_at, true));
+            hold.start_booked_watchdog(|| spawn(self, hold, lease, granted_at, first_renewal));
         }
     }
 
@@ -325,7 +324,18 @@ fn spawn_starter(watchdogs: &Arc<Watchdogs>, lease: Duration) -> JoinHandle<()> 
             for booking in due {
                 if let Some(hold) = booking.hold.upgrade() {
                     hold.start_booked_watchdog(|| {
-                        spawn(&strong, &hold, booking.lease, booking.granted_at, renew_now)
+                        let first_renewal = if renew_now {
+                            now
+                        } else {
+                            booking.granted_at + renewal_period(booking.lease)
+                        };
+                        spawn(
+                            &strong,
+                            &hold,
+                            booking.lease,
+                            booking.granted_at,
+                            first_renewal,
+                        )
                     });
                 }
             }
