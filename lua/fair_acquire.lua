@@ -8,6 +8,9 @@
 --          to claim it, and how long a waiter stays queued without an attempt
 -- ARGV[4]  "wait" to queue when refused; anything else for a single try
 -- ARGV[5]  "spublish" to tell the release channel as a shard channel; else PUBLISH
+-- ARGV[6]  the caller's place, if its wait was told one (else empty): a lock handed
+--          to that place is claimed; a hold of the owner under no such grant is one
+--          it gave up (as lost, or in an earlier wait), which goes to the first waiter
 --
 -- Waiters are served in the order their waits began (their first refused attempt):
 -- a free lock goes to the first live waiter, never to a later caller. A lock handed to
@@ -46,6 +49,17 @@ local function hold_afresh()
   return { 1, floor and fencing.draw(key, KEYS[4], floor) or 0 }
 end
 local pttl = redis.call('pttl', key)
+if pttl ~= -2 and redis.call('hexists', key, owner) == 1 then
+  if redis.call('hget', key, 'claim') == owner .. ' ' .. ARGV[6] then
+    -- Handed to this wait: claim it.
+    return hold_afresh()
+  end
+  -- A hold the owner gave up (as lost, its lease about to run out) or one handed to an
+  -- earlier wait of it: no guard owns it, so the lock is free, and those queued first
+  -- come first, as after a release.
+  redis.call('del', key)
+  pttl = -2
+end
 if pttl == -2 then
   local head = redis.call('zrange', queue, 0, 0)[1]
   if not head or head == owner then
@@ -54,10 +68,6 @@ if pttl == -2 then
   -- Someone has waited longer: the lock is theirs to claim.
   fair.hand_to_first(ARGV[5], window)
   pttl = window
-elseif redis.call('hexists', key, owner) == 1 then
-  -- Handed to this owner (a claim), or a hold it gave up as lost whose lease is about
-  -- to run out: hold afresh.
-  return hold_afresh()
 end
 if ARGV[4] == 'wait' then
   -- NX keeps the place of the first refused attempt.

@@ -167,6 +167,11 @@ impl LockClient {
                 let sent_at = Instant::now();
                 // `refused_at`: when this refused attempt was sent, if it reported the
                 // waiter queued.
+                // The attempt claims only a lock handed to this wait's place.
+                let options = ResolvedOptions {
+                    fair_place: place.at,
+                    ..options
+                };
                 let (pttl, refused_at) = match engine.acquire(&names, &owner, options, None).await?
                 {
                     Attempt::Granted(hold) => {

@@ -342,6 +342,9 @@ impl Scripts {
                 decimal(CLAIM_WINDOW_MS),
                 Value::from_static_str(if waits { "wait" } else { "try" }),
                 Value::from_static_str(self.publish),
+                options
+                    .fair_place
+                    .map_or_else(|| Value::from_static_str(""), decimal),
             ]
         };
         let token_key = options.fenced.then(|| names.token_key());

@@ -15,6 +15,11 @@ const RENEW: &str = include_str!("../lua/renew.lua");
 const FORCE_UNLOCK: &str = include_str!("../lua/force_unlock.lua");
 const FENCE: &str = include_str!("../lua/fence.lua");
 const COMPLETE_PERIOD: &str = include_str!("../lua/complete_period.lua");
+const FAIR_ACQUIRE: &str = concat!(
+    include_str!("../lua/fencing.lua"),
+    include_str!("../lua/fair_queue.lua"),
+    include_str!("../lua/fair_acquire.lua")
+);
 const FAIR_LEAVE: &str = concat!(
     include_str!("../lua/fair_queue.lua"),
     include_str!("../lua/fair_leave.lua")
@@ -635,4 +640,83 @@ async fn a_fair_leave_hands_on_only_a_grant_made_to_its_own_place() {
     assert_eq!(leave("2000").await.unwrap(), 1);
     let left: i64 = lock.redis.exists(key.as_str()).await.unwrap();
     assert_eq!(left, 0, "the grant to the leaving wait was handed on");
+}
+
+/// `fair_acquire.lua` claims a lock handed to the caller's place only. A hold of its
+/// owner found under any other place (or with none) is one the owner gave up, as lost
+/// or in an earlier wait: it goes to the first waiter, and the caller queues behind
+/// (found by the 30-minute fair soak: a worker whose hold was given up as lost during
+/// a partition took it again at once, ahead of waiters queued for seconds).
+#[tokio::test]
+async fn a_fair_attempt_claims_only_a_grant_to_its_own_place() {
+    let lock = Lock::new("fair-claim").await;
+    let key = format!("{}:fair", lock.key);
+    let keys = vec![key.clone(), format!("{key}:queue"), format!("{key}:alive")];
+    let attempt = |owner: &str, place: &str| {
+        let args: Vec<String> = [owner, "30000", "2000", "wait", "publish", place]
+            .map(str::to_owned)
+            .into();
+        lock.redis
+            .eval::<Vec<Value>, _, _, _>(FAIR_ACQUIRE, keys.clone(), args)
+    };
+    let granted = |reply: &[Value]| reply.first().and_then(Value::as_i64) == Some(1);
+    // o:1 has a hold in Redis (with or without a claim mark); o:2 queues (when asked).
+    let (redis, keys, key) = (&lock.redis, &keys, &key);
+    let set_up = |claim: Option<&'static str>, o2_queues: bool| async move {
+        let _: i64 = redis.del(keys.clone()).await.unwrap();
+        let mut fields = vec![("o:1", "1")];
+        fields.extend(claim.map(|claim| ("claim", claim)));
+        let _: () = redis.hset(key.as_str(), fields).await.unwrap();
+        let _: bool = redis.pexpire(key.as_str(), 2_000, None).await.unwrap();
+        if o2_queues {
+            let reply = attempt("o:2", "").await.unwrap();
+            assert!(!granted(&reply), "o:2 took o:1's hold");
+            reply
+                .get(2)
+                .and_then(Value::as_string)
+                .expect("o:2's place")
+        } else {
+            String::new()
+        }
+    };
+
+    // A lock handed to o:1's wait at place 2000 is claimed by that wait.
+    set_up(Some("o:1 2000"), true).await;
+    assert!(granted(&attempt("o:1", "2000").await.unwrap()));
+    let claim: Option<String> = lock.redis.hget(key.as_str(), "claim").await.unwrap();
+    assert_eq!(claim, None, "the claim mark outlived the claim");
+
+    // A hold o:1 took afresh and gave up as lost, or one handed to an earlier wait of
+    // o:1, goes to o:2, who waited first; o:1 queues behind it.
+    for (claim, place) in [
+        (None, ""),
+        (Some("o:1 2000"), ""),
+        (Some("o:1 2000"), "3000"),
+    ] {
+        let o2_place = set_up(claim, true).await;
+        let reply = attempt("o:1", place).await.unwrap();
+        let case = format!("claim {claim:?}, o:1 at place {place:?}");
+        assert!(
+            !granted(&reply),
+            "o:1 took its given-up hold again ({case})"
+        );
+        let held: Option<String> = lock.redis.hget(key.as_str(), "o:1").await.unwrap();
+        assert_eq!(held, None, "o:1's given-up hold is still there ({case})");
+        let claim: Option<String> = lock.redis.hget(key.as_str(), "claim").await.unwrap();
+        assert_eq!(claim, Some(format!("o:2 {o2_place}")), "{case}");
+        let rank: Option<i64> = lock
+            .redis
+            .eval(
+                "return redis.call('zrank', KEYS[1], ARGV[1])",
+                &keys[1],
+                "o:1",
+            )
+            .await
+            .unwrap();
+        assert_eq!(rank, Some(0), "o:1 is not queued ({case})");
+    }
+
+    // With nobody queued, a given-up hold is simply taken afresh.
+    set_up(None, false).await;
+    assert!(granted(&attempt("o:1", "").await.unwrap()));
 }
