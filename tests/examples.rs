@@ -491,6 +491,37 @@ fn chaos(args: &[&str], limit: Duration) -> (Option<i32>, serde_json::Value, Str
     (output.status.code(), json, text)
 }
 
+/// A 20-second run of the chaos checker's `mode` under every kind of fault, seeded:
+/// no violation, and more than `acquisitions` acquisitions. Its summary and output.
+fn chaos_finds_nothing(mode: &str, seed: &str, acquisitions: u64) -> (serde_json::Value, String) {
+    let (code, summary, text) = chaos(
+        &["--lock", mode, "--duration", "20s", "--seed", seed],
+        Duration::from_secs(180),
+    );
+    assert_eq!(code, Some(0), "violations found:\n{text}");
+    assert_eq!(summary["violations"], serde_json::json!({}), "{text}");
+    assert!(
+        summary["acquisitions"].as_u64() > Some(acquisitions),
+        "{text}"
+    );
+    (summary, text)
+}
+
+/// A calm 10-second run of the deliberately broken `mode`: the checker must fail it
+/// with `violation`. Its summary and output.
+fn chaos_catches(mode: &str, violation: &str) -> (serde_json::Value, String) {
+    let (code, summary, text) = chaos(
+        &["--lock", mode, "--duration", "10s", "--faults", "none"],
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, Some(1), "the broken `{mode}` passed:\n{text}");
+    assert!(
+        summary["violations"][violation].as_u64() > Some(0),
+        "{text}"
+    );
+    (summary, text)
+}
+
 #[test]
 fn the_chaos_checker_finds_no_violation_in_holdlock_under_every_fault() {
     let _turn = heavy_turn();
@@ -547,13 +578,7 @@ fn the_chaos_checker_finds_no_violation_in_the_multi_lock() {
     let _turn = heavy_turn();
     // Transfers under `lock_all` (two names a round, both registers incremented) with
     // every kind of fault; the 30-minute soak's figures are in docs/chaos.md.
-    let (code, summary, text) = chaos(
-        &["--lock", "multi", "--duration", "20s", "--seed", "3"],
-        Duration::from_secs(180),
-    );
-    assert_eq!(code, Some(0), "violations found:\n{text}");
-    assert_eq!(summary["violations"], serde_json::json!({}), "{text}");
-    assert!(summary["acquisitions"].as_u64() > Some(200), "{text}");
+    let (summary, text) = chaos_finds_nothing("multi", "3", 200);
     assert_eq!(
         summary["register_total"], summary["writes"]["ok"],
         "every accepted write is in the registers:\n{text}"
@@ -565,22 +590,7 @@ fn the_chaos_checker_catches_a_broken_multi_lock() {
     let _turn = heavy_turn();
     // Hand over hand: the first name is let go once the second is held, while both
     // registers are still written. Calm run: the overlap needs no fault.
-    let (code, summary, text) = chaos(
-        &[
-            "--lock",
-            "multi-broken",
-            "--duration",
-            "10s",
-            "--faults",
-            "none",
-        ],
-        Duration::from_secs(120),
-    );
-    assert_eq!(code, Some(1), "the broken multi-lock passed:\n{text}");
-    assert!(
-        summary["violations"]["overlapping holders"].as_u64() > Some(0),
-        "{text}"
-    );
+    chaos_catches("multi-broken", "overlapping holders");
 }
 
 #[test]
@@ -588,51 +598,24 @@ fn the_chaos_checker_finds_no_violation_in_the_read_write_lock() {
     let _turn = heavy_turn();
     // Readers and writers under every kind of fault: readers may overlap, a writer
     // never overlaps anyone (outside the excused pauses and restarts).
-    let (code, summary, text) = chaos(
-        &["--lock", "rw", "--duration", "20s", "--seed", "5"],
-        Duration::from_secs(180),
-    );
-    assert_eq!(code, Some(0), "violations found:\n{text}");
-    assert_eq!(summary["violations"], serde_json::json!({}), "{text}");
-    assert!(summary["acquisitions"].as_u64() > Some(100), "{text}");
+    chaos_finds_nothing("rw", "5", 100);
 }
 
 #[test]
 fn the_chaos_checker_catches_a_broken_read_write_lock() {
     let _turn = heavy_turn();
     // Writers that take the read side: they overlap readers and each other.
-    let (code, summary, text) = chaos(
-        &[
-            "--lock",
-            "rw-broken",
-            "--duration",
-            "10s",
-            "--faults",
-            "none",
-        ],
-        Duration::from_secs(120),
-    );
-    assert_eq!(code, Some(1), "the broken read-write lock passed:\n{text}");
-    assert!(
-        summary["violations"]["overlapping holders"].as_u64() > Some(0),
-        "{text}"
-    );
+    chaos_catches("rw-broken", "overlapping holders");
 }
 
 #[test]
 fn the_chaos_checker_finds_no_violation_in_the_fair_lock() {
     let _turn = heavy_turn();
-    // Fenced fair locks under every kind of fault: no overlap, rising tokens, and calls
-    // served in the order they arrived (a 50 ms tie window; a caller that a fault hit
-    // while it waited may be passed over).
-    let (code, summary, text) = chaos(
-        &["--lock", "fair", "--duration", "20s", "--seed", "3"],
-        Duration::from_secs(180),
-    );
-    assert_eq!(code, Some(0), "violations found:\n{text}");
-    assert_eq!(summary["violations"], serde_json::json!({}), "{text}");
+    // Fair locks (half the rounds fenced) under every kind of fault: no overlap, rising
+    // tokens, and calls served in the order they arrived (a 50 ms tie window; a caller
+    // that a fault hit while it waited may be passed over).
+    let (summary, text) = chaos_finds_nothing("fair", "3", 200);
     assert_eq!(summary["token_regressions"], 0, "{text}");
-    assert!(summary["acquisitions"].as_u64() > Some(200), "{text}");
     assert!(
         summary["fifo_pairs_checked"].as_u64() > Some(100),
         "the order check had nothing to check:\n{text}"
@@ -644,22 +627,7 @@ fn the_chaos_checker_catches_a_lock_that_is_not_fair() {
     let _turn = heavy_turn();
     // The mutex checked as a fair lock: it never overlaps, but pub/sub wakes every
     // waiter and the fastest wins, so later callers overtake earlier ones.
-    let (code, summary, text) = chaos(
-        &[
-            "--lock",
-            "fair-broken",
-            "--duration",
-            "10s",
-            "--faults",
-            "none",
-        ],
-        Duration::from_secs(120),
-    );
-    assert_eq!(code, Some(1), "the unfair lock passed:\n{text}");
-    assert!(
-        summary["violations"]["served out of order"].as_u64() > Some(0),
-        "{text}"
-    );
+    let (summary, text) = chaos_catches("fair-broken", "served out of order");
     assert!(
         summary["violations"]["overlapping holders"].is_null(),
         "the mutex overlapped:\n{text}"
@@ -670,33 +638,12 @@ fn the_chaos_checker_catches_a_lock_that_is_not_fair() {
 fn the_chaos_checker_finds_no_violation_in_the_semaphore() {
     let _turn = heavy_turn();
     // Permits under every kind of fault: never more than the permits at once.
-    let (code, summary, text) = chaos(
-        &["--lock", "sem", "--duration", "20s", "--seed", "3"],
-        Duration::from_secs(180),
-    );
-    assert_eq!(code, Some(0), "violations found:\n{text}");
-    assert_eq!(summary["violations"], serde_json::json!({}), "{text}");
-    assert!(summary["acquisitions"].as_u64() > Some(200), "{text}");
+    chaos_finds_nothing("sem", "3", 200);
 }
 
 #[test]
 fn the_chaos_checker_catches_a_semaphore_with_a_permit_too_many() {
     let _turn = heavy_turn();
     // One permit more than the checker allows: three holders at once is an overlap.
-    let (code, summary, text) = chaos(
-        &[
-            "--lock",
-            "sem-broken",
-            "--duration",
-            "10s",
-            "--faults",
-            "none",
-        ],
-        Duration::from_secs(120),
-    );
-    assert_eq!(code, Some(1), "the over-wide semaphore passed:\n{text}");
-    assert!(
-        summary["violations"]["overlapping holders"].as_u64() > Some(0),
-        "{text}"
-    );
+    chaos_catches("sem-broken", "overlapping holders");
 }
