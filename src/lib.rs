@@ -47,6 +47,7 @@ mod builder;
 mod client;
 mod fair;
 pub mod fence;
+mod inspect;
 mod multi;
 mod once;
 mod rw;
@@ -78,11 +79,12 @@ mod serde_millis;
 mod url;
 
 pub use builder::LockClientBuilder;
-pub use client::{LockClient, LockInfo, LockListing, LockOwner, UnreadableLock};
+pub use client::LockClient;
 pub use error::{LockError, Result};
 /// The Redis client underneath, for commands of your own via [`LockClient::redis`].
 pub use fred;
 pub use guard::LockGuard;
+pub use inspect::{LockInfo, LockListing, LockOwner, UnreadableLock};
 pub use keys::validate_name;
 pub use multi::MultiGuard;
 pub use once::{Claim, PeriodClaim};

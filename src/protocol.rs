@@ -2,7 +2,7 @@
 //! a call whose reply was lost finds out from the owner's field whether it ran.
 //!
 //! `HINCRBY` is not idempotent, and fred writes a command again after a reconnect. So
-//! acquire and release are sent at most once (see `scripts.rs`); when one fails in
+//! acquire and release are sent at most once (see `scripts/mod.rs`); when one fails in
 //! transit, the owner's count in Redis tells whether it ran (`held + 1` after an
 //! acquire, `held - 1` after a release), and one that did not run is sent again, until
 //! the connect timeout. The caller serialises one owner's calls on one lock (the

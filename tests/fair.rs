@@ -25,35 +25,40 @@ common::on_every_topology!(
 );
 
 /// A holder holds; waiters of three clients queue one after another; each release
-/// serves the next in that order.
+/// serves the next in that order, whether the waiters take each hand-off on its
+/// message or (fenced) claim it with an attempt that names their place.
 async fn waiters_of_three_clients_are_served_in_the_order_they_queued(url: &str) {
-    let name = common::unique("fair-order");
-    let holder = common::connect(url).await;
-    let held = holder.fair_lock(&name).await.unwrap();
-    let served = Arc::new(Mutex::new(Vec::new()));
-    let mut waiters = Vec::new();
-    for waiter in 0..3 {
-        let (client, name, served) = (
-            common::connect(url).await,
-            name.clone(),
-            Arc::clone(&served),
-        );
-        waiters.push(tokio::spawn(async move {
-            let guard = client.fair_lock(&name).await.unwrap();
-            served.lock().push(waiter);
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            guard.unlock().await.unwrap();
-        }));
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    for options in [LockOptions::new(), LockOptions::fenced()] {
+        let name = common::unique("fair-order");
+        let holder = common::connect(url).await;
+        let held = holder.fair_lock(&name).await.unwrap();
+        let served = Arc::new(Mutex::new(Vec::new()));
+        let mut waiters = Vec::new();
+        for waiter in 0..3 {
+            let (client, name, served, options) = (
+                common::connect(url).await,
+                name.clone(),
+                Arc::clone(&served),
+                options.clone(),
+            );
+            waiters.push(tokio::spawn(async move {
+                let guard = client.fair_lock_with(&name, options).await.unwrap();
+                let guard = guard.expect("no wait limit");
+                served.lock().push(waiter);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                guard.unlock().await.unwrap();
+            }));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        held.unlock().await.unwrap();
+        for waiter in waiters {
+            tokio::time::timeout(Duration::from_secs(10), waiter)
+                .await
+                .expect("served")
+                .unwrap();
+        }
+        assert_eq!(*served.lock(), [0, 1, 2], "{options:?}");
     }
-    held.unlock().await.unwrap();
-    for waiter in waiters {
-        tokio::time::timeout(Duration::from_secs(10), waiter)
-            .await
-            .expect("served")
-            .unwrap();
-    }
-    assert_eq!(*served.lock(), [0, 1, 2]);
 }
 
 /// 2 clients x 16 workers take one fair lock over and over for 2 s: ordering the

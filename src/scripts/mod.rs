@@ -19,56 +19,26 @@ use fred::types::{ClusterHash, CustomCommand, Value};
 use fred::util::redis_keyslot;
 
 use crate::error::{Cause, LockError, Result, classify};
-use crate::keys::{Kind, LockNames};
-use crate::lease::{CLAIM_WINDOW_MS, WRITER_PATIENCE_MS};
+use crate::keys::LockNames;
 use crate::options::ResolvedOptions;
 
-const ACQUIRE: &str = concat!(
-    include_str!("../lua/fencing.lua"),
-    include_str!("../lua/acquire.lua")
-);
-const REENTER: &str = include_str!("../lua/reenter.lua");
-const RELEASE: &str = include_str!("../lua/release.lua");
-const RENEW: &str = include_str!("../lua/renew.lua");
-const FORCE_UNLOCK: &str = include_str!("../lua/force_unlock.lua");
-const FENCE: &str = include_str!("../lua/fence.lua");
-const INSPECT: &str = include_str!("../lua/inspect.lua");
-const COMPLETE_PERIOD: &str = include_str!("../lua/complete_period.lua");
-// The scripts of kinds whose holders expire one by one share the leases' functions,
-// put in front of each.
-const SEM_ACQUIRE: &str = concat!(
-    include_str!("../lua/leases.lua"),
-    include_str!("../lua/sem_acquire.lua")
-);
-const SEM_RELEASE: &str = include_str!("../lua/sem_release.lua");
-const SEM_AVAILABLE: &str = include_str!("../lua/sem_available.lua");
-const LEASE_RENEW: &str = concat!(
-    include_str!("../lua/leases.lua"),
-    include_str!("../lua/lease_renew.lua")
-);
-const RW_ACQUIRE: &str = concat!(
-    include_str!("../lua/leases.lua"),
-    include_str!("../lua/rw_acquire.lua")
-);
-const RW_RELEASE: &str = concat!(
-    include_str!("../lua/leases.lua"),
-    include_str!("../lua/rw_release.lua")
-);
-// The fair lock's scripts share the queue's functions, put in front of each.
-const FAIR_ACQUIRE: &str = concat!(
-    include_str!("../lua/fencing.lua"),
-    include_str!("../lua/fair_queue.lua"),
-    include_str!("../lua/fair_acquire.lua")
-);
-const FAIR_RELEASE: &str = concat!(
-    include_str!("../lua/fair_queue.lua"),
-    include_str!("../lua/fair_release.lua")
-);
-const FAIR_LEAVE: &str = concat!(
-    include_str!("../lua/fair_queue.lua"),
-    include_str!("../lua/fair_leave.lua")
-);
+mod fair;
+mod leases;
 
+use fair::{FAIR_ACQUIRE, FAIR_LEAVE, FAIR_RELEASE};
+use leases::{LEASE_RENEW, RW_ACQUIRE, RW_RELEASE, SEM_ACQUIRE, SEM_AVAILABLE, SEM_RELEASE};
+
+const ACQUIRE: &str = concat!(
+    include_str!("../../lua/fencing.lua"),
+    include_str!("../../lua/acquire.lua")
+);
+const REENTER: &str = include_str!("../../lua/reenter.lua");
+const RELEASE: &str = include_str!("../../lua/release.lua");
+const RENEW: &str = include_str!("../../lua/renew.lua");
+const FORCE_UNLOCK: &str = include_str!("../../lua/force_unlock.lua");
+const FENCE: &str = include_str!("../../lua/fence.lua");
+const INSPECT: &str = include_str!("../../lua/inspect.lua");
+const COMPLETE_PERIOD: &str = include_str!("../../lua/complete_period.lua");
 /// How a script may be sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Delivery {
@@ -214,10 +184,7 @@ impl Scripts {
         let reply = self
             .eval(client, &self.release, &[key], &args, Delivery::AtMostOnce)
             .await?;
-        match integer(&reply)? {
-            -1 => Ok(None),
-            count => u32::try_from(count).map(Some).map_err(|_| protocol(&reply)),
-        }
+        remaining_count(&reply)
     }
 
     /// Returns whether the owner still held the lock (and so had its lease extended).
@@ -233,263 +200,6 @@ impl Scripts {
             .eval(client, &self.renew, &[key], &args, Delivery::Retried)
             .await?;
         Ok(integer(&reply)? == 1)
-    }
-
-    /// Takes a permit `id` of the semaphore `names` (`lua/sem_acquire.lua`), asking
-    /// within `permits`; `waits` says whether a refusal should have the next release
-    /// publish.
-    pub(crate) async fn sem_acquire(
-        &self,
-        client: &Client,
-        names: &LockNames,
-        id: &str,
-        (lease_ms, permits): (u64, u32),
-        waits: bool,
-    ) -> Result<Acquire> {
-        let leases = names.leases_key();
-        let keys = [names.key.as_str(), leases.as_str()];
-        let args = || {
-            vec![
-                id.into(),
-                decimal(lease_ms),
-                decimal(permits),
-                Value::from_static_str(if waits { "wait" } else { "try" }),
-            ]
-        };
-        let script = &self.sem_acquire;
-        match self
-            .eval(client, script, &keys, &args, Delivery::AtMostOnce)
-            .await
-        {
-            Ok(reply) => acquire_reply(&reply),
-            Err(LockError::Redis(error)) if error.details().contains("PERMITS ") => {
-                let details = error.details();
-                let stored = details[details.find("PERMITS ").unwrap_or(0)..]
-                    .trim_start_matches("PERMITS ")
-                    .trim();
-                Err(LockError::InvalidOption {
-                    option: "permits",
-                    reason: format!(
-                        "semaphore `{}` is in use with {stored} permits, not {permits}",
-                        names.name
-                    ),
-                })
-            }
-            Err(error) => Err(error),
-        }
-    }
-
-    /// Gives back the permit `id` of the semaphore `names`; whether it was held.
-    pub(crate) async fn sem_release(
-        &self,
-        client: &Client,
-        names: &LockNames,
-        id: &str,
-    ) -> Result<bool> {
-        let leases = names.leases_key();
-        let keys = [names.key.as_str(), leases.as_str()];
-        let args = || vec![id.into(), Value::from_static_str(self.publish)];
-        let script = &self.sem_release;
-        let reply = self
-            .eval(client, script, &keys, &args, Delivery::AtMostOnce)
-            .await?;
-        Ok(integer(&reply)? == 0)
-    }
-
-    /// How many permits of the semaphore `names` are held now.
-    pub(crate) async fn sem_held(&self, client: &Client, names: &LockNames) -> Result<u32> {
-        let leases = names.leases_key();
-        let script = &self.sem_available;
-        let reply = self
-            .eval(client, script, &[&leases], &Vec::new, Delivery::Retried)
-            .await?;
-        u32::try_from(integer(&reply)?).map_err(|_| protocol(&reply))
-    }
-
-    /// Extends the lease of `holder` of the lock `names`, for kinds whose holders
-    /// expire one by one (`lua/lease_renew.lua`); whether it still held.
-    pub(crate) async fn lease_renew(
-        &self,
-        client: &Client,
-        names: &LockNames,
-        holder: &str,
-        lease_ms: u64,
-    ) -> Result<bool> {
-        let leases = names.leases_key();
-        let keys = [names.key.as_str(), leases.as_str()];
-        let args = || vec![holder.into(), decimal(lease_ms)];
-        let script = &self.lease_renew;
-        let reply = self
-            .eval(client, script, &keys, &args, Delivery::Retried)
-            .await?;
-        Ok(integer(&reply)? == 1)
-    }
-
-    /// Takes the fair lock `names` afresh for `owner` (drawing a fencing token if
-    /// `fenced`), or (if `waits`) queues it (`lua/fair_acquire.lua`).
-    pub(crate) async fn fair_acquire(
-        &self,
-        client: &Client,
-        names: &LockNames,
-        owner: &str,
-        options: &ResolvedOptions,
-    ) -> Result<Acquire> {
-        let waits = options.wait != Some(Duration::ZERO);
-        let args = || {
-            vec![
-                owner.into(),
-                decimal(options.lease_ms),
-                decimal(CLAIM_WINDOW_MS),
-                Value::from_static_str(if waits { "wait" } else { "try" }),
-                Value::from_static_str(self.publish),
-                options
-                    .fair_place
-                    .map_or_else(|| Value::from_static_str(""), decimal),
-            ]
-        };
-        let token_key = options.fenced.then(|| names.token_key());
-        let script = &self.fair_acquire;
-        let reply = self
-            .fair_call(
-                client,
-                script,
-                names,
-                token_key,
-                &args,
-                Delivery::AtMostOnce,
-            )
-            .await?;
-        fair_acquire_reply(&reply)
-    }
-
-    /// Drops one hold of `owner` on the fair lock `names`, handing the lock to the first
-    /// waiter after the last (`lua/fair_release.lua`): the remaining count, or `None`
-    /// if the owner held nothing.
-    pub(crate) async fn fair_release(
-        &self,
-        client: &Client,
-        names: &LockNames,
-        owner: &str,
-    ) -> Result<Option<u32>> {
-        let args = || self.fair_hand_on_args(owner);
-        let script = &self.fair_release;
-        let reply = self
-            .fair_call(client, script, names, None, &args, Delivery::AtMostOnce)
-            .await?;
-        match integer(&reply)? {
-            -1 => Ok(None),
-            count => u32::try_from(count).map(Some).map_err(|_| protocol(&reply)),
-        }
-    }
-
-    /// Takes `owner` out of the fair lock's queue, handing on a lock handed to it at
-    /// `place` (the last place its wait was told) and not claimed
-    /// (`lua/fair_leave.lua`).
-    pub(crate) async fn fair_leave(
-        &self,
-        client: &Client,
-        names: &LockNames,
-        owner: &str,
-        place: Option<u64>,
-    ) -> Result<()> {
-        let args = || {
-            let mut args = self.fair_hand_on_args(owner);
-            args.push(place.map_or_else(|| Value::from_static_str(""), decimal));
-            args
-        };
-        let script = &self.fair_leave;
-        self.fair_call(client, script, names, None, &args, Delivery::Retried)
-            .await
-            .map(drop)
-    }
-
-    /// The arguments of the fair scripts that may hand the lock on.
-    fn fair_hand_on_args(&self, owner: &str) -> Vec<Value> {
-        vec![
-            owner.into(),
-            Value::from_static_str(self.publish),
-            decimal(CLAIM_WINDOW_MS),
-        ]
-    }
-
-    /// A fair lock's `script`, with the lock's key, queue and liveness as its keys,
-    /// and the token floor key after them when one is given.
-    async fn fair_call(
-        &self,
-        client: &Client,
-        script: &Script,
-        names: &LockNames,
-        token_key: Option<String>,
-        args: &(dyn Fn() -> Vec<Value> + Sync),
-        delivery: Delivery,
-    ) -> Result<Value> {
-        let [queue, alive] = names.queue_keys();
-        let mut keys = vec![names.key.as_str(), queue.as_str(), alive.as_str()];
-        keys.extend(token_key.as_deref());
-        Box::pin(self.eval(client, script, &keys, args, delivery)).await
-    }
-
-    /// Takes or re-enters the read or write side (`names.kind`) of a read-write lock
-    /// for `owner` (`lua/rw_acquire.lua`); `waits` says whether a refusal should have
-    /// the next release that lets someone in publish (and a writer's keep readers out).
-    pub(crate) async fn rw_acquire(
-        &self,
-        client: &Client,
-        names: &LockNames,
-        owner: &str,
-        lease_ms: u64,
-        waits: bool,
-    ) -> Result<Acquire> {
-        let leases = names.leases_key();
-        let keys = [names.key.as_str(), leases.as_str()];
-        let side = if names.kind == Kind::Write {
-            "write"
-        } else {
-            "read"
-        };
-        let args = || {
-            vec![
-                owner.into(),
-                decimal(lease_ms),
-                Value::from_static_str(side),
-                Value::from_static_str(if waits { "wait" } else { "try" }),
-                decimal(WRITER_PATIENCE_MS),
-            ]
-        };
-        let script = &self.rw_acquire;
-        match self
-            .eval(client, script, &keys, &args, Delivery::AtMostOnce)
-            .await
-        {
-            Ok(reply) => acquire_reply(&reply),
-            Err(LockError::Redis(error)) if error.details().contains("WOULDDEADLOCK") => {
-                Err(LockError::WouldDeadlock {
-                    name: names.name.clone(),
-                })
-            }
-            Err(error) => Err(error),
-        }
-    }
-
-    /// Drops one hold counted in `field` of a read-write lock (`lua/rw_release.lua`):
-    /// the remaining count, or `None` if there was none.
-    pub(crate) async fn rw_release(
-        &self,
-        client: &Client,
-        names: &LockNames,
-        field: &str,
-    ) -> Result<Option<u32>> {
-        let leases = names.leases_key();
-        let keys = [names.key.as_str(), leases.as_str()];
-        let args = || vec![field.into(), Value::from_static_str(self.publish)];
-        let script = &self.rw_release;
-        let reply = self
-            .eval(client, script, &keys, &args, Delivery::AtMostOnce)
-            .await?;
-        match integer(&reply)? {
-            -1 => Ok(None),
-            count => u32::try_from(count).map(Some).map_err(|_| protocol(&reply)),
-        }
     }
 
     /// Returns whether a lock was deleted.
@@ -794,17 +504,12 @@ fn acquire_reply(reply: &Value) -> Result<Acquire> {
     }
 }
 
-/// The reply of `fair_acquire.lua`: as `acquire.lua`'s, and a refused waiter's place.
-fn fair_acquire_reply(reply: &Value) -> Result<Acquire> {
-    match reply {
-        Value::Array(items) if items.len() == 3 && integer(&items[0])? == 0 => {
-            let pttl = u64::try_from(integer(&items[1])?).ok();
-            Ok(Acquire::Busy {
-                pttl: pttl.map(Duration::from_millis),
-                place: Some(unsigned(&items[2])?),
-            })
-        }
-        _ => acquire_reply(reply),
+/// The reply of a release script: the owner's remaining hold count, or `None` (-1)
+/// if it held nothing.
+fn remaining_count(reply: &Value) -> Result<Option<u32>> {
+    match integer(reply)? {
+        -1 => Ok(None),
+        count => u32::try_from(count).map(Some).map_err(|_| protocol(reply)),
     }
 }
 

@@ -1,0 +1,150 @@
+//! The fair lock's scripts: each has `lua/fair_queue.lua` (the queue's functions) put
+//! in front of it, and takes the lock's key, queue and liveness as its keys.
+
+use std::time::Duration;
+
+use fred::clients::Client;
+use fred::types::Value;
+use fred::types::scripts::Script;
+
+use super::{
+    Acquire, Delivery, Scripts, acquire_reply, decimal, integer, remaining_count, unsigned,
+};
+use crate::error::Result;
+use crate::keys::LockNames;
+use crate::lease::CLAIM_WINDOW_MS;
+use crate::options::ResolvedOptions;
+
+pub(super) const FAIR_ACQUIRE: &str = concat!(
+    include_str!("../../lua/fencing.lua"),
+    include_str!("../../lua/fair_queue.lua"),
+    include_str!("../../lua/fair_acquire.lua")
+);
+pub(super) const FAIR_RELEASE: &str = concat!(
+    include_str!("../../lua/fair_queue.lua"),
+    include_str!("../../lua/fair_release.lua")
+);
+pub(super) const FAIR_LEAVE: &str = concat!(
+    include_str!("../../lua/fair_queue.lua"),
+    include_str!("../../lua/fair_leave.lua")
+);
+
+impl Scripts {
+    /// Takes the fair lock `names` afresh for `owner` (drawing a fencing token if
+    /// `fenced`), or (if `waits`) queues it (`lua/fair_acquire.lua`).
+    pub(crate) async fn fair_acquire(
+        &self,
+        client: &Client,
+        names: &LockNames,
+        owner: &str,
+        options: &ResolvedOptions,
+    ) -> Result<Acquire> {
+        let waits = options.wait != Some(Duration::ZERO);
+        let args = || {
+            vec![
+                owner.into(),
+                decimal(options.lease_ms),
+                decimal(CLAIM_WINDOW_MS),
+                Value::from_static_str(if waits { "wait" } else { "try" }),
+                Value::from_static_str(self.publish),
+                place_argument(options.fair_place),
+            ]
+        };
+        let token_key = options.fenced.then(|| names.token_key());
+        let script = &self.fair_acquire;
+        let reply = self
+            .fair_call(
+                client,
+                script,
+                names,
+                token_key,
+                &args,
+                Delivery::AtMostOnce,
+            )
+            .await?;
+        fair_acquire_reply(&reply)
+    }
+
+    /// Drops one hold of `owner` on the fair lock `names`, handing the lock to the first
+    /// waiter after the last (`lua/fair_release.lua`): the remaining count, or `None`
+    /// if the owner held nothing.
+    pub(crate) async fn fair_release(
+        &self,
+        client: &Client,
+        names: &LockNames,
+        owner: &str,
+    ) -> Result<Option<u32>> {
+        let args = || self.fair_hand_on_args(owner);
+        let script = &self.fair_release;
+        let reply = self
+            .fair_call(client, script, names, None, &args, Delivery::AtMostOnce)
+            .await?;
+        remaining_count(&reply)
+    }
+
+    /// Takes `owner` out of the fair lock's queue, handing on a lock handed to it at
+    /// `place` (the last place its wait was told) and not claimed
+    /// (`lua/fair_leave.lua`).
+    pub(crate) async fn fair_leave(
+        &self,
+        client: &Client,
+        names: &LockNames,
+        owner: &str,
+        place: Option<u64>,
+    ) -> Result<()> {
+        let args = || {
+            let mut args = self.fair_hand_on_args(owner);
+            args.push(place_argument(place));
+            args
+        };
+        let script = &self.fair_leave;
+        self.fair_call(client, script, names, None, &args, Delivery::Retried)
+            .await
+            .map(drop)
+    }
+
+    /// The arguments of the fair scripts that may hand the lock on.
+    fn fair_hand_on_args(&self, owner: &str) -> Vec<Value> {
+        vec![
+            owner.into(),
+            Value::from_static_str(self.publish),
+            decimal(CLAIM_WINDOW_MS),
+        ]
+    }
+
+    /// A fair lock's `script`, with the lock's key, queue and liveness as its keys,
+    /// and the token floor key after them when one is given.
+    async fn fair_call(
+        &self,
+        client: &Client,
+        script: &Script,
+        names: &LockNames,
+        token_key: Option<String>,
+        args: &(dyn Fn() -> Vec<Value> + Sync),
+        delivery: Delivery,
+    ) -> Result<Value> {
+        let [queue, alive] = names.queue_keys();
+        let mut keys = vec![names.key.as_str(), queue.as_str(), alive.as_str()];
+        keys.extend(token_key.as_deref());
+        Box::pin(self.eval(client, script, &keys, args, delivery)).await
+    }
+}
+
+/// A waiter's place as a script argument: empty if it was told none.
+fn place_argument(place: Option<u64>) -> Value {
+    place.map_or_else(|| Value::from_static_str(""), decimal)
+}
+
+/// The reply of `fair_acquire.lua`: as `acquire.lua`'s, and a refused waiter's place.
+fn fair_acquire_reply(reply: &Value) -> Result<Acquire> {
+    match reply {
+        Value::Array(items) if items.len() == 3 && integer(&items[0])? == 0 => {
+            let pttl = u64::try_from(integer(&items[1])?).ok();
+            Ok(Acquire::Busy {
+                pttl: pttl.map(Duration::from_millis),
+                place: Some(unsigned(&items[2])?),
+            })
+        }
+        _ => acquire_reply(reply),
+    }
+}
