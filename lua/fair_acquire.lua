@@ -8,9 +8,13 @@
 --          to claim it, and how long a waiter stays queued without an attempt
 -- ARGV[4]  "wait" to queue when refused; anything else for a single try
 -- ARGV[5]  "spublish" to tell the release channel as a shard channel; else PUBLISH
--- ARGV[6]  the caller's place, if its wait was told one (else empty): a lock handed
---          to that place is claimed; a hold of the owner under no such grant is one
---          it gave up (as lost, or in an earlier wait), which goes to the first waiter
+-- ARGV[6]  the caller's wait: a number no other wait of this client uses. The wait
+--          queues as "<owner id> <wait>" (see fair_queue.lua), so two waits of one
+--          owner are two entries: a later wait never inherits an earlier one's place
+--          or grant, and the earlier wait's leave cannot touch the later's. A lock
+--          handed to this wait is claimed; a hold of the owner under any other grant
+--          is one it gave up (as lost, or in an earlier wait), which goes to the first
+--          waiter
 --
 -- Waiters are served in the order their waits began (their first refused attempt):
 -- a free lock goes to the first live waiter, never to a later caller. A lock handed to
@@ -23,6 +27,7 @@
 --             caller's place in the queue (its score, as Redis prints it) if queued }
 -- Raises WRONGTYPE (naming the key) if a key holds another type.
 local key, queue, alive, owner = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
+local waiter = owner .. ' ' .. ARGV[6]
 local window = tonumber(ARGV[3])
 for i = 1, 3 do
   local found = redis.call('type', KEYS[i]).ok
@@ -44,13 +49,13 @@ local function hold_afresh()
   redis.call('hdel', key, 'claim')
   redis.call('hset', key, owner, 1)
   redis.call('pexpire', key, ARGV[2])
-  redis.call('zrem', queue, owner)
-  redis.call('zrem', alive, owner)
+  redis.call('zrem', queue, waiter)
+  redis.call('zrem', alive, waiter)
   return { 1, floor and fencing.draw(key, KEYS[4], floor) or 0 }
 end
 local pttl = redis.call('pttl', key)
 if pttl ~= -2 and redis.call('hexists', key, owner) == 1 then
-  if redis.call('hget', key, 'claim') == owner .. ' ' .. ARGV[6] then
+  if redis.call('hget', key, 'claim') == waiter then
     -- Handed to this wait: claim it.
     return hold_afresh()
   end
@@ -62,7 +67,7 @@ if pttl ~= -2 and redis.call('hexists', key, owner) == 1 then
 end
 if pttl == -2 then
   local head = redis.call('zrange', queue, 0, 0)[1]
-  if not head or head == owner then
+  if not head or head == waiter then
     return hold_afresh()
   end
   -- Someone has waited longer: the lock is theirs to claim.
@@ -71,10 +76,10 @@ if pttl == -2 then
 end
 if ARGV[4] == 'wait' then
   -- NX keeps the place of the first refused attempt.
-  redis.call('zadd', queue, 'NX', now_us, owner)
-  redis.call('zadd', alive, now_ms + window, owner)
+  redis.call('zadd', queue, 'NX', now_us, waiter)
+  redis.call('zadd', alive, now_ms + window, waiter)
   redis.call('pexpire', queue, window * 2)
   redis.call('pexpire', alive, window * 2)
-  return { 0, pttl, redis.call('zscore', queue, owner) }
+  return { 0, pttl, redis.call('zscore', queue, waiter) }
 end
 return { 0, pttl }

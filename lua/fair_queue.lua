@@ -2,13 +2,14 @@
 -- fair_release.lua and fair_leave.lua (one copy of the hand-off for the three).
 --
 -- KEYS[1]  lock key (hash: owner id -> hold count, as the mutex; plus the field
---          `claim` = "<owner id> <place>", the waiter the lock was handed to and the
---          place it held, until a claim attempt takes the lock afresh)
--- KEYS[2]  the queue (sorted set: owner id -> when its wait began, in microseconds by
---          this server's clock: its place, which also tells one wait of an owner from
---          the next)
--- KEYS[3]  the waiters' liveness (sorted set: owner id -> deadline in ms; a waiter
---          refreshes it with every attempt, and one that stops is dropped after it)
+--          `claim` = "<owner id> <wait>", the wait the lock was handed to, until a
+--          claim attempt takes the lock afresh)
+-- KEYS[2]  the queue (sorted set: "<owner id> <wait>" -> when that wait began, in
+--          microseconds by this server's clock: its place). <wait> is a number the
+--          client gives each wait, so each wait of an owner is an entry of its own
+-- KEYS[3]  the waiters' liveness (sorted set: "<owner id> <wait>" -> deadline in ms; a
+--          wait refreshes it with every attempt, and one that stops is dropped after
+--          it)
 if redis.replicate_commands then
   -- Redis < 5 must replicate these scripts' effects, as they read TIME.
   redis.replicate_commands()
@@ -33,20 +34,20 @@ function fair.drop_dead_waiters(now_ms)
   end
 end
 
--- Hands the free lock to the first live waiter, if any: its field (count 1) and
--- `claim` are set, the key lives for the claim window, and the message names it and
--- its place ("<owner id> <place>"). The waiter may take the lock on the message alone
--- if its last refused attempt reported that place (see src/fair.rs); else its next
--- attempt claims it. Returns that waiter, or nil.
+-- Hands the free lock to the first live wait, if any: its owner's field (count 1)
+-- and `claim` are set, the key lives for the claim window, and the message names the
+-- wait ("<owner id> <wait>"). The wait may take the lock on the message alone if its
+-- last refused attempt reported it queued (see src/fair.rs); else its next attempt
+-- claims it. Returns that wait, or nil.
 function fair.hand_to_first(publish, window)
-  local head = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES')
-  if head[1] then
-    local grant = head[1] .. ' ' .. head[2]
-    redis.call('hset', KEYS[1], head[1], 1, 'claim', grant)
+  local head = redis.call('zrange', KEYS[2], 0, 0)[1]
+  if head then
+    local owner = string.match(head, '^(%S+) ') or head
+    redis.call('hset', KEYS[1], owner, 1, 'claim', head)
     redis.call('pexpire', KEYS[1], window)
-    redis.call('zrem', KEYS[2], head[1])
-    redis.call('zrem', KEYS[3], head[1])
-    redis.call(publish == 'spublish' and 'spublish' or 'publish', KEYS[1] .. ':released', grant)
+    redis.call('zrem', KEYS[2], head)
+    redis.call('zrem', KEYS[3], head)
+    redis.call(publish == 'spublish' and 'spublish' or 'publish', KEYS[1] .. ':released', head)
   end
-  return head[1]
+  return head
 end

@@ -8,10 +8,10 @@ use std::time::Duration;
 use fred::clients::Client;
 use tokio::time::Instant;
 
-use crate::engine::{Attempt, Engine};
+use crate::engine::{Attempt, Engine, HoldClaim};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
-use crate::hold::{Hold, LocalHolder};
+use crate::hold::LocalHolder;
 use crate::keys::{Kind, LockNames};
 use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
@@ -216,12 +216,13 @@ impl LockClient {
         // could enter it (a release of it was in flight), the attempt was a fresh one:
         // a busy lock is then waited for like by any other caller.
         // (`tried`: that fresh attempt was the single try's one.)
-        let (holder, names, tried) = match self.engine.local_holder(name, &owner, Kind::Mutex) {
+        let holder = self.engine.local_holder(name, &owner, Kind::Mutex).await;
+        let (holder, names, tried) = match holder {
             LocalHolder::Owner(entry) => {
                 let names = Arc::clone(&entry.hold.names);
                 let attempt = self.engine.acquire(&names, &owner, options, Some(entry));
                 match attempt.await? {
-                    Attempt::Granted(hold) => return Ok(Ok(self.guard(hold))),
+                    Attempt::Granted(claim) => return Ok(Ok(LockGuard::new(claim))),
                     Attempt::Busy { .. } => (LocalHolder::Nobody, names, true),
                 }
             }
@@ -231,7 +232,7 @@ impl LockClient {
         // A try is refused at once if another owner in this process holds the lock.
         let first_try = !tried && !matches!(holder, LocalHolder::Other);
         let granted = self.wait_in_line(&names, &owner, options, give_up, first_try);
-        Ok(granted.await?.map(|hold| self.guard(hold)))
+        Ok(granted.await?.map(LockGuard::new))
     }
 
     /// Takes the lock `names` for `owner` afresh, waiting in line until `give_up`: the
@@ -244,13 +245,13 @@ impl LockClient {
         options: ResolvedOptions,
         give_up: D,
         first_try: bool,
-    ) -> Result<Result<Arc<Hold>, D::GaveUp>> {
+    ) -> Result<Result<HoldClaim, D::GaveUp>> {
         // A single try never waits in line (its deadline has passed by now).
         if options.wait == Some(Duration::ZERO) {
             if first_try {
                 let attempt = self.engine.acquire(names, owner, options, None);
-                if let Attempt::Granted(hold) = attempt.await? {
-                    return Ok(Ok(hold));
+                if let Attempt::Granted(claim) = attempt.await? {
+                    return Ok(Ok(claim));
                 }
             }
             if let Some(gave_up) = give_up.passed() {
@@ -269,7 +270,7 @@ impl LockClient {
         let mut busy = None;
         if first_turn.is_some() {
             match self.engine.acquire(names, owner, options, None).await? {
-                Attempt::Granted(hold) => return Ok(Ok(hold)),
+                Attempt::Granted(claim) => return Ok(Ok(claim)),
                 Attempt::Busy { pttl, .. } => busy = Some(pttl),
             }
         }
@@ -287,7 +288,7 @@ impl LockClient {
                     None => self.engine.acquire(names, owner, options, None).await?,
                 };
                 let pttl = match attempt {
-                    Attempt::Granted(hold) => return Ok(Ok(hold)),
+                    Attempt::Granted(claim) => return Ok(Ok(claim)),
                     Attempt::Busy { pttl, .. } => pttl,
                 };
                 if let Some(gave_up) = give_up.passed() {
@@ -369,11 +370,6 @@ impl LockClient {
     /// The client over `engine` (for the builder).
     pub(crate) fn over(engine: Arc<Engine>) -> Self {
         Self { engine }
-    }
-
-    /// A guard for a hold just granted.
-    fn guard(&self, hold: Arc<Hold>) -> LockGuard {
-        LockGuard::new(&self.engine, hold)
     }
 
     /// The engine, for the other parts of the API (cron claims, fencing).

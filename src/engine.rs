@@ -53,8 +53,8 @@ pub(crate) struct Engine {
 /// What one acquire attempt came to.
 #[derive(Debug)]
 pub(crate) enum Attempt {
-    /// Granted: the hold, with its count raised, for a new guard.
-    Granted(Arc<Hold>),
+    /// Granted: the claim on the hold, with its count raised, for a new guard.
+    Granted(HoldClaim),
     /// Someone else holds the lock; their lease ends in `pttl` (if it has an end). A
     /// fair lock's waiter is told its `place` in the queue.
     Busy {
@@ -118,10 +118,37 @@ impl Engine {
         id
     }
 
-    /// Who holds the lock called `name` here, as far as this client knows (see
-    /// [`Holds::local_holder`]).
-    pub(crate) fn local_holder(&self, registry: &str, owner: &str, kind: Kind) -> LocalHolder {
+    /// Who holds the lock filed under `registry` here, as far as this client knows
+    /// (see [`Holds::local_holder`]), once `owner`'s own releases of it have landed.
+    ///
+    /// A new call is a new hold: a hold of `owner` on this lock whose guards have all
+    /// let go (dropped, or an `unlock()` cancelled) is still being released in the
+    /// background; the call waits for that (one round trip, unless Redis is
+    /// unreachable: then until the release is given up with the hold, within its
+    /// lease) instead of re-entering it or taking it for a hold that excludes the
+    /// call. Holds of every kind on the lock count, and the permits `owner` took of a
+    /// semaphore.
+    pub(crate) async fn local_holder(
+        &self,
+        registry: &str,
+        owner: &str,
+        kind: Kind,
+    ) -> LocalHolder {
+        self.own_releases_landed(registry, owner).await;
         self.holds.local_holder(registry, owner, kind)
+    }
+
+    /// [`Holds::local_holder`] as it is now, without waiting for releases.
+    pub(crate) fn holds_here(&self, registry: &str, owner: &str, kind: Kind) -> LocalHolder {
+        self.holds.local_holder(registry, owner, kind)
+    }
+
+    /// Waits until no hold that `owner` took on the lock filed under `registry` is
+    /// [being released](Hold::is_being_released) (see [`local_holder`](Self::local_holder)).
+    pub(crate) async fn own_releases_landed(&self, registry: &str, owner: &str) {
+        while let Some(hold) = self.holds.being_released(registry, owner) {
+            hold.settled().await;
+        }
     }
 
     pub(crate) fn check_running(&self) -> Result<()> {
@@ -137,7 +164,7 @@ impl Engine {
     /// still owed). Retried, with a growing pause, until it succeeds, the hold is lost,
     /// or the client shuts down; a release whose reply is lost is settled instead (see
     /// [`settle`](Self::settle)).
-    pub(crate) fn release_in_background(self: &Arc<Self>, hold: Arc<Hold>) {
+    fn release_in_background(self: &Arc<Self>, hold: Arc<Hold>) {
         let engine = Arc::clone(self);
         let runtime =
             tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
@@ -145,7 +172,7 @@ impl Engine {
         drop(runtime.spawn(async move {
             let mut backoff = Backoff::default();
             loop {
-                match engine.release_once(&hold, &mut true).await {
+                match engine.release_once(&hold, None).await {
                     Ok(()) | Err(Unreleased::Final(_) | Unreleased::Settling(_)) => break,
                     Err(Unreleased::Owed(error)) => {
                         tracing::debug!(lock = %hold.names.name, %error, "background release refused; will retry");
@@ -195,12 +222,19 @@ impl Engine {
                 // Lost while we queued behind another call: enter the fresh hold instead.
                 continue;
             }
+            if hold.is_being_released() {
+                // Every guard let go and the releases have not landed yet: a new call is
+                // a new hold, taken once they have.
+                drop((count, entry));
+                hold.settled().await;
+                continue;
+            }
             let held = *count;
             // A watchdog that already renews the hold keeps its lease: a re-entry leaves
             // it alone (one that wants a watchdog need not set it again, and a fixed
             // lease must not cut short the lease the watchdog counts on).
             let keep_lease = held > 0 && hold.has_watchdog();
-            let in_flight = InFlight::new(self, Op::Acquire, entry, count, options.lease());
+            let in_flight = InFlight::new(self, Op::Acquire, entry, count, options.lease(), None);
             let mut sent_at = Instant::now();
             let mut reply = self
                 .protocol
@@ -229,7 +263,7 @@ impl Engine {
                     maybe_ran: true,
                 }) => return Err(error),
                 Err(CallFailed { error, .. }) => {
-                    drop(in_flight.land());
+                    in_flight.refused();
                     return Err(error);
                 }
             };
@@ -261,14 +295,17 @@ impl Engine {
                 hold.set_count(&mut count, 0);
                 self.holds.replace(&hold, granted)
             };
+            // Claimed before the operation lock is let go, so that no other call of
+            // this owner sees the raised count unclaimed.
+            let claim = HoldClaim::new(self, Arc::clone(&entry.hold));
             drop(count);
             self.record_grant(&entry, options, token, sent_at);
-            return Ok(Attempt::Granted(Arc::clone(&entry.hold)));
+            return Ok(Attempt::Granted(claim));
         }
     }
 
     /// Takes over, without a round trip, a fair lock that a release handed to `owner`
-    /// while it waited (the message named it and its place). `refused_at` is when the
+    /// while it waited (the message named its wait). `refused_at` is when the
     /// waiter's last refused attempt was sent: the hand-off came after that attempt ran,
     /// so Redis keeps the hold for at least the claim window from then. The hold is
     /// taken as lost when a claim window's worth of lease (less its tenth of margin)
@@ -285,7 +322,7 @@ impl Engine {
         owner: &str,
         options: ResolvedOptions,
         refused_at: Instant,
-    ) -> Option<Arc<Hold>> {
+    ) -> Option<HoldClaim> {
         let lease = options.lease();
         // The grant time that gives the watchdog that deadline for a full lease.
         let known = lost_deadline(refused_at, CLAIM_WINDOW.min(lease));
@@ -297,7 +334,9 @@ impl Engine {
             return None;
         }
         hold.set_count(&mut count, 1);
+        let claim = HoldClaim::new(self, Arc::clone(&hold));
         drop(count);
+        hold.set_token(0);
         hold.set_granted(refused_at, options.max_hold.map(|max| refused_at + max));
         hold.set_expiry(granted_at, None);
         // Renewed as a hold of a claim window's lease would be (a third of the way), so
@@ -305,7 +344,7 @@ impl Engine {
         let first_renewal = refused_at + renewal_period(CLAIM_WINDOW.min(lease));
         self.watchdogs
             .start_now(&hold, lease, granted_at, first_renewal);
-        Some(hold)
+        Some(claim)
     }
 
     /// Sets the token, the expiry and the watchdog of a freshly granted hold.
@@ -317,9 +356,9 @@ impl Engine {
         sent_at: Instant,
     ) {
         let hold = &entry.hold;
-        hold.set_token(token);
         if hold.count() == 1 {
-            // A fresh hold: its renewal cap counts from now; nested holds share it.
+            // A fresh hold: its token and renewal cap are its own; nested holds share them.
+            hold.set_token(token);
             hold.set_granted(sent_at, options.max_hold.map(|max_hold| sent_at + max_hold));
         }
         if options.watchdog {
@@ -330,48 +369,51 @@ impl Engine {
         }
     }
 
-    /// Releases one hold of `hold` for a guard. Stops the watchdog once the last
+    /// Releases the hold a guard's `claim` is on. Stops the watchdog once the last
     /// release is answered.
     ///
-    /// `claimed` is the guard's claim on the hold: it is cleared once the release is in
-    /// flight, from when this call (or, if it is dropped, the settlement of its script)
-    /// answers for the release. A call dropped before that leaves the claim with the
-    /// guard, whose `Drop` releases in the background.
+    /// The claim is handed over as the release is sent: from then on this call (or, if
+    /// it is dropped, the settlement of its script) answers for the release. Dropped
+    /// before that, the claim is dropped with it and releases in the background.
     ///
     /// A release that Redis refused (nothing changed) is retried in the background, and
     /// one whose reply was lost is settled in the background; the error is returned
     /// either way.
-    pub(crate) async fn release(
-        self: &Arc<Self>,
-        hold: &Arc<Hold>,
-        claimed: &mut bool,
-    ) -> Result<()> {
-        match self.release_once(hold, claimed).await {
+    pub(crate) async fn release(self: &Arc<Self>, claim: HoldClaim) -> Result<()> {
+        let hold = Arc::clone(&claim.hold);
+        match self.release_once(&hold, Some(claim)).await {
             Ok(()) => Ok(()),
             Err(Unreleased::Owed(error)) => {
-                self.release_in_background(Arc::clone(hold));
+                self.release_in_background(hold);
                 Err(error)
             }
             Err(Unreleased::Final(error) | Unreleased::Settling(error)) => Err(error),
         }
     }
 
-    /// One try of [`release`](Self::release), which says what is left to do if it fails.
+    /// One try of [`release`](Self::release) (with the guard's `claim`, or none for a
+    /// background release, whose claim was dropped), which says what is left to do if
+    /// it fails.
     async fn release_once(
         self: &Arc<Self>,
         hold: &Arc<Hold>,
-        claimed: &mut bool,
+        claim: Option<HoldClaim>,
     ) -> Result<(), Unreleased> {
-        self.check_running().map_err(Unreleased::Final)?;
         let not_held = || {
             Unreleased::Final(LockError::NotHeld {
                 name: hold.names.name.clone(),
                 owner: hold.owner.clone(),
             })
         };
+        if let Err(error) = self.check_running() {
+            // Shut down: every hold was given up, nothing is owed.
+            claim.map(HoldClaim::discharge);
+            return Err(Unreleased::Final(error));
+        }
         let entry = self.holds.reenter(hold);
         let count = hold.lock_ops().await;
         if hold.is_lost() || *count == 0 {
+            claim.map(HoldClaim::discharge);
             return Err(not_held());
         }
         let held = *count;
@@ -380,8 +422,8 @@ impl Engine {
             // that the release is written without waiting on the task's cancellation.
             hold.begin_last_release();
         }
-        let in_flight = InFlight::new(self, Op::Release, entry, count, self.config.lease);
-        *claimed = false;
+        let lease = self.config.lease;
+        let in_flight = InFlight::new(self, Op::Release, entry, count, lease, claim);
         let reply = self.protocol.release(&hold.names, &hold.owner, held).await;
         if let Err(error) = reply {
             if error.outcome_unknown() {
@@ -389,7 +431,7 @@ impl Engine {
                 return Err(Unreleased::Settling(error));
             }
             // Redis refused it: nothing changed, and the hold is still owed.
-            drop(in_flight.land());
+            in_flight.refused();
             hold.end_last_release();
             return Err(Unreleased::Owed(error));
         }
@@ -565,6 +607,64 @@ enum Unreleased {
     Settling(LockError),
 }
 
+/// A guard's claim on one hold of a lock: the duty to release it, exactly once.
+///
+/// Made by the engine as it raises the count, with the owner's operation lock held.
+/// [`Engine::release`] takes it by value and hands it over as the release is sent;
+/// dropped anywhere else (a dropped guard, a cancelled `unlock()`), it releases the
+/// hold in the background. While a hold has holds but no claims, it is being released:
+/// the owner's next call waits for that and takes a new hold (see
+/// [`Engine::local_holder`]).
+#[derive(Debug)]
+#[must_use = "dropping a claim releases its hold"]
+pub(crate) struct HoldClaim {
+    engine: Arc<Engine>,
+    hold: Arc<Hold>,
+    /// Set only by [`discharge`](Self::discharge), which consumes the claim.
+    discharged: bool,
+}
+
+impl HoldClaim {
+    /// Claims one hold of `hold`; call with its operation lock held.
+    fn new(engine: &Arc<Engine>, hold: Arc<Hold>) -> Self {
+        hold.add_claim();
+        Self {
+            engine: Arc::clone(engine),
+            hold,
+            discharged: false,
+        }
+    }
+
+    /// The hold claimed.
+    pub(crate) fn hold(&self) -> &Arc<Hold> {
+        &self.hold
+    }
+
+    /// The engine the hold belongs to.
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// Ends the claim without a release of its own: the release is in flight (and
+    /// answered for by the call), or nothing is owed (the hold is gone).
+    fn discharge(mut self) {
+        self.discharged = true;
+        self.hold.drop_claim();
+    }
+}
+
+impl Drop for HoldClaim {
+    fn drop(&mut self) {
+        if self.discharged {
+            return;
+        }
+        // The count of claims drops first, so that the owner's next call, which may
+        // run before the release task, sees the hold as being released.
+        self.hold.drop_claim();
+        self.engine.release_in_background(Arc::clone(&self.hold));
+    }
+}
+
 /// Which script an [`InFlight`] call sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
@@ -585,13 +685,18 @@ struct InFlight {
 }
 
 impl InFlight {
+    /// The script of `op` is about to be sent for `entry`, with the owner's operation
+    /// lock (`count`) held. A release takes the guard's `claim` (if any) here: from now
+    /// on the call, or its settlement, answers for the release.
     fn new(
         engine: &Arc<Engine>,
         op: Op,
         entry: HoldUse,
         count: OwnedMutexGuard<u32>,
         lease: Duration,
+        claim: Option<HoldClaim>,
     ) -> Self {
+        claim.map(HoldClaim::discharge);
         Self {
             engine: Arc::clone(engine),
             op,
@@ -600,7 +705,12 @@ impl InFlight {
         }
     }
 
-    /// The call completed: hand the state back to it.
+    /// Redis refused the call (a definite error): nothing changed, nothing to settle.
+    fn refused(self) {
+        drop(self.land());
+    }
+
+    /// The call was answered: hand the state back to it.
     fn land(mut self) -> (HoldUse, OwnedMutexGuard<u32>) {
         match self.state.take() {
             Some(state) => state,

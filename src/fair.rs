@@ -2,18 +2,21 @@
 //! the lock handed by the release straight to the first waiter.
 //!
 //! A fair lock is a kind on the shared engine: the mutex's hash and re-entry, plus a
-//! queue in Redis (`lua/fair_queue.lua`). Every waiter, of every client, queues itself
-//! with its first refused attempt; a release hands the lock to the first live waiter
-//! (its field is set, with a claim window as TTL) and publishes its owner id and place,
-//! which wakes exactly that waiter (see `Ticket::named`). A waiter whose last refused
-//! attempt reported that place takes the lock on the message, with no round trip, and
-//! its watchdog extends it to its lease; a fenced or fixed-lease waiter (or one
-//! whose message came late) claims it with its next attempt instead. Waiters refresh
-//! their place with an attempt every third of the claim window; one that died drops
-//! out of the queue, and a lock handed to it passes on, within the window. A waiter
-//! that gives up or is cancelled leaves the queue at once.
+//! queue in Redis (`lua/fair_queue.lua`). Every wait, of every client, queues itself
+//! with its first refused attempt, as an entry of its own ("<owner id> <wait>": two
+//! waits of one owner never share an entry); a release hands the lock to the first
+//! live wait (its owner's field is set, with a claim window as TTL) and publishes that
+//! entry, which wakes exactly that waiter (see `Ticket::named`). A wait whose last
+//! refused attempt reported it queued takes the lock on the message, with no round
+//! trip, and its watchdog extends it to its lease; a fenced or fixed-lease waiter (or
+//! one whose message came late) claims it with its next attempt instead. Waiters
+//! refresh their place with an attempt every third of the claim window; one that died
+//! drops out of the queue, and a lock handed to it passes on, within the window. A
+//! wait that gives up or is cancelled leaves the queue at once, touching nothing of a
+//! later wait of the same owner.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -141,13 +144,21 @@ impl LockClient {
         let names = Arc::new(fair_names(&engine.config().prefix, name)?);
         let owner = self.owner_id();
         observe::record_owner(&owner);
-        if let LocalHolder::Owner(entry) =
-            engine.local_holder(names.registry_key(), &owner, Kind::Fair)
+        // Every attempt of this call names its wait: it queues as an entry of its own
+        // and claims only a lock handed to it.
+        let wait = WAITS.fetch_add(1, Ordering::Relaxed);
+        let options = ResolvedOptions {
+            fair_wait: Some(wait),
+            ..options
+        };
+        if let LocalHolder::Owner(entry) = engine
+            .local_holder(names.registry_key(), &owner, Kind::Fair)
+            .await
         {
             // A re-entry; if the hold went away meanwhile, the owner queues afresh.
             let attempt = engine.acquire(&names, &owner, options, Some(entry));
-            if let Attempt::Granted(hold) = attempt.await? {
-                return Ok(Ok(LockGuard::new(engine, hold)));
+            if let Attempt::Granted(claim) = attempt.await? {
+                return Ok(Ok(LockGuard::new(claim)));
             }
         }
         let ticket = engine.waiting().join(&names.key);
@@ -156,8 +167,8 @@ impl LockClient {
             engine: Arc::clone(engine),
             names: Arc::clone(&names),
             owner: owner.clone(),
+            wait,
             queued: options.wait != Some(Duration::ZERO),
-            at: None,
         };
         // A hand-off may be taken on its message alone by a waiter whose lease the
         // watchdog keeps and that draws no token (the claim attempt draws it).
@@ -166,22 +177,14 @@ impl LockClient {
             loop {
                 let sent_at = Instant::now();
                 // `refused_at`: when this refused attempt was sent, if it reported the
-                // waiter queued.
-                // The attempt claims only a lock handed to this wait's place.
-                let options = ResolvedOptions {
-                    fair_place: place.at,
-                    ..options
-                };
+                // wait queued.
                 let (pttl, refused_at) = match engine.acquire(&names, &owner, options, None).await?
                 {
-                    Attempt::Granted(hold) => {
+                    Attempt::Granted(claim) => {
                         place.queued = false;
-                        return Ok(Ok(LockGuard::new(engine, hold)));
+                        return Ok(Ok(LockGuard::new(claim)));
                     }
-                    Attempt::Busy { pttl, place: at } => {
-                        place.at = at.or(place.at);
-                        (pttl, at.map(|_| sent_at))
-                    }
+                    Attempt::Busy { pttl, place: at } => (pttl, at.map(|_| sent_at)),
                 };
                 if let Some(gave_up) = give_up.passed() {
                     return Ok(Err(gave_up));
@@ -203,22 +206,20 @@ impl LockClient {
                     handed_at = woken.named() => handed_at,
                     () = tokio::time::sleep_until(give_up.cap(wake)) => None,
                 };
-                // The message names the place the last refused attempt reported: the
-                // lock was handed to this wait after that attempt ran (an earlier
-                // hand-off would have been claimed by it, and one to an earlier wait
-                // named another place), so Redis keeps it for the claim window from
-                // then. Taken on the message while at least half of that is left; else
-                // (or if the message is stale) the next attempt claims or queues.
+                // The message names this wait, and the last refused attempt reported it
+                // queued: the lock was handed to this wait after that attempt ran (an
+                // earlier hand-off would have been claimed by it), so Redis keeps it
+                // for the claim window from then. Taken on the message while at least
+                // half of that is left; else (or if the message names another wait)
+                // the next attempt claims or queues.
                 let fresh = |refused_at: Instant| {
-                    handed_at.is_some()
-                        && handed_at == place.at
-                        && refused_at.elapsed() < CLAIM_WINDOW / 2
+                    handed_at == Some(place.wait) && refused_at.elapsed() < CLAIM_WINDOW / 2
                 };
                 if let Some(refused_at) = refused_at.filter(|&at| may_adopt && fresh(at)) {
                     let adopted = engine.adopt_handed(&names, &owner, options, refused_at);
-                    if let Some(hold) = adopted.await {
+                    if let Some(claim) = adopted.await {
                         place.queued = false;
-                        return Ok(Ok(LockGuard::new(engine, hold)));
+                        return Ok(Ok(LockGuard::new(claim)));
                     }
                 }
             }
@@ -231,17 +232,21 @@ impl LockClient {
     }
 }
 
-/// A waiter's place in a fair lock's queue: left (in the background) when the wait
-/// ends without the lock, however it ends.
+/// The waits of this process, numbered: a wait's number with its owner id names its
+/// entry in a fair lock's queue (see `lua/fair_queue.lua`), so no two waits share one.
+static WAITS: AtomicU64 = AtomicU64::new(1);
+
+/// One wait's place in a fair lock's queue: left (in the background) when the wait
+/// ends without the lock, however it ends. Leaving touches this wait's entry and grant
+/// only, never those of a later wait of the same owner.
 struct Place {
     engine: Arc<Engine>,
     names: Arc<LockNames>,
     owner: String,
-    /// Whether the waiter may still be queued (or handed the lock unclaimed).
+    /// This wait's number (see [`WAITS`]).
+    wait: u64,
+    /// Whether the wait may still be queued (or handed the lock unclaimed).
     queued: bool,
-    /// The place in the queue its last refused attempt reported, if any: leaving hands
-    /// on a lock handed to that place, never one handed to a later wait of the owner.
-    at: Option<u64>,
 }
 
 impl Drop for Place {
@@ -253,11 +258,15 @@ impl Drop for Place {
             return;
         };
         let (engine, names) = (Arc::clone(&self.engine), Arc::clone(&self.names));
-        let (owner, at) = (std::mem::take(&mut self.owner), self.at);
+        let (owner, wait) = (std::mem::take(&mut self.owner), self.wait);
         drop(runtime.spawn(async move {
             // Retried while in transit; a place left behind expires within the claim
             // window anyway.
-            if let Err(error) = engine.protocol().leave_fair_queue(&names, &owner, at).await {
+            if let Err(error) = engine
+                .protocol()
+                .leave_fair_queue(&names, &owner, wait)
+                .await
+            {
                 tracing::debug!(lock = %names.name, %error, "leaving a fair lock's queue failed");
             }
         }));

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use fred::interfaces::KeysInterface;
 
-use crate::engine::Engine;
+use crate::engine::{Engine, HoldClaim};
 #[cfg(doc)]
 use crate::error::LockError;
 use crate::error::Result;
@@ -32,25 +32,23 @@ use crate::hold::Hold;
 #[must_use = "if unused the lock is released immediately"]
 #[clippy::has_significant_drop]
 pub struct LockGuard {
-    engine: Arc<Engine>,
-    hold: Arc<Hold>,
-    /// Whether this guard still answers for its hold: until an `unlock()` has put the
-    /// release in flight. A guard dropped while claimed releases in the background.
-    claimed: bool,
+    /// The guard's claim on its hold: dropped with the guard, it releases the hold in
+    /// the background; [`unlock`](Self::unlock) hands it to the engine.
+    claim: HoldClaim,
 }
 
 impl LockGuard {
     /// The engine the guard's hold belongs to.
     pub(crate) fn engine(&self) -> &Arc<Engine> {
-        &self.engine
+        self.claim.engine()
     }
 
-    pub(crate) fn new(engine: &Arc<Engine>, hold: Arc<Hold>) -> Self {
-        Self {
-            engine: Arc::clone(engine),
-            hold,
-            claimed: true,
-        }
+    pub(crate) fn new(claim: HoldClaim) -> Self {
+        Self { claim }
+    }
+
+    fn hold(&self) -> &Arc<Hold> {
+        self.claim.hold()
     }
 
     /// The lock name.
@@ -62,7 +60,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn name(&self) -> &str {
-        &self.hold.names.name
+        &self.hold().names.name
     }
 
     /// The owner id this hold belongs to, `<client-uuid>:<task>`.
@@ -75,7 +73,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn owner(&self) -> &str {
-        &self.hold.owner
+        &self.hold().owner
     }
 
     /// How many holds the owner has on this lock now (shared by nested guards).
@@ -88,7 +86,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn hold_count(&self) -> u32 {
-        self.hold.count()
+        self.hold().count()
     }
 
     /// The fencing token of this hold, if it was taken with fencing: strictly greater
@@ -109,7 +107,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn fencing_token(&self) -> Option<u64> {
-        self.hold.token()
+        self.hold().token()
     }
 
     /// Whether the hold is known to be lost: its key or field vanished, renewals failed
@@ -124,7 +122,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn is_lost(&self) -> bool {
-        self.hold.is_lost()
+        self.hold().is_lost()
     }
 
     /// Resolves when the hold is lost; never while it is held. Select on it to stop
@@ -145,17 +143,17 @@ impl LockGuard {
     /// ```
     pub async fn lost(&self) {
         loop {
-            if self.hold.is_lost() {
+            if self.hold().is_lost() {
                 return;
             }
-            match self.hold.expires_at() {
+            match self.hold().expires_at() {
                 Some(at) => {
                     tokio::select! {
-                        () = self.hold.marked_lost() => {}
+                        () = self.hold().marked_lost() => {}
                         () = tokio::time::sleep_until(at) => {}
                     }
                 }
-                None => self.hold.marked_lost().await,
+                None => self.hold().marked_lost().await,
             }
         }
     }
@@ -173,9 +171,9 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
-        self.engine.check_running()?;
-        let redis = self.engine.protocol().redis();
-        let pttl: i64 = redis.pttl(self.hold.names.key.as_str()).await?;
+        self.engine().check_running()?;
+        let redis = self.engine().protocol().redis();
+        let pttl: i64 = redis.pttl(self.hold().names.key.as_str()).await?;
         Ok(u64::try_from(pttl).ok().map(Duration::from_millis))
     }
 
@@ -206,19 +204,9 @@ impl LockGuard {
     /// client.lock("a").await?.unlock().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn unlock(mut self) -> Result<()> {
-        let result = self.engine.release(&self.hold, &mut self.claimed).await;
-        self.claimed = false;
-        result
-    }
-}
-
-impl Drop for LockGuard {
-    fn drop(&mut self) {
-        if !self.claimed {
-            return;
-        }
-        self.engine.release_in_background(Arc::clone(&self.hold));
+    pub async fn unlock(self) -> Result<()> {
+        let Self { claim } = self;
+        Arc::clone(claim.engine()).release(claim).await
     }
 }
 

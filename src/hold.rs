@@ -20,10 +20,19 @@ pub(crate) struct Hold {
     pub(crate) owner: String,
     /// The authoritative local hold count. Holding this lock serialises this owner's
     /// scripts on this lock, which is what lets an unanswered script be resolved by
-    /// reading the owner's field (see `client.rs`).
+    /// reading the owner's field (see `Engine::settle` in `engine.rs`).
     pub(crate) ops: Arc<tokio::sync::Mutex<u32>>,
-    /// A copy of the count for synchronous readers.
+    /// A read-only mirror of the count for synchronous readers: only
+    /// [`set_count`](Self::set_count) writes it, with `ops` locked.
     count: AtomicU32,
+    /// How many guards own holds of this hold (see `engine::HoldClaim`). Fewer claims
+    /// than holds means releases are in flight or owed; a hold with holds but no
+    /// claim is being released and must not be re-entered (see
+    /// [`is_being_released`](Self::is_being_released)).
+    claims: AtomicU32,
+    /// Told when the count drops to 0 or a claim is added: when a hold stops being
+    /// released.
+    settled: Notify,
     /// Calls in progress on this hold; it stays registered while any are.
     in_use: AtomicUsize,
     token: AtomicU64,
@@ -54,6 +63,8 @@ impl Hold {
             owner: owner.to_owned(),
             ops: Arc::new(tokio::sync::Mutex::new(count)),
             count: AtomicU32::new(count),
+            claims: AtomicU32::new(0),
+            settled: Notify::new(),
             in_use: AtomicUsize::new(0),
             token: AtomicU64::new(0),
             lost_flag: AtomicBool::new(false),
@@ -85,6 +96,9 @@ impl Hold {
     pub(crate) fn set_count(&self, ops: &mut u32, count: u32) {
         *ops = count;
         self.count.store(count, Ordering::Release);
+        if count == 0 {
+            self.settled.notify_waiters();
+        }
         #[cfg(feature = "metrics")]
         if count > 0 && !self.counted.swap(true, Ordering::AcqRel) {
             crate::observe::metrics::held();
@@ -97,10 +111,54 @@ impl Hold {
         Some(self.token.load(Ordering::Acquire)).filter(|&t| t != 0)
     }
 
+    /// Records the token of a fresh hold (0: none), replacing any earlier hold's.
     pub(crate) fn set_token(&self, token: u64) {
-        if token != 0 {
-            self.token.store(token, Ordering::Release);
+        self.token.store(token, Ordering::Release);
+    }
+
+    /// Counts a guard's claim on a hold; call with `ops` locked, as the count rises.
+    pub(crate) fn add_claim(&self) {
+        self.claims.fetch_add(1, Ordering::AcqRel);
+        self.settled.notify_waiters();
+    }
+
+    /// A guard's claim ended: its release is in flight, owed, or not needed.
+    pub(crate) fn drop_claim(&self) {
+        self.claims.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Whether every guard of this hold has let go while Redis may still count holds
+    /// of it: their releases are in flight or owed. Such a hold must not be re-entered
+    /// (a new call is a new hold); wait for [`settled`](Self::settled) instead.
+    pub(crate) fn is_being_released(&self) -> bool {
+        self.count() > 0 && self.claims.load(Ordering::Acquire) == 0 && !self.is_lost()
+    }
+
+    /// Resolves once the hold is no longer [being released](Self::is_being_released):
+    /// its releases landed (count 0), it was lost (its lease ran out or the client shut
+    /// down), or a new guard claimed it.
+    pub(crate) async fn settled(&self) {
+        loop {
+            let settled = self.settled.notified();
+            let lost = self.lost.notified();
+            if !self.is_being_released() {
+                return;
+            }
+            let expiry = self.expires_at();
+            tokio::select! {
+                () = settled => {}
+                () = lost => {}
+                () = sleep_until_some(expiry) => {}
+            }
         }
+    }
+
+    /// Whether this hold was taken by `owner`: its own holds, and a semaphore's permits
+    /// it took (their ids are `<owner>:p<n>`, see `semaphore.rs`).
+    pub(crate) fn is_taken_by(&self, owner: &str) -> bool {
+        self.owner
+            .strip_prefix(owner)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
     }
 
     /// Records a fixed lease granted at `sent_at`, or clears it when a watchdog renews.
@@ -219,6 +277,14 @@ impl Hold {
     }
 }
 
+/// Sleeps until `at`; forever if `None`.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The renewal task of a hold.
 #[derive(Debug)]
 pub(crate) enum Watchdog {
@@ -323,6 +389,16 @@ impl Holds {
             holds: Arc::clone(self),
             hold: Arc::clone(hold),
         }
+    }
+
+    /// A hold that `owner` took on the lock filed under `registry` (of any kind, or a
+    /// semaphore permit) and is [being released](Hold::is_being_released), if any.
+    pub(crate) fn being_released(&self, registry: &str, owner: &str) -> Option<Arc<Hold>> {
+        let map = self.map.lock();
+        map.get(registry)?
+            .iter()
+            .find(|hold| hold.is_taken_by(owner) && hold.is_being_released())
+            .cloned()
     }
 
     /// Registers a new hold with `count` holds in place of `stale`, whose Redis state

@@ -319,7 +319,7 @@ impl LockOptions {
                 Some(max_hold) => Some(positive("max_hold", max_hold)?),
                 None => client.max_hold,
             },
-            fair_place: None,
+            fair_wait: None,
         })
     }
 }
@@ -333,11 +333,11 @@ pub(crate) struct ResolvedOptions {
     pub(crate) fenced: bool,
     pub(crate) min_replicas: Option<MinReplicas>,
     pub(crate) max_hold: Option<Duration>,
-    /// A fair lock's waiter: the place in the queue its wait was told, if any. Its
-    /// attempt claims a lock handed to that place only; a hold of its owner found
-    /// under any other place was given up (as lost, or by an earlier wait) and is
-    /// passed on to the first waiter (see `lua/fair_acquire.lua`).
-    pub(crate) fair_place: Option<u64>,
+    /// A fair lock's call: its wait, a number no other wait of this client has. The
+    /// wait queues as an entry of its own and claims only a lock handed to it; a hold
+    /// of its owner found under any other grant was given up (as lost, or by an
+    /// earlier wait) and is passed on to the first waiter (see `lua/fair_acquire.lua`).
+    pub(crate) fair_wait: Option<u64>,
 }
 
 impl ResolvedOptions {

@@ -76,15 +76,15 @@ impl Protocol {
         }
     }
 
-    /// Takes `owner` out of the queue of the fair lock `names` (handing on a lock
-    /// handed to it and not claimed).
+    /// Ends `owner`'s `wait` in the queue of the fair lock `names` (handing on a lock
+    /// handed to that wait and not claimed).
     pub(crate) async fn leave_fair_queue(
         &self,
         names: &LockNames,
         owner: &str,
-        place: Option<u64>,
+        wait: u64,
     ) -> Result<()> {
-        Box::pin(self.scripts.fair_leave(&self.redis, names, owner, place)).await
+        Box::pin(self.scripts.fair_leave(&self.redis, names, owner, wait)).await
     }
 
     /// How many permits of the semaphore `names` are held now (`sem_available.lua`).

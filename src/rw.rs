@@ -12,10 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::{Forever, GiveUp, LockClient};
-use crate::engine::Attempt;
+use crate::engine::{Attempt, HoldClaim};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
-use crate::hold::{Hold, LocalHolder};
+use crate::hold::LocalHolder;
 use crate::keys::{Kind, rw_names};
 use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
@@ -46,7 +46,7 @@ impl LockClient {
     pub async fn read_lock(&self, name: &str) -> Result<ReadGuard> {
         let taken = self.take_side(name, Kind::Read, LockOptions::new(), Forever);
         match taken.await? {
-            Ok(hold) => Ok(ReadGuard(LockGuard::new(self.engine(), hold))),
+            Ok(hold) => Ok(ReadGuard(LockGuard::new(hold))),
             Err(never) => match never {},
         }
     }
@@ -72,7 +72,7 @@ impl LockClient {
     pub async fn write_lock(&self, name: &str) -> Result<WriteGuard> {
         let taken = self.take_side(name, Kind::Write, LockOptions::new(), Forever);
         match taken.await? {
-            Ok(hold) => Ok(WriteGuard(LockGuard::new(self.engine(), hold))),
+            Ok(hold) => Ok(WriteGuard(LockGuard::new(hold))),
             Err(never) => match never {},
         }
     }
@@ -144,7 +144,7 @@ impl LockClient {
         options: LockOptions,
     ) -> Result<Option<ReadGuard>> {
         let hold = self.take_side_with(name, Kind::Read, options).await?;
-        Ok(hold.map(|hold| ReadGuard(LockGuard::new(self.engine(), hold))))
+        Ok(hold.map(|hold| ReadGuard(LockGuard::new(hold))))
     }
 
     /// Takes the write side with per-call [`LockOptions`] (the wait, a fixed lease);
@@ -173,7 +173,7 @@ impl LockClient {
         options: LockOptions,
     ) -> Result<Option<WriteGuard>> {
         let hold = self.take_side_with(name, Kind::Write, options).await?;
-        Ok(hold.map(|hold| WriteGuard(LockGuard::new(self.engine(), hold))))
+        Ok(hold.map(|hold| WriteGuard(LockGuard::new(hold))))
     }
 
     /// One side of the lock `name` with `options`, within their wait.
@@ -182,7 +182,7 @@ impl LockClient {
         name: &str,
         side: Kind,
         options: LockOptions,
-    ) -> Result<Option<Arc<Hold>>> {
+    ) -> Result<Option<HoldClaim>> {
         let resolved = options.resolve(self.engine().config())?;
         match resolved.deadline()? {
             None => Ok(self.take_side(name, side, options, Forever).await?.ok()),
@@ -198,7 +198,7 @@ impl LockClient {
         side: Kind,
         options: LockOptions,
         give_up: D,
-    ) -> Result<Result<Arc<Hold>, D::GaveUp>> {
+    ) -> Result<Result<HoldClaim, D::GaveUp>> {
         let call = if side == Kind::Write {
             "write_lock"
         } else {
@@ -221,7 +221,7 @@ impl LockClient {
         side: Kind,
         options: LockOptions,
         give_up: D,
-    ) -> Result<Result<Arc<Hold>, D::GaveUp>> {
+    ) -> Result<Result<HoldClaim, D::GaveUp>> {
         let engine = self.engine();
         engine.check_running()?;
         let mut options: ResolvedOptions = options.resolve(engine.config())?;
@@ -231,10 +231,12 @@ impl LockClient {
         let owner = self.owner_id();
         observe::record_owner(&owner);
         let registry = names.registry_key();
-        let holder = engine.local_holder(registry, &owner, side);
+        // Waits for the owner's releases of either side first: a hold being released
+        // is neither re-entered nor a reason to refuse the other side.
+        let holder = engine.local_holder(registry, &owner, side).await;
         let holds = |kind| {
             matches!(
-                engine.local_holder(registry, &owner, kind),
+                engine.holds_here(registry, &owner, kind),
                 LocalHolder::Owner(_)
             )
         };
@@ -256,8 +258,8 @@ impl LockClient {
                     .await;
             }
         };
-        if let Attempt::Granted(hold) = engine.acquire(&names, &owner, options, direct).await? {
-            return Ok(Ok(hold));
+        if let Attempt::Granted(claim) = engine.acquire(&names, &owner, options, direct).await? {
+            return Ok(Ok(claim));
         }
         self.wait_in_line(&names, &owner, options, give_up, true)
             .await

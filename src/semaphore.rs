@@ -247,13 +247,18 @@ impl Semaphore {
         options.fenced = false;
         options.min_replicas = None;
         let number = PERMITS_TAKEN.fetch_add(1, Ordering::Relaxed);
-        let id = format!("{}:p{number}", engine.owner_id());
+        let taker = engine.owner_id();
+        // Permits this owner gave back are counted free before this one is asked for.
+        engine
+            .own_releases_landed(names.registry_key(), &taker)
+            .await;
+        let id = format!("{taker}:p{number}");
         observe::record_owner(&id);
         let taken = self
             .client
             .wait_in_line(&names, &id, options, give_up, true);
-        Ok(taken.await?.map(|hold| Permit {
-            guard: LockGuard::new(engine, hold),
+        Ok(taken.await?.map(|claim| Permit {
+            guard: LockGuard::new(claim),
         }))
     }
 }

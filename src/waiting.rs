@@ -225,10 +225,10 @@ impl Waiting {
         let Some(room) = rooms.get(key) else {
             return;
         };
-        // A fair lock's message is "<owner id> <place>" (see `lua/fair_queue.lua`).
+        // A fair lock's message is "<owner id> <wait>" (see `lua/fair_queue.lua`).
         let text = message.as_bytes().unwrap_or_default();
-        let (owner, place) = match text.iter().rposition(|&byte| byte == b' ') {
-            Some(space) => (&text[..space], parse_place(&text[space + 1..])),
+        let (owner, wait) = match text.iter().rposition(|&byte| byte == b' ') {
+            Some(space) => (&text[..space], parse_wait(&text[space + 1..])),
             None => (text, None),
         };
         let named = {
@@ -239,7 +239,7 @@ impl Waiting {
                 .map(|(_, waiter)| Arc::clone(waiter))
         };
         match named {
-            Some(waiter) => waiter.hand(place),
+            Some(waiter) => waiter.hand(wait),
             None => room.wake(self.names_another_client(message)),
         }
     }
@@ -446,21 +446,21 @@ impl Ticket<'_> {
     }
 }
 
-/// The place a fair lock's message names, if it is a number.
-fn parse_place(text: &[u8]) -> Option<u64> {
+/// The wait a fair lock's message names, if it is a number.
+fn parse_wait(text: &[u8]) -> Option<u64> {
     std::str::from_utf8(text).ok()?.parse().ok()
 }
 
-/// What a named waiter has heard: the wake-up, and the place of the last message.
+/// What a named waiter has heard: the wake-up, and the wait the last message named.
 #[derive(Debug, Default)]
 struct Named {
     notify: Notify,
-    place: Mutex<Option<u64>>,
+    wait: Mutex<Option<u64>>,
 }
 
 impl Named {
-    fn hand(&self, place: Option<u64>) {
-        *self.place.lock() = place;
+    fn hand(&self, wait: Option<u64>) {
+        *self.wait.lock() = wait;
         self.notify.notify_one();
     }
 }
@@ -473,12 +473,12 @@ pub(crate) struct NamedWaiter {
 }
 
 impl NamedWaiter {
-    /// Resolves after a message naming the waiter (at once for one that came before),
-    /// with the place in the queue the message says the lock was handed to (`None`
-    /// if it names none).
+    /// Resolves after a message naming the waiter's owner (at once for one that came
+    /// before), with the wait the message says the lock was handed to (`None` if it
+    /// names none).
     pub(crate) async fn named(&self) -> Option<u64> {
         self.named.notify.notified().await;
-        self.named.place.lock().take()
+        self.named.wait.lock().take()
     }
 }
 

@@ -15,7 +15,133 @@ common::on_every_topology!(
     an_unlock_dropped_before_it_was_sent_still_releases,
     unlocks_polled_once_and_dropped_leave_nothing_behind,
     locks_after_cancelled_locks_of_the_same_owner_never_fail,
+    a_fenced_lock_after_a_dropped_guard_is_a_new_hold,
+    a_write_lock_after_a_dropped_read_guard_is_granted,
+    a_fenced_lock_all_after_a_cancelled_unlock_is_a_new_hold_of_every_member,
+    a_permit_given_back_by_a_drop_is_free_for_its_owner_at_once,
 );
+
+/// How many times each drop-then-lock case runs: the release in flight loses the race
+/// to the next call most of the time, so a few dozen rounds show any joining.
+const DROP_ROUNDS: usize = 50;
+
+/// A guard dropped, and the same task's fenced lock at once: the new call waits for
+/// the background release and takes a new hold (count 1, a new and greater token),
+/// never re-entering the hold being released (which had no token, or the old one).
+async fn a_fenced_lock_after_a_dropped_guard_is_a_new_hold(url: &str) {
+    use holdlock::LockOptions;
+    let client = common::connect(url).await;
+    let name = common::unique("drop-then-fenced");
+    let mut last = 0;
+    for round in 0..DROP_ROUNDS {
+        let unfenced = round % 2 == 0;
+        let first = if unfenced {
+            client.lock(&name).await.unwrap()
+        } else {
+            let first = client
+                .lock_with(&name, LockOptions::fenced())
+                .await
+                .unwrap();
+            first.expect("waits forever")
+        };
+        last = last.max(first.fencing_token().unwrap_or(0));
+        drop(first);
+        let again = client
+            .lock_with(&name, LockOptions::fenced())
+            .await
+            .unwrap();
+        let again = again.expect("waits forever");
+        assert_eq!(again.hold_count(), 1, "round {round}: joined the old hold");
+        let token = again.fencing_token().expect("a fenced hold has a token");
+        assert!(token > last, "round {round}: token {token} after {last}");
+        last = token;
+        let held = common::hold_count(client.redis(), &name, again.owner()).await;
+        assert_eq!(
+            held,
+            Some(1),
+            "round {round}: redis counts the old hold too"
+        );
+        again.unlock().await.unwrap();
+    }
+}
+
+/// A read guard dropped, and the same task's write lock at once: granted (the read
+/// hold being released is not a hold), never `WouldDeadlock`; the same with a try.
+async fn a_write_lock_after_a_dropped_read_guard_is_granted(url: &str) {
+    let client = common::connect(url).await;
+    let name = common::unique("drop-read-then-write");
+    for round in 0..DROP_ROUNDS {
+        drop(client.read_lock(&name).await.unwrap());
+        let write = if round % 2 == 0 {
+            client.write_lock(&name).await
+        } else {
+            client
+                .try_write_lock(&name)
+                .await
+                .map(|write| write.expect("free"))
+        };
+        let write = write.unwrap_or_else(|error| panic!("round {round}: {error}"));
+        assert_eq!(write.hold_count(), 1);
+        write.unlock().await.unwrap();
+    }
+}
+
+/// A `MultiGuard::unlock()` cancelled after its first poll, and the same task's fenced
+/// `lock_all_with` of an overlapping set at once: every member is a new hold with a
+/// token greater than any the cancelled set had.
+async fn a_fenced_lock_all_after_a_cancelled_unlock_is_a_new_hold_of_every_member(url: &str) {
+    use holdlock::LockOptions;
+    let client = common::connect(url).await;
+    let (a, b, c) = (
+        common::unique("multi-drop-a"),
+        common::unique("multi-drop-b"),
+        common::unique("multi-drop-c"),
+    );
+    let mut last = 0;
+    for round in 0..DROP_ROUNDS {
+        let first = client
+            .lock_all_with([a.as_str(), b.as_str()], LockOptions::fenced())
+            .await
+            .unwrap()
+            .expect("waits forever");
+        for name in [&a, &b] {
+            last = last.max(first.fencing_token(name).unwrap());
+        }
+        let _ = first.unlock().now_or_never();
+        let again = client
+            .lock_all_with([b.as_str(), c.as_str()], LockOptions::fenced())
+            .await
+            .unwrap()
+            .expect("waits forever");
+        for name in [&b, &c] {
+            let guard = again.guard(name).unwrap();
+            assert_eq!(
+                guard.hold_count(),
+                1,
+                "round {round}: joined {name}'s old hold"
+            );
+            let token = guard.fencing_token().expect("a fenced hold has a token");
+            assert!(
+                token > last,
+                "round {round}: {name}'s token {token} after {last}"
+            );
+        }
+        again.unlock().await.unwrap();
+    }
+}
+
+/// A permit of a one-permit semaphore dropped, and the same task's `try_acquire` at
+/// once: the permit it gave back is counted free (its release lands first).
+async fn a_permit_given_back_by_a_drop_is_free_for_its_owner_at_once(url: &str) {
+    let client = common::connect(url).await;
+    let semaphore = client.semaphore(common::unique("drop-permit"), 1);
+    for round in 0..DROP_ROUNDS {
+        drop(semaphore.acquire().await.unwrap());
+        let again = semaphore.try_acquire().await.unwrap();
+        let again = again.unwrap_or_else(|| panic!("round {round}: refused its own permit"));
+        again.release().await.unwrap();
+    }
+}
 
 async fn cancelled_waiters_leave_no_hold_and_no_subscription(url: &str) {
     let holder = common::connect(url).await;

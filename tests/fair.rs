@@ -21,7 +21,10 @@ common::on_every_topology!(
     a_try_neither_waits_nor_queues,
     fenced_fair_locks_draw_rising_tokens_and_hand_offs_carry_their_own,
     a_hand_off_is_taken_on_its_message_and_renewed_to_the_lease,
-    a_hand_off_message_for_another_place_is_not_trusted,
+    a_hand_off_message_for_another_wait_is_not_trusted,
+    a_wait_right_after_an_abandoned_wait_keeps_its_turn,
+    an_abandoned_wait_never_shares_the_lock_with_the_next_waiter,
+    a_fenced_fair_lock_after_a_dropped_guard_is_a_new_hold,
 );
 
 /// A holder holds; waiters of three clients queue one after another; each release
@@ -349,10 +352,10 @@ async fn a_hand_off_is_taken_on_its_message_and_renewed_to_the_lease(url: &str) 
     assert_eq!(left, 0, "the release deleted the lock, mark and all");
 }
 
-/// A message naming a waiter with a place it does not hold (a stale grant's, or a
-/// forged one), or with no place, does not make it take the lock: it keeps waiting,
-/// and is served by the real release.
-async fn a_hand_off_message_for_another_place_is_not_trusted(url: &str) {
+/// A message naming a waiter's owner with another wait than its own (a stale grant's,
+/// or a forged one), or with no wait, does not make it take the lock: it keeps
+/// waiting, and is served by the real release.
+async fn a_hand_off_message_for_another_wait_is_not_trusted(url: &str) {
     let name = common::unique("fair-stale");
     let lock_key = format!("{}:fair", common::key(&name));
     let holder = common::connect(url).await;
@@ -363,15 +366,17 @@ async fn a_hand_off_message_for_another_place_is_not_trusted(url: &str) {
         fred::types::CustomCommand::new_static("ZRANGE", fred::types::ClusterHash::FirstKey, false);
     let queued: Vec<String> = holder
         .redis()
-        .custom(zrange, vec![queue.as_str(), "0", "-1", "WITHSCORES"])
+        .custom(zrange, vec![queue.as_str(), "0", "-1"])
         .await
         .unwrap();
-    let [owner, place] = queued.as_slice() else {
+    let [entry] = queued.as_slice() else {
         panic!("one waiter queued: {queued:?}");
     };
-    let place: u64 = place.parse().unwrap();
+    let (owner, wait) = entry.split_once(' ').expect("\"<owner> <wait>\"");
+    let wait: u64 = wait.parse().unwrap();
+    let owner = owner.to_owned();
     let channel = format!("{lock_key}:released");
-    for message in [format!("{owner} {}", place + 1), owner.clone()] {
+    for message in [format!("{owner} {}", wait + 1), owner.clone()] {
         // A shard channel on a cluster, a plain one on a single server: send both.
         let _: i64 = holder
             .redis()
@@ -390,4 +395,143 @@ async fn a_hand_off_message_for_another_place_is_not_trusted(url: &str) {
     let (guard, _) = release_and_time_the_hand_off(held, waiter).await;
     assert_eq!(guard.owner(), owner.as_str());
     guard.unlock().await.unwrap();
+}
+
+/// A task whose wait gave up and that waits again at once queues its new wait at once,
+/// as an entry of its own: a waiter that came later is served after it. (The late leave
+/// of the first wait used to take the owner's entry out of the queue, so the new wait
+/// lost its place until its next refresh, 667 ms later.)
+async fn a_wait_right_after_an_abandoned_wait_keeps_its_turn(url: &str) {
+    let (holder, b, c) = (
+        common::connect(url).await,
+        common::connect(url).await,
+        common::connect(url).await,
+    );
+    for round in 0..2 {
+        let name = common::unique("fair-rewait");
+        let held = holder.fair_lock(&name).await.unwrap();
+        let start = Instant::now();
+        let served = Arc::new(Mutex::new(Vec::new()));
+        let second_wait = tokio::spawn({
+            let (b, name, served) = (b.clone(), name.clone(), Arc::clone(&served));
+            async move {
+                let wait = LockOptions::new().wait(Duration::from_millis(200));
+                let first = b.fair_lock_with(&name, wait).await.unwrap();
+                assert!(first.is_none(), "served while the lock was held");
+                // The same task (owner) waits again at once.
+                let guard = b.fair_lock(&name).await.unwrap();
+                served.lock().push("b");
+                guard.unlock().await.unwrap();
+            }
+        });
+        tokio::time::sleep_until(start + Duration::from_millis(350)).await;
+        let later = tokio::spawn({
+            let (c, name, served) = (c.clone(), name.clone(), Arc::clone(&served));
+            async move {
+                let guard = c.fair_lock(&name).await.unwrap();
+                served.lock().push("c");
+                guard.unlock().await.unwrap();
+            }
+        });
+        tokio::time::sleep_until(start + Duration::from_millis(600)).await;
+        held.unlock().await.unwrap();
+        second_wait.await.unwrap();
+        later.await.unwrap();
+        assert_eq!(*served.lock(), ["b", "c"], "round {round}");
+    }
+}
+
+/// H holds; B waits 100 ms and gives up, then waits again at once in the same task; C
+/// waits from 20 ms. H releases around the moment B's first wait gives up, swept in
+/// 40 µs steps over 99-101 ms. B and C never hold the lock together. (The late leave
+/// of B's first wait used to find the grant to B's second wait, which had inherited
+/// its place, and hand the lock on to C while B held it.) `HOLDLOCK_SWEEP_ROUNDS`
+/// sets the number of rounds (default 40).
+async fn an_abandoned_wait_never_shares_the_lock_with_the_next_waiter(url: &str) {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let rounds: u64 = std::env::var("HOLDLOCK_SWEEP_ROUNDS")
+        .ok()
+        .and_then(|rounds| rounds.parse().ok())
+        .unwrap_or(40);
+    let (holder, b, c) = (
+        common::connect(url).await,
+        common::connect(url).await,
+        common::connect(url).await,
+    );
+    let inside = Arc::new(AtomicU32::new(0));
+    let overlaps = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&overlaps);
+    let section = move |guard: holdlock::LockGuard| {
+        let (inside, overlaps) = (Arc::clone(&inside), Arc::clone(&overlaps));
+        async move {
+            if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                overlaps.fetch_add(1, Ordering::SeqCst);
+            }
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            inside.fetch_sub(1, Ordering::SeqCst);
+            // NotHeld if the hold was taken away meanwhile: the overlap says so.
+            let _ = guard.unlock().await;
+        }
+    };
+    for round in 0..rounds {
+        let name = common::unique("fair-sweep");
+        let held = holder.fair_lock(&name).await.unwrap();
+        let start = Instant::now();
+        let b_task = tokio::spawn({
+            let (b, name, section) = (b.clone(), name.clone(), section.clone());
+            async move {
+                let wait = LockOptions::new().wait(Duration::from_millis(100));
+                let guard = match b.fair_lock_with(&name, wait).await.unwrap() {
+                    Some(guard) => guard,
+                    None => b.fair_lock(&name).await.unwrap(),
+                };
+                section(guard).await;
+            }
+        });
+        let c_task = tokio::spawn({
+            let (c, name, section) = (c.clone(), name.clone(), section.clone());
+            async move {
+                tokio::time::sleep_until(start + Duration::from_millis(20)).await;
+                section(c.fair_lock(&name).await.unwrap()).await;
+            }
+        });
+        let release_at = start + Duration::from_micros(99_000 + (round % 50) * 40);
+        tokio::time::sleep_until(release_at).await;
+        held.unlock().await.unwrap();
+        b_task.await.unwrap();
+        c_task.await.unwrap();
+        assert_eq!(
+            counted.load(Ordering::SeqCst),
+            0,
+            "two holders in round {round}"
+        );
+    }
+}
+
+/// A fair guard dropped and the same task's fenced fair lock at once: the new call
+/// waits for the release and takes a new hold (count 1, a new and greater token), not
+/// the hold being released.
+async fn a_fenced_fair_lock_after_a_dropped_guard_is_a_new_hold(url: &str) {
+    let client = common::connect(url).await;
+    let name = common::unique("fair-drop-fenced");
+    let mut last = 0;
+    for round in 0..20 {
+        let first = client
+            .fair_lock_with(&name, LockOptions::fenced())
+            .await
+            .unwrap()
+            .unwrap();
+        last = last.max(first.fencing_token().unwrap());
+        drop(first);
+        let again = client
+            .fair_lock_with(&name, LockOptions::fenced())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(again.hold_count(), 1, "round {round}: joined the old hold");
+        let token = again.fencing_token().expect("a fenced hold has a token");
+        assert!(token > last, "round {round}: token {token} after {last}");
+        last = token;
+        again.unlock().await.unwrap();
+    }
 }

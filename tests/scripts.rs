@@ -609,11 +609,12 @@ async fn a_fenced_read_records_its_token_and_changes_no_value() {
     assert_eq!(value, "v7", "reads change no value");
 }
 
-/// `fair_leave.lua` hands on a lock handed to the leaving wait's own place only: a
-/// late leave of an owner's earlier wait (another place, or none known) leaves a
-/// grant to its later wait alone, as that wait may have taken it on the message.
+/// `fair_leave.lua` ends one wait only: it hands on a lock handed to that wait, and
+/// takes that wait's entry out of the queue; a late leave of an owner's earlier wait
+/// leaves the entry and the grant of its later wait alone, as that wait may have taken
+/// the lock on the message.
 #[tokio::test]
-async fn a_fair_leave_hands_on_only_a_grant_made_to_its_own_place() {
+async fn a_fair_leave_touches_only_its_own_wait() {
     let lock = Lock::new("fair-leave").await;
     let key = format!("{}:fair", lock.key);
     let keys = vec![key.clone(), format!("{key}:queue"), format!("{key}:alive")];
@@ -623,37 +624,70 @@ async fn a_fair_leave_hands_on_only_a_grant_made_to_its_own_place() {
         .await
         .unwrap();
     let _: bool = lock.redis.pexpire(key.as_str(), 2_000, None).await.unwrap();
-    let leave = |place: &str| {
-        let args: Vec<String> = ["o:1", "publish", "2000", place].map(str::to_owned).into();
+    let queue_entry = |member: &'static str| {
+        lock.redis.eval::<Option<i64>, _, _, _>(
+            "return redis.call('zrank', KEYS[1], ARGV[1])",
+            keys[1].clone(),
+            member,
+        )
+    };
+    let _: i64 = lock
+        .redis
+        .eval(
+            "return redis.call('zadd', KEYS[1], 5, ARGV[1])",
+            keys[1].clone(),
+            "o:1 3000",
+        )
+        .await
+        .unwrap();
+    let leave = |wait: &str| {
+        let args: Vec<String> = ["o:1", "publish", "2000", wait].map(str::to_owned).into();
         lock.redis
             .eval::<i64, _, _, _>(FAIR_LEAVE, keys.clone(), args)
     };
     for stale in ["1000", ""] {
-        assert_eq!(leave(stale).await.unwrap(), 0, "place {stale:?}");
+        assert_eq!(leave(stale).await.unwrap(), 0, "wait {stale:?}");
         let count: Option<i64> = lock.redis.hget(key.as_str(), "o:1").await.unwrap();
-        assert_eq!(
-            count,
-            Some(1),
-            "a leave for place {stale:?} freed the grant"
-        );
+        assert_eq!(count, Some(1), "a leave of wait {stale:?} freed the grant");
     }
-    assert_eq!(leave("2000").await.unwrap(), 1);
-    let left: i64 = lock.redis.exists(key.as_str()).await.unwrap();
-    assert_eq!(left, 0, "the grant to the leaving wait was handed on");
+    assert_eq!(
+        leave("2000").await.unwrap(),
+        1,
+        "the grant was not handed on"
+    );
+    assert_eq!(
+        queue_entry("o:1 3000").await.unwrap(),
+        None,
+        "the later wait was queued first, so the hand-off went to it"
+    );
+    let claim: Option<String> = lock.redis.hget(key.as_str(), "claim").await.unwrap();
+    assert_eq!(
+        claim.as_deref(),
+        Some("o:1 3000"),
+        "handed to the later wait"
+    );
+    // The later wait's grant survives another late leave of the earlier wait.
+    assert_eq!(leave("2000").await.unwrap(), 0);
+    let claim: Option<String> = lock.redis.hget(key.as_str(), "claim").await.unwrap();
+    assert_eq!(
+        claim.as_deref(),
+        Some("o:1 3000"),
+        "a stale leave took the grant"
+    );
 }
 
-/// `fair_acquire.lua` claims a lock handed to the caller's place only. A hold of its
-/// owner found under any other place (or with none) is one the owner gave up, as lost
+/// `fair_acquire.lua` claims a lock handed to the caller's wait only. A hold of its
+/// owner found under any other grant (or with none) is one the owner gave up, as lost
 /// or in an earlier wait: it goes to the first waiter, and the caller queues behind
 /// (found by the 30-minute fair soak: a worker whose hold was given up as lost during
 /// a partition took it again at once, ahead of waiters queued for seconds).
 #[tokio::test]
-async fn a_fair_attempt_claims_only_a_grant_to_its_own_place() {
+async fn a_fair_attempt_claims_only_a_grant_to_its_own_wait() {
     let lock = Lock::new("fair-claim").await;
     let key = format!("{}:fair", lock.key);
     let keys = vec![key.clone(), format!("{key}:queue"), format!("{key}:alive")];
-    let attempt = |owner: &str, place: &str| {
-        let args: Vec<String> = [owner, "30000", "2000", "wait", "publish", place]
+    let attempt = |owner: &str, wait: &str| {
+        let args: Vec<String> = [owner, "30000", "2000", "wait", "publish", wait]
             .map(str::to_owned)
             .into();
         lock.redis
@@ -669,33 +703,28 @@ async fn a_fair_attempt_claims_only_a_grant_to_its_own_place() {
         let _: () = redis.hset(key.as_str(), fields).await.unwrap();
         let _: bool = redis.pexpire(key.as_str(), 2_000, None).await.unwrap();
         if o2_queues {
-            let reply = attempt("o:2", "").await.unwrap();
+            let reply = attempt("o:2", "7").await.unwrap();
             assert!(!granted(&reply), "o:2 took o:1's hold");
-            reply
-                .get(2)
-                .and_then(Value::as_string)
-                .expect("o:2's place")
-        } else {
-            String::new()
+            assert!(reply.get(2).is_some(), "o:2 is not queued: {reply:?}");
         }
     };
 
-    // A lock handed to o:1's wait at place 2000 is claimed by that wait.
+    // A lock handed to o:1's wait 2000 is claimed by that wait.
     set_up(Some("o:1 2000"), true).await;
     assert!(granted(&attempt("o:1", "2000").await.unwrap()));
     let claim: Option<String> = lock.redis.hget(key.as_str(), "claim").await.unwrap();
     assert_eq!(claim, None, "the claim mark outlived the claim");
 
     // A hold o:1 took afresh and gave up as lost, or one handed to an earlier wait of
-    // o:1, goes to o:2, who waited first; o:1 queues behind it.
-    for (claim, place) in [
-        (None, ""),
-        (Some("o:1 2000"), ""),
+    // o:1, goes to o:2, who waited first; o:1's wait queues behind it.
+    for (claim, wait) in [
+        (None, "5"),
+        (Some("o:1 2000"), "5"),
         (Some("o:1 2000"), "3000"),
     ] {
-        let o2_place = set_up(claim, true).await;
-        let reply = attempt("o:1", place).await.unwrap();
-        let case = format!("claim {claim:?}, o:1 at place {place:?}");
+        set_up(claim, true).await;
+        let reply = attempt("o:1", wait).await.unwrap();
+        let case = format!("claim {claim:?}, o:1's wait {wait:?}");
         assert!(
             !granted(&reply),
             "o:1 took its given-up hold again ({case})"
@@ -703,20 +732,54 @@ async fn a_fair_attempt_claims_only_a_grant_to_its_own_place() {
         let held: Option<String> = lock.redis.hget(key.as_str(), "o:1").await.unwrap();
         assert_eq!(held, None, "o:1's given-up hold is still there ({case})");
         let claim: Option<String> = lock.redis.hget(key.as_str(), "claim").await.unwrap();
-        assert_eq!(claim, Some(format!("o:2 {o2_place}")), "{case}");
+        assert_eq!(claim.as_deref(), Some("o:2 7"), "{case}");
         let rank: Option<i64> = lock
             .redis
             .eval(
                 "return redis.call('zrank', KEYS[1], ARGV[1])",
                 &keys[1],
-                "o:1",
+                format!("o:1 {wait}"),
             )
             .await
             .unwrap();
-        assert_eq!(rank, Some(0), "o:1 is not queued ({case})");
+        assert_eq!(rank, Some(0), "o:1's wait is not queued ({case})");
     }
 
     // With nobody queued, a given-up hold is simply taken afresh.
     set_up(None, false).await;
-    assert!(granted(&attempt("o:1", "").await.unwrap()));
+    assert!(granted(&attempt("o:1", "5").await.unwrap()));
+}
+
+/// Two waits of one owner are two entries in a fair lock's queue: the second does not
+/// inherit the first's place (it queues behind those who came meanwhile), and each is
+/// served in its own turn.
+#[tokio::test]
+async fn two_waits_of_one_owner_queue_as_two_entries() {
+    let lock = Lock::new("fair-two-waits").await;
+    let key = format!("{}:fair", lock.key);
+    let keys = vec![key.clone(), format!("{key}:queue"), format!("{key}:alive")];
+    let attempt = |owner: &str, wait: &str| {
+        let args: Vec<String> = [owner, "30000", "2000", "wait", "publish", wait]
+            .map(str::to_owned)
+            .into();
+        lock.redis
+            .eval::<Vec<Value>, _, _, _>(FAIR_ACQUIRE, keys.clone(), args)
+    };
+    let _: () = lock.redis.hset(key.as_str(), [("h:1", "1")]).await.unwrap();
+    let _: bool = lock.redis.pexpire(key.as_str(), 5_000, None).await.unwrap();
+    for (owner, wait) in [("o:1", "1"), ("o:2", "1"), ("o:1", "2")] {
+        let reply = attempt(owner, wait).await.unwrap();
+        assert_eq!(
+            reply.first().and_then(Value::as_i64),
+            Some(0),
+            "{owner} {wait}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    let queued: Vec<String> = lock
+        .redis
+        .eval("return redis.call('zrange', KEYS[1], 0, -1)", &keys[1], ())
+        .await
+        .unwrap();
+    assert_eq!(queued, ["o:1 1", "o:2 1", "o:1 2"]);
 }

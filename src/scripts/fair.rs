@@ -47,7 +47,9 @@ impl Scripts {
                 decimal(CLAIM_WINDOW_MS),
                 Value::from_static_str(if waits { "wait" } else { "try" }),
                 Value::from_static_str(self.publish),
-                place_argument(options.fair_place),
+                options
+                    .fair_wait
+                    .map_or_else(|| Value::from_static_str(""), decimal),
             ]
         };
         let token_key = options.fenced.then(|| names.token_key());
@@ -82,19 +84,19 @@ impl Scripts {
         remaining_count(&reply)
     }
 
-    /// Takes `owner` out of the fair lock's queue, handing on a lock handed to it at
-    /// `place` (the last place its wait was told) and not claimed
-    /// (`lua/fair_leave.lua`).
+    /// Ends `owner`'s `wait` for the fair lock: takes it out of the queue, and hands on
+    /// a lock handed to that wait and not claimed (`lua/fair_leave.lua`). No other wait
+    /// is touched, a later one of the same owner included.
     pub(crate) async fn fair_leave(
         &self,
         client: &Client,
         names: &LockNames,
         owner: &str,
-        place: Option<u64>,
+        wait: u64,
     ) -> Result<()> {
         let args = || {
             let mut args = self.fair_hand_on_args(owner);
-            args.push(place_argument(place));
+            args.push(decimal(wait));
             args
         };
         let script = &self.fair_leave;
@@ -128,11 +130,6 @@ impl Scripts {
         keys.extend(token_key.as_deref());
         Box::pin(self.eval(client, script, &keys, args, delivery)).await
     }
-}
-
-/// A waiter's place as a script argument: empty if it was told none.
-fn place_argument(place: Option<u64>) -> Value {
-    place.map_or_else(|| Value::from_static_str(""), decimal)
 }
 
 /// The reply of `fair_acquire.lua`: as `acquire.lua`'s, and a refused waiter's place.
