@@ -251,17 +251,17 @@ impl Engine {
                 {
                     Ok(Some(renewed_at)) => sent_at = renewed_at,
                     Ok(None) => reply = Ok(Acquire::Vanished),
-                    // Still in flight: settling undoes the grant.
-                    Err(error) => return Err(error),
+                    // Maybe renewed, maybe not: settling undoes the grant.
+                    Err(error) => return Err(in_flight.unresolved(error)),
                 }
             }
             let reply = match reply {
                 Ok(reply) => reply,
-                // Still in flight: settling finds out whether it ran, and undoes it.
+                // Settling finds out whether it ran, and undoes it.
                 Err(CallFailed {
                     error,
                     maybe_ran: true,
-                }) => return Err(error),
+                }) => return Err(in_flight.unresolved(error)),
                 Err(CallFailed { error, .. }) => {
                     in_flight.refused();
                     return Err(error);
@@ -427,8 +427,8 @@ impl Engine {
         let reply = self.protocol.release(&hold.names, &hold.owner, held).await;
         if let Err(error) = reply {
             if error.outcome_unknown() {
-                // Maybe ran: still in flight, so settling finds out and completes it.
-                return Err(Unreleased::Settling(error));
+                // Maybe ran: settling finds out, and completes it if it did not.
+                return Err(Unreleased::Settling(in_flight.unresolved(error)));
             }
             // Redis refused it: nothing changed, and the hold is still owed.
             in_flight.refused();
@@ -672,9 +672,11 @@ enum Op {
     Release,
 }
 
-/// A script in flight with the owner's operation lock held. If it is dropped before
-/// [`land`](Self::land) (its caller's future was dropped, or the reply was lost for
-/// good), the outcome is settled in the background.
+/// A script in flight with the owner's operation lock held. It ends in one of three
+/// ways, each named: [`land`](Self::land) (answered), [`refused`](Self::refused)
+/// (a definite error: nothing changed) or [`unresolved`](Self::unresolved) (the reply
+/// was lost); dropped otherwise (its caller's future was dropped), it is settled in the
+/// background like an unresolved call.
 struct InFlight {
     engine: Arc<Engine>,
     op: Op,
@@ -708,6 +710,13 @@ impl InFlight {
     /// Redis refused the call (a definite error): nothing changed, nothing to settle.
     fn refused(self) {
         drop(self.land());
+    }
+
+    /// The call's outcome is unknown (`error` says why): it is settled in the
+    /// background, as for a dropped caller. Returns `error`.
+    fn unresolved(self, error: LockError) -> LockError {
+        drop(self);
+        error
     }
 
     /// The call was answered: hand the state back to it.

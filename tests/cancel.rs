@@ -99,15 +99,25 @@ async fn a_fenced_lock_all_after_a_cancelled_unlock_is_a_new_hold_of_every_membe
     );
     let mut last = 0;
     for round in 0..DROP_ROUNDS {
+        // Fenced or not; the unlock dropped before its first poll, or after it.
+        let options = if round % 2 == 0 {
+            LockOptions::fenced()
+        } else {
+            LockOptions::new()
+        };
         let first = client
-            .lock_all_with([a.as_str(), b.as_str()], LockOptions::fenced())
+            .lock_all_with([a.as_str(), b.as_str()], options)
             .await
             .unwrap()
             .expect("waits forever");
         for name in [&a, &b] {
-            last = last.max(first.fencing_token(name).unwrap());
+            last = last.max(first.fencing_token(name).unwrap_or(0));
         }
-        let _ = first.unlock().now_or_never();
+        if round % 4 < 2 {
+            drop(first.unlock());
+        } else {
+            let _ = first.unlock().now_or_never();
+        }
         let again = client
             .lock_all_with([b.as_str(), c.as_str()], LockOptions::fenced())
             .await
