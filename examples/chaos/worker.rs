@@ -131,6 +131,7 @@ pub async fn run(config: WorkerConfig) -> Result<(), BoxError> {
                 config: config.clone(),
                 rng: Rng::new(config.seed ^ (u64::from(task) << 40)),
                 next_attempt: u64::from(task) << 32,
+                rewait: None,
             };
             tokio::spawn(task_worker.run(Arc::clone(&stop)))
         })
@@ -150,6 +151,10 @@ struct TaskWorker {
     config: WorkerConfig,
     rng: Rng,
     next_attempt: u64,
+    /// A fair wait that ended without the lock (it gave up, or was cancelled): the
+    /// next round waits again on its name at once, in the same task (see
+    /// [`next_call`](Self::next_call)).
+    rewait: Option<String>,
 }
 
 /// A hold, of either kind of lock.
@@ -183,18 +188,54 @@ impl TaskWorker {
                     self.round().await
                 }
             }
-            // Time outside the lock, so that others get a turn.
-            let pause = self.rng.below(5);
-            tokio::time::sleep(Duration::from_millis(pause)).await;
+            // Time outside the lock, so that others get a turn; none before a re-wait.
+            if self.rewait.is_none() {
+                let pause = self.rng.below(5);
+                tokio::time::sleep(Duration::from_millis(pause)).await;
+            }
         }
+    }
+
+    /// The name, the wait and the cut-off (after which the call is dropped) of the next
+    /// call. A fair wait that ended without the lock is followed at once by another on
+    /// the same name in the same task; one fair wait in four is short (it gives up
+    /// while others hold the lock) and one in eight is cut off while it waits, so that
+    /// abandoned waits and their immediate successors are always in the mix (a later
+    /// wait must neither inherit nor lose the place of an earlier one; see issue 31).
+    fn next_call(&mut self) -> (String, Duration, Duration) {
+        let fair = matches!(self.config.kind, LockKind::Fair | LockKind::FairBroken);
+        let name = match self.rewait.take() {
+            Some(name) => name,
+            None => format!("chaos:{}", self.rng.below(u64::from(self.config.names))),
+        };
+        let wait = if fair && self.rng.below(4) == 0 {
+            Duration::from_millis(20 + self.rng.below(230))
+        } else {
+            Duration::from_millis(200 + self.rng.below(1_800))
+        };
+        // Calls still running 5 s after their wait are dropped too (cancel safety must
+        // then leave no hold behind).
+        let cut = if fair && self.rng.below(8) == 0 {
+            Duration::from_millis(1 + self.rng.below(wait.as_millis() as u64))
+        } else {
+            wait + Duration::from_secs(5)
+        };
+        (name, wait, cut)
+    }
+
+    /// Ends a call without the lock: a fair one is followed by a re-wait at once.
+    fn ended_unserved(&mut self, name: &str, op: Op) {
+        if matches!(self.config.kind, LockKind::Fair | LockKind::FairBroken) {
+            self.rewait = Some(name.to_owned());
+        }
+        op.emit();
     }
 
     /// One attempt: take a lock, and if granted, work under it and release it.
     async fn round(&mut self) {
         let a = self.next_attempt;
         self.next_attempt += 1;
-        let name = format!("chaos:{}", self.rng.below(u64::from(self.config.names)));
-        let wait = Duration::from_millis(200 + self.rng.below(1_800));
+        let (name, wait, cut) = self.next_call();
         Op::Start {
             t: now_us(),
             a,
@@ -205,12 +246,12 @@ impl TaskWorker {
             fifo: matches!(self.config.kind, LockKind::Fair | LockKind::FairBroken),
         }
         .emit();
-        // The wait bounds the call; a call still running 5 s later is dropped (cancel
-        // safety must then leave no hold behind) and recorded.
+        // The wait bounds the call; a call still running at its cut-off is dropped
+        // (cancel safety must then leave no hold behind) and recorded.
         let taking = self.take(&name, wait);
-        let held = match tokio::time::timeout(wait + Duration::from_secs(5), taking).await {
-            Err(_) => return Op::Cancelled { t: now_us(), a }.emit(),
-            Ok(Ok(None)) => return Op::Busy { t: now_us(), a }.emit(),
+        let held = match tokio::time::timeout(cut, taking).await {
+            Err(_) => return self.ended_unserved(&name, Op::Cancelled { t: now_us(), a }),
+            Ok(Ok(None)) => return self.ended_unserved(&name, Op::Busy { t: now_us(), a }),
             Ok(Err(error)) => {
                 Op::Error {
                     t: now_us(),
@@ -598,12 +639,11 @@ impl TaskWorker {
     async fn unfenced_round(&mut self) {
         let a = self.next_attempt;
         self.next_attempt += 1;
-        let name = format!("chaos:{}", self.rng.below(u64::from(self.config.names)));
+        let (name, wait, cut) = self.next_call();
         let kind = self.config.kind;
         let semaphore = matches!(kind, LockKind::Semaphore | LockKind::SemaphoreBroken);
         let fair = kind == LockKind::Fair;
         let shared = !semaphore && !fair && self.rng.below(4) != 0;
-        let wait = Duration::from_millis(200 + self.rng.below(1_800));
         Op::Start {
             t: now_us(),
             a,
@@ -638,9 +678,9 @@ impl TaskWorker {
                 }
             }
         };
-        let side = match tokio::time::timeout(wait + Duration::from_secs(5), taking).await {
-            Err(_) => return Op::Cancelled { t: now_us(), a }.emit(),
-            Ok(Ok(None)) => return Op::Busy { t: now_us(), a }.emit(),
+        let side = match tokio::time::timeout(cut, taking).await {
+            Err(_) => return self.ended_unserved(&name, Op::Cancelled { t: now_us(), a }),
+            Ok(Ok(None)) => return self.ended_unserved(&name, Op::Busy { t: now_us(), a }),
             Ok(Err(error)) => {
                 let error = error.to_string();
                 Op::Error {
