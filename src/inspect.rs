@@ -6,6 +6,7 @@
 //! [`is_locked`]: LockClient::is_locked
 //! [`force_unlock`]: LockClient::force_unlock
 
+#[cfg(feature = "serde")]
 use std::fmt;
 use std::time::Duration;
 
