@@ -26,13 +26,16 @@ pub enum LockError {
     #[error("redis error: {0}")]
     Redis(#[source] fred::error::Error),
 
-    /// Redis refused a command under its ACL rules (`NOPERM`): the user may not run
-    /// the command, or touch the key or channel. See `docs/deployments.md` for the rule
-    /// a holdlock user needs.
+    /// Redis refused a command under its ACL rules, whether holdlock sent it
+    /// (`NOPERM`) or one of its scripts called it: the user may not run the command, or
+    /// touch the key or channel. See `docs/deployments.md` for the rule a holdlock user
+    /// needs.
     #[error("redis refused the command (ACL): {detail}")]
     PermissionDenied {
         /// Redis's explanation, e.g. "this user has no permissions to access one of
-        /// the keys used as arguments".
+        /// the keys used as arguments"; for a command a script called, also the
+        /// command and the script's line ("The user executing the script can't run
+        /// this command or subcommand: 'zadd' (line 172 of script 373c…)").
         detail: String,
     },
 
@@ -172,17 +175,14 @@ impl LockError {
 }
 
 impl From<fred::error::Error> for LockError {
-    /// Wraps a Redis error, recognising ACL refusals (`NOPERM`) and failed TLS
-    /// handshakes.
+    /// Wraps a Redis error, recognising ACL refusals (`NOPERM`, and a command refused
+    /// inside a script) and failed TLS handshakes.
     fn from(error: fred::error::Error) -> Self {
         let details = error.details();
         match classify(&error) {
-            Cause::NoPerm => {
-                let at = details.find("NOPERM").map_or(0, |at| at + "NOPERM".len());
-                LockError::PermissionDenied {
-                    detail: details[at..].trim().to_owned(),
-                }
-            }
+            Cause::NoPerm => LockError::PermissionDenied {
+                detail: refusal_detail(details),
+            },
             Cause::Tls => {
                 let detail = match details.find("InvalidCertificate") {
                     Some(at) => details[at..].trim_end_matches([' ', '}']).to_owned(),
@@ -207,7 +207,11 @@ pub(crate) enum Cause {
     NoScript,
     /// `WRONGTYPE`: a key holds another kind of value.
     WrongType,
-    /// `NOPERM`: refused by the ACL.
+    /// `NOPERM`: refused by the ACL; or a command a script called was refused by the
+    /// ACL (which Redis reports as an `ERR`, see [`SCRIPT_REFUSALS`]). A script keeps
+    /// what it wrote before the refused command: the scripts' writes are granted by
+    /// the documented rule, so only a rule narrower than that can leave a change half
+    /// done.
     NoPerm,
     /// The TLS handshake failed.
     Tls,
@@ -225,7 +229,7 @@ pub(crate) fn classify(error: &fred::error::Error) -> Cause {
     if details.contains("WRONGTYPE") {
         return Cause::WrongType;
     }
-    if details.contains("NOPERM") {
+    if details.contains("NOPERM") || SCRIPT_REFUSALS.iter().any(|text| details.contains(text)) {
         return Cause::NoPerm;
     }
     #[cfg(feature = "tls-rustls")]
@@ -250,6 +254,178 @@ pub(crate) fn classify(error: &fred::error::Error) -> Cause {
     } else {
         Cause::Refused
     }
+}
+
+/// How Redis reports a command that a script called and the ACL refused: with `ERR`,
+/// not `NOPERM`. Redis 7.2 and later name the command ("ERR ACL failure in script: User
+/// u has no permissions to run the 'zadd' command script: SHA, on @user_script:40.");
+/// 6.0 to 7.0 do not ("ERR The user executing the script can't run this command or
+/// subcommand script: SHA, on @user_script:40.", and "... can't access at least one of
+/// the keys ...", "... can't publish to the channel ..." for keys and channels).
+const SCRIPT_REFUSALS: [&str; 2] = ["ACL failure in script:", "The user executing the script "];
+
+/// The `detail` of [`LockError::PermissionDenied`]: Redis's explanation after
+/// `NOPERM`; or, for a command refused inside a script, Redis's explanation, the
+/// command (when Redis does not name it: the one the script calls on the line Redis
+/// names) and where the script called it.
+fn refusal_detail(details: &str) -> String {
+    if let Some(at) = details.find("NOPERM") {
+        return details[at + "NOPERM".len()..].trim().to_owned();
+    }
+    let start = SCRIPT_REFUSALS.iter().find_map(|text| {
+        let at = details.find(text)?;
+        Some(if text.starts_with("ACL") {
+            at + text.len()
+        } else {
+            at
+        })
+    });
+    let Some(start) = start else {
+        return details.trim().to_owned();
+    };
+    let explanation = &details[start..];
+    let explanation = explanation[..explanation.find(" script: ").unwrap_or(explanation.len())]
+        .trim()
+        .trim_end_matches('.');
+    let sha = hex_after(details, "script: ").or_else(|| hex_after(details, "f_"));
+    let line = number_after(details, "@user_script:");
+    let mut detail = explanation.to_owned();
+    // Redis 7.2 and later name it ("... to run the 'zadd' command").
+    if !explanation.contains("' command") {
+        let commands = sha
+            .zip(line)
+            .and_then(|(sha, line)| script_commands(sha, line))
+            .unwrap_or_default();
+        if !commands.is_empty() {
+            let quoted: Vec<String> = commands.iter().map(|c| format!("'{c}'")).collect();
+            detail = format!("{detail}: {}", quoted.join(" or "));
+        }
+    }
+    match (line, sha) {
+        (Some(line), Some(sha)) => format!("{detail} (line {line} of script {sha})"),
+        (Some(line), None) => format!("{detail} (line {line} of a script)"),
+        _ => detail,
+    }
+}
+
+/// The 40 hexadecimal digits (a script's SHA-1) right after the first `marker` that
+/// has them.
+fn hex_after<'a>(text: &'a str, marker: &str) -> Option<&'a str> {
+    text.match_indices(marker).find_map(|(at, _)| {
+        let hex = text.get(at + marker.len()..at + marker.len() + 40)?;
+        hex.bytes().all(|b| b.is_ascii_hexdigit()).then_some(hex)
+    })
+}
+
+/// The number right after `marker` (spaces allowed between).
+fn number_after(text: &str, marker: &str) -> Option<usize> {
+    let rest = text[text.find(marker)? + marker.len()..].trim_start();
+    let end = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}
+
+/// Every script in `lua/` (a test checks that none is missing): where Redis does not
+/// name a command it refused inside a script, the command is read from the script's
+/// source.
+const LUA: [&str; 20] = [
+    include_str!("../lua/acquire.lua"),
+    include_str!("../lua/complete_period.lua"),
+    include_str!("../lua/fair_acquire.lua"),
+    include_str!("../lua/fair_leave.lua"),
+    include_str!("../lua/fair_queue.lua"),
+    include_str!("../lua/fair_release.lua"),
+    include_str!("../lua/fence.lua"),
+    include_str!("../lua/fencing.lua"),
+    include_str!("../lua/force_unlock.lua"),
+    include_str!("../lua/inspect.lua"),
+    include_str!("../lua/lease_renew.lua"),
+    include_str!("../lua/leases.lua"),
+    include_str!("../lua/reenter.lua"),
+    include_str!("../lua/release.lua"),
+    include_str!("../lua/renew.lua"),
+    include_str!("../lua/rw_acquire.lua"),
+    include_str!("../lua/rw_release.lua"),
+    include_str!("../lua/sem_acquire.lua"),
+    include_str!("../lua/sem_available.lua"),
+    include_str!("../lua/sem_release.lua"),
+];
+
+/// The commands that the script with SHA-1 `sha` calls on its line `line` (counted
+/// from 1), if it is one of this crate's. The scripts sent are files of `lua/`, each
+/// after none, some or all of the files that only define functions for others
+/// (`local fencing = {}`: `fencing.lua`, `leases.lua`, ...), in any order: every such
+/// combination is hashed, once, the first time a script is refused.
+fn script_commands(sha: &str, line: usize) -> Option<Vec<String>> {
+    static KNOWN: std::sync::OnceLock<Vec<(String, Vec<&'static str>)>> =
+        std::sync::OnceLock::new();
+    let known = KNOWN.get_or_init(|| {
+        let libraries: Vec<&'static str> = LUA
+            .into_iter()
+            .filter(|source| source.lines().any(defines_functions))
+            .collect();
+        let mut preludes: Vec<Vec<&'static str>> = vec![Vec::new()];
+        let mut longer = preludes.clone();
+        for _ in &libraries {
+            longer = longer
+                .iter()
+                .flat_map(|prelude| {
+                    libraries
+                        .iter()
+                        .filter(|library| !prelude.contains(library))
+                        .map(|library| [prelude.as_slice(), &[*library]].concat())
+                })
+                .collect();
+            preludes.extend(longer.iter().cloned());
+        }
+        preludes
+            .iter()
+            .flat_map(|prelude| {
+                LUA.iter()
+                    .map(|body| [prelude.as_slice(), &[*body]].concat())
+            })
+            .map(|parts| (fred::util::sha1_hash(&parts.concat()), parts))
+            .collect()
+    });
+    let (_, parts) = known
+        .iter()
+        .find(|(hash, _)| hash.eq_ignore_ascii_case(sha))?;
+    let source = parts.concat();
+    let text = source.lines().nth(line.checked_sub(1)?)?;
+    Some(commands_on(text).into_iter().map(str::to_owned).collect())
+}
+
+/// Whether `line` starts a table of functions for other scripts (`local fencing = {}`).
+fn defines_functions(line: &str) -> bool {
+    line.strip_prefix("local ")
+        .and_then(|rest| rest.strip_suffix(" = {}"))
+        .is_some_and(|name| {
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+}
+
+/// The commands that `line` of a Lua script calls: the quoted words of each
+/// `redis.call(...)` or `redis.pcall(...)`'s first argument (both of
+/// `redis.call(p == 'spublish' and 'spublish' or 'publish', ...)`).
+fn commands_on(line: &str) -> Vec<&str> {
+    let mut commands = Vec::new();
+    for (at, _) in line.match_indices("redis.") {
+        let rest = &line[at + "redis.".len()..];
+        let Some(rest) = rest
+            .strip_prefix("call(")
+            .or_else(|| rest.strip_prefix("pcall("))
+        else {
+            continue;
+        };
+        let argument = &rest[..rest.find([',', ')']).unwrap_or(rest.len())];
+        for word in argument.split(['\'', '"']).skip(1).step_by(2) {
+            if !word.is_empty() && !commands.contains(&word) {
+                commands.push(word);
+            }
+        }
+    }
+    commands
 }
 
 impl LockError {
@@ -291,5 +467,113 @@ mod tests {
             Some("p:{a}")
         );
         assert_eq!(wrong_type("ERR something else", &keys), None);
+    }
+
+    /// `LockError::from` an error reply with `text`, as fred gives it.
+    fn refused(text: &str) -> LockError {
+        LockError::from(Error::new(ErrorKind::Unknown, text.to_owned()))
+    }
+
+    fn denied(text: &str) -> String {
+        match refused(text) {
+            LockError::PermissionDenied { detail } => detail,
+            other => panic!("not a permission error: {other:?}"),
+        }
+    }
+
+    /// Redis 7.0's reply when the ACL refuses a command that line `line` of `source`
+    /// calls (as a user without `zadd` got for an `EVAL` of `return lib.add(KEYS[1])`,
+    /// whose `lib.add` calls `zadd` on line 3).
+    fn refused_in_script(source: &str, line: usize) -> String {
+        let sha = fred::util::sha1_hash(source);
+        format!(
+            "ERR The user executing the script can't run this command or subcommand \
+             script: {sha}, on @user_script:{line}."
+        )
+    }
+
+    /// The line (counted from 1) of `source` that first contains `text`.
+    fn line_of(source: &str, text: &str) -> usize {
+        1 + source.lines().position(|line| line.contains(text)).unwrap()
+    }
+
+    #[test]
+    fn a_command_refused_inside_a_script_is_a_permission_error_naming_the_command() {
+        // A script that is not this crate's: Redis 7.0 does not say which command.
+        let real = "ERR The user executing the script can't run this command or subcommand \
+                    script: bbc548ba677bc9190e4e8d8adbdf0d2257a5f193, on @user_script:3.";
+        assert_eq!(
+            denied(real),
+            "The user executing the script can't run this command or subcommand \
+             (line 3 of script bbc548ba677bc9190e4e8d8adbdf0d2257a5f193)"
+        );
+        // This crate's scripts, alone or after others: the command is read from the line.
+        let available = include_str!("../lua/sem_available.lua");
+        let line = line_of(available, "redis.call('zcount'");
+        let detail = denied(&refused_in_script(available, line));
+        assert!(
+            detail.starts_with(
+                "The user executing the script can't run this command or subcommand: 'zcount' (line "
+            ),
+            "{detail}"
+        );
+        let fair = concat!(
+            include_str!("../lua/fencing.lua"),
+            include_str!("../lua/fair_queue.lua"),
+            include_str!("../lua/fair_acquire.lua")
+        );
+        for (command, called) in [
+            ("'zadd'", "redis.call('zadd'"),
+            ("'zrangebyscore'", "redis.call('zrangebyscore'"),
+            ("'spublish' or 'publish'", "'spublish' or 'publish'"),
+        ] {
+            let line = line_of(fair, called);
+            let detail = denied(&refused_in_script(fair, line));
+            assert!(
+                detail.contains(&format!("subcommand: {command} (line {line} of script ")),
+                "{detail}"
+            );
+        }
+        // Redis 7.2 and later name the command themselves.
+        let named = "ERR ACL failure in script: User locker has no permissions to run the \
+                     'zadd' command script: bbc548ba677bc9190e4e8d8adbdf0d2257a5f193, on \
+                     @user_script:3.";
+        assert_eq!(
+            denied(named),
+            "User locker has no permissions to run the 'zadd' command \
+             (line 3 of script bbc548ba677bc9190e4e8d8adbdf0d2257a5f193)"
+        );
+        // Keys and channels a script names, and a refused command outside a script.
+        let key = "ERR The user executing the script can't access at least one of the keys \
+                   mentioned in the command arguments script: \
+                   9e77701a5a91f4454e2a1278e8e30a2e45732ccf, on @user_script:1.";
+        assert!(denied(key).contains("keys mentioned"), "{}", denied(key));
+        let channel = "ERR The user executing the script can't publish to the channel \
+                       mentioned in the command script: \
+                       21b719501ca72422320750f78463d384155c83df, on @user_script:1.";
+        assert!(denied(channel).contains("channel"), "{}", denied(channel));
+        assert_eq!(
+            denied("NOPERM this user has no permissions to run the 'zadd' command"),
+            "this user has no permissions to run the 'zadd' command"
+        );
+        assert!(matches!(
+            refused("ERR Error running script: @user_script:3: something else"),
+            LockError::Redis(_)
+        ));
+    }
+
+    #[test]
+    fn every_script_in_lua_is_known_to_the_refusal_reader() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/lua");
+        let mut files = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|ext| ext == "lua") {
+                let source = std::fs::read_to_string(&path).unwrap();
+                assert!(LUA.contains(&source.as_str()), "{path:?} is not in LUA");
+                files += 1;
+            }
+        }
+        assert_eq!(files, LUA.len());
     }
 }

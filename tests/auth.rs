@@ -1,6 +1,7 @@
 //! Passwords and ACL users: the documented least-privilege rule is enough for every
-//! feature, a user without the prefix gets a clear permission error, and passwords
-//! never show in `Debug` output, errors or logs.
+//! kind of lock and every feature, on a single server and a cluster; a user without
+//! the prefix, or without a command a script calls, gets a clear permission error; and
+//! passwords never show in `Debug` output, errors or logs.
 
 mod common;
 
@@ -135,30 +136,50 @@ async fn an_acl_user_with_the_documented_rule_can_do_everything() {
     logs();
     let server = RedisServer::start();
     set_user(&server, &documented_rule("locker", USER_PASSWORD));
-    let url = user_url(&server, "locker");
-    let client = LockClient::builder(&url)
+    everything_as(&user_url(&server, "locker")).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_acl_user_with_the_documented_rule_can_do_everything_on_a_cluster() {
+    logs();
+    let cluster = common::cluster();
+    // Every node keeps its own users.
+    for node in &cluster.nodes {
+        set_user(node, &documented_rule("locker", USER_PASSWORD));
+    }
+    let url = cluster
+        .url()
+        .replacen("://", &format!("://locker:{USER_PASSWORD}@"), 1);
+    everything_as(&url).await;
+}
+
+/// Every kind of lock and every operator call, through `url` (a user's): the mutex
+/// (re-entry, renewal, fencing, waiting, `WAIT`), the multi-lock, the fair lock (with
+/// a queue, a hand-off and a waiter that gives up), both sides of the read-write lock,
+/// the semaphore, once-per-period claims, `inspect`, `list`, `is_locked` and
+/// `force_unlock`; every kind renewed while held.
+async fn everything_as(url: &str) {
+    let client = LockClient::builder(url)
         .lease(Duration::from_millis(600))
         .build()
         .await
         .unwrap();
-    let waiter = LockClient::connect(&url).await.unwrap();
+    let waiter = LockClient::connect(url).await.unwrap();
     let name = common::unique("acl");
 
-    // Lock, re-enter, renew, inspect, list, check.
+    // Lock, re-enter, inspect, list, check.
     let guard = client
         .lock_with(&name, LockOptions::fenced())
         .await
         .unwrap()
         .unwrap();
     let nested = client.lock(&name).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(700)).await; // past the lease: renewed
-    assert!(!guard.is_lost());
     assert!(guard.remaining_ttl().await.unwrap().is_some());
     assert_eq!(
         client.inspect(&name).await.unwrap().unwrap().owners.len(),
         1
     );
-    assert_eq!(client.list("test:acl:*").await.unwrap().len(), 1);
+    assert_eq!(client.list(&name).await.unwrap().len(), 1);
     assert!(waiter.is_locked(&name).await.unwrap());
     assert!(waiter.try_lock(&name).await.unwrap().is_none());
 
@@ -169,8 +190,105 @@ async fn an_acl_user_with_the_documented_rule_can_do_everything() {
         fence::get(&client, &resource).await.unwrap().unwrap().value,
         "v1"
     );
+    assert_eq!(
+        fence::read_with(&guard, &resource)
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("v1")
+    );
 
-    // Waiting: subscribe, release message, wake-up.
+    // Every other kind, held by this client while another one queues or shares.
+    let multi_names = [format!("{name}:a"), format!("{name}:b")];
+    let multi = client
+        .lock_all_with(&multi_names, LockOptions::fenced())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(multi.fencing_token(&multi_names[0]).is_some());
+    assert!(waiter.try_lock_all(&multi_names).await.unwrap().is_none());
+
+    let fair_name = format!("{name}:fair");
+    let fair = client
+        .fair_lock_with(&fair_name, LockOptions::fenced())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(fair.fencing_token().is_some());
+    let gave_up = waiter
+        .fair_lock_with(
+            &fair_name,
+            LockOptions::new().wait(Duration::from_millis(50)),
+        )
+        .await
+        .unwrap();
+    assert!(gave_up.is_none(), "the fair lock was had twice");
+    let queued = {
+        let (waiter, fair_name) = (waiter.clone(), fair_name.clone());
+        tokio::spawn(async move { waiter.fair_lock(&fair_name).await })
+    };
+
+    let rw_name = format!("{name}:rw");
+    let read = client.read_lock(&rw_name).await.unwrap();
+    assert!(waiter.try_write_lock(&rw_name).await.unwrap().is_none());
+    let shared = waiter.read_lock(&rw_name).await.unwrap();
+    let writing = {
+        let (waiter, rw_name) = (waiter.clone(), rw_name.clone());
+        tokio::spawn(async move { waiter.write_lock(&rw_name).await })
+    };
+
+    let semaphore = client.semaphore(format!("{name}:sem"), 2);
+    let permit = semaphore.acquire().await.unwrap();
+    let other_permit = waiter
+        .semaphore(semaphore.name(), 2)
+        .acquire()
+        .await
+        .unwrap();
+    assert_eq!(semaphore.available().await.unwrap(), 0);
+    assert!(semaphore.try_acquire().await.unwrap().is_none());
+    let acquiring = {
+        let semaphore = waiter.semaphore(semaphore.name(), 2);
+        tokio::spawn(async move { semaphore.acquire().await })
+    };
+
+    // Every hold is renewed past its lease; listing the prefix meets every kind's keys.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(!guard.is_lost() && !multi.is_lost() && !fair.is_lost());
+    assert!(!read.is_lost() && !permit.is_lost());
+    let listing = client.list_report("test:acl:*").await.unwrap();
+    assert!(listing.unreadable.is_empty(), "{:?}", listing.unreadable);
+    assert!(listing.locks.iter().any(|info| info.name == name));
+
+    // Releases wake the waiters: the fair lock is handed on, the writer gets in once
+    // both readers have left, a permit goes to the waiting acquire.
+    fair.unlock().await.unwrap();
+    let handed = tokio::time::timeout(Duration::from_secs(2), queued)
+        .await
+        .expect("the queued fair waiter was not handed the lock")
+        .unwrap()
+        .unwrap();
+    read.unlock().await.unwrap();
+    shared.unlock().await.unwrap();
+    let write = tokio::time::timeout(Duration::from_secs(2), writing)
+        .await
+        .expect("the writer was not woken")
+        .unwrap()
+        .unwrap();
+    assert!(client.try_read_lock(&rw_name).await.unwrap().is_none());
+    permit.release().await.unwrap();
+    let woken_permit = tokio::time::timeout(Duration::from_secs(2), acquiring)
+        .await
+        .expect("the waiting acquire was not woken")
+        .unwrap()
+        .unwrap();
+    handed.unlock().await.unwrap();
+    write.unlock().await.unwrap();
+    other_permit.release().await.unwrap();
+    woken_permit.release().await.unwrap();
+    assert_eq!(semaphore.available().await.unwrap(), 2);
+    multi.unlock().await.unwrap();
+
+    // Waiting on the mutex: subscribe, release message, wake-up; then force-unlock.
     let waiting = {
         let (waiter, name) = (waiter.clone(), name.clone());
         tokio::spawn(async move { waiter.lock(&name).await })
@@ -196,6 +314,13 @@ async fn an_acl_user_with_the_documented_rule_can_do_everything() {
         Claim::Won(claim) => claim.complete().await.unwrap(),
         other => panic!("{other:?}"),
     }
+    assert!(matches!(
+        waiter
+            .claim_period(&name, period, SystemTime::now(), LockOptions::new())
+            .await
+            .unwrap(),
+        Claim::AlreadyDone { .. }
+    ));
     let acknowledged = LockOptions::new().min_replicas(1, Duration::from_millis(20));
     assert!(matches!(
         client
@@ -204,6 +329,68 @@ async fn an_acl_user_with_the_documented_rule_can_do_everything() {
         Err(LockError::NotReplicated { .. })
     ));
     client.shutdown().await;
+    waiter.shutdown().await;
+}
+
+/// The command-line tool as a user with the documented rule: each kind `run` takes
+/// (a lock, a semaphore's permit, a once-per-period claim) with an operator command
+/// run under it, then `unlock --force`.
+#[cfg(feature = "cli")]
+#[test]
+fn the_cli_works_for_a_user_with_the_documented_rule() {
+    let server = RedisServer::start();
+    set_user(&server, &documented_rule("operator", USER_PASSWORD));
+    let exe = env!("CARGO_BIN_EXE_holdlock");
+    let name = common::unique("acl-cli");
+    let holdlock = |args: &[&str]| {
+        let output = std::process::Command::new(exe)
+            .env("HOLDLOCK_URL", user_url(&server, "operator"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "holdlock {args:?}: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    // `inspect` exits with 1 for a free lock: the lock is held while it looks.
+    holdlock(&["run", &name, "--", exe, "inspect", &name, "--json"]);
+    holdlock(&["run", "--permits", "2", &name, "--", exe, "list", "--json"]);
+    let once = ["run", "--once-per", "1h", &name, "--"];
+    holdlock(&[&once[..], &[exe, "top", "--once", "--json"]].concat());
+    holdlock(&["unlock", "--force", &name, "--json"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_user_without_a_command_a_script_calls_gets_a_permission_error_naming_it() {
+    logs();
+    let server = RedisServer::start();
+    // The documented rule without one sorted-set command, which a fair lock's waiter
+    // needs to join the queue.
+    let rule: Vec<String> = documented_rule("queueless", USER_PASSWORD)
+        .into_iter()
+        .filter(|word| word != "+zadd")
+        .collect();
+    set_user(&server, &rule);
+    let client = LockClient::connect(&user_url(&server, "queueless"))
+        .await
+        .unwrap();
+    let holder = LockClient::connect(&server.url()).await.unwrap();
+    let name = common::unique("no-zadd");
+    let _held = holder.fair_lock(&name).await.unwrap();
+    let refused = tokio::time::timeout(Duration::from_secs(5), client.fair_lock(&name))
+        .await
+        .expect("a refused script made the waiter wait");
+    let Err(LockError::PermissionDenied { detail }) = &refused else {
+        panic!("not a permission error: {refused:?}");
+    };
+    assert!(
+        detail.contains("'zadd'"),
+        "the command is not named: {detail}"
+    );
+    println!("denied: {}", refused.unwrap_err());
 }
 
 #[tokio::test(flavor = "multi_thread")]
