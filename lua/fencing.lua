@@ -1,5 +1,5 @@
--- fencing.lua: fencing tokens, put in front of acquire.lua and fair_acquire.lua (one
--- copy of the token rule for both).
+-- fencing.lua: fencing tokens, put in front of acquire.lua, fair_acquire.lua and
+-- rw_acquire.lua (one copy of the token rule for all).
 --
 -- A token is a hybrid logical clock reading: max(floor + 1, server TIME in
 -- microseconds). It exceeds every token issued before on this server even if the

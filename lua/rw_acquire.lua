@@ -7,6 +7,9 @@
 --          field `writer_waits` = until when (ms) a refused writer keeps new readers
 --          out)
 -- KEYS[2]  its leases (see leases.lua): one deadline per holder field
+-- KEYS[3]  token floor key (same hash slot), given only for a write lock that draws a
+--          fencing token (see fencing.lua); the token is kept in the field `token`
+--          while the write hold lasts
 -- ARGV[1]  owner id
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  "read" or "write"
@@ -19,15 +22,26 @@
 -- refused (readers already in keep their holds and may re-enter) until no writer has
 -- asked for ARGV[5] ms; waiting writers ask again well within that.
 --
--- Granted:      { the owner's count of holds of this side (1 or more), 0 }
+-- Granted:      { the owner's count of holds of this side (1 or more), the fencing
+--               token of a fresh fenced write hold, else 0 }
 -- Busy:         { 0, ms after which to ask again }
 -- Raises "WOULDDEADLOCK" when an owner holding only the read lock asks for the write
 -- lock; WRONGTYPE (naming the key) if a key holds another type.
 local key, set, owner, mode = KEYS[1], KEYS[2], ARGV[1], ARGV[3]
 local lease, waits, patience = tonumber(ARGV[2]), ARGV[4] == 'wait', tonumber(ARGV[5])
-local wrong = leases.wrong_type(KEYS)
+local wrong = leases.wrong_type({ KEYS[1], KEYS[2] })
 if wrong then
   return wrong
+end
+local floor
+if KEYS[3] then
+  -- Read before the first write, so that a token key of another type leaves nothing
+  -- written.
+  local failed
+  floor, failed = fencing.floor(KEYS[3], 3)
+  if not floor then
+    return failed
+  end
 end
 local now = leases.now()
 leases.drop_expired(key, set, now)
@@ -77,7 +91,11 @@ if not held then
   -- Other writers still waiting mark their wait again when they next ask.
   redis.call('hdel', key, 'writer_waits')
   redis.call('hset', key, 'mode', 'write', 'writer', owner)
-  return hold()
+  local granted = hold()
+  if floor then
+    granted[2] = fencing.draw(key, KEYS[3], floor)
+  end
+  return granted
 end
 if waits then
   redis.call('hset', key, 'writer_waits', now + patience)

@@ -25,7 +25,7 @@ local now = leases.now()
 leases.drop_expired(key, set, now)
 local lets_in = false
 if string.sub(field, -2) == ':w' then
-  redis.call('hdel', key, 'writer')
+  redis.call('hdel', key, 'writer', 'token')
   redis.call('hset', key, 'mode', 'read')
   lets_in = true
 end

@@ -215,7 +215,9 @@ impl LockClientBuilder {
         self
     }
 
-    /// Draw a fencing token on every fresh acquisition. Default: `false`.
+    /// Draw a fencing token on every fresh exclusive acquisition: locks, fair locks and
+    /// write locks (read holds and semaphore permits are shared, so they draw none).
+    /// Default: `false`.
     ///
     /// # Examples
     /// ```no_run

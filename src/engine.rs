@@ -407,13 +407,17 @@ impl Engine {
         };
         if let Err(error) = self.check_running() {
             // Shut down: every hold was given up, nothing is owed.
-            claim.map(HoldClaim::discharge);
+            if let Some(claim) = claim {
+                claim.discharge();
+            }
             return Err(Unreleased::Final(error));
         }
         let entry = self.holds.reenter(hold);
         let count = hold.lock_ops().await;
         if hold.is_lost() || *count == 0 {
-            claim.map(HoldClaim::discharge);
+            if let Some(claim) = claim {
+                claim.discharge();
+            }
             return Err(not_held());
         }
         let held = *count;
@@ -698,7 +702,9 @@ impl InFlight {
         lease: Duration,
         claim: Option<HoldClaim>,
     ) -> Self {
-        claim.map(HoldClaim::discharge);
+        if let Some(claim) = claim {
+            claim.discharge();
+        }
         Self {
             engine: Arc::clone(engine),
             op,

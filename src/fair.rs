@@ -3,7 +3,7 @@
 //!
 //! A fair lock is a kind on the shared engine: the mutex's hash and re-entry, plus a
 //! queue in Redis (`lua/fair_queue.lua`). Every wait, of every client, queues itself
-//! with its first refused attempt, as an entry of its own ("<owner id> <wait>": two
+//! with its first refused attempt, as an entry of its own (`<owner id> <wait>`: two
 //! waits of one owner never share an entry); a release hands the lock to the first
 //! live wait (its owner's field is set, with a claim window as TTL) and publishes that
 //! entry, which wakes exactly that waiter (see `Ticket::named`). A wait whose last
@@ -41,7 +41,9 @@ impl LockClient {
     /// each other (one round trip to Redis) may be served either way round: the order
     /// is that of their first attempts' arrival at Redis. Fair locks draw fencing
     /// tokens when asked (every fresh hold, a hand-off included, from a floor of their
-    /// own at `<prefix>{name}:fair:token`); they ask no replica acknowledgement.
+    /// own at `<prefix>{name}:fair:token`), and wait for replicas when asked
+    /// (`min_replicas`: then a hand-off is claimed with an acknowledged attempt, never
+    /// taken on its message alone).
     ///
     /// # Errors
     /// As [`lock`](Self::lock).
@@ -135,12 +137,11 @@ impl LockClient {
     async fn queue_for<D: GiveUp>(
         &self,
         name: &str,
-        mut options: ResolvedOptions,
+        options: ResolvedOptions,
         give_up: D,
     ) -> Result<Result<LockGuard, D::GaveUp>> {
         let engine = self.engine();
         engine.check_running()?;
-        options.min_replicas = None;
         let names = Arc::new(fair_names(&engine.config().prefix, name)?);
         let owner = self.owner_id();
         observe::record_owner(&owner);
@@ -171,8 +172,9 @@ impl LockClient {
             queued: options.wait != Some(Duration::ZERO),
         };
         // A hand-off may be taken on its message alone by a waiter whose lease the
-        // watchdog keeps and that draws no token (the claim attempt draws it).
-        let may_adopt = options.watchdog && !options.fenced;
+        // watchdog keeps, that draws no token (the claim attempt draws it) and that
+        // waits for no replica (the claim attempt is acknowledged).
+        let may_adopt = options.watchdog && !options.fenced && options.min_replicas.is_none();
         let waiting = async {
             loop {
                 let sent_at = Instant::now();

@@ -80,6 +80,23 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
+    /// The kind as the docs and errors name it.
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            Kind::Mutex => "lock",
+            Kind::Semaphore { .. } => "semaphore permit",
+            Kind::Fair => "fair lock",
+            Kind::Read => "read lock",
+            Kind::Write => "write lock",
+        }
+    }
+
+    /// Whether a hold of this kind excludes every other holder, so that a fencing token
+    /// can stand for it (a read hold and a semaphore permit are shared).
+    pub(crate) fn is_exclusive(self) -> bool {
+        matches!(self, Kind::Mutex | Kind::Fair | Kind::Write)
+    }
+
     /// Whether a hold of this kind and one of `other` on the same key, by different
     /// owners, exclude each other (only two readers do not).
     pub(crate) fn excludes(self, other: Kind) -> bool {

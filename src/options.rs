@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::error::{LockError, Result};
-use crate::keys::{self, LockNames};
+use crate::keys::{self, Kind, LockNames};
 
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "holdlock:";
@@ -234,7 +234,9 @@ impl LockOptions {
         self
     }
 
-    /// Draw a fencing token on a fresh acquisition (see [`LockGuard::fencing_token`](crate::LockGuard::fencing_token)).
+    /// Draw a fencing token on a fresh acquisition (see [`LockGuard::fencing_token`](crate::LockGuard::fencing_token)):
+    /// for a lock, a fair lock or a write lock. A read lock or a semaphore permit,
+    /// shared with other holders, refuses it with [`LockError::InvalidOption`].
     ///
     /// # Examples
     /// ```
@@ -288,6 +290,34 @@ impl LockOptions {
     pub fn max_hold(mut self, max_hold: Duration) -> Self {
         self.max_hold = Some(max_hold);
         self
+    }
+
+    /// [`resolve`](Self::resolve) for a hold of `kind`: the one place that knows what
+    /// each kind can honour. A fencing token asked for a hold that others share (a
+    /// read hold, a semaphore permit) is refused with [`LockError::InvalidOption`]
+    /// naming the option and the kind, never dropped; the client's default fencing
+    /// (see `LockClientBuilder::fencing`) applies to the kinds that can draw tokens.
+    /// Every other option works for every kind.
+    pub(crate) fn resolve_for(
+        &self,
+        client: &ClientConfig,
+        kind: Kind,
+    ) -> Result<ResolvedOptions> {
+        let mut resolved = self.resolve(client)?;
+        if !kind.is_exclusive() {
+            if self.fenced {
+                return Err(LockError::InvalidOption {
+                    option: "fenced",
+                    reason: format!(
+                        "a {} is shared with other holders, so no fencing token can \
+                         stand for it (fence the write side, or use a lock)",
+                        kind.describe()
+                    ),
+                });
+            }
+            resolved.fenced = false;
+        }
+        Ok(resolved)
     }
 
     /// Checks the options against the client's, returning the wait and lease to use.

@@ -173,10 +173,8 @@ impl Protocol {
         keep_lease: bool,
     ) -> Result<Acquire, CallFailed> {
         let give_up = Instant::now() + self.connect_timeout;
-        // Replicas acknowledge fresh mutex acquisitions only (see `replicas.rs`).
-        let acknowledged = options
-            .min_replicas
-            .filter(|_| held == 0 && names.kind == Kind::Mutex);
+        // Replicas acknowledge fresh acquisitions (see `replicas.rs`).
+        let acknowledged = options.min_replicas.filter(|_| held == 0);
         loop {
             let reply = match acknowledged {
                 Some(min) => self.acquire_acknowledged(names, owner, options, min).await,
@@ -187,38 +185,10 @@ impl Protocol {
                         .reenter(&self.redis, &names.key, owner, lease_ms);
                     reenter.await.map_err(CallFailed::from)
                 }
-                None => match names.kind {
-                    Kind::Mutex => {
-                        let call = AcquireCall::of(names, owner, &options);
-                        let acquire = self.scripts.acquire(&self.redis, &call);
-                        acquire.await.map_err(CallFailed::from)
-                    }
-                    Kind::Read | Kind::Write => {
-                        let waits = options.wait != Some(Duration::ZERO);
-                        let acquire = self.scripts.rw_acquire(
-                            &self.redis,
-                            names,
-                            owner,
-                            options.lease_ms,
-                            waits,
-                        );
-                        Box::pin(acquire).await.map_err(CallFailed::from)
-                    }
-                    Kind::Fair => {
-                        let acquire =
-                            self.scripts
-                                .fair_acquire(&self.redis, names, owner, &options);
-                        Box::pin(acquire).await.map_err(CallFailed::from)
-                    }
-                    Kind::Semaphore { permits } => {
-                        let waits = options.wait != Some(Duration::ZERO);
-                        let lease = (options.lease_ms, permits);
-                        let acquire =
-                            self.scripts
-                                .sem_acquire(&self.redis, names, owner, lease, waits);
-                        Box::pin(acquire).await.map_err(CallFailed::from)
-                    }
-                },
+                None => {
+                    let acquire = self.acquire_script(&self.redis, names, owner, &options);
+                    acquire.await.map_err(CallFailed::from)
+                }
             };
             let error = match reply {
                 Err(failed) if failed.error.outcome_unknown() => failed.error,
@@ -248,6 +218,35 @@ impl Protocol {
                 // It did not run: send it again.
                 Some(_) if Instant::now() < give_up => {}
                 _ => return Err(CallFailed::maybe_ran(error)),
+            }
+        }
+    }
+
+    /// The acquire script of the kind of `names` (a re-entry of the read-write lock's
+    /// too), sent on `client` at most once.
+    async fn acquire_script(
+        &self,
+        client: &Client,
+        names: &LockNames,
+        owner: &str,
+        options: &ResolvedOptions,
+    ) -> Result<Acquire> {
+        let waits = options.wait != Some(Duration::ZERO);
+        match names.kind {
+            Kind::Mutex => {
+                let call = AcquireCall::of(names, owner, options);
+                self.scripts.acquire(client, &call).await
+            }
+            Kind::Read | Kind::Write => {
+                let lease = (options.lease_ms, options.fenced);
+                let acquire = self.scripts.rw_acquire(client, names, owner, lease, waits);
+                Box::pin(acquire).await
+            }
+            Kind::Fair => Box::pin(self.scripts.fair_acquire(client, names, owner, options)).await,
+            Kind::Semaphore { permits } => {
+                let lease = (options.lease_ms, permits);
+                let acquire = self.scripts.sem_acquire(client, names, owner, lease, waits);
+                Box::pin(acquire).await
             }
         }
     }
@@ -372,15 +371,22 @@ impl Protocol {
             .await?;
         let reconnects = client.reconnect_rx();
         let reroutes = client.cluster_change_rx();
-        let (acquired, acked) = self
-            .scripts
-            .acquire_then_wait(
-                client,
-                &AcquireCall::of(names, owner, &options), // fresh acquisitions only
-                (min.replicas, min.timeout_ms()),
-                min.timeout + self.connect_timeout,
-            )
-            .await?;
+        let wait = (min.replicas, min.timeout_ms());
+        let timeout = min.timeout + self.connect_timeout;
+        let (acquired, acked) = if names.kind == Kind::Mutex {
+            // One pipeline: the script and the `WAIT` in one write.
+            let call = AcquireCall::of(names, owner, &options); // fresh acquisitions only
+            let pipeline = self.scripts.acquire_then_wait(client, &call, wait, timeout);
+            Box::pin(pipeline).await?
+        } else {
+            // The other kinds' scripts, then the `WAIT`, on the same connection.
+            let acquired = self.acquire_script(client, names, owner, &options).await?;
+            if !matches!(acquired, Acquire::Granted { count: 1, .. }) {
+                return Ok(acquired);
+            }
+            let acked = self.scripts.wait_for_replicas(client, &names.key, wait, timeout);
+            (acquired, Box::pin(acked).await)
+        };
         if !matches!(acquired, Acquire::Granted { count: 1, .. }) {
             return Ok(acquired);
         }

@@ -119,11 +119,13 @@ impl LockClient {
             .await
     }
 
-    /// Takes the read side with per-call [`LockOptions`] (the wait, a fixed lease);
-    /// `None` if it could not be had within the wait.
+    /// Takes the read side with per-call [`LockOptions`] (the wait, a fixed lease,
+    /// replica acknowledgement); `None` if it could not be had within the wait. A read
+    /// hold is shared with other readers, so it draws no fencing token.
     ///
     /// # Errors
-    /// As [`lock_with`](Self::lock_with).
+    /// As [`lock_with`](Self::lock_with); [`LockOptions::fenced`] is refused with
+    /// [`LockError::InvalidOption`], never ignored.
     ///
     /// # Cancel safety
     /// As [`read_lock`](Self::read_lock).
@@ -147,12 +149,14 @@ impl LockClient {
         Ok(hold.map(|hold| ReadGuard(LockGuard::new(hold))))
     }
 
-    /// Takes the write side with per-call [`LockOptions`] (the wait, a fixed lease);
+    /// Takes the write side with per-call [`LockOptions`] (the wait, a fixed lease, a
+    /// fencing token: see [`WriteGuard::fencing_token`], replica acknowledgement);
     /// `None` if it could not be had within the wait.
     ///
     /// # Errors
-    /// As [`write_lock`](Self::write_lock), and [`LockError::InvalidOption`] for bad
-    /// options.
+    /// As [`write_lock`](Self::write_lock), [`LockError::InvalidOption`] for bad
+    /// options, and [`LockError::NotReplicated`] as for
+    /// [`lock_with`](Self::lock_with).
     ///
     /// # Cancel safety
     /// As [`read_lock`](Self::read_lock).
@@ -183,7 +187,7 @@ impl LockClient {
         side: Kind,
         options: LockOptions,
     ) -> Result<Option<HoldClaim>> {
-        let resolved = options.resolve(self.engine().config())?;
+        let resolved = options.resolve_for(self.engine().config(), side)?;
         match resolved.deadline()? {
             None => Ok(self.take_side(name, side, options, Forever).await?.ok()),
             Some(deadline) => Ok(self.take_side(name, side, options, deadline).await?.ok()),
@@ -224,9 +228,7 @@ impl LockClient {
     ) -> Result<Result<HoldClaim, D::GaveUp>> {
         let engine = self.engine();
         engine.check_running()?;
-        let mut options: ResolvedOptions = options.resolve(engine.config())?;
-        options.fenced = false;
-        options.min_replicas = None;
+        let options: ResolvedOptions = options.resolve_for(engine.config(), side)?;
         let names = Arc::new(rw_names(&engine.config().prefix, name, side)?);
         let owner = self.owner_id();
         observe::record_owner(&owner);
@@ -407,3 +409,24 @@ side_guard!(
     WriteGuard,
     "write_lock"
 );
+
+impl WriteGuard {
+    /// The fencing token of this write hold, if it was taken with fencing
+    /// ([`LockOptions::fenced`], or a client that fences every lock): strictly greater
+    /// than every token handed to earlier writers of the same name, drawn as for
+    /// [`LockGuard::fencing_token`] from a floor of the read-write lock's own
+    /// (`<prefix>{name}:rw:token`). Nested write holds share the token of the first.
+    /// Read holds, shared with other readers, have none.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let options = holdlock::LockOptions::fenced();
+    /// let writing = client.write_lock_with("balance:7", options).await?.unwrap();
+    /// let token: u64 = writing.fencing_token().expect("fenced");
+    /// # Ok(()) }
+    /// ```
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.0.fencing_token()
+    }
+}

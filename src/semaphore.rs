@@ -15,7 +15,7 @@ use std::time::Duration;
 use crate::client::{Forever, GiveUp, LockClient};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
-use crate::keys::{LockNames, semaphore_names};
+use crate::keys::{Kind, LockNames, semaphore_names};
 use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
 
@@ -116,7 +116,7 @@ impl Semaphore {
     /// ```
     pub async fn acquire(&self) -> Result<Permit> {
         let options = LockOptions::new().wait_forever();
-        let taken = self.take(options.resolve(self.client.engine().config())?, Forever);
+        let taken = self.take(self.resolve(&options)?, Forever);
         match taken.await? {
             Ok(permit) => Ok(permit),
             Err(never) => match never {},
@@ -165,13 +165,14 @@ impl Semaphore {
         self.acquire_with(LockOptions::new().wait(wait)).await
     }
 
-    /// Takes a permit with per-call [`LockOptions`]: the wait, and a fixed lease
-    /// instead of the watchdog. Fencing tokens and replica acknowledgement are not
-    /// drawn for permits (they are options of the mutex).
+    /// Takes a permit with per-call [`LockOptions`]: the wait, a fixed lease instead of
+    /// the watchdog, replica acknowledgement (`min_replicas`), a renewal cap. A permit
+    /// is shared with the other permits' holders, so it draws no fencing token.
     ///
     /// # Errors
     /// As [`acquire_timeout`](Self::acquire_timeout), and [`LockError::InvalidOption`]
-    /// for a zero or overlong lease.
+    /// for a zero or overlong lease, or [`LockOptions::fenced`] (refused, never
+    /// ignored); [`LockError::NotReplicated`] as for [`LockClient::lock_with`].
     ///
     /// # Cancel safety
     /// As [`acquire`](Self::acquire).
@@ -185,7 +186,7 @@ impl Semaphore {
     /// # Ok(()) }
     /// ```
     pub async fn acquire_with(&self, options: LockOptions) -> Result<Option<Permit>> {
-        let options = options.resolve(self.client.engine().config())?;
+        let options = self.resolve(&options)?;
         match options.deadline()? {
             None => Ok(self.take(options, Forever).await?.ok()),
             Some(deadline) => Ok(self.take(options, deadline).await?.ok()),
@@ -210,6 +211,14 @@ impl Semaphore {
         engine.check_running()?;
         let held = engine.protocol().semaphore_held(&names).await?;
         Ok(self.permits.saturating_sub(held))
+    }
+
+    /// `options` checked for a permit of this semaphore.
+    fn resolve(&self, options: &LockOptions) -> Result<ResolvedOptions> {
+        let kind = Kind::Semaphore {
+            permits: self.permits,
+        };
+        options.resolve_for(self.client.engine().config(), kind)
     }
 
     /// The semaphore's keys, checked.
@@ -238,14 +247,12 @@ impl Semaphore {
     /// [`take`](Self::take), in its span.
     async fn take_now<D: GiveUp>(
         &self,
-        mut options: ResolvedOptions,
+        options: ResolvedOptions,
         give_up: D,
     ) -> Result<Result<Permit, D::GaveUp>> {
         let engine = self.client.engine();
         engine.check_running()?;
         let names = Arc::new(self.names()?);
-        options.fenced = false;
-        options.min_replicas = None;
         let number = PERMITS_TAKEN.fetch_add(1, Ordering::Relaxed);
         let taker = engine.owner_id();
         // Permits this owner gave back are counted free before this one is asked for.

@@ -238,3 +238,74 @@ async fn a_foreign_token_key_fails_a_fenced_acquire_with_nothing_written() {
     let guard = client.try_lock(&name).await.unwrap().expect("free");
     guard.unlock().await.unwrap();
 }
+
+/// The write side of a read-write lock draws fencing tokens when asked (per call or by
+/// a client that fences every lock), rising from writer to writer and above every
+/// token before; a nested write hold shares its token. A read lock or a semaphore
+/// permit asked for a token is refused with `InvalidOption` naming the option, and
+/// takes nothing; a client that fences every lock still takes them, unfenced.
+#[tokio::test]
+async fn write_locks_draw_tokens_and_shared_holds_refuse_them() {
+    let url = common::url();
+    let client = common::connect(&url).await;
+    let name = common::unique("rw-fenced");
+    let mut last = 0;
+    for round in 0..5 {
+        let writing = client
+            .write_lock_with(&name, LockOptions::fenced())
+            .await
+            .unwrap()
+            .expect("free");
+        let token = writing
+            .fencing_token()
+            .expect("a fenced write hold has a token");
+        assert!(token > last, "round {round}: {token} after {last}");
+        let nested = client.write_lock(&name).await.unwrap();
+        assert_eq!(nested.fencing_token(), Some(token), "nested holds share it");
+        nested.unlock().await.unwrap();
+        writing.unlock().await.unwrap();
+        last = token;
+    }
+    let unfenced = client.write_lock(&name).await.unwrap();
+    assert_eq!(unfenced.fencing_token(), None);
+    unfenced.unlock().await.unwrap();
+
+    let refused = client.read_lock_with(&name, LockOptions::fenced()).await;
+    assert!(
+        matches!(&refused, Err(LockError::InvalidOption { option: "fenced", reason }) if reason.contains("read lock")),
+        "{refused:?}"
+    );
+    let semaphore = client.semaphore(name.as_str(), 2);
+    let refused = semaphore.acquire_with(LockOptions::fenced()).await;
+    assert!(
+        matches!(&refused, Err(LockError::InvalidOption { option: "fenced", reason }) if reason.contains("semaphore")),
+        "{refused:?}"
+    );
+    assert_eq!(
+        semaphore.available().await.unwrap(),
+        2,
+        "a refused call took a permit"
+    );
+
+    let fencing_all = LockClient::builder(url.as_str())
+        .fencing(true)
+        .build()
+        .await
+        .unwrap();
+    let writing = fencing_all.write_lock(&name).await.unwrap();
+    assert!(writing.fencing_token().unwrap() > last);
+    writing.unlock().await.unwrap();
+    fencing_all
+        .read_lock(&name)
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    let permit = fencing_all
+        .semaphore(name.as_str(), 2)
+        .acquire()
+        .await
+        .unwrap();
+    permit.release().await.unwrap();
+}

@@ -102,6 +102,73 @@ async fn acquisitions_need_the_replicas_they_ask_for() {
     client.lock(&name).await.unwrap().unlock().await.unwrap();
 }
 
+/// Every kind waits for the replicas it asks for: the fair lock, both sides of the
+/// read-write lock and a semaphore's permit are acknowledged like the mutex, and one
+/// that too few replicas acknowledged is released again (nothing left in Redis).
+#[tokio::test(flavor = "multi_thread")]
+async fn every_kind_needs_the_replicas_it_asks_for() {
+    use fred::interfaces::KeysInterface;
+    let master = RedisServer::start();
+    let _replica = master.start_streaming_replica();
+    let client = LockClient::connect(&master.url()).await.unwrap();
+    let name = common::unique("replicated-kinds");
+    let key = common::key(&name);
+    let keys_left = || async {
+        let mut left = Vec::new();
+        for suffix in [":fair", ":rw", ":sem"] {
+            let key = format!("{key}{suffix}");
+            let exists: i64 = client.redis().exists(key.as_str()).await.unwrap();
+            if exists > 0 {
+                left.push(key);
+            }
+        }
+        left
+    };
+    let semaphore = client.semaphore(name.as_str(), 2);
+    for wanted in [2, 1] {
+        let options = acknowledged(wanted);
+        let results = [
+            client
+                .fair_lock_with(&name, options.clone())
+                .await
+                .map(|g| g.map(drop)),
+            client
+                .read_lock_with(&name, options.clone())
+                .await
+                .map(|g| g.map(drop)),
+            client
+                .write_lock_with(&name, options.clone())
+                .await
+                .map(|g| g.map(drop)),
+            semaphore
+                .acquire_with(options.clone())
+                .await
+                .map(|p| p.map(drop)),
+        ];
+        for (kind, result) in ["fair", "read", "write", "permit"].iter().zip(results) {
+            match (wanted, result) {
+                (
+                    2,
+                    Err(LockError::NotReplicated {
+                        acked: 1,
+                        wanted: 2,
+                        ..
+                    }),
+                ) => {}
+                (1, Ok(Some(()))) => {}
+                (_, other) => panic!("{kind} asking for {wanted}: {other:?}"),
+            }
+        }
+        if wanted == 2 {
+            assert_eq!(
+                keys_left().await,
+                Vec::<String>::new(),
+                "unreplicated holds left"
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_slow_wait_does_not_hold_up_other_locks_of_the_client() {
     let master = RedisServer::start();

@@ -23,6 +23,7 @@ pub(super) const LEASE_RENEW: &str = concat!(
     include_str!("../../lua/lease_renew.lua")
 );
 pub(super) const RW_ACQUIRE: &str = concat!(
+    include_str!("../../lua/fencing.lua"),
     include_str!("../../lua/leases.lua"),
     include_str!("../../lua/rw_acquire.lua")
 );
@@ -125,16 +126,19 @@ impl Scripts {
     /// Takes or re-enters the read or write side (`names.kind`) of a read-write lock
     /// for `owner` (`lua/rw_acquire.lua`); `waits` says whether a refusal should have
     /// the next release that lets someone in publish (and a writer's keep readers out).
+    /// A fresh write hold draws a fencing token if `fenced`.
     pub(crate) async fn rw_acquire(
         &self,
         client: &Client,
         names: &LockNames,
         owner: &str,
-        lease_ms: u64,
+        (lease_ms, fenced): (u64, bool),
         waits: bool,
     ) -> Result<Acquire> {
         let leases = names.leases_key();
-        let keys = [names.key.as_str(), leases.as_str()];
+        let token_key = (fenced && names.kind == Kind::Write).then(|| names.token_key());
+        let mut keys = vec![names.key.as_str(), leases.as_str()];
+        keys.extend(token_key.as_deref());
         let side = if names.kind == Kind::Write {
             "write"
         } else {

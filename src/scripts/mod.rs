@@ -353,6 +353,26 @@ impl Scripts {
         }
     }
 
+    /// `WAIT replicas timeout` on `client`, routed to the node of `key`: how many
+    /// replicas have every write made on that connection so far. Sent once.
+    pub(crate) async fn wait_for_replicas(
+        &self,
+        client: &Client,
+        key: &str,
+        (replicas, wait_ms): (u32, u64),
+        timeout: Duration,
+    ) -> Result<u32> {
+        let wait = CustomCommand::new_static("WAIT", slot_of(key), true);
+        let options = Options {
+            max_attempts: Some(1),
+            timeout: Some(timeout),
+            ..Options::default()
+        };
+        let args: Vec<Value> = vec![replicas.into(), decimal(wait_ms)];
+        let reply: Value = Box::pin(client.with_options(&options).custom(wait, args)).await?;
+        integer(&reply).and_then(|n| u32::try_from(n).map_err(|_| protocol(&reply)))
+    }
+
     /// `EVALSHA`, loading the script and trying once more on `NOSCRIPT`. `args` builds
     /// the script's arguments; it is called again only for that second try (so that
     /// the hot path never clones them).
