@@ -737,7 +737,7 @@ async fn bad_names_patterns_and_durations_exit_64_before_connecting() {
     // Nothing listens here: an argument checked only after connecting would exit 69.
     let port = common::server::free_port().unwrap();
     let dead_url = format!("redis://127.0.0.1:{port}");
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 10] = [
         (&["run", "", "--", "true"], "empty"),
         (&["run", "a{b", "--", "true"], "brace"),
         (&["inspect", "a{b"], "brace"),
@@ -749,6 +749,11 @@ async fn bad_names_patterns_and_durations_exit_64_before_connecting() {
             &["run", "x", "--once-per", "4000d", "--", "true"],
             "ten years",
         ),
+        (
+            &["run", "x", "--once-per", "0.5s", "--", "true"],
+            "at least 1s",
+        ),
+        (&["run", "x", "--wait", "1,5s", "--", "true"], "1.5s"),
     ];
     for (args, mentioned) in cases {
         let ran = finish(&mut holdlock_at(&dead_url, args)).await;
@@ -756,14 +761,17 @@ async fn bad_names_patterns_and_durations_exit_64_before_connecting() {
         assert!(ran.stderr.contains(mentioned), "{args:?}: {:?}", ran.stderr);
         assert_no_panic(&ran);
     }
-    // The longest duration accepted is still accepted (and then Redis is unreachable).
+    // The longest duration accepted is still accepted, as are fractions (and then Redis
+    // is unreachable).
     let args = [
         "--connect-timeout",
-        "1s",
+        "0.5s",
         "run",
         "x",
         "--wait",
         "3650d",
+        "--once-per",
+        "1.5s",
         "--",
         "true",
     ];

@@ -12,6 +12,7 @@ use holdlock::bench::{
 };
 
 use crate::connect::{ConnectionArgs, connect, connect_at};
+use crate::duration::parse_duration;
 use crate::exit::{EX_NOT_FOUND, EX_OK, EX_SOFTWARE, EX_USAGE, Failure};
 
 #[derive(Debug, Args)]
@@ -28,7 +29,7 @@ pub(crate) struct BenchArgs {
     json: bool,
     /// Measure at a network distance: every connection goes through a local proxy that
     /// delays each direction by DUR (e.g. 100us; a single server's redis:// URL only).
-    #[arg(long, value_name = "DUR", value_parser = parse_latency)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     latency: Option<Duration>,
 }
 
@@ -122,17 +123,6 @@ fn progress_printer() -> workloads::Progress {
             eprintln!("{} {done}/{total}", workload.label());
         }
     })
-}
-
-/// A delay: `100us`, or any duration `parse_duration` takes.
-fn parse_latency(text: &str) -> Result<Duration, String> {
-    match text.strip_suffix("us") {
-        Some(micros) => micros
-            .parse()
-            .map(Duration::from_micros)
-            .map_err(|_| format!("{text:?} is not a number of microseconds")),
-        None => crate::duration::parse_duration(text),
-    }
 }
 
 fn parse_workload(text: &str) -> Result<Workload, String> {

@@ -1,65 +1,62 @@
-//! Durations on the command line (`500ms`, `30s`, `1h30m`, `1d`) and in messages.
+//! Durations on the command line (`500ms`, `1.5s`, `1h30m`, `1d`), read by
+//! `humantime`, and in messages.
 
 use std::time::Duration;
 
-/// The units a duration may use, longest spelling first within each.
-const DURATION_UNITS: &[(&str, u128)] = &[
-    ("ms", 1),
-    ("s", 1_000),
-    ("sec", 1_000),
-    ("m", 60_000),
-    ("min", 60_000),
-    ("h", 3_600_000),
-    ("d", 86_400_000),
-];
+use humantime::DurationError;
 
-/// Parses durations like `500ms`, `30s`, `2m`, `1h30m`, `1d`: whole numbers, each
-/// followed by a unit (`ms`, `s`, `m`, `h`, `d`), optionally separated by spaces.
+/// What a duration looks like, at the end of every refusal.
+const EXPECTED: &str = "expected a duration like 500ms, 1.5s, 2m, 1h30m or 1d";
+
+/// Parses durations as `humantime` does: numbers, fractions accepted, each followed by
+/// a unit (`ns`, `us`, `ms`, `s`, `m`, `h`, `d`, `w`, `M` for months of 30.44 days,
+/// `y` for years of 365.25 days, and their longer spellings), optionally separated by
+/// spaces: `500ms`, `1.5s`, `1h30m`, `1h 30m 5s`, `1d`. A lone `0` needs no unit.
+/// Durations longer than [`holdlock::MAX_DURATION`] (ten years of 365 days) are
+/// refused, as the library would refuse them.
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    const EXPECTED: &str = "expected a duration like 500ms, 30s, 2m, 1h30m or 1d";
-    let mut rest = text.trim();
-    if rest.is_empty() {
-        return Err(format!("empty duration; {EXPECTED}"));
-    }
-    let mut total_ms: u128 = 0;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        if digits == 0 {
-            return Err(format!("{text:?}: {EXPECTED}"));
-        }
-        let number: u128 = rest[..digits]
-            .parse()
-            .map_err(|_| format!("{text:?} is too long"))?;
-        rest = rest[digits..].trim_start();
-        let letters = rest
-            .find(|c: char| !c.is_ascii_alphabetic())
-            .unwrap_or(rest.len());
-        let unit = &rest[..letters];
-        let Some(&(_, unit_ms)) = DURATION_UNITS.iter().find(|(name, _)| *name == unit) else {
-            let problem = if unit.is_empty() {
-                "a number without a unit".to_owned()
-            } else {
-                format!("the unknown unit {unit:?}")
-            };
-            return Err(format!("{text:?} has {problem}; {EXPECTED}"));
-        };
-        rest = rest[letters..].trim_start();
-        total_ms = number
-            .checked_mul(unit_ms)
-            .and_then(|piece| total_ms.checked_add(piece))
-            .ok_or_else(|| format!("{text:?} is too long"))?;
-    }
-    let duration = u64::try_from(total_ms)
-        .map(Duration::from_millis)
-        .map_err(|_| format!("{text:?} is too long"))?;
+    let trimmed = text.trim();
+    let duration =
+        humantime::parse_duration(trimmed).map_err(|error| refusal(text, trimmed, &error))?;
     if duration > holdlock::MAX_DURATION {
-        return Err(format!(
-            "{text:?} is longer than ten years, the longest duration holdlock accepts"
-        ));
+        return Err(too_long(text));
     }
     Ok(duration)
+}
+
+/// Why `humantime` refused `text` (of which it read `trimmed`), in words.
+fn refusal(text: &str, trimmed: &str, error: &DurationError) -> String {
+    // The character at a byte offset `humantime` names (always a character boundary).
+    let character_at = |at: usize| trimmed.get(at..).and_then(|rest| rest.chars().next());
+    let problem = match error {
+        DurationError::Empty => "empty duration".to_owned(),
+        DurationError::UnknownUnit { unit, .. } if unit.is_empty() => {
+            format!("{text:?} has a number without a unit")
+        }
+        DurationError::UnknownUnit { unit, .. } => {
+            format!("{text:?} has the unknown unit {unit:?}")
+        }
+        DurationError::NumberExpected(at) => match character_at(*at) {
+            Some(found) => format!("{text:?} has {found:?} where a number should be"),
+            None => format!("{text:?} ends where a number should be"),
+        },
+        DurationError::InvalidCharacter(at) => match character_at(*at) {
+            Some(found) => format!("{text:?} has the unexpected character {found:?}"),
+            None => format!("{text:?} ends unexpectedly"),
+        },
+        // A fraction may be finer than a `Duration` holds, or its number too long.
+        DurationError::NumberOverflow if trimmed.contains('.') => {
+            format!("{text:?} is too long (at most ten years) or too fine (at most nanoseconds)")
+        }
+        // Whole numbers overflow only far beyond ten years.
+        DurationError::NumberOverflow => return too_long(text),
+    };
+    format!("{problem}; {EXPECTED}")
+}
+
+/// The refusal of a duration longer than [`holdlock::MAX_DURATION`].
+fn too_long(text: &str) -> String {
+    format!("{text:?} is longer than ten years (3650 days), the longest duration holdlock accepts")
 }
 
 /// A `--once-per` period: a duration of at least one second.
@@ -112,34 +109,71 @@ mod tests {
         assert_eq!(parse_duration("1h 30m 5s"), Ok(Duration::from_secs(5405)));
         assert_eq!(parse_duration("5 s"), Ok(Duration::from_secs(5)));
         assert_eq!(parse_duration("2min"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("10sec"), Ok(Duration::from_secs(10)));
         assert_eq!(parse_duration(" 0s "), Ok(Duration::ZERO));
+        assert_eq!(
+            parse_duration("0"),
+            Ok(Duration::ZERO),
+            "zero needs no unit"
+        );
+        assert_eq!(parse_duration("250us"), Ok(Duration::from_micros(250)));
+        assert_eq!(parse_duration("2w"), Ok(Duration::from_secs(14 * 86_400)));
+    }
+
+    #[test]
+    fn fractions_are_accepted() {
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("0.25s"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("1.5m"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("0.5h"), Ok(Duration::from_secs(1800)));
+        assert_eq!(parse_duration("1.5d"), Ok(Duration::from_secs(129_600)));
+        assert_eq!(parse_duration("2.5ms"), Ok(Duration::from_micros(2500)));
+        assert_eq!(parse_duration("1h 0.5m"), Ok(Duration::from_secs(3630)));
     }
 
     #[test]
     fn bad_durations_are_rejected_with_a_reason() {
-        for bad in [
-            "",
-            "5",
-            "5 parsecs",
-            "parsecs",
-            "1.5s",
-            "-1s",
-            "10y",
-            "s",
-            "1h30",
+        for (bad, reason) in [
+            ("", "empty duration"),
+            ("   ", "empty duration"),
+            ("5", "a number without a unit"),
+            ("1h30", "a number without a unit"),
+            ("5 parsecs", "the unknown unit \"parsecs\""),
+            ("10 lightyears", "the unknown unit \"lightyears\""),
+            ("parsecs", "'p' where a number should be"),
+            ("s", "'s' where a number should be"),
+            ("-1s", "'-' where a number should be"),
+            (".5s", "'.' where a number should be"),
+            ("1.s", "the unexpected character '.'"),
+            ("1,5s", "the unexpected character ','"),
+            ("1h30m!", "the unexpected character '!'"),
+            ("1.5ns", "too fine"),
+            ("0.0000000001s", "too fine"),
         ] {
             let error = parse_duration(bad).expect_err(bad);
+            assert!(error.contains(reason), "{bad}: {error}");
             assert!(error.contains("expected a duration"), "{bad}: {error}");
         }
-        assert!(parse_duration("99999999999999999999999999999999999999999d").is_err());
-        assert!(parse_duration("999999999999999999d").is_err());
+    }
+
+    #[test]
+    fn durations_are_at_most_ten_years() {
         assert_eq!(
             parse_duration("3650d"),
             Ok(holdlock::MAX_DURATION),
             "ten years are accepted"
         );
-        let error = parse_duration("3650d 1ms").expect_err("beyond ten years");
-        assert!(error.contains("ten years"), "{error}");
+        assert_eq!(parse_duration("9.5y").map(|_| ()), Ok(()));
+        for long in [
+            "3650d 1ms",
+            "3650.5d",
+            "10y",
+            "4000d",
+            "999999999999999999d",
+        ] {
+            let error = parse_duration(long).expect_err(long);
+            assert!(error.contains("ten years"), "{long}: {error}");
+        }
     }
 
     #[test]
@@ -148,6 +182,12 @@ mod tests {
         assert!(parse_period("0s").is_err());
         assert!(parse_period("500ms").is_err());
         assert!(parse_period("soon").is_err());
+        assert_eq!(parse_period("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_period("1s"), Ok(Duration::from_secs(1)));
+        let error = parse_period("0.9s").expect_err("under a second");
+        assert!(error.contains("at least 1s"), "{error}");
+        let error = parse_period("4000d").expect_err("over ten years");
+        assert!(error.contains("ten years"), "{error}");
     }
 
     #[test]
