@@ -176,6 +176,27 @@ impl LockClientBuilder {
         self
     }
 
+    /// Warn that a hold is at risk of being lost when a renewal lands with less than
+    /// `share` of its lease left (default one third: a renewal, due every third of the
+    /// lease, that came a whole period late), or when a renewal fails. The guards'
+    /// `at_risk()` futures resolve and a `tracing` warning names the lock; the margin
+    /// of every renewal goes to the `holdlock_renewal_margin_seconds` histogram
+    /// (feature `metrics`). `share` must lie strictly between 0 and 1.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .at_risk_share(0.5)
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn at_risk_share(mut self, share: f64) -> Self {
+        self.config.at_risk_share = share;
+        self
+    }
+
     /// Stop renewing any hold of this client once it is `max_hold` old (see
     /// [`LockOptions::max_hold`](crate::LockOptions::max_hold), which overrides it per
     /// call). Default: none, renew as long as the lock is held.

@@ -75,7 +75,7 @@ impl Engine {
         Arc::new(Self {
             id,
             owner_prefix: format!("{id}:"),
-            watchdogs: Watchdogs::start(Arc::clone(&protocol), config.lease),
+            watchdogs: Watchdogs::start(Arc::clone(&protocol), config.lease, config.at_risk_share),
             config,
             protocol,
             waiting,
@@ -459,6 +459,48 @@ impl Engine {
                 Err(not_held())
             }
         }
+    }
+
+    /// Sets the fixed lease of `hold` to `lease` from now, if it is still held (see
+    /// `LockGuard::extend`). No watchdog is started.
+    ///
+    /// Cancel safe: the renewal is idempotent; dropped while it is in flight, Redis may
+    /// have the longer lease while the guard still counts the shorter one (it then
+    /// reports the hold lost early, never late).
+    pub(crate) async fn extend(self: &Arc<Self>, hold: &Arc<Hold>, lease: Duration) -> Result<()> {
+        self.check_running()?;
+        let lease_ms = crate::options::lease_millis("lease", lease)?;
+        if hold.has_watchdog() {
+            return Err(LockError::InvalidOption {
+                option: "extend",
+                reason: format!(
+                    "the watchdog renews lock `{}`; extend is for holds with a fixed lease",
+                    hold.names.name
+                ),
+            });
+        }
+        let not_held = || LockError::NotHeld {
+            name: hold.names.name.clone(),
+            owner: hold.owner.clone(),
+        };
+        let _entry = self.holds.reenter(hold);
+        let mut count = hold.lock_ops().await;
+        if hold.is_lost() || *count == 0 {
+            return Err(not_held());
+        }
+        let sent_at = Instant::now();
+        if !self
+            .protocol
+            .renew(&hold.names, &hold.owner, lease_ms)
+            .await?
+        {
+            hold.set_count(&mut count, 0);
+            drop(count);
+            hold.mark_lost("the hold vanished from redis (expired or force-unlocked)");
+            return Err(not_held());
+        }
+        hold.set_expiry(sent_at, Some(crate::options::whole_millis(lease_ms)));
+        Ok(())
     }
 
     /// Settles a script whose caller went away mid-flight, or whose reply was lost,

@@ -102,6 +102,15 @@ pub enum LockError {
         owner: String,
     },
 
+    /// The lock was lost while a critical section ran under it (see
+    /// [`LockClient::with_lock`](crate::LockClient::with_lock)): the section was stopped
+    /// at its next await, and its work must be taken as not done under the lock.
+    #[error("lock `{name}` was lost while the critical section ran; the section was stopped")]
+    Lost {
+        /// The lock name (for a multi-lock, the member that was lost).
+        name: String,
+    },
+
     /// An owner that holds only the read side of a read-write lock asked for its write
     /// side: it would wait for itself forever (the write side waits for every reader
     /// to leave). Release the read hold first, or take the write side first (a writer

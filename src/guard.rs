@@ -1,6 +1,7 @@
 //! [`LockGuard`]: one held hold of a lock.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +11,10 @@ use crate::engine::{Engine, HoldClaim};
 #[cfg(doc)]
 use crate::error::LockError;
 use crate::error::Result;
+use crate::held::{Held, Sealed};
 use crate::hold::Hold;
+#[cfg(doc)]
+use crate::options::LockOptions;
 
 /// One hold of a lock. Dropping it releases the hold in the background;
 /// [`unlock`](Self::unlock) releases it and reports errors.
@@ -158,6 +162,90 @@ impl LockGuard {
         }
     }
 
+    /// Whether the hold has been warned at risk of being lost: a renewal landed with
+    /// less than the client's at-risk share of the lease left (a third by default, see
+    /// [`LockClientBuilder::at_risk_share`](crate::LockClientBuilder::at_risk_share)),
+    /// or a renewal failed, while the hold was not lost. The warning stays.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let guard = client.lock("a").await?;
+    /// assert!(!guard.is_at_risk());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_at_risk(&self) -> bool {
+        self.hold().is_at_risk()
+    }
+
+    /// Resolves when the hold is [at risk](Self::is_at_risk): an early warning, before
+    /// [`lost`](Self::lost), that the holder's runtime or Redis is too slow for the
+    /// lease (a starved tokio worker, a paused server). Stop taking new work and
+    /// checkpoint; the lock may still be kept (`lost()` fires later, or never). A hold
+    /// with a fixed lease has no renewals and is never warned.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only watches.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let guard = client.lock("job").await?;
+    /// tokio::select! {
+    ///     () = guard.at_risk() => eprintln!("renewals are late: checkpoint now"),
+    ///     () = tokio::time::sleep(std::time::Duration::from_secs(60)) => {}
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn at_risk(&self) {
+        self.hold().warned_at_risk().await;
+    }
+
+    /// The lease that was left in Redis when the last renewal landed (the margin the
+    /// watchdog had); `None` before the first renewal and for a fixed lease.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let guard = client.lock("a").await?;
+    /// if let Some(margin) = guard.renewal_margin() {
+    ///     println!("the last renewal landed with {margin:?} to spare");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn renewal_margin(&self) -> Option<Duration> {
+        self.hold().margin()
+    }
+
+    /// Sets the lease of a hold taken with a fixed lease ([`LockOptions::lease`]) to
+    /// `lease` from now, if it is still held. No watchdog is started. Nested holds share
+    /// the lease, so this sets theirs too.
+    ///
+    /// # Errors
+    /// [`LockError::NotHeld`] if the hold was lost (its lease ran out, or it was
+    /// force-unlocked); [`LockError::InvalidOption`] for a zero or overlong lease, or
+    /// for a hold the watchdog renews; [`LockError::Redis`], [`LockError::Shutdown`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropped while the renewal is in flight, Redis may keep the longer
+    /// lease while the guard counts the shorter one, so the guard reports the hold lost
+    /// early, never late.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// use std::time::Duration;
+    /// use holdlock::LockOptions;
+    /// let options = LockOptions::new().lease(Duration::from_secs(10));
+    /// let guard = client.lock_with("report", options).await?.expect("waits forever");
+    /// // ... the job needs longer than planned ...
+    /// guard.extend(Duration::from_secs(30)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn extend(&self, lease: Duration) -> Result<()> {
+        self.engine().extend(self.hold(), lease).await
+    }
+
     /// The time left on the lock's lease in Redis; `None` if the lock no longer exists.
     ///
     /// # Errors
@@ -207,6 +295,18 @@ impl LockGuard {
     pub async fn unlock(self) -> Result<()> {
         let Self { claim } = self;
         Arc::clone(claim.engine()).release(claim).await
+    }
+}
+
+impl Sealed for LockGuard {}
+
+impl Held for LockGuard {
+    fn holds(&self) -> &[LockGuard] {
+        std::slice::from_ref(self)
+    }
+
+    fn unlock(self) -> impl Future<Output = Result<()>> + Send {
+        LockGuard::unlock(self)
     }
 }
 

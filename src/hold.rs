@@ -39,6 +39,15 @@ pub(crate) struct Hold {
     lost_flag: AtomicBool,
     /// Told once, when the hold is marked lost.
     lost: Notify,
+    /// Set once a renewal landed with less than the client's at-risk share of the lease
+    /// left, or failed, while the hold was not lost: an early warning (see
+    /// [`warn_at_risk`](Self::warn_at_risk)).
+    at_risk_flag: AtomicBool,
+    /// Told once, when the hold is first found at risk.
+    at_risk: Notify,
+    /// The lease left in Redis when the last renewal landed, in milliseconds
+    /// (`u64::MAX`: no renewal has landed yet).
+    margin_ms: AtomicU64,
     /// For a fixed lease: when the hold counts as lost, a little before Redis expires
     /// it (see `watchdog::lost_deadline`).
     expires_at: Mutex<Option<Instant>>,
@@ -69,6 +78,9 @@ impl Hold {
             token: AtomicU64::new(0),
             lost_flag: AtomicBool::new(false),
             lost: Notify::new(),
+            at_risk_flag: AtomicBool::new(false),
+            at_risk: Notify::new(),
+            margin_ms: AtomicU64::new(u64::MAX),
             expires_at: Mutex::new(None),
             watchdog: Mutex::new(Watchdog::Off),
             times: Mutex::new((None, None)),
@@ -217,6 +229,47 @@ impl Hold {
         }
         tracing::warn!(lock = %self.names.name, owner = %self.owner, "lock lost: {why}");
         self.lost.notify_waiters();
+    }
+
+    /// Records the lease left in Redis when a renewal landed.
+    pub(crate) fn record_margin(&self, margin: Duration) {
+        let millis = u64::try_from(margin.as_millis()).unwrap_or(u64::MAX - 1);
+        self.margin_ms.store(millis, Ordering::Release);
+        #[cfg(feature = "metrics")]
+        crate::observe::metrics::renewal_margin(margin);
+    }
+
+    /// The lease left in Redis when the last renewal landed, if one has.
+    pub(crate) fn margin(&self) -> Option<Duration> {
+        let millis = self.margin_ms.load(Ordering::Acquire);
+        (millis != u64::MAX).then(|| Duration::from_millis(millis))
+    }
+
+    /// Warns (once) that the hold is at risk of being lost, with `why`: a renewal came
+    /// late or failed. Every guard's `at_risk()` resolves; `lost()` has not fired, and
+    /// may never.
+    pub(crate) fn warn_at_risk(&self, why: &str) {
+        if self.is_lost() || self.at_risk_flag.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        tracing::warn!(lock = %self.names.name, owner = %self.owner, "lock at risk: {why}");
+        self.at_risk.notify_waiters();
+    }
+
+    /// Whether the hold has been [warned at risk](Self::warn_at_risk).
+    pub(crate) fn is_at_risk(&self) -> bool {
+        self.at_risk_flag.load(Ordering::Acquire)
+    }
+
+    /// Resolves once the hold has been warned at risk (at once if it was).
+    pub(crate) async fn warned_at_risk(&self) {
+        loop {
+            let told = self.at_risk.notified();
+            if self.is_at_risk() {
+                return;
+            }
+            told.await;
+        }
     }
 
     pub(crate) fn has_watchdog(&self) -> bool {

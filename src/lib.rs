@@ -45,6 +45,7 @@ pub mod bench;
 // API
 mod builder;
 mod client;
+mod critical;
 mod fair;
 pub mod fence;
 mod inspect;
@@ -54,6 +55,7 @@ mod rw;
 mod semaphore;
 // guard
 mod guard;
+mod held;
 // engine
 mod engine;
 // protocol
@@ -84,6 +86,7 @@ pub use error::{LockError, Result};
 /// The Redis client underneath, for commands of your own via [`LockClient::redis`].
 pub use fred;
 pub use guard::LockGuard;
+pub use held::Held;
 pub use inspect::{LockInfo, LockListing, LockOwner, UnreadableLock};
 pub use keys::validate_name;
 pub use multi::MultiGuard;

@@ -9,14 +9,15 @@
 //! multi-lock keeps every guarantee of the mutex; this module only orders the names
 //! and gives back what it took when it cannot take everything.
 
+use std::future::Future;
 use std::time::Duration;
 
-use futures::future::select_all;
 use tokio::time::Instant;
 
 use crate::client::LockClient;
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
+use crate::held::{Held, Sealed};
 use crate::options::LockOptions;
 
 impl LockClient {
@@ -286,7 +287,7 @@ impl MultiGuard {
     /// # Ok(()) }
     /// ```
     pub fn is_lost(&self) -> bool {
-        self.guards.iter().any(LockGuard::is_lost)
+        Held::is_lost(self)
     }
 
     /// Resolves once any member is lost (see [`LockGuard::lost`]).
@@ -305,12 +306,7 @@ impl MultiGuard {
     /// # Ok(()) }
     /// ```
     pub async fn lost(&self) {
-        if self.guards.is_empty() {
-            // Only `into_guards` empties it, and that consumes it: unreachable.
-            return std::future::pending().await;
-        }
-        let members = self.guards.iter().map(|guard| Box::pin(guard.lost()));
-        let _ = select_all(members).await;
+        Held::lost(self).await;
     }
 
     /// Releases every member (the last one taken first), and returns the first error.
@@ -351,5 +347,17 @@ impl MultiGuard {
     /// ```
     pub fn into_guards(mut self) -> Vec<LockGuard> {
         std::mem::take(&mut self.guards)
+    }
+}
+
+impl Sealed for MultiGuard {}
+
+impl Held for MultiGuard {
+    fn holds(&self) -> &[LockGuard] {
+        &self.guards
+    }
+
+    fn unlock(self) -> impl Future<Output = Result<()>> + Send {
+        MultiGuard::unlock(self)
     }
 }

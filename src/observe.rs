@@ -116,6 +116,11 @@ pub(crate) mod metrics {
         ::metrics::counter!("holdlock_renewals_total", "result" => result).increment(1);
     }
 
+    /// A renewal landed with `margin` of the lease left in Redis.
+    pub(crate) fn renewal_margin(margin: Duration) {
+        ::metrics::histogram!("holdlock_renewal_margin_seconds").record(margin.as_secs_f64());
+    }
+
     /// A hold was lost.
     pub(crate) fn lost() {
         ::metrics::counter!("holdlock_locks_lost_total").increment(1);

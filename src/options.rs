@@ -55,7 +55,15 @@ pub(crate) struct ClientConfig {
     pub(crate) min_replicas: Option<MinReplicas>,
     /// How long the watchdog renews a hold at most; `None`: as long as it is held.
     pub(crate) max_hold: Option<Duration>,
+    /// A renewal that lands with less than this share of the lease left warns that the
+    /// hold is at risk (see `LockGuard::at_risk`).
+    pub(crate) at_risk_share: f64,
 }
+
+/// The default share of the lease left below which a renewal warns that its hold is at
+/// risk: a third, so a renewal (due every third of the lease) that came a whole period
+/// late warns.
+pub(crate) const DEFAULT_AT_RISK_SHARE: f64 = 1.0 / 3.0;
 
 impl Default for ClientConfig {
     fn default() -> Self {
@@ -66,6 +74,7 @@ impl Default for ClientConfig {
             fencing: false,
             min_replicas: None,
             max_hold: None,
+            at_risk_share: DEFAULT_AT_RISK_SHARE,
         }
     }
 }
@@ -90,6 +99,15 @@ impl ClientConfig {
         }
         if let Some(min) = self.min_replicas {
             min.validate()?;
+        }
+        if !(self.at_risk_share > 0.0 && self.at_risk_share < 1.0) {
+            return Err(LockError::InvalidOption {
+                option: "at_risk_share",
+                reason: format!(
+                    "{} is not a share of the lease between 0 and 1",
+                    self.at_risk_share
+                ),
+            });
         }
         Ok(())
     }
@@ -298,11 +316,7 @@ impl LockOptions {
     /// naming the option and the kind, never dropped; the client's default fencing
     /// (see `LockClientBuilder::fencing`) applies to the kinds that can draw tokens.
     /// Every other option works for every kind.
-    pub(crate) fn resolve_for(
-        &self,
-        client: &ClientConfig,
-        kind: Kind,
-    ) -> Result<ResolvedOptions> {
+    pub(crate) fn resolve_for(&self, client: &ClientConfig, kind: Kind) -> Result<ResolvedOptions> {
         let mut resolved = self.resolve(client)?;
         if !kind.is_exclusive() {
             if self.fenced {

@@ -384,7 +384,9 @@ impl Protocol {
             if !matches!(acquired, Acquire::Granted { count: 1, .. }) {
                 return Ok(acquired);
             }
-            let acked = self.scripts.wait_for_replicas(client, &names.key, wait, timeout);
+            let acked = self
+                .scripts
+                .wait_for_replicas(client, &names.key, wait, timeout);
             (acquired, Box::pin(acked).await)
         };
         if !matches!(acquired, Acquire::Granted { count: 1, .. }) {

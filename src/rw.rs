@@ -8,6 +8,7 @@
 //! are the mutex's.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,6 +16,7 @@ use crate::client::{Forever, GiveUp, LockClient};
 use crate::engine::{Attempt, HoldClaim};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
+use crate::held::{Held, Sealed};
 use crate::hold::LocalHolder;
 use crate::keys::{Kind, rw_names};
 use crate::observe;
@@ -358,6 +360,18 @@ macro_rules! side_guard {
             /// ```
             pub async fn unlock(self) -> Result<()> {
                 self.0.unlock().await
+            }
+        }
+
+        impl Sealed for $guard {}
+
+        impl Held for $guard {
+            fn holds(&self) -> &[LockGuard] {
+                std::slice::from_ref(&self.0)
+            }
+
+            fn unlock(self) -> impl Future<Output = Result<()>> + Send {
+                self.0.unlock()
             }
         }
 

@@ -8,6 +8,7 @@
 //! signal, waiting by pub/sub, cancel safety), whose owner id is the permit's own.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -15,6 +16,7 @@ use std::time::Duration;
 use crate::client::{Forever, GiveUp, LockClient};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
+use crate::held::{Held, Sealed};
 use crate::keys::{Kind, LockNames, semaphore_names};
 use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
@@ -365,6 +367,18 @@ impl Permit {
     /// ```
     pub async fn release(self) -> Result<()> {
         self.guard.unlock().await
+    }
+}
+
+impl Sealed for Permit {}
+
+impl Held for Permit {
+    fn holds(&self) -> &[LockGuard] {
+        std::slice::from_ref(&self.guard)
+    }
+
+    fn unlock(self) -> impl Future<Output = Result<()>> + Send {
+        self.release()
     }
 }
 

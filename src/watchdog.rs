@@ -54,8 +54,11 @@ fn spawn(
     let hold = Arc::clone(hold);
     let period = renewal_period(lease);
     let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
+    let risky = lease.mul_f64(watchdogs.at_risk_share);
     tokio::spawn(async move {
         let mut expires = lost_deadline(granted_at, lease);
+        // When the exchange that set the lease Redis has now was sent.
+        let mut renewed_at = granted_at;
         let mut ticks = tokio::time::interval_at(first_renewal, period);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
@@ -99,7 +102,19 @@ fn spawn(
                 Err(_) => "timeout",
             });
             match renewed {
-                Ok(Ok(true)) => expires = lost_deadline(sent_at, lease),
+                Ok(Ok(true)) => {
+                    // The lease left when this renewal landed, by the last one's clock.
+                    let margin = (renewed_at + lease).saturating_duration_since(Instant::now());
+                    hold.record_margin(margin);
+                    if margin < risky {
+                        hold.warn_at_risk(&format!(
+                            "a renewal landed with {margin:?} of the {lease:?} lease left \
+                             (the holder's runtime or Redis is too slow)"
+                        ));
+                    }
+                    renewed_at = sent_at;
+                    expires = lost_deadline(sent_at, lease);
+                }
                 // Released while the renewal was in flight: not a loss.
                 Ok(Ok(false)) if hold.is_releasing() => return,
                 Ok(Ok(false)) => {
@@ -107,9 +122,13 @@ fn spawn(
                     return;
                 }
                 Ok(Err(error)) => {
-                    tracing::debug!(lock = %hold.names.name, %error, "renewal failed; will retry")
+                    tracing::debug!(lock = %hold.names.name, %error, "renewal failed; will retry");
+                    hold.warn_at_risk(&format!("a renewal failed ({error}); retrying"));
                 }
-                Err(_) => tracing::debug!(lock = %hold.names.name, "renewal timed out; will retry"),
+                Err(_) => {
+                    tracing::debug!(lock = %hold.names.name, "renewal timed out; will retry");
+                    hold.warn_at_risk("a renewal timed out; retrying");
+                }
             }
             if Instant::now() >= expires {
                 break;
@@ -127,18 +146,24 @@ pub(crate) struct Watchdogs {
     bookings: Bookings,
     slots: RenewalSlots,
     renewer: Arc<Protocol>,
+    /// A renewal that lands with less than this share of the lease left warns that its
+    /// hold is at risk (see `Hold::warn_at_risk`).
+    at_risk_share: f64,
     /// The starter task, until [`stop`](Self::stop).
     starter: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Watchdogs {
     /// Starts the starter task of a client whose holds are renewed over `renewer`,
-    /// with `lease` as its default lease (the starter wakes every sixth of it).
-    pub(crate) fn start(renewer: Arc<Protocol>, lease: Duration) -> Arc<Self> {
+    /// with `lease` as its default lease (the starter wakes every sixth of it), warning
+    /// of a hold at risk when a renewal lands with less than `at_risk_share` of its
+    /// lease left.
+    pub(crate) fn start(renewer: Arc<Protocol>, lease: Duration, at_risk_share: f64) -> Arc<Self> {
         let watchdogs = Arc::new(Self {
             bookings: Bookings::default(),
             slots: RenewalSlots::default(),
             renewer,
+            at_risk_share,
             starter: Mutex::new(None),
         });
         *watchdogs.starter.lock() = Some(spawn_starter(&watchdogs, lease));

@@ -1,0 +1,282 @@
+//! The critical section, ready-made (`with_lock` and its siblings), the early warning
+//! before a lock is lost (`at_risk`), and a fixed lease extended (`extend`).
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use fred::interfaces::{ClientLike, KeysInterface};
+use holdlock::{Held, LockError, LockOptions};
+use parking_lot::Mutex;
+use tokio::time::Instant;
+
+common::on_every_topology!(
+    the_body_value_comes_back_and_the_lock_is_released,
+    a_nested_critical_section_re_enters,
+    a_busy_lock_runs_no_body,
+    every_kind_runs_its_critical_section,
+    a_body_is_stopped_when_its_lock_is_lost,
+    a_fixed_lease_is_extended_while_held,
+);
+
+/// `with_lock` returns the body's value, and the lock is free when it returns.
+async fn the_body_value_comes_back_and_the_lock_is_released(url: &str) {
+    let client = common::connect(url).await;
+    let other = common::connect(url).await;
+    let name = common::unique("with-lock");
+    let value = client
+        .with_lock(&name, async |guard| {
+            assert_eq!(guard.hold_count(), 1);
+            assert!(other.is_locked(&name).await.unwrap());
+            41 + 1
+        })
+        .await
+        .unwrap();
+    assert_eq!(value, 42);
+    assert!(
+        !other.is_locked(&name).await.unwrap(),
+        "released before returning"
+    );
+    let token = client
+        .with_lock_with(&name, LockOptions::fenced(), async |guard| {
+            guard.fencing_token()
+        })
+        .await
+        .unwrap()
+        .expect("waits forever");
+    assert!(token.is_some(), "the body sees the guard's token");
+}
+
+/// A `with_lock` inside another of the same name, in the same task, re-enters it.
+async fn a_nested_critical_section_re_enters(url: &str) {
+    let client = common::connect(url).await;
+    let name = common::unique("with-lock-nested");
+    let counts = client
+        .with_lock(&name, async |outer| {
+            let inner = client
+                .with_lock(&name, async |inner| inner.hold_count())
+                .await
+                .unwrap();
+            (inner, outer.hold_count())
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        counts,
+        (2, 1),
+        "inside: two holds; after the inner section: one"
+    );
+}
+
+/// A busy lock: `try_with_lock` and a timed-out `with_lock_with` return `None`, and
+/// their bodies never run.
+async fn a_busy_lock_runs_no_body(url: &str) {
+    let client = common::connect(url).await;
+    let holder = common::connect(url).await;
+    let name = common::unique("with-lock-busy");
+    let held = holder.lock(&name).await.unwrap();
+    let ran = AtomicBool::new(false);
+    let tried = client
+        .try_with_lock(&name, async |_| ran.store(true, Ordering::SeqCst))
+        .await
+        .unwrap();
+    assert!(tried.is_none());
+    let options = LockOptions::new().wait(Duration::from_millis(50));
+    let waited = client
+        .with_lock_with(&name, options, async |_| ran.store(true, Ordering::SeqCst))
+        .await
+        .unwrap();
+    assert!(waited.is_none());
+    assert!(!ran.load(Ordering::SeqCst), "a body ran without the lock");
+    held.unlock().await.unwrap();
+}
+
+/// The fair lock, both sides of the read-write lock, the multi-lock and a semaphore's
+/// permit each run a body under their guard and release it.
+async fn every_kind_runs_its_critical_section(url: &str) {
+    let client = common::connect(url).await;
+    let name = common::unique("with-every-kind");
+    let fair = client
+        .with_fair_lock(&name, async |guard| guard.hold_count())
+        .await
+        .unwrap();
+    let read = client
+        .with_read_lock(&name, async |guard| guard.hold_count())
+        .await
+        .unwrap();
+    let write = client
+        .with_write_lock(&name, async |guard| guard.hold_count())
+        .await
+        .unwrap();
+    let (a, b) = (format!("{name}-a"), format!("{name}-b"));
+    let members = client
+        .with_lock_all([&b, &a], async |guard| guard.names().count())
+        .await
+        .unwrap();
+    let semaphore = client.semaphore(name.as_str(), 1);
+    let permit = semaphore
+        .with_permit(async |permit| permit.name().to_owned())
+        .await
+        .unwrap();
+    assert_eq!((fair, read, write, members), (1, 1, 1, 2));
+    assert_eq!(permit, name);
+    // Everything was released: each can be taken at once by another owner.
+    let other = common::connect(url).await;
+    assert!(other.try_fair_lock(&name).await.unwrap().is_some());
+    assert!(other.try_write_lock(&name).await.unwrap().is_some());
+    assert!(other.try_lock_all([&a, &b]).await.unwrap().is_some());
+    assert!(
+        other
+            .semaphore(name.as_str(), 1)
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+/// A lock force-unlocked while its body runs: the body's future is dropped as soon as
+/// the holder learns of the loss (its next renewal, a third of the 600 ms lease), and
+/// `with_lock` fails with `Lost` naming the lock; the body never reaches its end.
+async fn a_body_is_stopped_when_its_lock_is_lost(url: &str) {
+    let client = common::client_with_lease(url, Duration::from_millis(600)).await;
+    let breaker = common::connect(url).await;
+    let name = common::unique("with-lock-lost");
+    let stopped_at = Arc::new(Mutex::new(None));
+    let finished = AtomicBool::new(false);
+    let broken_at = Arc::new(Mutex::new(None));
+    let section = client.with_lock(&name, async |guard| {
+        // Records when the body's future is dropped.
+        struct Stopped(Arc<Mutex<Option<Instant>>>);
+        impl Drop for Stopped {
+            fn drop(&mut self) {
+                *self.0.lock() = Some(Instant::now());
+            }
+        }
+        let _stopped = Stopped(Arc::clone(&stopped_at));
+        assert!(breaker.force_unlock(guard.name()).await.unwrap());
+        *broken_at.lock() = Some(Instant::now());
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        finished.store(true, Ordering::SeqCst);
+    });
+    let result = section.await;
+    let returned_at = Instant::now();
+    assert!(
+        matches!(&result, Err(LockError::Lost { name: lost }) if *lost == name),
+        "{result:?}"
+    );
+    assert!(!finished.load(Ordering::SeqCst), "the body ran to its end");
+    let broken_at = broken_at.lock().expect("the lock was broken");
+    let stopped_at = stopped_at.lock().expect("the body was dropped");
+    let noticed = stopped_at - broken_at;
+    assert!(
+        noticed < Duration::from_millis(200 + 100),
+        "stopped {noticed:?} after the loss (renewals every 200 ms)"
+    );
+    assert!(returned_at - stopped_at < Duration::from_millis(50));
+}
+
+/// A hold with a fixed lease is extended while held: it outlives its first lease, is
+/// not reported lost, and Redis keeps it; a hold the watchdog renews refuses, and a
+/// hold already lost is `NotHeld`.
+async fn a_fixed_lease_is_extended_while_held(url: &str) {
+    let client = common::connect(url).await;
+    let name = common::unique("extend");
+    let options = LockOptions::new().lease(Duration::from_millis(400));
+    let guard = client
+        .lock_with(&name, options.clone())
+        .await
+        .unwrap()
+        .unwrap();
+    guard.extend(Duration::from_secs(5)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        !guard.is_lost(),
+        "lost after the first lease although extended"
+    );
+    let pttl: i64 = client
+        .redis()
+        .pttl(common::key(&name).as_str())
+        .await
+        .unwrap();
+    assert!(pttl > 3_000, "redis has {pttl} ms left");
+    guard.unlock().await.unwrap();
+
+    let renewed = client.lock(&name).await.unwrap();
+    let refused = renewed.extend(Duration::from_secs(5)).await;
+    assert!(
+        matches!(
+            refused,
+            Err(LockError::InvalidOption {
+                option: "extend",
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    renewed.unlock().await.unwrap();
+
+    let short = client.lock_with(&name, options).await.unwrap().unwrap();
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    let late = short.extend(Duration::from_secs(5)).await;
+    assert!(matches!(late, Err(LockError::NotHeld { .. })), "{late:?}");
+    // The other kinds extend through `Held`.
+    let reading = client
+        .read_lock_with(&name, LockOptions::new().lease(Duration::from_millis(400)))
+        .await
+        .unwrap()
+        .unwrap();
+    Held::extend(&reading, Duration::from_secs(5))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(!Held::is_lost(&reading));
+    reading.unlock().await.unwrap();
+}
+
+/// A holder that blocks its runtime's only worker past two thirds of the lease: the
+/// renewal comes late, lands with less than a third of the lease left, and the guard
+/// is warned at risk; it is not lost (the renewal landed before the lease ran out).
+#[test]
+fn a_starved_runtime_warns_at_risk_before_any_loss() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let client = common::client_with_lease(&common::url(), Duration::from_secs(3)).await;
+        let name = common::unique("at-risk-starved");
+        let guard = client.lock(&name).await.unwrap();
+        assert!(!guard.is_at_risk());
+        // Blocks the only worker: the renewal due at 1 s runs at 2.2 s.
+        std::thread::sleep(Duration::from_millis(2_200));
+        tokio::time::timeout(Duration::from_secs(2), guard.at_risk())
+            .await
+            .expect("warned at risk");
+        assert!(!guard.is_lost(), "lost: the warning came too late");
+        let margin = guard.renewal_margin().expect("a renewal landed");
+        assert!(margin < Duration::from_secs(1), "margin {margin:?}");
+        guard.unlock().await.unwrap();
+    });
+}
+
+/// Redis paused (`CLIENT PAUSE`) past a renewal's time limit: the renewal times out,
+/// the guard is warned at risk, and the next renewal keeps the lock (never lost).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_paused_server_warns_at_risk_and_the_lock_survives() {
+    let server = common::RedisServer::start();
+    let client = common::client_with_lease(&server.url(), Duration::from_secs(3)).await;
+    let name = common::unique("at-risk-paused");
+    let guard = client.lock(&name).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    server.command(&["CLIENT", "PAUSE", "1400", "ALL"]).unwrap();
+    tokio::time::timeout(Duration::from_secs(3), guard.at_risk())
+        .await
+        .expect("warned at risk");
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert!(!guard.is_lost(), "lost although redis came back in time");
+    guard.unlock().await.unwrap();
+    let _ = client.redis().ping::<String>(None).await;
+}
