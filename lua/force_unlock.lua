@@ -1,16 +1,47 @@
--- force_unlock.lua: delete a lock whoever holds it, and wake its waiters.
+-- force_unlock.lua: break a lock of any kind whoever holds it, and wake its waiters
+-- (after fair_queue.lua and leases.lua).
 --
--- KEYS[1]  lock key
+-- KEYS     as inspect.lua: the lock's hash, then the sorted sets of its kind
 -- ARGV[1]  "spublish" to tell the release channel (KEYS[1] .. ":released") as a shard
 --          channel (Redis 7.0+); else PUBLISH
+-- ARGV[2]  the kind: "mutex", "fair", "rw" or "semaphore"
+-- ARGV[3]  the fair lock's claim window in milliseconds
 --
--- The message names no client (see release.lua): every waiter's client tries at once.
+-- mutex:         deletes the hash and publishes a message naming no client (see
+--                release.lua): every waiter's client tries at once.
+-- fair:          deletes the hash (the holder, or a grant not yet claimed, and its
+--                token) and hands the lock to the first live waiter, as a release
+--                does (see fair_queue.lua): the queue keeps its order. A queue whose
+--                lock is gone (a hand-off that expired unclaimed) is handed on too.
+-- rw, semaphore: deletes the hash and the leases (every reader and the writer, every
+--                permit) if a holder's lease is still running, and publishes a message
+--                naming no client (as rw_release.lua and sem_release.lua do): every
+--                waiting client's head waiter tries at once.
+-- A holder learns at its next renewal, which finds its field gone.
 --
--- Returns 1 if a lock was deleted, 0 if there was none.
--- Raises WRONGTYPE if KEYS[1] exists but is not a hash.
-if redis.call('hlen', KEYS[1]) == 0 then
-  return 0
+-- Returns 1 if a lock was held (and is now free or handed on), 0 if there was none.
+-- Raises WRONGTYPE (naming the key) if a key holds another type.
+local key, publish, kind = KEYS[1], ARGV[1], ARGV[2]
+local wrong = leases.wrong_type(KEYS)
+if wrong then
+  return wrong
 end
-redis.call('del', KEYS[1])
-redis.call(ARGV[1] == 'spublish' and 'spublish' or 'publish', KEYS[1] .. ':released', 'released')
+if kind == 'fair' then
+  local held = redis.call('del', key)
+  fair.drop_dead_waiters(fair.now())
+  fair.hand_to_first(publish, ARGV[3])
+  return held
+end
+if kind == 'mutex' then
+  if redis.call('hlen', key) == 0 then
+    return 0
+  end
+  redis.call('del', key)
+else
+  if redis.call('zcount', KEYS[2], '(' .. leases.now(), '+inf') == 0 then
+    return 0
+  end
+  redis.call('del', key, KEYS[2])
+end
+redis.call(publish == 'spublish' and 'spublish' or 'publish', key .. ':released', 'released')
 return 1

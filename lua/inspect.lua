@@ -1,24 +1,24 @@
--- inspect.lua: read a lock's state in one step.
+-- inspect.lua: read a lock of any kind in one step, changing nothing (after leases.lua).
 --
--- KEYS[1]  lock key
+-- KEYS[1]   the lock's hash (see acquire.lua, fair_queue.lua, rw_acquire.lua and
+--           sem_acquire.lua for its fields)
+-- KEYS[2..] the sorted sets of its kind: none for the mutex; the queue and the
+--           waiters' liveness for the fair lock (see fair_queue.lua); the holders'
+--           leases for the read-write lock and the semaphore (see leases.lua)
 --
--- Returns { PTTL of the lock key (-2 if there is no lock),
---           the hold's fencing token as a decimal string, or "0" if it has none,
---           { owner, count, owner, count, ... },
---           1 if someone was refused the lock while this hold had it (the `waiting`
---           field), else 0 }.
--- The `token` and `waiting` fields (see acquire.lua) are not owners.
--- Raises WRONGTYPE if KEYS[1] exists but is not a hash.
-local fields = redis.call('hgetall', KEYS[1])
-local token, owners, waiting = '0', {}, 0
-for i = 1, #fields, 2 do
-  if fields[i] == 'token' then
-    token = fields[i + 1]
-  elseif fields[i] == 'waiting' then
-    waiting = 1
-  else
-    owners[#owners + 1] = fields[i]
-    owners[#owners + 1] = fields[i + 1]
-  end
+-- Returns { PTTL of KEYS[1] (-2 if it does not exist),
+--           its fields and values { field, value, field, value, ... },
+--           this server's clock in milliseconds,
+--           { each sorted set of KEYS[2..] as { member, score, ... }, in order } }.
+-- Holders and waiters whose deadline has passed are returned as they are (the next
+-- script that changes the lock drops them): the reader compares with the clock.
+-- Raises WRONGTYPE (naming the key) if a key holds another type.
+local wrong = leases.wrong_type(KEYS)
+if wrong then
+  return wrong
 end
-return { redis.call('pttl', KEYS[1]), token, owners, waiting }
+local sets = {}
+for i = 2, #KEYS do
+  sets[#sets + 1] = redis.call('zrange', KEYS[i], 0, -1, 'WITHSCORES')
+end
+return { redis.call('pttl', KEYS[1]), redis.call('hgetall', KEYS[1]), leases.now(), sets }

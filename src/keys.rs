@@ -150,15 +150,12 @@ impl LockNames {
     /// The sorted set of the holders' deadlines, for kinds whose holders expire one
     /// by one (the semaphore, the read-write lock).
     pub(crate) fn leases_key(&self) -> String {
-        [self.key.as_str(), ":leases"].concat()
+        leases_key_of(&self.key)
     }
 
     /// A fair lock's queue and its waiters' liveness (see `lua/fair_queue.lua`).
     pub(crate) fn queue_keys(&self) -> [String; 2] {
-        [
-            [self.key.as_str(), ":queue"].concat(),
-            [self.key.as_str(), ":alive"].concat(),
-        ]
+        queue_keys_of(&self.key)
     }
 
     /// What this client's registry of holds files the lock under: the name for the
@@ -175,6 +172,185 @@ impl LockNames {
     pub(crate) fn token_key(&self) -> String {
         [self.key.as_str(), ":token"].concat()
     }
+}
+
+/// The sorted set of the holders' deadlines beside the hash `key` (see `lua/leases.lua`).
+fn leases_key_of(key: &str) -> String {
+    [key, LEASES].concat()
+}
+
+/// The queue and the waiters' liveness beside the fair lock's hash `key`.
+fn queue_keys_of(key: &str) -> [String; 2] {
+    [[key, QUEUE].concat(), [key, ALIVE].concat()]
+}
+
+/// What follows a hash's key in the names of its holders' leases, a fair lock's queue
+/// and its waiters' liveness.
+const LEASES: &str = ":leases";
+const QUEUE: &str = ":queue";
+const ALIVE: &str = ":alive";
+
+/// The kinds of lock, as the operator calls take them
+/// ([`LockClient::inspect_kind`](crate::LockClient::inspect_kind),
+/// [`LockClient::force_unlock_kind`](crate::LockClient::force_unlock_kind)) and a
+/// [`LockInfo`](crate::LockInfo) names them. Each kind keeps its own keys, so a
+/// mutex, a fair lock, a read-write lock and a semaphore may share a name without
+/// meeting. Written (`Display`, `FromStr`, serde) as `mutex`, `fair`, `rw` and
+/// `semaphore`.
+///
+/// # Examples
+/// ```
+/// use holdlock::LockKind;
+///
+/// let kind: LockKind = "rw".parse()?;
+/// assert_eq!(kind, LockKind::ReadWrite);
+/// assert_eq!(kind.to_string(), "rw");
+/// assert_eq!(LockKind::default(), LockKind::Mutex);
+/// assert_eq!(LockKind::ALL.len(), 4);
+/// assert!("rwlock".parse::<LockKind>().is_err());
+/// # Ok::<(), holdlock::LockError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub enum LockKind {
+    /// The reentrant lock of [`LockClient::lock`](crate::LockClient::lock), hash
+    /// `P{N}`.
+    #[default]
+    #[cfg_attr(feature = "serde", serde(rename = "mutex"))]
+    Mutex,
+    /// The first-come-first-served lock of
+    /// [`LockClient::fair_lock`](crate::LockClient::fair_lock), hash `P{N}:fair`
+    /// with its queue.
+    #[cfg_attr(feature = "serde", serde(rename = "fair"))]
+    Fair,
+    /// The read-write lock of [`LockClient::read_lock`](crate::LockClient::read_lock)
+    /// and [`write_lock`](crate::LockClient::write_lock), hash `P{N}:rw`.
+    #[cfg_attr(feature = "serde", serde(rename = "rw"))]
+    ReadWrite,
+    /// The semaphore of [`LockClient::semaphore`](crate::LockClient::semaphore), hash
+    /// `P{N}:sem`.
+    #[cfg_attr(feature = "serde", serde(rename = "semaphore"))]
+    Semaphore,
+}
+
+impl LockKind {
+    /// Every kind, in the order listings sort them.
+    ///
+    /// # Examples
+    /// ```
+    /// let names: Vec<&str> = holdlock::LockKind::ALL.iter().map(|k| k.as_str()).collect();
+    /// assert_eq!(names, ["mutex", "fair", "rw", "semaphore"]);
+    /// ```
+    pub const ALL: [LockKind; 4] = [
+        LockKind::Mutex,
+        LockKind::Fair,
+        LockKind::ReadWrite,
+        LockKind::Semaphore,
+    ];
+
+    /// The kind's name: `mutex`, `fair`, `rw` or `semaphore` (the CLI's `--kind`, the
+    /// JSON's `kind`).
+    ///
+    /// # Examples
+    /// ```
+    /// assert_eq!(holdlock::LockKind::Semaphore.as_str(), "semaphore");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockKind::Mutex => "mutex",
+            LockKind::Fair => "fair",
+            LockKind::ReadWrite => "rw",
+            LockKind::Semaphore => "semaphore",
+        }
+    }
+
+    /// What follows `P{N}` in the hash of a lock of this kind.
+    fn suffix(self) -> &'static str {
+        match self {
+            LockKind::Mutex => "",
+            LockKind::Fair => FAIR,
+            LockKind::ReadWrite => READ_WRITE,
+            LockKind::Semaphore => SEMAPHORE,
+        }
+    }
+}
+
+impl std::fmt::Display for LockKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for LockKind {
+    type Err = LockError;
+
+    /// Reads a kind's [name](LockKind::as_str).
+    ///
+    /// # Errors
+    /// [`LockError::InvalidOption`] (option `kind`) for any other text.
+    fn from_str(text: &str) -> Result<Self> {
+        LockKind::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == text)
+            .ok_or_else(|| LockError::InvalidOption {
+                option: "kind",
+                reason: format!("{text:?} is no kind of lock: use mutex, fair, rw or semaphore"),
+            })
+    }
+}
+
+/// The names of the lock `name` of `kind`, for the operator calls (a semaphore's
+/// number of permits is not known there: 0).
+pub(crate) fn kind_names(prefix: &str, name: &str, kind: LockKind) -> Result<LockNames> {
+    match kind {
+        LockKind::Mutex => lock_names(prefix, name),
+        LockKind::Fair => fair_names(prefix, name),
+        LockKind::ReadWrite => rw_names(prefix, name, Kind::Write),
+        LockKind::Semaphore => semaphore_names(prefix, name, 0),
+    }
+}
+
+/// The kind of lock whose hash is `key` (told by what follows the name's closing
+/// brace), and the sorted sets beside it that the operator scripts (`lua/inspect.lua`,
+/// `lua/force_unlock.lua`) take after it: none for the mutex, the queue and the
+/// waiters' liveness for the fair lock, the leases for the read-write lock and the
+/// semaphore. `None` if `key` is no lock's hash.
+pub(crate) fn operator_keys(key: &str) -> Option<(LockKind, Vec<String>)> {
+    let kind = LockKind::ALL.into_iter().find(|kind| {
+        key.strip_suffix(kind.suffix())
+            .is_some_and(|hash| hash.ends_with('}'))
+    })?;
+    let companions = match kind {
+        LockKind::Mutex => Vec::new(),
+        LockKind::Fair => queue_keys_of(key).to_vec(),
+        LockKind::ReadWrite | LockKind::Semaphore => vec![leases_key_of(key)],
+    };
+    Some((kind, companions))
+}
+
+/// A SCAN pattern from [`scan_pattern`] widened to every key of those locks, of
+/// every kind ([`kind_of_key`] picks out the ones to read).
+pub(crate) fn every_kind(mut scan_pattern: String) -> String {
+    scan_pattern.push('*');
+    scan_pattern
+}
+
+/// For a key found under the prefix: the key the mutex of the same name has (for
+/// [`name_of_key`]) and the kind of lock the key is the hash of, or the fair lock
+/// whose queue it is (a fair lock may have waiters and no hash, when a hand-off
+/// expired unclaimed). `None` for every other key of a lock (token floors, leases,
+/// period markers, ...).
+pub(crate) fn kind_of_key(key: &str) -> Option<(&str, LockKind)> {
+    let base = &key[..key.rfind('}')? + 1];
+    let suffix = &key[base.len()..];
+    if suffix.strip_suffix(QUEUE) == Some(FAIR) {
+        return Some((base, LockKind::Fair));
+    }
+    let kind = LockKind::ALL
+        .into_iter()
+        .find(|kind| kind.suffix() == suffix)?;
+    Some((base, kind))
 }
 
 /// What follows a lock's key in its release channel.
@@ -217,4 +393,44 @@ pub fn validate_name(name: &str) -> Result<()> {
         name: name.to_owned(),
         reason,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_is_told_by_its_key() {
+        for kind in LockKind::ALL {
+            let names = kind_names("p:", "a:b", kind).unwrap();
+            assert_eq!(kind_of_key(&names.key), Some(("p:{a:b}", kind)));
+            let (found, companions) = operator_keys(&names.key).unwrap();
+            assert_eq!(found, kind);
+            let expected: Vec<String> = match kind {
+                LockKind::Mutex => vec![],
+                LockKind::Fair => names.queue_keys().to_vec(),
+                _ => vec![names.leases_key()],
+            };
+            assert_eq!(companions, expected);
+            assert_eq!(kind.as_str().parse::<LockKind>().unwrap(), kind);
+        }
+        // A fair lock's queue stands for the fair lock; other keys of a lock for none.
+        assert_eq!(
+            kind_of_key("p:{a}:fair:queue"),
+            Some(("p:{a}", LockKind::Fair))
+        );
+        for other in [
+            "p:{a}:token",
+            "p:{a}:fair:alive",
+            "p:{a}:rw:leases",
+            "p:{a}:sem:leases",
+            "p:{a}:period:3",
+            "p:{a}:rw:token",
+            "p:a",
+        ] {
+            assert_eq!(kind_of_key(other), None, "{other}");
+        }
+        assert!(operator_keys("p:{a}:fair:queue").is_none());
+        assert!("lock".parse::<LockKind>().is_err());
+    }
 }

@@ -87,8 +87,11 @@ pub use error::{LockError, Result};
 pub use fred;
 pub use guard::LockGuard;
 pub use held::Held;
-pub use inspect::{LockInfo, LockListing, LockOwner, UnreadableLock};
-pub use keys::validate_name;
+pub use inspect::{
+    FairGrant, FairInfo, FairWaiter, LockInfo, LockListing, LockOwner, PermitHolder, ReadWriteInfo,
+    RwHolder, SemaphoreInfo, UnreadableLock,
+};
+pub use keys::{LockKind, validate_name};
 pub use multi::MultiGuard;
 pub use once::{Claim, PeriodClaim};
 pub use options::{

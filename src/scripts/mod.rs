@@ -24,9 +24,12 @@ use crate::options::ResolvedOptions;
 
 mod fair;
 mod leases;
+mod operator;
 
 use fair::{FAIR_ACQUIRE, FAIR_LEAVE, FAIR_RELEASE};
 use leases::{LEASE_RENEW, RW_ACQUIRE, RW_RELEASE, SEM_ACQUIRE, SEM_AVAILABLE, SEM_RELEASE};
+pub(crate) use operator::Snapshot;
+use operator::{FORCE_UNLOCK, INSPECT};
 
 const ACQUIRE: &str = concat!(
     include_str!("../../lua/fencing.lua"),
@@ -35,9 +38,7 @@ const ACQUIRE: &str = concat!(
 const REENTER: &str = include_str!("../../lua/reenter.lua");
 const RELEASE: &str = include_str!("../../lua/release.lua");
 const RENEW: &str = include_str!("../../lua/renew.lua");
-const FORCE_UNLOCK: &str = include_str!("../../lua/force_unlock.lua");
 const FENCE: &str = include_str!("../../lua/fence.lua");
-const INSPECT: &str = include_str!("../../lua/inspect.lua");
 const COMPLETE_PERIOD: &str = include_str!("../../lua/complete_period.lua");
 /// How a script may be sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,16 +91,6 @@ pub(crate) struct Scripts {
 /// The hash field of a fenced hold's token in the lock key (see `lua/acquire.lua`).
 /// Owner ids contain a colon, so it is never an owner.
 pub(crate) const TOKEN_FIELD: &str = "token";
-
-/// The reply of `inspect.lua` for a lock that exists.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Snapshot {
-    pub(crate) ttl: Option<Duration>,
-    pub(crate) token: Option<u64>,
-    pub(crate) owners: Vec<(String, u32)>,
-    /// Someone was refused the lock while this hold had it.
-    pub(crate) waiting: bool,
-}
 
 impl Scripts {
     /// The scripts, publishing release messages on shard channels if `sharded`.
@@ -202,15 +193,6 @@ impl Scripts {
         Ok(integer(&reply)? == 1)
     }
 
-    /// Returns whether a lock was deleted.
-    pub(crate) async fn force_unlock(&self, client: &Client, key: &str) -> Result<bool> {
-        let args = || vec![Value::from_static_str(self.publish)];
-        let reply = self
-            .eval(client, &self.force_unlock, &[key], &args, Delivery::Retried)
-            .await?;
-        Ok(integer(&reply)? == 1)
-    }
-
     /// Reads (`value: None`) or writes the fenced `key` as the holder of `token`.
     /// Returns the key's value after the call, or `Err(newest)` if `token` is stale.
     pub(crate) async fn fence(
@@ -260,39 +242,6 @@ impl Scripts {
             )
             .await?;
         Ok(integer(&reply)? == 1)
-    }
-
-    /// Reads a lock's owners, TTL and the hold's token; `None` if the lock is free.
-    pub(crate) async fn inspect(&self, client: &Client, key: &str) -> Result<Option<Snapshot>> {
-        let reply = self
-            .eval(client, &self.inspect, &[key], &Vec::new, Delivery::Retried)
-            .await?;
-        let Value::Array(parts) = &reply else {
-            return Err(protocol(&reply));
-        };
-        let [pttl, token, Value::Array(fields), waiting] = parts.as_slice() else {
-            return Err(protocol(&reply));
-        };
-        if fields.is_empty() {
-            return Ok(None);
-        }
-        let mut owners = Vec::with_capacity(fields.len() / 2);
-        for pair in fields.chunks(2) {
-            let [owner, count] = pair else {
-                return Err(protocol(&reply));
-            };
-            let owner = owner.as_string().ok_or_else(|| protocol(&reply))?;
-            let count = u32::try_from(integer(count)?).map_err(|_| protocol(&reply))?;
-            owners.push((owner, count));
-        }
-        Ok(Some(Snapshot {
-            ttl: u64::try_from(integer(pttl)?)
-                .ok()
-                .map(Duration::from_millis),
-            token: Some(unsigned(token)?).filter(|&t| t > 0),
-            owners,
-            waiting: integer(waiting)? == 1,
-        }))
     }
 
     /// `acquire.lua` followed, on the same connection, by `WAIT replicas timeout`:

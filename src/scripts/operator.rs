@@ -1,0 +1,135 @@
+//! The operator's scripts, for every kind of lock: reading one without taking it
+//! (`lua/inspect.lua`) and breaking it (`lua/force_unlock.lua`). Each takes the lock's
+//! hash and the sorted sets its kind keeps beside it ([`operator_keys`]), so the kind
+//! is told by the key alone.
+
+use std::time::Duration;
+
+use fred::clients::Client;
+use fred::types::Value;
+
+use super::{Delivery, Scripts, integer, protocol};
+use crate::error::{LockError, Result};
+use crate::keys::{LockKind, operator_keys};
+use crate::lease::CLAIM_WINDOW_MS;
+
+pub(super) const INSPECT: &str = concat!(
+    include_str!("../../lua/leases.lua"),
+    include_str!("../../lua/inspect.lua")
+);
+pub(super) const FORCE_UNLOCK: &str = concat!(
+    include_str!("../../lua/fair_queue.lua"),
+    include_str!("../../lua/leases.lua"),
+    include_str!("../../lua/force_unlock.lua")
+);
+
+/// The reply of `inspect.lua`, as Redis keeps it: what it means for each kind is read
+/// in `inspect.rs`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Snapshot {
+    /// The kind the key is the hash of.
+    pub(crate) kind: LockKind,
+    /// The hash's remaining TTL (`None`: it has no expiry, or does not exist).
+    pub(crate) ttl: Option<Duration>,
+    /// The hash's fields and values, in Redis's order.
+    pub(crate) fields: Vec<(String, String)>,
+    /// The server's clock, in milliseconds since the Unix epoch.
+    pub(crate) now_ms: u64,
+    /// The sorted sets of the kind (see [`operator_keys`]), each as (member, score) in
+    /// order.
+    pub(crate) sets: Vec<Vec<(String, f64)>>,
+}
+
+impl Snapshot {
+    /// The value of the hash's field `name`, if it has one.
+    pub(crate) fn field(&self, name: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(field, _)| field == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// The `index`th sorted set of the kind (empty if the kind has none there).
+    pub(crate) fn set(&self, index: usize) -> &[(String, f64)] {
+        self.sets.get(index).map_or(&[], Vec::as_slice)
+    }
+}
+
+impl Scripts {
+    /// Reads the lock whose hash is `key`, of whichever kind the key says; `None` if
+    /// none of its keys exists.
+    pub(crate) async fn inspect(&self, client: &Client, key: &str) -> Result<Option<Snapshot>> {
+        let (kind, companions) = lock_keys(key)?;
+        let mut keys = vec![key];
+        keys.extend(companions.iter().map(String::as_str));
+        let reply = self
+            .eval(client, &self.inspect, &keys, &Vec::new, Delivery::Retried)
+            .await?;
+        let Value::Array(parts) = &reply else {
+            return Err(protocol(&reply));
+        };
+        let [pttl, Value::Array(fields), now_ms, Value::Array(sets)] = parts.as_slice() else {
+            return Err(protocol(&reply));
+        };
+        let snapshot = Snapshot {
+            kind,
+            ttl: u64::try_from(integer(pttl)?)
+                .ok()
+                .map(Duration::from_millis),
+            fields: pairs(fields, |value| value.as_string()).ok_or_else(|| protocol(&reply))?,
+            now_ms: u64::try_from(integer(now_ms)?).map_err(|_| protocol(&reply))?,
+            sets: sets
+                .iter()
+                .map(|set| match set {
+                    Value::Array(members) => pairs(members, Value::as_f64),
+                    _ => None,
+                })
+                .collect::<Option<_>>()
+                .ok_or_else(|| protocol(&reply))?,
+        };
+        let exists = !snapshot.fields.is_empty() || snapshot.sets.iter().any(|set| !set.is_empty());
+        Ok(exists.then_some(snapshot))
+    }
+
+    /// Breaks the lock whose hash is `key`, of whichever kind the key says, and wakes
+    /// its waiters (a fair lock is handed to its first live waiter); whether it was
+    /// held.
+    pub(crate) async fn force_unlock(&self, client: &Client, key: &str) -> Result<bool> {
+        let (kind, companions) = lock_keys(key)?;
+        let mut keys = vec![key];
+        keys.extend(companions.iter().map(String::as_str));
+        let args = || {
+            vec![
+                Value::from_static_str(self.publish),
+                Value::from_static_str(kind.as_str()),
+                super::decimal(CLAIM_WINDOW_MS),
+            ]
+        };
+        // Sent again after a lost reply, a fair lock's would pass over the waiter the
+        // first run handed it to.
+        let delivery = match kind {
+            LockKind::Fair => Delivery::AtMostOnce,
+            _ => Delivery::Retried,
+        };
+        let reply = self
+            .eval(client, &self.force_unlock, &keys, &args, delivery)
+            .await?;
+        Ok(integer(&reply)? == 1)
+    }
+}
+
+/// [`operator_keys`], or an error for a key that is no lock's hash.
+fn lock_keys(key: &str) -> Result<(LockKind, Vec<String>)> {
+    operator_keys(key).ok_or_else(|| LockError::Protocol(format!("{key:?} is no lock's hash")))
+}
+
+/// A flat `[name, value, name, value, ...]` reply as pairs, each name a string and
+/// each value read by `value`; `None` if one cannot be read.
+fn pairs<T>(flat: &[Value], value: impl Fn(&Value) -> Option<T>) -> Option<Vec<(String, T)>> {
+    flat.chunks(2)
+        .map(|pair| match pair {
+            [name, item] => Some((name.as_string()?, value(item)?)),
+            _ => None,
+        })
+        .collect()
+}
