@@ -1,6 +1,10 @@
 //! Client URLs: which schemes are accepted, and how a URL is shown without its
 //! passwords.
 
+use std::ops::Range;
+
+use ::url::Url;
+
 use crate::error::{LockError, Result};
 
 /// The URL schemes a client accepts, and whether each one means TLS. These are the
@@ -33,14 +37,21 @@ pub(crate) fn check_url(url: &str, tls_built: bool) -> Result<()> {
     };
     let expected = "expected redis://, rediss://, redis-cluster://, rediss-cluster://, \
                     redis-sentinel://, rediss-sentinel:// or their valkey equivalents";
-    let Some(scheme) = scheme_of(url) else {
+    let Some(written) = scheme_of(url) else {
         return Err(invalid(format!(
             "the URL has no scheme ({expected}, e.g. redis://127.0.0.1:6379)"
         )));
     };
+    // The scheme fred will read: the `url` crate's (lower case), where it parses the URL
+    // as written (fred then parses it the same way); else the one written. Messages
+    // name the one written.
+    let scheme = parse(url).map_or_else(
+        || written.to_ascii_lowercase(),
+        |parsed| parsed.scheme().to_owned(),
+    );
     let known = SCHEMES
         .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case(scheme));
+        .find(|(name, _)| name.eq_ignore_ascii_case(&scheme));
     match known {
         Some((_, false)) => Ok(()),
         Some((_, true)) if tls_built => Ok(()),
@@ -48,12 +59,22 @@ pub(crate) fn check_url(url: &str, tls_built: bool) -> Result<()> {
             "`{name}://` needs TLS, and holdlock was built without its `tls-rustls` \
              feature: enable that feature (or use a `redis://` URL to connect without TLS)"
         ))),
-        None if scheme.to_ascii_lowercase().ends_with("+unix") => Err(invalid(format!(
-            "`{scheme}://`: Unix sockets are not supported (holdlock does not enable \
+        None if scheme.ends_with("+unix") => Err(invalid(format!(
+            "`{written}://`: Unix sockets are not supported (holdlock does not enable \
              fred's `unix-sockets` feature); connect over TCP"
         ))),
-        None => Err(invalid(format!("unknown scheme `{scheme}`; {expected}"))),
+        None => Err(invalid(format!("unknown scheme `{written}`; {expected}"))),
     }
+}
+
+/// `url` as the `url` crate (which fred uses) reads it, if it reads it as written: it
+/// accepts it, and `url` holds no ASCII tab or line break, which the crate drops
+/// wherever they are (so it would read another URL than the one shown to the user).
+fn parse(url: &str) -> Option<Url> {
+    if url.contains(['\t', '\n', '\r']) {
+        return None;
+    }
+    Url::parse(url).ok()
 }
 
 /// The scheme of `url` as a URL parser reads it (the `url` crate, under fred, first
@@ -75,8 +96,10 @@ fn is_scheme(text: &str) -> bool {
 ///
 /// Hidden are the password of the user information (`user:password@host`, the user
 /// name is kept) and the value of every query parameter whose name contains
-/// `password` in any case, percent-encoded or not (fred's `sentinelPassword`). An
-/// unencoded `/`, `?` or `#` in a password makes the end of the user information
+/// `password` in any case, percent-encoded or not (fred's `sentinelPassword`). In a
+/// well-formed URL (one the `url` crate, which fred uses, parses as written, its user
+/// information percent-encoded) the password is the one that crate reads. Otherwise
+/// an unencoded `/`, `?` or `#` in a password makes the end of the user information
 /// ambiguous: when an `@` follows any of them, everything from `://` (or from the
 /// start, without a scheme) to the last `@` is hidden, user name and host included,
 /// so that no password shows whatever characters it holds. A parameter value runs to
@@ -97,7 +120,10 @@ fn is_scheme(text: &str) -> bool {
 pub fn redact_url(url: &str) -> String {
     let mut hidden = Vec::new();
     hide_password_parameters(url, &mut hidden);
-    hide_userinfo_password(url, &mut hidden);
+    match parsed_password(url) {
+        Some(password) => hidden.extend(password),
+        None => hide_userinfo_password(url, &mut hidden),
+    }
     hidden.sort_by_key(|range| range.start);
     let mut merged: Hidden = Vec::with_capacity(hidden.len());
     for range in hidden {
@@ -120,7 +146,42 @@ pub fn redact_url(url: &str) -> String {
 
 /// Byte ranges of `url` that [`redact_url`] replaces; every bound is at an ASCII
 /// character or an end of `url`, so on a character boundary.
-type Hidden = Vec<std::ops::Range<usize>>;
+type Hidden = Vec<Range<usize>>;
+
+/// Where the password of `url`'s user information is, as the `url` crate reads it:
+/// `Some(None)` if there is none, `None` if `url` is not well-formed, and the password
+/// is left to [`hide_userinfo_password`]. Well-formed is: [`parse`] reads it, it has
+/// an authority (`<scheme>://`), every `@` is in that authority (an `@` after it may
+/// belong to a password holding an unencoded `/`, `?` or `#`, which the crate reads
+/// as the start of a path, query or fragment), and its user information is written
+/// exactly as the crate writes it back: every character the crate would
+/// percent-encode (a second `:`, an `@`, a space, any non-ASCII character, ...) is
+/// encoded already, so the crate's user name and password are the text of `url`.
+fn parsed_password(url: &str) -> Option<Option<Range<usize>>> {
+    let parsed = parse(url)?;
+    let start = url
+        .find("://")
+        .filter(|&at| is_scheme(url[..at].trim_start_matches(|c| c <= ' ')))?
+        + 3;
+    let rest = &url[start..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    if rest[authority_end..].contains('@') {
+        return None;
+    }
+    let userinfo = rest[..authority_end]
+        .rfind('@')
+        .map_or("", |at| &rest[..at]);
+    let (username, password) = (parsed.username(), parsed.password());
+    let written = match password {
+        Some(password) => userinfo.strip_prefix(username)?.strip_prefix(':')? == password,
+        None => userinfo == username,
+    };
+    if !written {
+        return None;
+    }
+    let password_start = start + username.len() + 1;
+    Some(password.map(|password| password_start..password_start + password.len()))
+}
 
 /// Hides the password of the user information: the part after its first `:`, or,
 /// where the user information cannot be told apart from what follows it, all of it.
@@ -409,5 +470,113 @@ mod tests {
                 assert!(!redacted.contains(password), "{url}: {redacted}");
             }
         }
+    }
+
+    /// The password ranges the fallback finds in `url`'s user information.
+    fn fallback_password(url: &str) -> Hidden {
+        let mut hidden = Vec::new();
+        hide_userinfo_password(url, &mut hidden);
+        hidden
+    }
+
+    #[test]
+    fn well_formed_urls_have_their_password_found_by_the_url_crate() {
+        for (url, password, expected) in [
+            // Percent-encoded characters stay encoded, and hidden.
+            (
+                "redis://u:p%40ss%3Aw%2F%3F%23%20@h:1/0",
+                Some("p%40ss%3Aw%2F%3F%23%20"),
+                "redis://u:***@h:1/0",
+            ),
+            ("redis://u%3Ax:pw@h:1", Some("pw"), "redis://u%3Ax:***@h:1"),
+            ("redis://:s3cret@h:1", Some("s3cret"), "redis://:***@h:1"),
+            ("redis://u:6379@h", Some("6379"), "redis://u:***@h"),
+            // IPv6 hosts.
+            (
+                "redis://u:pw@[::1]:6379/0",
+                Some("pw"),
+                "redis://u:***@[::1]:6379/0",
+            ),
+            (
+                "rediss://:pw@[2001:db8::7]:6380",
+                Some("pw"),
+                "rediss://:***@[2001:db8::7]:6380",
+            ),
+            ("redis://[::1]:6379", None, "redis://[::1]:6379"),
+            // A user without a password, and no user at all.
+            ("redis://app@[::1]:6379/0", None, "redis://app@[::1]:6379/0"),
+            ("redis://app@h:1", None, "redis://app@h:1"),
+            ("redis://h:1/0?x=1", None, "redis://h:1/0?x=1"),
+            // The case of the scheme and of the user information is kept.
+            ("REDISS://U:PW@H:1", Some("PW"), "REDISS://U:***@H:1"),
+            (" redis://u:pw@h:1", Some("pw"), " redis://u:***@h:1"),
+            // Query passwords are hidden too (by the same rule as any URL's).
+            (
+                "redis-sentinel://u:pw1@[::1]:26379/0?sentinelServiceName=m&sentinelPassword=pw2",
+                Some("pw1"),
+                "redis-sentinel://u:***@[::1]:26379/0?sentinelServiceName=m&sentinelPassword=***",
+            ),
+        ] {
+            let found = parsed_password(url).unwrap_or_else(|| panic!("{url}: not well-formed"));
+            assert_eq!(found.clone().map(|range| &url[range]), password, "{url}");
+            assert_eq!(redact_url(url), expected, "{url}");
+            // Where the `url` crate reads the URL as written, the fallback agrees.
+            assert_eq!(fallback_password(url), Vec::from_iter(found), "{url}");
+        }
+    }
+
+    #[test]
+    fn urls_the_url_crate_rejects_or_misreads_fall_back() {
+        for (url, password, expected) in [
+            // Unencoded characters the crate would encode, or read as a delimiter.
+            ("redis://u:p w@h:1", "p w", "redis://u:***@h:1"),
+            ("redis://u:pässwörd@h:1", "pässwörd", "redis://u:***@h:1"),
+            ("redis://u:p:w@h:1", "p:w", "redis://u:***@h:1"),
+            ("redis://u:p@w@[::1]:1", "p@w", "redis://u:***@[::1]:1"),
+            ("redis://u:p;w@h:1", "p;w", "redis://u:***@h:1"),
+            // A password the crate reads as a port and a path.
+            ("redis://u:12/ss@h:1", "12/ss", "redis://***@h:1"),
+            ("redis://u:12#ss@[::1]:1", "12#ss", "redis://***@[::1]:1"),
+            // An empty password, which the crate reads as none.
+            ("redis://u:@h:1", "", "redis://u:***@h:1"),
+            // Tabs and line breaks, which the crate drops.
+            ("redis://u:p\tw@h:1", "p\tw", "redis://u:***@h:1"),
+            ("redis://u:pw@h:1\n", "pw", "redis://u:***@h:1\n"),
+            // An invalid port or host: the crate refuses the URL.
+            ("redis://u:pw@h:port", "pw", "redis://u:***@h:port"),
+            ("redis://u:pw@[::1:1", "pw", "redis://u:***@[::1:1"),
+        ] {
+            assert_eq!(parsed_password(url), None, "{url}");
+            let redacted = redact_url(url);
+            assert_eq!(redacted, expected, "{url}");
+            if !password.is_empty() {
+                assert!(!redacted.contains(password), "{url}: {redacted}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_scheme_is_the_one_the_url_crate_reads() {
+        for tls_built in [false, true] {
+            for url in [
+                "redis://[::1]:6379",
+                "redis://u:p%40w@[::1]:6379/0",
+                "Redis-Cluster://h:1?node=h:2",
+                "redis://h:1\n",
+            ] {
+                assert_eq!(url_refusal(url, tls_built), None, "{url}");
+            }
+        }
+        let reason = url_refusal("RedisS://[::1]:6380", false).expect("needs TLS");
+        assert!(reason.contains("`rediss://` needs TLS"), "{reason}");
+        // Messages name the scheme as written.
+        let reason = url_refusal("Redis+Unix:///tmp/redis.sock", false).expect("a socket");
+        assert!(reason.contains("`Redis+Unix://`"), "{reason}");
+        let reason = url_refusal("HTTP://u:s3cret@[::1]:80", true).expect("http");
+        assert!(reason.contains("unknown scheme `HTTP`"), "{reason}");
+        assert!(!reason.contains("s3cret"), "{reason}");
+        // A scheme the crate reads only once it has dropped a tab is no scheme.
+        let reason = url_refusal("re\tdis://h:1", true).expect("a tab");
+        assert!(reason.contains("no scheme"), "{reason}");
     }
 }
