@@ -979,3 +979,215 @@ async fn top_once_shows_contended_locks_first() {
     calm_guard.unlock().await.unwrap();
     busy_guard.unlock().await.unwrap();
 }
+
+common::on_every_topology!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    every_kind_is_listed_inspected_and_force_unlocked,
+);
+
+/// `holdlock --url URL ARGS...` run to the end, its stdout read as JSON.
+async fn json_of(url: &str, args: &[&str]) -> serde_json::Value {
+    let ran = finish(&mut holdlock_at(url, args)).await;
+    assert_no_panic(&ran);
+    serde_json::from_str(ran.stdout.trim()).unwrap_or_else(|_| panic!("{args:?}: {ran:?}"))
+}
+
+/// A mutex, a fair lock with a queued waiter, a read-write lock with two readers and
+/// a waiting writer, and a semaphore with two of three permits held, all under one
+/// stem: `list` and `top` show each with its KIND (the contended first in `top`),
+/// `inspect --kind` shows each kind's facts, and `unlock --force --kind` breaks each
+/// and wakes its waiters.
+async fn every_kind_is_listed_inspected_and_force_unlocked(url: &str) {
+    let stem = common::unique("kinds");
+    let (mutex, fair, rw, sem) = (
+        format!("{stem}:a"),
+        format!("{stem}:b"),
+        format!("{stem}:c"),
+        format!("{stem}:d"),
+    );
+    // A short lease: a holder learns soon (at its next renewal) that it was broken.
+    let client = common::client_with_lease(url, Duration::from_millis(900)).await;
+    let waiters = common::connect(url).await;
+    let mutex_guard = client.lock(&mutex).await.unwrap();
+    let fair_guard = client.fair_lock(&fair).await.unwrap();
+    let (fair_waiter, fair_waiting) = {
+        let (waiters, fair) = (waiters.clone(), fair.clone());
+        let (owner_tx, owner_rx) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            let _ = owner_tx.send(waiters.owner_id());
+            waiters.fair_lock(&fair).await.unwrap()
+        });
+        (owner_rx.await.unwrap(), task)
+    };
+    let reading = client.read_lock(&rw).await.unwrap();
+    let writing = {
+        let (waiters, rw) = (waiters.clone(), rw.clone());
+        tokio::spawn(async move { waiters.write_lock(&rw).await.unwrap() })
+    };
+    let semaphore = client.semaphore(&sem, 3);
+    let permits = [
+        semaphore.acquire().await.unwrap(),
+        semaphore.acquire().await.unwrap(),
+    ];
+    eventually("the fair waiter queues and the writer waits", async || {
+        let locks = client.list(&format!("{stem}:*")).await.unwrap();
+        locks.iter().filter(|info| info.waiting).count() == 2
+    })
+    .await;
+    let pattern = format!("{stem}:*");
+
+    let listed = json_of(url, &["list", &pattern, "--json"]).await;
+    let found: Vec<(String, String)> = listed["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|info| {
+            let field = |name: &str| info[name].as_str().unwrap_or_default().to_owned();
+            (field("name"), field("kind"))
+        })
+        .collect();
+    let expected: Vec<(String, String)> = [
+        (&mutex, "mutex"),
+        (&fair, "fair"),
+        (&rw, "rw"),
+        (&sem, "semaphore"),
+    ]
+    .iter()
+    .map(|(name, kind)| ((*name).clone(), (*kind).to_owned()))
+    .collect();
+    assert_eq!(found, expected, "{listed}");
+    let ran = finish(&mut holdlock_at(url, ["list", &pattern])).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let lines: Vec<&str> = ran.stdout.lines().collect();
+    assert!(lines[0].contains("KIND"), "{lines:#?}");
+    for (name, kind) in &expected {
+        assert!(
+            lines
+                .iter()
+                .any(|line| line.starts_with(name.as_str()) && line.contains(kind.as_str())),
+            "{name} {kind}: {lines:#?}"
+        );
+    }
+
+    // top: the two contended locks (the fair queue, the waiting writer) first.
+    let top = json_of(url, &["top", &pattern, "--once", "--json"]).await;
+    let order: Vec<(&str, bool)> = top["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|info| (info["kind"].as_str().unwrap(), info["waiting"] == true))
+        .collect();
+    assert_eq!(order.len(), 4, "{top}");
+    assert!(order[..2].iter().all(|(_, waiting)| *waiting), "{top}");
+    assert!(order[2..].iter().all(|(_, waiting)| !*waiting), "{top}");
+    let ran = finish(&mut holdlock_at(url, ["top", &pattern, "--once"])).await;
+    assert!(
+        ran.stdout
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .contains("KIND"),
+        "{ran:?}"
+    );
+
+    // inspect --kind: each kind's facts, in the library's schema.
+    let info = json_of(url, &["inspect", &fair, "--kind", "fair", "--json"]).await;
+    assert_eq!(info["kind"], "fair");
+    assert_eq!(info["owners"][0]["id"], fair_guard.owner());
+    assert_eq!(info["fair"]["queue"][0]["owner"], fair_waiter.as_str());
+    assert!(info["fair"]["queue"][0]["waited_ms"].is_u64(), "{info}");
+    assert!(info["fair"]["queue"][0]["since_us"].is_u64(), "{info}");
+    assert_eq!(info["fair"]["grant"], serde_json::Value::Null);
+    let info = json_of(url, &["inspect", &rw, "--kind", "rw", "--json"]).await;
+    assert_eq!(info["kind"], "rw");
+    assert_eq!(info["rw"]["readers"][0]["owner"], reading.owner());
+    assert!(info["rw"]["readers"][0]["lease_ms"].is_u64(), "{info}");
+    assert_eq!(info["rw"]["writer"], serde_json::Value::Null);
+    assert_eq!(info["rw"]["writer_waiting"], true);
+    let info = json_of(url, &["inspect", &sem, "--kind", "semaphore", "--json"]).await;
+    assert_eq!(info["kind"], "semaphore");
+    assert_eq!(info["semaphore"]["permits"], 3);
+    let held = info["semaphore"]["held"].as_array().unwrap();
+    assert_eq!(held.len(), 2, "{info}");
+    assert_eq!(info["owners"][0]["hold_count"], 2);
+    let info = json_of(url, &["inspect", &mutex, "--json"]).await;
+    assert_eq!(info["kind"], "mutex");
+    assert!(
+        info.get("fair").is_none() && info.get("rw").is_none(),
+        "{info}"
+    );
+    // Each kind has keys of its own: the mutex of the fair lock's name is free.
+    let ran = finish(&mut holdlock_at(url, ["inspect", &fair])).await;
+    assert_eq!(ran.code, Some(1), "{ran:?}");
+    let ran = finish(&mut holdlock_at(url, ["inspect", &rw, "--kind", "rw"])).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert!(
+        ran.stdout.contains("SIDE") && ran.stdout.contains("a writer waits"),
+        "{ran:?}"
+    );
+    let ran = finish(&mut holdlock_at(
+        url,
+        ["inspect", &sem, "--kind", "semaphore"],
+    ))
+    .await;
+    assert!(ran.stdout.contains("2 of 3 permits held"), "{ran:?}");
+    let ran = finish(&mut holdlock_at(url, ["inspect", &fair, "--kind", "fair"])).await;
+    assert!(
+        ran.stdout.contains("WAITER") && ran.stdout.contains(&fair_waiter),
+        "{ran:?}"
+    );
+
+    // unlock --force --kind: each is broken and its waiters get in.
+    let unlocked = json_of(
+        url,
+        &["unlock", "--force", "--kind", "fair", &fair, "--json"],
+    )
+    .await;
+    assert_eq!(unlocked["was_locked"], true, "{unlocked}");
+    assert_eq!(unlocked["kind"], "fair");
+    let got = tokio::time::timeout(Duration::from_secs(5), fair_waiting)
+        .await
+        .expect("the fair waiter was handed the lock")
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(3), fair_guard.lost())
+        .await
+        .expect("the fair holder learned it lost");
+    got.unlock().await.unwrap();
+    let ran = finish(&mut holdlock_at(
+        url,
+        ["unlock", "--force", "--kind", "rw", &rw],
+    ))
+    .await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert!(ran.stdout.contains("unlocked"), "{ran:?}");
+    let written = tokio::time::timeout(Duration::from_secs(5), writing)
+        .await
+        .expect("the writer was let in")
+        .unwrap();
+    written.unlock().await.unwrap();
+    let unlocked = json_of(
+        url,
+        &["unlock", "--force", "--kind", "semaphore", &sem, "--json"],
+    )
+    .await;
+    assert_eq!(unlocked["was_locked"], true, "{unlocked}");
+    assert!(client.semaphore(&sem, 3).available().await.unwrap() == 3);
+    let unlocked = json_of(
+        url,
+        &["unlock", "--force", "--kind", "semaphore", &sem, "--json"],
+    )
+    .await;
+    assert_eq!(unlocked["was_locked"], false, "{unlocked}");
+    let ran = finish(&mut holdlock_at(
+        url,
+        ["unlock", "--force", "--kind", "lock", &sem],
+    ))
+    .await;
+    assert_eq!(
+        ran.code,
+        Some(64),
+        "an unknown kind is a usage error: {ran:?}"
+    );
+    mutex_guard.unlock().await.unwrap();
+    drop((reading, permits));
+}

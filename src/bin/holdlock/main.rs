@@ -2,9 +2,9 @@
 //!
 //! ```text
 //! holdlock run NAME [--wait DUR | --no-wait] [--lease DUR] [--once-per DUR] -- CMD ARGS...
-//! holdlock inspect NAME [--json]
-//! holdlock list [PATTERN] [--json]     (keys that are not locks: a warning each, exit 0)
-//! holdlock unlock --force NAME [--json]
+//! holdlock inspect NAME [--kind K] [--json]
+//! holdlock list [PATTERN] [--json]     (every kind; keys that are not locks: a warning each)
+//! holdlock unlock --force [--kind K] NAME [--json]
 //! ```
 //!
 //! `run` takes the lock (with a fencing token), keeps it renewed while CMD runs, and
@@ -31,7 +31,7 @@ use std::process::ExitCode;
 use std::time::SystemTime;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use holdlock::owner_scope;
+use holdlock::{LockKind, owner_scope};
 
 mod admin;
 #[cfg(feature = "bench")]
@@ -43,7 +43,7 @@ mod run;
 mod table;
 mod top;
 
-use admin::LIST_HELP;
+use admin::{KIND_HELP, LIST_HELP, kind_parser};
 #[cfg(feature = "bench")]
 use bench::BenchArgs;
 use connect::{ConnectionArgs, connect};
@@ -73,14 +73,18 @@ enum Subcommands {
     #[command(after_help = RUN_EXIT_STATUS_HELP)]
     Run(RunArgs),
     /// Show who holds the lock NAME (exit status 1 if nobody does).
+    #[command(after_help = KIND_HELP)]
     Inspect {
         /// The lock name.
         name: String,
+        /// The kind of lock.
+        #[arg(long, value_name = "KIND", default_value = "mutex", value_parser = kind_parser())]
+        kind: LockKind,
         /// Print JSON (`null` for a free lock).
         #[arg(long)]
         json: bool,
     },
-    /// List the held locks whose names match a glob.
+    /// List the held locks of every kind whose names match a glob.
     #[command(after_help = LIST_HELP)]
     List {
         /// Glob over lock names (`*`, `?`, `[abc]`).
@@ -90,21 +94,28 @@ enum Subcommands {
         #[arg(long)]
         json: bool,
     },
-    /// Delete the lock NAME whoever holds it (requires --force).
+    /// Break the lock NAME whoever holds it, and wake its waiters (requires --force).
+    ///
+    /// A fair lock goes to its first waiter; every permit of a semaphore and every
+    /// holder of a read-write lock are let go.
+    #[command(after_help = KIND_HELP)]
     Unlock {
         /// Confirm deleting a lock that someone else may hold.
         #[arg(long)]
         force: bool,
+        /// The kind of lock.
+        #[arg(long, value_name = "KIND", default_value = "mutex", value_parser = kind_parser())]
+        kind: LockKind,
         /// The lock name.
         name: String,
         /// Print JSON.
         #[arg(long)]
         json: bool,
     },
-    /// A live view of the locks matching a glob, refreshed every second: owners, lease
-    /// left, token, whether someone waits, how long held (since first seen); the most
-    /// contended and longest held first. Each refresh is one SCAN (COUNT 200 per step)
-    /// and one inspect script per lock found.
+    /// A live view of the locks of every kind matching a glob, refreshed every second:
+    /// kind, owners, lease left, token, whether someone waits, how long held (since
+    /// first seen); the most contended and longest held first. Each refresh is one
+    /// SCAN (COUNT 200 per step) and one inspect script per lock found.
     Top(TopArgs),
     /// Measure lock throughput and hand-off latency on this Redis (workloads W1-W9),
     /// each next to the floor the same Redis sets (see docs/performance.md).
@@ -188,9 +199,13 @@ async fn execute(cli: Cli, started_at: SystemTime) -> Result<u8, Failure> {
     let client = connect(&cli.connection, lease).await?;
     let outcome = match cli.command {
         Subcommands::Run(args) => run::run(&client, &args, started_at).await,
-        Subcommands::Inspect { name, json } => admin::inspect(&client, &name, json).await,
+        Subcommands::Inspect { name, kind, json } => {
+            admin::inspect(&client, kind, &name, json).await
+        }
         Subcommands::List { pattern, json } => admin::list(&client, &pattern, json).await,
-        Subcommands::Unlock { name, json, .. } => admin::force_unlock(&client, &name, json).await,
+        Subcommands::Unlock {
+            name, kind, json, ..
+        } => admin::force_unlock(&client, kind, &name, json).await,
         Subcommands::Top(args) => top::top(&client, &args).await,
         #[cfg(feature = "bench")]
         Subcommands::Bench(args) => bench::bench(&client, &cli.connection, &args).await,

@@ -6,7 +6,7 @@ use std::io::{self, IsTerminal, Write};
 use std::time::Duration;
 
 use clap::Args;
-use holdlock::{LockClient, LockInfo};
+use holdlock::{LockClient, LockInfo, LockKind};
 use tokio::time::Instant;
 
 use crate::duration::{format_duration, parse_duration};
@@ -29,10 +29,10 @@ pub(crate) struct TopArgs {
     interval: Duration,
 }
 
-/// When each (lock, owners) hold was first seen, so that "held" counts across
+/// When each (lock, kind, owners) hold was first seen, so that "held" counts across
 /// refreshes (Redis does not keep when a hold began).
 #[derive(Default)]
-struct FirstSeen(HashMap<(String, Vec<String>), Instant>);
+struct FirstSeen(HashMap<(String, LockKind, Vec<String>), Instant>);
 
 impl FirstSeen {
     /// Forgets holds no longer seen, and returns how long each of `locks` has been seen.
@@ -48,9 +48,9 @@ impl FirstSeen {
     }
 }
 
-fn hold_key(info: &LockInfo) -> (String, Vec<String>) {
+fn hold_key(info: &LockInfo) -> (String, LockKind, Vec<String>) {
     let owners = info.owners.iter().map(|owner| owner.id.clone()).collect();
-    (info.name.clone(), owners)
+    (info.name.clone(), info.kind, owners)
 }
 
 pub(crate) async fn top(client: &LockClient, args: &TopArgs) -> Result<u8, Failure> {
@@ -72,6 +72,7 @@ pub(crate) async fn top(client: &LockClient, args: &TopArgs) -> Result<u8, Failu
                 .then(b_held.cmp(a_held))
                 .then(a.ttl.cmp(&b.ttl))
                 .then(a.name.cmp(&b.name))
+                .then(a.kind.cmp(&b.kind))
         });
         let output = if args.json { json(&rows) } else { table(&rows) };
         let mut stdout = io::stdout().lock();
@@ -89,10 +90,10 @@ pub(crate) async fn top(client: &LockClient, args: &TopArgs) -> Result<u8, Failu
     }
 }
 
-/// NAME, OWNERS (id x holds), TTL, TOKEN, WAITING, HELD (since first seen).
+/// NAME, KIND, OWNERS (id x holds), TTL, TOKEN, WAITING, HELD (since first seen).
 fn table(rows: &[(&LockInfo, Option<Duration>)]) -> String {
     let mut lines = vec![
-        ["NAME", "OWNERS", "TTL", "TOKEN", "WAITING", "HELD"]
+        ["NAME", "KIND", "OWNERS", "TTL", "TOKEN", "WAITING", "HELD"]
             .map(str::to_owned)
             .to_vec(),
     ];
@@ -104,7 +105,12 @@ fn table(rows: &[(&LockInfo, Option<Duration>)]) -> String {
             .collect();
         lines.push(vec![
             info.name.clone(),
-            owners.join(", "),
+            info.kind.to_string(),
+            if owners.is_empty() {
+                "-".to_owned()
+            } else {
+                owners.join(", ")
+            },
             info.ttl.map_or_else(|| "none".to_owned(), format_duration),
             info.fencing_token
                 .map_or_else(|| "-".to_owned(), |token| token.to_string()),
