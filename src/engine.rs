@@ -277,7 +277,7 @@ impl Engine {
                     // next, so the next round enters a fresh hold and takes it afresh.
                     hold.set_count(&mut count, 0);
                     drop(count);
-                    hold.mark_lost("the hold vanished from redis (expired or force-unlocked)");
+                    hold.mark_gone("the hold vanished from redis (expired or force-unlocked)");
                     continue;
                 }
             };
@@ -412,14 +412,23 @@ impl Engine {
             }
             return Err(Unreleased::Final(error));
         }
-        let entry = self.holds.reenter(hold);
+        // A hold given up as lost (its lease about to run out, renewals failing) may
+        // still be in Redis: its owner-checked release is sent all the same, late,
+        // unless a newer hold of the owner has taken its place meanwhile.
+        let late = hold.is_lost();
+        let entry = match late {
+            false => Some(self.holds.reenter(hold)),
+            true => self.holds.reenter_lost(hold),
+        };
         let count = hold.lock_ops().await;
-        if hold.is_lost() || *count == 0 {
+        let superseded = late && !self.holds.is_current(hold);
+        let nothing_to_release = *count == 0 || hold.is_gone() || superseded;
+        let Some(entry) = entry.filter(|_| !nothing_to_release) else {
             if let Some(claim) = claim {
                 claim.discharge();
             }
             return Err(not_held());
-        }
+        };
         let held = *count;
         if held == 1 {
             // The watchdog is stopped once the answer is in (below, or by `settle`), so
@@ -455,7 +464,7 @@ impl Engine {
             _ => {
                 hold.set_count(&mut count, 0);
                 drop(count);
-                hold.mark_lost("released a hold that redis no longer had");
+                hold.mark_gone("released a hold that redis no longer had");
                 Err(not_held())
             }
         }
@@ -496,7 +505,7 @@ impl Engine {
         {
             hold.set_count(&mut count, 0);
             drop(count);
-            hold.mark_lost("the hold vanished from redis (expired or force-unlocked)");
+            hold.mark_gone("the hold vanished from redis (expired or force-unlocked)");
             return Err(not_held());
         }
         hold.set_expiry(sent_at, Some(crate::options::whole_millis(lease_ms)));
@@ -554,7 +563,7 @@ impl Engine {
             }
             if !undone {
                 hold.set_count(&mut count, 0);
-                hold.mark_lost("redis disagrees with the local hold count");
+                hold.mark_gone("redis disagrees with the local hold count");
                 break false;
             }
             // Released here, with the operation lock still held, so that no other call
@@ -568,7 +577,7 @@ impl Engine {
                     // Gone meanwhile (expired or force-unlocked).
                     hold.set_count(&mut count, 0);
                     if held > 0 {
-                        hold.mark_lost("the hold vanished from redis (expired or force-unlocked)");
+                        hold.mark_gone("the hold vanished from redis (expired or force-unlocked)");
                     }
                     break false;
                 }

@@ -37,6 +37,10 @@ pub(crate) struct Hold {
     in_use: AtomicUsize,
     token: AtomicU64,
     lost_flag: AtomicBool,
+    /// The hold is known to be gone from Redis (its field vanished, or Redis disagreed
+    /// with the count): a late release has nothing to free. A hold lost otherwise (its
+    /// lease about to run out, renewals failing) may still be in Redis.
+    gone: AtomicBool,
     /// Told once, when the hold is marked lost.
     lost: Notify,
     /// Set once a renewal landed with less than the client's at-risk share of the lease
@@ -77,6 +81,7 @@ impl Hold {
             in_use: AtomicUsize::new(0),
             token: AtomicU64::new(0),
             lost_flag: AtomicBool::new(false),
+            gone: AtomicBool::new(false),
             lost: Notify::new(),
             at_risk_flag: AtomicBool::new(false),
             at_risk: Notify::new(),
@@ -212,6 +217,19 @@ impl Hold {
             }
             told.await;
         }
+    }
+
+    /// Marks the hold lost because it is known to be gone from Redis (see
+    /// [`is_gone`](Self::is_gone)).
+    pub(crate) fn mark_gone(&self, why: &str) {
+        self.gone.store(true, Ordering::Release);
+        self.mark_lost(why);
+    }
+
+    /// Whether the hold is known to be gone from Redis; a hold lost otherwise may
+    /// still be there until its lease runs out, and a late release frees it.
+    pub(crate) fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::Acquire)
     }
 
     /// Marks the hold lost (once), stops its renewal and tells every waiting guard.
@@ -414,7 +432,10 @@ impl Holds {
             .iter_mut()
             .find(|hold| hold.owner == owner && hold.names.kind == names.kind)
         {
-            Some(slot) if slot.is_lost() => {
+            // A lost hold is replaced only once no call is at work on it (a late
+            // release of it may be in flight: it must not touch the new hold's field).
+            // The caller waits for that call, finds the hold lost and enters again.
+            Some(slot) if slot.is_lost() && slot.ops.try_lock().is_ok() => {
                 *slot = Arc::new(Hold::new(names, owner, 0));
                 Arc::clone(slot)
             }
@@ -426,6 +447,33 @@ impl Holds {
             }
         };
         self.use_registered(&hold)
+    }
+
+    /// Whether `hold` is the one registered for its owner and lock: no newer hold of
+    /// the owner has taken its place.
+    pub(crate) fn is_current(&self, hold: &Arc<Hold>) -> bool {
+        let map = self.map.lock();
+        map.get(hold.names.registry_key())
+            .is_some_and(|holds| holds.iter().any(|current| Arc::ptr_eq(current, hold)))
+    }
+
+    /// Uses `hold`, a hold given up as lost, for a late release: registered again (so
+    /// that the owner's next call waits for the release instead of replacing it while
+    /// the release is in flight), unless a newer hold of the owner has taken its place
+    /// (`None`: a late release would touch that hold's count).
+    pub(crate) fn reenter_lost(self: &Arc<Self>, hold: &Arc<Hold>) -> Option<HoldUse> {
+        let mut map = self.map.lock();
+        let holds = map.entry(hold.names.registry_key().to_owned()).or_default();
+        let same = |other: &Arc<Hold>| {
+            other.owner == hold.owner && other.names.kind == hold.names.kind
+        };
+        match holds.iter().find(|other| same(other)) {
+            Some(current) if !Arc::ptr_eq(current, hold) => return None,
+            Some(_) => {}
+            None => holds.push(Arc::clone(hold)),
+        }
+        drop(map);
+        Some(self.reenter(hold))
     }
 
     /// Uses a hold a guard already has, whether or not it is still registered.
@@ -457,7 +505,7 @@ impl Holds {
     /// Registers a new hold with `count` holds in place of `stale`, whose Redis state
     /// has vanished.
     pub(crate) fn replace(self: &Arc<Self>, stale: &Arc<Hold>, count: u32) -> HoldUse {
-        stale.mark_lost("the hold vanished from redis (expired or force-unlocked)");
+        stale.mark_gone("the hold vanished from redis (expired or force-unlocked)");
         let fresh = Arc::new(Hold::new(&stale.names, &stale.owner, count));
         fresh.in_use.fetch_add(1, Ordering::AcqRel);
         let mut map = self.map.lock();

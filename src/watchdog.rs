@@ -118,7 +118,7 @@ fn spawn(
                 // Released while the renewal was in flight: not a loss.
                 Ok(Ok(false)) if hold.is_releasing() => return,
                 Ok(Ok(false)) => {
-                    hold.mark_lost("the lock's key or owner field is gone (deleted, force-unlocked or expired)");
+                    hold.mark_gone("the lock's key or owner field is gone (deleted, force-unlocked or expired)");
                     return;
                 }
                 Ok(Err(error)) => {

@@ -16,6 +16,9 @@ common::on_every_topology!(
     nested_holds_share_one_watchdog,
     shutdown_finishes_releases_that_dropped_guards_started,
     a_hold_past_its_max_hold_is_no_longer_renewed_and_told_lost,
+    a_late_unlock_of_a_fixed_lease_still_releases_every_kind,
+    a_late_unlock_never_touches_the_owners_newer_hold,
+    a_late_unlock_after_the_lease_ran_out_is_not_held,
 );
 
 async fn a_fixed_lease_is_not_renewed_and_reports_lost_when_it_runs_out(url: &str) {
@@ -507,4 +510,75 @@ async fn a_hold_past_its_max_hold_is_no_longer_renewed_and_told_lost(url: &str) 
             ..
         })
     ));
+}
+
+/// A fixed lease past 90 % (the guard reports it lost) whose holder unlocks late but
+/// before Redis expires it: the owner-checked release is still sent, `unlock()` is
+/// `Ok`, and the lock is free at once for another client, for every kind.
+async fn a_late_unlock_of_a_fixed_lease_still_releases_every_kind(url: &str) {
+    use holdlock::Held;
+    let client = common::connect(url).await;
+    let other = common::connect(url).await;
+    let name = common::unique("late-unlock");
+    let lease = Duration::from_millis(1_000);
+    let options = || LockOptions::new().lease(lease);
+    let late = Duration::from_millis(930);
+    // The mutex.
+    let guard = client.lock_with(&name, options()).await.unwrap().unwrap();
+    tokio::time::sleep(late).await;
+    assert!(guard.is_lost(), "given up at 90 %");
+    guard.unlock().await.expect("released late");
+    assert!(other.try_lock(&name).await.unwrap().is_some(), "still held after a late unlock");
+    // The fair lock, both sides of the read-write lock, a semaphore permit.
+    let fair = client.fair_lock_with(&name, options()).await.unwrap().unwrap();
+    let read = client.read_lock_with(&name, options()).await.unwrap().unwrap();
+    let permit = client
+        .semaphore(name.as_str(), 1)
+        .acquire_with(options())
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(late).await;
+    assert!(fair.is_lost() && read.is_lost() && Held::is_lost(&permit));
+    fair.unlock().await.expect("fair released late");
+    read.unlock().await.expect("read released late");
+    permit.release().await.expect("permit released late");
+    assert!(other.try_fair_lock(&name).await.unwrap().is_some());
+    let write = client.write_lock_with(&name, options()).await.unwrap().unwrap();
+    tokio::time::sleep(late).await;
+    write.unlock().await.expect("write released late");
+    assert!(other.try_write_lock(&name).await.unwrap().is_some());
+    assert!(other.semaphore(name.as_str(), 1).try_acquire().await.unwrap().is_some());
+}
+
+/// An owner whose fixed-lease guard was given up as lost takes the lock again (a new
+/// hold), then unlocks the old guard late: the late release must not touch the new
+/// hold, which stays held with its count.
+async fn a_late_unlock_never_touches_the_owners_newer_hold(url: &str) {
+    let client = common::connect(url).await;
+    let name = common::unique("late-unlock-newer");
+    let options = LockOptions::new().lease(Duration::from_millis(1_000));
+    let old = client.lock_with(&name, options).await.unwrap().unwrap();
+    tokio::time::sleep(Duration::from_millis(930)).await;
+    assert!(old.is_lost());
+    let new = client.lock(&name).await.unwrap();
+    assert_eq!(new.hold_count(), 1);
+    let late = old.unlock().await;
+    assert!(matches!(late, Err(LockError::NotHeld { .. })), "{late:?}");
+    let held = common::hold_count(client.redis(), &name, new.owner()).await;
+    assert_eq!(held, Some(1), "the late release touched the new hold");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!new.is_lost());
+    new.unlock().await.unwrap();
+}
+
+/// A late unlock after Redis has expired the hold is `NotHeld`, and changes nothing.
+async fn a_late_unlock_after_the_lease_ran_out_is_not_held(url: &str) {
+    let client = common::connect(url).await;
+    let name = common::unique("late-unlock-expired");
+    let options = LockOptions::new().lease(Duration::from_millis(300));
+    let guard = client.lock_with(&name, options).await.unwrap().unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let late = guard.unlock().await;
+    assert!(matches!(late, Err(LockError::NotHeld { .. })), "{late:?}");
 }

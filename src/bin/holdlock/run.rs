@@ -89,7 +89,12 @@ impl RunArgs {
     }
 
     fn lock_options(&self) -> LockOptions {
-        let mut options = LockOptions::new().with_fencing();
+        // A lock's token goes to the command (HOLDLOCK_TOKEN); a permit, shared with
+        // the other permits' holders, has none.
+        let mut options = match self.permits {
+            Some(_) => LockOptions::new(),
+            None => LockOptions::new().with_fencing(),
+        };
         if let Some(max_hold) = self.max_hold {
             options = options.max_hold(max_hold);
         }
