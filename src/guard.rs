@@ -268,9 +268,15 @@ impl LockGuard {
     /// Releases this hold now. The lock is deleted (and its waiters woken) when the
     /// owner's last hold is released.
     ///
+    /// A hold the guard has given up as [lost](Self::is_lost) may still be in Redis (a
+    /// fixed lease past nine tenths, renewals that kept failing): it is released all
+    /// the same, checked against the owner, so a job that overran its planned lease
+    /// frees the lock at once instead of leaving it held until the lease runs out.
+    ///
     /// # Errors
-    /// [`LockError::NotHeld`] if the hold was already lost; [`LockError::Redis`] if
-    /// Redis could not be reached (the hold then expires within its lease);
+    /// [`LockError::NotHeld`] if the hold was gone from Redis (expired, force-unlocked,
+    /// or replaced by a newer hold of the same owner); [`LockError::Redis`] if Redis
+    /// could not be reached (the hold then expires within its lease);
     /// [`LockError::Shutdown`].
     ///
     /// If Redis refuses the release (it changed nothing, e.g. `NOREPLICAS` or `OOM`),
