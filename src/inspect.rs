@@ -377,8 +377,10 @@ pub struct LockOwner {
 pub struct FairInfo {
     /// The live waits, first come first: the lock goes to the first when it is freed.
     pub queue: Vec<FairWaiter>,
-    /// The wait a release (or a force-unlock) handed the lock to, until that wait's
-    /// next attempt claims it; `None` once claimed or when no hand-off is pending.
+    /// The wait a release (or a force-unlock) handed the lock to, while the hand-off
+    /// stands: until an attempt of that wait claims the lock afresh (a waiter that
+    /// took the hand-off on its message holds the lock under it, and is among the
+    /// owners). `None` when no hand-off stands.
     #[cfg_attr(feature = "serde", serde(default))]
     pub grant: Option<FairGrant>,
 }
