@@ -176,7 +176,10 @@ impl LockClient {
         let options = options.resolve(self.engine.config())?;
         match options.deadline()? {
             None => Ok(self.wait_for(name, options, Forever).await?.ok()),
-            Some(deadline) => Ok(self.wait_for(name, options, deadline).await?.ok()),
+            Some(deadline) => {
+                let call = self.wait_for(name, options, deadline);
+                Ok(within_budget(deadline, call).await?.ok())
+            }
         }
     }
 
@@ -375,6 +378,27 @@ impl LockClient {
     /// The engine, for the other parts of the API (cron claims, fencing).
     pub(crate) fn engine(&self) -> &Arc<Engine> {
         &self.engine
+    }
+}
+
+/// How long past its wait a call with a wait may take to return when Redis does not
+/// answer (it is unreachable, paused or reconnecting): the time one round trip may
+/// reasonably take. Without it, such a call would wait out the command timeout and the
+/// reconnection window (10 s with the defaults) whatever its wait.
+pub(crate) const ANSWER_GRACE: Duration = Duration::from_millis(250);
+
+/// `call`, a lock call that gives up waiting at `deadline`, held to its caller's
+/// budget: if it has not returned by `deadline` plus [`ANSWER_GRACE`] (Redis did not
+/// answer an attempt in time), it is dropped and fails with
+/// [`LockError::unanswered`]. Dropping is cancel safe: an attempt whose outcome is
+/// unknown is settled in the background, and nothing is left held.
+pub(crate) async fn within_budget<T>(
+    deadline: Instant,
+    call: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    match tokio::time::timeout_at(deadline + ANSWER_GRACE, call).await {
+        Ok(result) => result,
+        Err(_) => Err(LockError::unanswered()),
     }
 }
 

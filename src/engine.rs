@@ -339,6 +339,8 @@ impl Engine {
         hold.set_token(0);
         hold.set_granted(refused_at, options.max_hold.map(|max| refused_at + max));
         hold.set_expiry(granted_at, None);
+        // The hand-off's lease, a claim window, was set before its message came.
+        hold.lease_set_now(CLAIM_WINDOW.min(lease));
         // Renewed as a hold of a claim window's lease would be (a third of the way), so
         // a hand-off released soon after costs no renewal.
         let first_renewal = refused_at + renewal_period(CLAIM_WINDOW.min(lease));
@@ -356,6 +358,11 @@ impl Engine {
         sent_at: Instant,
     ) {
         let hold = &entry.hold;
+        if !hold.has_watchdog() || options.watchdog {
+            // This grant set the lease Redis keeps (a re-entry under a running watchdog
+            // leaves it alone).
+            hold.lease_set_now(options.lease());
+        }
         if hold.count() == 1 {
             // A fresh hold: its token and renewal cap are its own; nested holds share them.
             hold.set_token(token);
@@ -437,7 +444,17 @@ impl Engine {
         }
         let lease = self.config.lease;
         let in_flight = InFlight::new(self, Op::Release, entry, count, lease, claim);
-        let reply = self.protocol.release(&hold.names, &hold.owner, held).await;
+        let release = self.protocol.release(&hold.names, &hold.owner, held);
+        let reply = match hold.lease_ends_by().filter(|_| late) {
+            // A late release is worth waiting for only until Redis has expired the
+            // hold anyway (an unreachable Redis would hold it up for the command
+            // timeout): past that, there is nothing left to release.
+            Some(ends_by) => match tokio::time::timeout_at(ends_by, release).await {
+                Ok(reply) => reply,
+                Err(_) => Ok(None),
+            },
+            None => release.await,
+        };
         if let Err(error) = reply {
             if error.outcome_unknown() {
                 // Maybe ran: settling finds out, and completes it if it did not.
@@ -508,7 +525,9 @@ impl Engine {
             hold.mark_gone("the hold vanished from redis (expired or force-unlocked)");
             return Err(not_held());
         }
-        hold.set_expiry(sent_at, Some(crate::options::whole_millis(lease_ms)));
+        let lease = crate::options::whole_millis(lease_ms);
+        hold.set_expiry(sent_at, Some(lease));
+        hold.lease_set_now(lease);
         Ok(())
     }
 

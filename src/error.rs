@@ -441,6 +441,15 @@ impl LockError {
     /// Whether the call that failed may have run: its reply was lost in transit. Every
     /// other error (one Redis replied with, or found before sending) means nothing was
     /// done.
+    /// Redis did not answer within a call's wait (see `client::within_budget`): a
+    /// [`LockError::Redis`] of kind `Timeout`.
+    pub(crate) fn unanswered() -> Self {
+        LockError::Redis(fred::error::Error::new(
+            fred::error::ErrorKind::Timeout,
+            "redis did not answer within the call's wait",
+        ))
+    }
+
     pub(crate) fn outcome_unknown(&self) -> bool {
         matches!(self, LockError::Redis(error) if classify(error) == Cause::InTransit)
     }

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::{Forever, GiveUp, LockClient};
+use crate::client::{Forever, GiveUp, LockClient, within_budget};
 use crate::engine::{Attempt, Engine};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
@@ -117,7 +117,10 @@ impl LockClient {
         let options = options.resolve(self.engine().config())?;
         match options.deadline()? {
             None => Ok(self.wait_in_queue(name, options, Forever).await?.ok()),
-            Some(deadline) => Ok(self.wait_in_queue(name, options, deadline).await?.ok()),
+            Some(deadline) => {
+                let call = self.wait_in_queue(name, options, deadline);
+                Ok(within_budget(deadline, call).await?.ok())
+            }
         }
     }
 

@@ -55,6 +55,10 @@ pub(crate) struct Hold {
     /// For a fixed lease: when the hold counts as lost, a little before Redis expires
     /// it (see `watchdog::lost_deadline`).
     expires_at: Mutex<Option<Instant>>,
+    /// When Redis will have expired the hold at the latest, unless renewed again: a
+    /// lease after the last grant, renewal or extension was answered. A late release
+    /// waits no longer than this (after it, there is nothing left to release).
+    lease_ends_by: Mutex<Option<Instant>>,
     watchdog: Mutex<Watchdog>,
     /// When the grant that raised the count from 0 was sent, and when the watchdog
     /// stops renewing (see `LockOptions::max_hold`; `None`: never).
@@ -87,6 +91,7 @@ impl Hold {
             at_risk: Notify::new(),
             margin_ms: AtomicU64::new(u64::MAX),
             expires_at: Mutex::new(None),
+            lease_ends_by: Mutex::new(None),
             watchdog: Mutex::new(Watchdog::Off),
             times: Mutex::new((None, None)),
             #[cfg(feature = "metrics")]
@@ -176,6 +181,18 @@ impl Hold {
         self.owner
             .strip_prefix(owner)
             .is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
+    }
+
+    /// Records that Redis set the hold's lease to `lease` by now (a grant, renewal or
+    /// extension just answered).
+    pub(crate) fn lease_set_now(&self, lease: Duration) {
+        *self.lease_ends_by.lock() = Some(Instant::now() + lease);
+    }
+
+    /// When Redis will have expired the hold at the latest (see
+    /// [`lease_set_now`](Self::lease_set_now)); `None` if unknown.
+    pub(crate) fn lease_ends_by(&self) -> Option<Instant> {
+        *self.lease_ends_by.lock()
     }
 
     /// Records a fixed lease granted at `sent_at`, or clears it when a watchdog renews.
@@ -464,9 +481,8 @@ impl Holds {
     pub(crate) fn reenter_lost(self: &Arc<Self>, hold: &Arc<Hold>) -> Option<HoldUse> {
         let mut map = self.map.lock();
         let holds = map.entry(hold.names.registry_key().to_owned()).or_default();
-        let same = |other: &Arc<Hold>| {
-            other.owner == hold.owner && other.names.kind == hold.names.kind
-        };
+        let same =
+            |other: &Arc<Hold>| other.owner == hold.owner && other.names.kind == hold.names.kind;
         match holds.iter().find(|other| same(other)) {
             Some(current) if !Arc::ptr_eq(current, hold) => return None,
             Some(_) => {}

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::LockClient;
+use crate::client::{LockClient, within_budget};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::held::{Held, Sealed};
@@ -120,10 +120,26 @@ impl LockClient {
         I::Item: AsRef<str>,
     {
         let names = self.lock_order(names)?;
-        let deadline = options.resolve(self.engine().config())?.deadline()?;
+        match options.resolve(self.engine().config())?.deadline()? {
+            Some(deadline) => {
+                let call = self.take_all(&names, &options, Some(deadline));
+                within_budget(deadline, call).await
+            }
+            None => self.take_all(&names, &options, None).await,
+        }
+    }
+
+    /// Takes every lock of `names` (in lock order) with `options`, giving up at
+    /// `deadline`.
+    async fn take_all(
+        &self,
+        names: &[String],
+        options: &LockOptions,
+        deadline: Option<Instant>,
+    ) -> Result<Option<MultiGuard>> {
         let mut taken = Taken(Vec::with_capacity(names.len()));
         loop {
-            for name in &names {
+            for name in names {
                 let member = match deadline {
                     // Whatever is left of the wait; a single try once it is spent.
                     Some(deadline) => options

@@ -12,7 +12,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::{Forever, GiveUp, LockClient};
+use crate::client::{Forever, GiveUp, LockClient, within_budget};
 use crate::engine::{Attempt, HoldClaim};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
@@ -192,7 +192,10 @@ impl LockClient {
         let resolved = options.resolve_for(self.engine().config(), side)?;
         match resolved.deadline()? {
             None => Ok(self.take_side(name, side, options, Forever).await?.ok()),
-            Some(deadline) => Ok(self.take_side(name, side, options, deadline).await?.ok()),
+            Some(deadline) => {
+                let call = self.take_side(name, side, options, deadline);
+                Ok(within_budget(deadline, call).await?.ok())
+            }
         }
     }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::client::{Forever, GiveUp, LockClient};
+use crate::client::{Forever, GiveUp, LockClient, within_budget};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::held::{Held, Sealed};
@@ -191,7 +191,9 @@ impl Semaphore {
         let options = self.resolve(&options)?;
         match options.deadline()? {
             None => Ok(self.take(options, Forever).await?.ok()),
-            Some(deadline) => Ok(self.take(options, deadline).await?.ok()),
+            Some(deadline) => Ok(within_budget(deadline, self.take(options, deadline))
+                .await?
+                .ok()),
         }
     }
 

@@ -106,6 +106,7 @@ fn spawn(
                     // The lease left when this renewal landed, by the last one's clock.
                     let margin = (renewed_at + lease).saturating_duration_since(Instant::now());
                     hold.record_margin(margin);
+                    hold.lease_set_now(lease);
                     if margin < risky {
                         hold.warn_at_risk(&format!(
                             "a renewal landed with {margin:?} of the {lease:?} lease left \

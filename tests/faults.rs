@@ -306,3 +306,148 @@ async fn a_lost_reply_whose_outcome_cannot_be_read_is_never_sent_again() {
         "the re-entry ran exactly once"
     );
 }
+
+/// Runs one call of every kind with a 500 ms wait, each in a task of its own, and
+/// checks that each returned within its wait plus the grace for one round trip (with a
+/// timeout error or `None`): Redis is not answering.
+async fn every_kind_returns_within_its_budget(client: &LockClient, name: &str, when: &str) {
+    use futures::future::BoxFuture;
+    use holdlock::LockOptions;
+    let wait = Duration::from_millis(500);
+    let options = move || LockOptions::new().wait(wait);
+    type Call = BoxFuture<'static, holdlock::Result<bool>>;
+    let calls: Vec<(&str, Call)> = {
+        let c = || client.clone();
+        let n = || name.to_owned();
+        let (a, b, c2, d, e, f, g) = (c(), c(), c(), c(), c(), c(), c());
+        let (na, nb, nc, nd, ne, nf, ng) = (n(), n(), n(), n(), n(), n(), n());
+        vec![
+            (
+                "lock_with",
+                Box::pin(async move { a.lock_with(&na, options()).await.map(|g| g.is_some()) }),
+            ),
+            (
+                "try_lock",
+                Box::pin(async move { b.try_lock(&nb).await.map(|g| g.is_some()) }),
+            ),
+            (
+                "fair_lock_with",
+                Box::pin(
+                    async move { c2.fair_lock_with(&nc, options()).await.map(|g| g.is_some()) },
+                ),
+            ),
+            (
+                "read_lock_with",
+                Box::pin(
+                    async move { d.read_lock_with(&nd, options()).await.map(|g| g.is_some()) },
+                ),
+            ),
+            (
+                "write_lock_with",
+                Box::pin(
+                    async move { e.write_lock_with(&ne, options()).await.map(|g| g.is_some()) },
+                ),
+            ),
+            (
+                "acquire_with",
+                Box::pin(async move {
+                    f.semaphore(nf, 2)
+                        .acquire_with(options())
+                        .await
+                        .map(|p| p.is_some())
+                }),
+            ),
+            (
+                "lock_all_with",
+                Box::pin(async move {
+                    g.lock_all_with([format!("{ng}-1"), format!("{ng}-2")], options())
+                        .await
+                        .map(|m| m.is_some())
+                }),
+            ),
+        ]
+    };
+    let tasks: Vec<_> = calls
+        .into_iter()
+        .map(|(call, future)| {
+            tokio::spawn(async move {
+                let start = Instant::now();
+                let result = future.await;
+                (call, start.elapsed(), result)
+            })
+        })
+        .collect();
+    for task in tasks {
+        let (call, took, result) = task.await.unwrap();
+        assert!(
+            took < wait + Duration::from_millis(250 + 250),
+            "{when}: {call} took {took:?} ({result:?})"
+        );
+        assert!(
+            matches!(result, Ok(false)) || matches!(&result, Err(error) if error.is_redis()),
+            "{when}: {call} returned {result:?}"
+        );
+    }
+}
+
+/// A call with a wait returns within its wait (plus a round trip's grace) when Redis
+/// does not answer, paused (`CLIENT PAUSE`) or stopped, for every kind; once the pause
+/// ends, nothing is left held (attempts whose outcome was unknown were settled).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_wait_honours_its_budget_when_redis_does_not_answer() {
+    use fred::interfaces::{ClientLike, KeysInterface};
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let name = common::unique("budget");
+    server.command(&["CLIENT", "PAUSE", "1500", "ALL"]).unwrap();
+    every_kind_returns_within_its_budget(&client, &name, "paused").await;
+    // After the pause, every attempt the budget cut short has been settled.
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    let pattern = format!(
+        "{}*",
+        common::key(&name).replace('{', "\\{").replace('}', "\\}")
+    );
+    let left: Vec<String> = client
+        .redis()
+        .custom(
+            fred::types::CustomCommand::new_static(
+                "KEYS",
+                fred::types::ClusterHash::FirstKey,
+                false,
+            ),
+            vec![pattern],
+        )
+        .await
+        .unwrap();
+    assert!(
+        left.iter()
+            .all(|key| key.ends_with(":token") || key.ends_with(":rw")),
+        "left behind: {left:?}"
+    );
+    for key in left.iter().filter(|key| key.ends_with(":rw")) {
+        // A read-write lock's key may outlive its holders as a writer's mark only.
+        let fields: Vec<String> = client
+            .redis()
+            .custom(
+                fred::types::CustomCommand::new_static(
+                    "HKEYS",
+                    fred::types::ClusterHash::FirstKey,
+                    false,
+                ),
+                vec![key.clone()],
+            )
+            .await
+            .unwrap();
+        assert!(
+            fields.iter().all(|f| f == "writer_waits" || f == "waiting"),
+            "{key}: {fields:?}"
+        );
+    }
+    let _: i64 = client
+        .redis()
+        .exists(common::key(&name).as_str())
+        .await
+        .unwrap();
+    drop(server);
+    every_kind_returns_within_its_budget(&client, &name, "stopped").await;
+}
