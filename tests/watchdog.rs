@@ -528,10 +528,21 @@ async fn a_late_unlock_of_a_fixed_lease_still_releases_every_kind(url: &str) {
     tokio::time::sleep(late).await;
     assert!(guard.is_lost(), "given up at 90 %");
     guard.unlock().await.expect("released late");
-    assert!(other.try_lock(&name).await.unwrap().is_some(), "still held after a late unlock");
+    assert!(
+        other.try_lock(&name).await.unwrap().is_some(),
+        "still held after a late unlock"
+    );
     // The fair lock, both sides of the read-write lock, a semaphore permit.
-    let fair = client.fair_lock_with(&name, options()).await.unwrap().unwrap();
-    let read = client.read_lock_with(&name, options()).await.unwrap().unwrap();
+    let fair = client
+        .fair_lock_with(&name, options())
+        .await
+        .unwrap()
+        .unwrap();
+    let read = client
+        .read_lock_with(&name, options())
+        .await
+        .unwrap()
+        .unwrap();
     let permit = client
         .semaphore(name.as_str(), 1)
         .acquire_with(options())
@@ -544,11 +555,22 @@ async fn a_late_unlock_of_a_fixed_lease_still_releases_every_kind(url: &str) {
     read.unlock().await.expect("read released late");
     permit.release().await.expect("permit released late");
     assert!(other.try_fair_lock(&name).await.unwrap().is_some());
-    let write = client.write_lock_with(&name, options()).await.unwrap().unwrap();
+    let write = client
+        .write_lock_with(&name, options())
+        .await
+        .unwrap()
+        .unwrap();
     tokio::time::sleep(late).await;
     write.unlock().await.expect("write released late");
     assert!(other.try_write_lock(&name).await.unwrap().is_some());
-    assert!(other.semaphore(name.as_str(), 1).try_acquire().await.unwrap().is_some());
+    assert!(
+        other
+            .semaphore(name.as_str(), 1)
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_some()
+    );
 }
 
 /// An owner whose fixed-lease guard was given up as lost takes the lock again (a new
