@@ -10,6 +10,9 @@
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  "try" for a single try that will not wait: a refusal then leaves the
 --          `waiting` mark alone (nobody waits for the release it would publish)
+-- ARGV[4]  data to keep with a fresh hold (field `data:<owner>`, shown by inspect),
+--          or empty for none; it goes with the hold (the key is deleted with the
+--          last release)
 --
 -- A hold the caller already has is raised by `reenter.lua` instead.
 --
@@ -57,7 +60,7 @@ if pttl ~= -2 then
       mine = true
     elseif field == 'waiting' then
       named = fields[i + 1]
-    elseif field ~= 'token' then
+    elseif field ~= 'token' and string.sub(field, 1, 5) ~= 'data:' then
       holder = field
     end
   end
@@ -85,6 +88,9 @@ end
 -- A field of ours still here is a hold the caller already gave up as lost (its lease
 -- was about to run out, so its guards did not release it): start over.
 redis.call('hset', key, owner, 1)
+if ARGV[4] and ARGV[4] ~= '' then
+  redis.call('hset', key, 'data:' .. owner, ARGV[4])
+end
 redis.call('pexpire', key, lease)
 if not fenced then
   return { 1, 0 }

@@ -15,6 +15,7 @@
 --          handed to this wait is claimed; a hold of the owner under any other grant
 --          is one it gave up (as lost, or in an earlier wait), which goes to the first
 --          waiter
+-- ARGV[7]  data to keep with a fresh hold (field `data:<owner>`), or empty for none
 --
 -- Waiters are served in the order their waits began (their first refused attempt):
 -- a free lock goes to the first live waiter, never to a later caller. A lock handed to
@@ -48,6 +49,9 @@ fair.drop_dead_waiters(now_ms)
 local function hold_afresh()
   redis.call('hdel', key, 'claim')
   redis.call('hset', key, owner, 1)
+  if ARGV[7] and ARGV[7] ~= '' then
+    redis.call('hset', key, 'data:' .. owner, ARGV[7])
+  end
   redis.call('pexpire', key, ARGV[2])
   redis.call('zrem', queue, waiter)
   redis.call('zrem', alive, waiter)

@@ -35,7 +35,7 @@ end
 function leases.drop_expired(hash, set, now)
   local gone = redis.call('zrangebyscore', set, '-inf', now)
   for _, holder in ipairs(gone) do
-    redis.call('hdel', hash, holder)
+    redis.call('hdel', hash, holder, 'data:' .. holder)
   end
   if #gone > 0 then
     redis.call('zremrangebyscore', set, '-inf', now)

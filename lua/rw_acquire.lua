@@ -15,6 +15,8 @@
 -- ARGV[3]  "read" or "write"
 -- ARGV[4]  "wait" if the caller waits when refused; anything else for a single try
 -- ARGV[5]  how long (ms) a waiting writer keeps new readers out without asking again
+-- ARGV[6]  data to keep with a fresh hold of this side (field `data:<holder field>`,
+--          dropped with the holder), or empty for none
 --
 -- Many owners may hold the read lock together; the write lock excludes everyone else,
 -- except that the writer may also take the read lock of its own name. Both are
@@ -48,6 +50,9 @@ leases.drop_expired(key, set, now)
 local field = mode == 'write' and owner .. ':w' or owner
 local function hold()
   local count = redis.call('hincrby', key, field, 1)
+  if count == 1 and ARGV[6] and ARGV[6] ~= '' then
+    redis.call('hset', key, 'data:' .. field, ARGV[6])
+  end
   -- A nested hold never shortens the deadline an earlier one set.
   local deadline = math.max(now + lease, tonumber(redis.call('zscore', set, field) or 0))
   leases.hold_until(key, set, field, deadline)

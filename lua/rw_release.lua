@@ -19,7 +19,7 @@ end
 if count > 0 then
   return count
 end
-redis.call('hdel', key, field)
+redis.call('hdel', key, field, 'data:' .. field)
 redis.call('zrem', set, field)
 local now = leases.now()
 leases.drop_expired(key, set, now)

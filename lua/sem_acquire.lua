@@ -9,6 +9,8 @@
 -- ARGV[3]  the number of permits the caller asks within
 -- ARGV[4]  "wait" if the caller waits for a release when refused (sets `waiting`, so
 --          that the next release publishes); anything else for a single try
+-- ARGV[5]  data to keep with the permit (field `data:<permit id>`, dropped with it),
+--          or empty for none
 --
 -- Granted:  { 1, 0 }
 -- Busy:     { 0, ms until the first permit's deadline }
@@ -28,6 +30,9 @@ if stored and tonumber(stored) ~= permits and redis.call('zcard', set) > 0 then
 end
 if redis.call('zscore', set, id) or redis.call('zcard', set) < permits then
   redis.call('hset', key, id, 1, 'permits', permits)
+  if ARGV[5] and ARGV[5] ~= '' then
+    redis.call('hset', key, 'data:' .. id, ARGV[5])
+  end
   leases.hold_until(key, set, id, now + tonumber(ARGV[2]))
   return { 1, 0 }
 end

@@ -15,6 +15,7 @@ local key, leases, id = KEYS[1], KEYS[2], ARGV[1]
 if redis.call('hdel', key, id) == 0 then
   return -1
 end
+redis.call('hdel', key, 'data:' .. id)
 redis.call('zrem', leases, id)
 local waiting = redis.call('hget', key, 'waiting')
 if redis.call('zcard', leases) == 0 then

@@ -223,7 +223,7 @@ impl LockClient {
         let (holder, names, tried) = match holder {
             LocalHolder::Owner(entry) => {
                 let names = Arc::clone(&entry.hold.names);
-                let attempt = self.engine.acquire(&names, &owner, options, Some(entry));
+                let attempt = self.engine.acquire(&names, &owner, &options, Some(entry));
                 match attempt.await? {
                     Attempt::Granted(claim) => return Ok(Ok(LockGuard::new(claim))),
                     Attempt::Busy { .. } => (LocalHolder::Nobody, names, true),
@@ -252,7 +252,7 @@ impl LockClient {
         // A single try never waits in line (its deadline has passed by now).
         if options.wait == Some(Duration::ZERO) {
             if first_try {
-                let attempt = self.engine.acquire(names, owner, options, None);
+                let attempt = self.engine.acquire(names, owner, &options, None);
                 if let Attempt::Granted(claim) = attempt.await? {
                     return Ok(Ok(claim));
                 }
@@ -272,7 +272,7 @@ impl LockClient {
         let first_turn = ticket.try_turn();
         let mut busy = None;
         if first_turn.is_some() {
-            match self.engine.acquire(names, owner, options, None).await? {
+            match self.engine.acquire(names, owner, &options, None).await? {
                 Attempt::Granted(claim) => return Ok(Ok(claim)),
                 Attempt::Busy { pttl, .. } => busy = Some(pttl),
             }
@@ -288,7 +288,7 @@ impl LockClient {
             loop {
                 let attempt = match busy.take() {
                     Some(pttl) => Attempt::Busy { pttl, place: None },
-                    None => self.engine.acquire(names, owner, options, None).await?,
+                    None => self.engine.acquire(names, owner, &options, None).await?,
                 };
                 let pttl = match attempt {
                     Attempt::Granted(claim) => return Ok(Ok(claim)),

@@ -208,7 +208,7 @@ impl Engine {
         self: &Arc<Self>,
         names: &Arc<LockNames>,
         owner: &str,
-        options: ResolvedOptions,
+        options: &ResolvedOptions,
         mut entered: Option<HoldUse>,
     ) -> Result<Attempt> {
         loop {
@@ -320,7 +320,7 @@ impl Engine {
         self: &Arc<Self>,
         names: &Arc<LockNames>,
         owner: &str,
-        options: ResolvedOptions,
+        options: &ResolvedOptions,
         refused_at: Instant,
     ) -> Option<HoldClaim> {
         let lease = options.lease();
@@ -353,7 +353,7 @@ impl Engine {
     fn record_grant(
         self: &Arc<Self>,
         entry: &HoldUse,
-        options: ResolvedOptions,
+        options: &ResolvedOptions,
         token: u64,
         sent_at: Instant,
     ) {

@@ -143,9 +143,22 @@ impl LockClient {
         options: ResolvedOptions,
         give_up: D,
     ) -> Result<Result<LockGuard, D::GaveUp>> {
+        self.engine().check_running()?;
+        let names = fair_names(&self.engine().config().prefix, name)?;
+        self.queue_at(names, options, give_up).await
+    }
+
+    /// Takes the fair lock whose keys are `names` (a fair lock's, or an election's:
+    /// see `election.rs`) for the current owner, queueing until `give_up`.
+    pub(crate) async fn queue_at<D: GiveUp>(
+        &self,
+        names: LockNames,
+        options: ResolvedOptions,
+        give_up: D,
+    ) -> Result<Result<LockGuard, D::GaveUp>> {
         let engine = self.engine();
         engine.check_running()?;
-        let names = Arc::new(fair_names(&engine.config().prefix, name)?);
+        let names = Arc::new(names);
         let owner = self.owner_id();
         observe::record_owner(&owner);
         // Every attempt of this call names its wait: it queues as an entry of its own
@@ -160,7 +173,7 @@ impl LockClient {
             .await
         {
             // A re-entry; if the hold went away meanwhile, the owner queues afresh.
-            let attempt = engine.acquire(&names, &owner, options, Some(entry));
+            let attempt = engine.acquire(&names, &owner, &options, Some(entry));
             if let Attempt::Granted(claim) = attempt.await? {
                 return Ok(Ok(LockGuard::new(claim)));
             }
@@ -175,22 +188,26 @@ impl LockClient {
             queued: options.wait != Some(Duration::ZERO),
         };
         // A hand-off may be taken on its message alone by a waiter whose lease the
-        // watchdog keeps, that draws no token (the claim attempt draws it) and that
-        // waits for no replica (the claim attempt is acknowledged).
-        let may_adopt = options.watchdog && !options.fenced && options.min_replicas.is_none();
+        // watchdog keeps, that draws no token (the claim attempt draws it), waits for
+        // no replica (the claim attempt is acknowledged) and keeps no data (the claim
+        // attempt writes it).
+        let may_adopt = options.watchdog
+            && !options.fenced
+            && options.min_replicas.is_none()
+            && options.data.is_none();
         let waiting = async {
             loop {
                 let sent_at = Instant::now();
                 // `refused_at`: when this refused attempt was sent, if it reported the
                 // wait queued.
-                let (pttl, refused_at) = match engine.acquire(&names, &owner, options, None).await?
-                {
-                    Attempt::Granted(claim) => {
-                        place.queued = false;
-                        return Ok(Ok(LockGuard::new(claim)));
-                    }
-                    Attempt::Busy { pttl, place: at } => (pttl, at.map(|_| sent_at)),
-                };
+                let (pttl, refused_at) =
+                    match engine.acquire(&names, &owner, &options, None).await? {
+                        Attempt::Granted(claim) => {
+                            place.queued = false;
+                            return Ok(Ok(LockGuard::new(claim)));
+                        }
+                        Attempt::Busy { pttl, place: at } => (pttl, at.map(|_| sent_at)),
+                    };
                 if let Some(gave_up) = give_up.passed() {
                     return Ok(Err(gave_up));
                 }
@@ -221,7 +238,7 @@ impl LockClient {
                     handed_at == Some(place.wait) && refused_at.elapsed() < CLAIM_WINDOW / 2
                 };
                 if let Some(refused_at) = refused_at.filter(|&at| may_adopt && fresh(at)) {
-                    let adopted = engine.adopt_handed(&names, &owner, options, refused_at);
+                    let adopted = engine.adopt_handed(&names, &owner, &options, refused_at);
                     if let Some(claim) = adopted.await {
                         place.queued = false;
                         return Ok(Ok(LockGuard::new(claim)));

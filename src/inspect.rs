@@ -354,6 +354,14 @@ pub struct LockOwner {
     pub id: String,
     /// How many nested holds it has (for a semaphore: how many permits).
     pub hold_count: u32,
+    /// The data its hold was taken with ([`LockOptions::data`](crate::LockOptions::data)),
+    /// if any (for a read-write lock, the write hold's first; for a semaphore, its
+    /// first permit's).
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub data: Option<String>,
 }
 
 /// A fair lock's queue and pending hand-off, in [`LockInfo::fair`].
@@ -506,6 +514,12 @@ pub struct RwHolder {
         serde(rename = "lease_ms", with = "crate::serde_millis")
     )]
     pub lease: Option<Duration>,
+    /// The data this hold was taken with, if any.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub data: Option<String>,
 }
 
 /// A semaphore's permits, in [`LockInfo::semaphore`].
@@ -558,6 +572,21 @@ pub struct PermitHolder {
         serde(rename = "lease_ms", with = "crate::serde_millis")
     )]
     pub lease: Option<Duration>,
+    /// The data the permit was taken with, if any.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub data: Option<String>,
+}
+
+/// What the field keeping a holder's data starts with: `data:<holder field>` (see
+/// `LockOptions::data` and `lua/acquire.lua`).
+const DATA: &str = "data:";
+
+/// The data kept with the holder `field`, if any.
+fn data_of(snapshot: &Snapshot, field: &str) -> Option<String> {
+    snapshot.field(&[DATA, field].concat()).map(str::to_owned)
 }
 
 /// The fields of a lock's hash that are not holders: a fenced hold's token, the mark
@@ -607,12 +636,13 @@ fn read_snapshot(name: String, snapshot: &Snapshot) -> Result<Option<LockInfo>> 
         }
         LockKind::ReadWrite => {
             let rw = read_write(snapshot)?;
-            info.owners = merge_owners(
-                rw.writer
-                    .iter()
-                    .chain(&rw.readers)
-                    .map(|holder| (holder.owner.as_str(), holder.hold_count)),
-            );
+            info.owners = merge_owners(rw.writer.iter().chain(&rw.readers).map(|holder| {
+                (
+                    holder.owner.as_str(),
+                    holder.hold_count,
+                    holder.data.as_ref(),
+                )
+            }));
             info.waiting |= rw.writer_waiting;
             info.read_write = Some(rw);
             !info.owners.is_empty()
@@ -623,7 +653,7 @@ fn read_snapshot(name: String, snapshot: &Snapshot) -> Result<Option<LockInfo>> 
                 semaphore
                     .held
                     .iter()
-                    .map(|permit| (permit.owner.as_str(), 1)),
+                    .map(|permit| (permit.owner.as_str(), 1, permit.data.as_ref())),
             );
             info.semaphore = Some(semaphore);
             !info.owners.is_empty()
@@ -637,25 +667,35 @@ fn counted(snapshot: &Snapshot, reserved: &[&str]) -> Result<Vec<LockOwner>> {
     snapshot
         .fields
         .iter()
-        .filter(|(field, _)| !reserved.contains(&field.as_str()))
+        .filter(|(field, _)| !reserved.contains(&field.as_str()) && !field.starts_with(DATA))
         .map(|(id, count)| {
             Ok(LockOwner {
                 id: id.clone(),
                 hold_count: number(id, count)?,
+                data: data_of(snapshot, id),
             })
         })
         .collect()
 }
 
-/// One entry per owner id, in the order first met, with the holds of each summed.
-fn merge_owners<'a>(holds: impl Iterator<Item = (&'a str, u32)>) -> Vec<LockOwner> {
+/// One entry per owner id, in the order first met, with the holds of each summed and
+/// the first data met.
+fn merge_owners<'a>(
+    holds: impl Iterator<Item = (&'a str, u32, Option<&'a String>)>,
+) -> Vec<LockOwner> {
     let mut owners: Vec<LockOwner> = Vec::new();
-    for (id, count) in holds {
+    for (id, count, data) in holds {
         match owners.iter_mut().find(|owner| owner.id == id) {
-            Some(owner) => owner.hold_count = owner.hold_count.saturating_add(count),
+            Some(owner) => {
+                owner.hold_count = owner.hold_count.saturating_add(count);
+                if owner.data.is_none() {
+                    owner.data = data.cloned();
+                }
+            }
             None => owners.push(LockOwner {
                 id: id.to_owned(),
                 hold_count: count,
+                data: data.cloned(),
             }),
         }
     }
@@ -715,7 +755,7 @@ fn read_write(snapshot: &Snapshot) -> Result<ReadWriteInfo> {
     let mut writer = None;
     let mut readers = Vec::new();
     for (field, count) in &snapshot.fields {
-        if reserved.contains(&field.as_str()) {
+        if reserved.contains(&field.as_str()) || field.starts_with(DATA) {
             continue;
         }
         let Some(lease) = lease_left(snapshot, field) else {
@@ -728,12 +768,14 @@ fn read_write(snapshot: &Snapshot) -> Result<ReadWriteInfo> {
                     owner: owner.to_owned(),
                     hold_count,
                     lease,
+                    data: data_of(snapshot, field),
                 });
             }
             None => readers.push(RwHolder {
                 owner: field.clone(),
                 hold_count,
                 lease,
+                data: data_of(snapshot, field),
             }),
         }
     }
@@ -754,7 +796,7 @@ fn read_write(snapshot: &Snapshot) -> Result<ReadWriteInfo> {
 fn read_semaphore(snapshot: &Snapshot) -> Result<SemaphoreInfo> {
     let mut held = Vec::new();
     for (id, _) in &snapshot.fields {
-        if [PERMITS, WAITING, TOKEN].contains(&id.as_str()) {
+        if [PERMITS, WAITING, TOKEN].contains(&id.as_str()) || id.starts_with(DATA) {
             continue;
         }
         let Some(lease) = lease_left(snapshot, id) else {
@@ -769,6 +811,7 @@ fn read_semaphore(snapshot: &Snapshot) -> Result<SemaphoreInfo> {
             id: id.clone(),
             owner: owner.to_owned(),
             lease,
+            data: data_of(snapshot, id),
         });
     }
     held.sort_by(|a, b| a.id.cmp(&b.id));

@@ -95,7 +95,8 @@ pub use keys::{LockKind, validate_name};
 pub use multi::MultiGuard;
 pub use once::{Claim, PeriodClaim};
 pub use options::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PREFIX, LockOptions, MAX_DURATION, MIN_LEASE,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PREFIX, LockOptions, MAX_DATA_LEN,
+    MAX_DURATION, MIN_LEASE,
 };
 pub use owner::owner_scope;
 pub use rw::{ReadGuard, WriteGuard};

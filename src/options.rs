@@ -1,5 +1,6 @@
 //! Options for a client and for a single lock, and the checks they get.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{LockError, Result};
@@ -31,6 +32,14 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// let options = holdlock::LockOptions::new().lease(holdlock::MIN_LEASE);
 /// ```
 pub const MIN_LEASE: Duration = Duration::from_millis(100);
+
+/// The longest [`LockOptions::data`] kept with a hold, in bytes.
+///
+/// # Examples
+/// ```
+/// assert_eq!(holdlock::MAX_DATA_LEN, 1024);
+/// ```
+pub const MAX_DATA_LEN: usize = 1024;
 
 /// The longest duration accepted anywhere (a lease, a wait, a timeout, a period):
 /// ten years. Redis takes milliseconds as a signed 64-bit integer, and ten years is far
@@ -195,6 +204,8 @@ pub struct LockOptions {
     pub(crate) min_replicas: Option<Option<MinReplicas>>,
     /// `None`: the client's setting.
     pub(crate) max_hold: Option<Duration>,
+    /// Kept with the hold in Redis and shown by the operator tools.
+    pub(crate) data: Option<Arc<str>>,
 }
 
 impl LockOptions {
@@ -294,6 +305,22 @@ impl LockOptions {
         self
     }
 
+    /// Keep `data` with the hold in Redis, for operators: `inspect`, `list`, `top`
+    /// and their JSON (field `data`) show it beside the holder, for every kind. A short
+    /// UTF-8 text, at most [`MAX_DATA_LEN`] bytes (checked when the options are used:
+    /// [`LockError::InvalidOption`] past that), such as which host and job hold the lock.
+    /// Written with a fresh hold (a re-entry keeps the first hold's data) and gone with
+    /// it; it costs a call with no data nothing.
+    ///
+    /// # Examples
+    /// ```
+    /// let options = holdlock::LockOptions::new().data("web-3 pid 4121: nightly export");
+    /// ```
+    pub fn data(mut self, data: impl Into<String>) -> Self {
+        self.data = Some(Arc::from(data.into()));
+        self
+    }
+
     /// Stop renewing the hold once it is `max_hold` old, overriding the client's
     /// [`max_hold`](crate::LockClientBuilder::max_hold): a holder stuck in an endless
     /// loop then loses the lock (its [`lost`](crate::LockGuard::lost) signal fires
@@ -364,11 +391,24 @@ impl LockOptions {
                 None => client.max_hold,
             },
             fair_wait: None,
+            data: match &self.data {
+                Some(data) if data.len() > MAX_DATA_LEN => {
+                    return Err(LockError::InvalidOption {
+                        option: "data",
+                        reason: format!(
+                            "{} bytes is longer than the maximum of {MAX_DATA_LEN}",
+                            data.len()
+                        ),
+                    });
+                }
+                Some(data) if data.is_empty() => None,
+                data => data.clone(),
+            },
         })
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct ResolvedOptions {
     pub(crate) wait: Option<Duration>,
     /// The lease in whole milliseconds, as Redis keeps it.
@@ -382,6 +422,8 @@ pub(crate) struct ResolvedOptions {
     /// of its owner found under any other grant was given up (as lost, or by an
     /// earlier wait) and is passed on to the first waiter (see `lua/fair_acquire.lua`).
     pub(crate) fair_wait: Option<u64>,
+    /// Data to keep with a fresh hold (see [`LockOptions::data`]).
+    pub(crate) data: Option<Arc<str>>,
 }
 
 impl ResolvedOptions {

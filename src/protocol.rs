@@ -140,7 +140,7 @@ impl Protocol {
         &self,
         names: &LockNames,
         owner: &str,
-        options: ResolvedOptions,
+        options: &ResolvedOptions,
     ) -> Result<Option<Instant>> {
         let period = renewal_period(options.lease());
         for _ in 0..3 {
@@ -168,7 +168,7 @@ impl Protocol {
         &self,
         names: &LockNames,
         owner: &str,
-        options: ResolvedOptions,
+        options: &ResolvedOptions,
         held: u32,
         keep_lease: bool,
     ) -> Result<Acquire, CallFailed> {
@@ -239,13 +239,15 @@ impl Protocol {
             }
             Kind::Read | Kind::Write => {
                 let lease = (options.lease_ms, options.fenced);
-                let acquire = self.scripts.rw_acquire(client, names, owner, lease, waits);
+                let call = (waits, options.data.as_deref());
+                let acquire = self.scripts.rw_acquire(client, names, owner, lease, call);
                 Box::pin(acquire).await
             }
             Kind::Fair => Box::pin(self.scripts.fair_acquire(client, names, owner, options)).await,
             Kind::Semaphore { permits } => {
                 let lease = (options.lease_ms, permits);
-                let acquire = self.scripts.sem_acquire(client, names, owner, lease, waits);
+                let call = (waits, options.data.as_deref());
+                let acquire = self.scripts.sem_acquire(client, names, owner, lease, call);
                 Box::pin(acquire).await
             }
         }
@@ -256,7 +258,7 @@ impl Protocol {
         &self,
         names: &LockNames,
         owner: &str,
-        options: ResolvedOptions,
+        options: &ResolvedOptions,
         held: u32,
         count: u32,
     ) -> Result<Acquire> {
@@ -362,7 +364,7 @@ impl Protocol {
         &self,
         names: &LockNames,
         owner: &str,
-        options: ResolvedOptions,
+        options: &ResolvedOptions,
         min: MinReplicas,
     ) -> Result<Acquire, CallFailed> {
         let client = self

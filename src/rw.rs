@@ -265,7 +265,7 @@ impl LockClient {
                     .await;
             }
         };
-        if let Attempt::Granted(claim) = engine.acquire(&names, &owner, options, direct).await? {
+        if let Attempt::Granted(claim) = engine.acquire(&names, &owner, &options, direct).await? {
             return Ok(Ok(claim));
         }
         self.wait_in_line(&names, &owner, options, give_up, true)

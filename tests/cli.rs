@@ -1191,3 +1191,45 @@ async fn every_kind_is_listed_inspected_and_force_unlocked(url: &str) {
     mutex_guard.unlock().await.unwrap();
     drop((reading, permits));
 }
+
+/// `holdlock run` keeps "<hostname> pid <pid>: <CMD ...>" with its hold by default,
+/// and `--data` replaces it: `list --json` and the `inspect` table show which machine
+/// runs which job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_keeps_who_runs_what_with_the_hold() {
+    for (data, expect) in [
+        (None, " pid "),
+        (Some("nightly export on web-3"), "nightly export on web-3"),
+    ] {
+        let name = common::unique("run-data");
+        let mut args = vec!["run".to_owned(), name.clone()];
+        if let Some(data) = data {
+            args.extend(["--data".to_owned(), data.to_owned()]);
+        }
+        args.extend(["--", "sleep", "2"].map(str::to_owned));
+        let mut running = holdlock(&args).kill_on_drop(true).spawn().unwrap();
+        let client = common::client().await;
+        eventually("run holds the lock", async || {
+            client.is_locked(&name).await.unwrap()
+        })
+        .await;
+        let ran = finish(&mut holdlock(["list", &name, "--json"])).await;
+        assert_eq!(ran.code, Some(0), "{ran:?}");
+        let listed: serde_json::Value = serde_json::from_str(&ran.stdout).expect("JSON");
+        let shown = listed["locks"][0]["owners"][0]["data"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(shown.contains(expect), "{shown:?} in {listed}");
+        if data.is_none() {
+            assert!(shown.ends_with(": sleep 2"), "{shown:?}");
+        }
+        let table = finish(&mut holdlock(["inspect", &name])).await;
+        assert!(
+            table.stdout.contains("DATA") && table.stdout.contains(expect),
+            "{table:?}"
+        );
+        let status = running.wait().await.unwrap();
+        assert!(status.success());
+    }
+}

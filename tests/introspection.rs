@@ -222,6 +222,7 @@ common::on_every_topology!(
     force_unlock_of_a_fair_lock_hands_it_to_the_first_waiter,
     force_unlock_of_a_semaphore_frees_every_permit_and_wakes_waiters,
     force_unlock_of_a_read_write_lock_frees_readers_and_writer,
+    data_kept_with_a_hold_is_shown_for_every_kind_and_goes_with_it,
 );
 
 /// Takes a fair lock in a task of its own (its own owner), after sending that owner id
@@ -875,4 +876,124 @@ async fn every_kind_serializes_and_reads_back() {
     fair.unlock().await.unwrap();
     reading.unlock().await.unwrap();
     permit.release().await.unwrap();
+}
+
+/// Data taken with a hold (`LockOptions::data`) is shown by `inspect_kind` and `list`
+/// beside its holder, for every kind; a re-entry keeps the first hold's data; the data
+/// goes with the hold; data past 1 KiB is refused and takes nothing.
+async fn data_kept_with_a_hold_is_shown_for_every_kind_and_goes_with_it(url: &str) {
+    let client = common::connect(url).await;
+    let name = common::unique("data");
+    let with = |data: &str| LockOptions::new().data(data);
+    let owner_data = |info: &Option<LockInfo>| {
+        let info = info.as_ref().expect("held");
+        info.owners
+            .iter()
+            .map(|owner| owner.data.clone())
+            .collect::<Vec<_>>()
+    };
+    // The mutex, with a re-entry that brings other data.
+    let outer = client
+        .lock_with(&name, with("web-1 pid 7: export"))
+        .await
+        .unwrap()
+        .unwrap();
+    let inner = client
+        .lock_with(&name, with("ignored"))
+        .await
+        .unwrap()
+        .unwrap();
+    let info = client.inspect(&name).await.unwrap();
+    assert_eq!(owner_data(&info), [Some("web-1 pid 7: export".to_owned())]);
+    let listed = client.list("*").await.unwrap();
+    let mutex = listed
+        .iter()
+        .find(|info| info.name == name && info.kind == LockKind::Mutex);
+    assert_eq!(
+        mutex.expect("listed").owners[0].data.as_deref(),
+        Some("web-1 pid 7: export")
+    );
+    inner.unlock().await.unwrap();
+    outer.unlock().await.unwrap();
+    // The fair lock, the read-write lock (a reader and, apart, a writer), a permit.
+    let fair = client
+        .fair_lock_with(&name, with("fair"))
+        .await
+        .unwrap()
+        .unwrap();
+    let info = client.inspect_kind(LockKind::Fair, &name).await.unwrap();
+    assert_eq!(owner_data(&info), [Some("fair".to_owned())]);
+    fair.unlock().await.unwrap();
+    let reading = client
+        .read_lock_with(&name, with("reader"))
+        .await
+        .unwrap()
+        .unwrap();
+    let info = client
+        .inspect_kind(LockKind::ReadWrite, &name)
+        .await
+        .unwrap();
+    let rw = info
+        .as_ref()
+        .and_then(|info| info.read_write.clone())
+        .unwrap();
+    assert_eq!(rw.readers[0].data.as_deref(), Some("reader"));
+    assert_eq!(owner_data(&info), [Some("reader".to_owned())]);
+    reading.unlock().await.unwrap();
+    let writing = client
+        .write_lock_with(&name, with("writer"))
+        .await
+        .unwrap()
+        .unwrap();
+    let info = client
+        .inspect_kind(LockKind::ReadWrite, &name)
+        .await
+        .unwrap();
+    let rw = info.and_then(|info| info.read_write).unwrap();
+    assert_eq!(rw.writer.unwrap().data.as_deref(), Some("writer"));
+    writing.unlock().await.unwrap();
+    let semaphore = client.semaphore(name.as_str(), 2);
+    let permit = semaphore
+        .acquire_with(with("permit"))
+        .await
+        .unwrap()
+        .unwrap();
+    let plain = semaphore.acquire().await.unwrap();
+    let info = client
+        .inspect_kind(LockKind::Semaphore, &name)
+        .await
+        .unwrap();
+    let held = info.and_then(|info| info.semaphore).unwrap().held;
+    let mut data: Vec<_> = held.iter().map(|permit| permit.data.clone()).collect();
+    data.sort();
+    assert_eq!(data, [None, Some("permit".to_owned())]);
+    permit.release().await.unwrap();
+    // The released permit's data went with it.
+    let info = client
+        .inspect_kind(LockKind::Semaphore, &name)
+        .await
+        .unwrap();
+    let held = info.and_then(|info| info.semaphore).unwrap().held;
+    assert_eq!(
+        held.iter()
+            .map(|permit| permit.data.clone())
+            .collect::<Vec<_>>(),
+        [None]
+    );
+    plain.release().await.unwrap();
+    // The released mutex kept nothing: a new hold without data shows none.
+    let again = client.lock(&name).await.unwrap();
+    assert_eq!(owner_data(&client.inspect(&name).await.unwrap()), [None]);
+    again.unlock().await.unwrap();
+    // Past 1 KiB: refused, nothing taken.
+    let long = "x".repeat(holdlock::MAX_DATA_LEN + 1);
+    let refused = client.lock_with(&name, with(&long)).await;
+    assert!(
+        matches!(
+            refused,
+            Err(holdlock::LockError::InvalidOption { option: "data", .. })
+        ),
+        "{refused:?}"
+    );
+    assert!(client.inspect(&name).await.unwrap().is_none());
 }

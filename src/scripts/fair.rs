@@ -8,7 +8,8 @@ use fred::types::Value;
 use fred::types::scripts::Script;
 
 use super::{
-    Acquire, Delivery, Scripts, acquire_reply, decimal, integer, remaining_count, unsigned,
+    Acquire, Delivery, Scripts, acquire_reply, data_argument, decimal, integer, remaining_count,
+    unsigned,
 };
 use crate::error::Result;
 use crate::keys::LockNames;
@@ -50,6 +51,7 @@ impl Scripts {
                 options
                     .fair_wait
                     .map_or_else(|| Value::from_static_str(""), decimal),
+                data_argument(options.data.as_deref()),
             ]
         };
         let token_key = options.fenced.then(|| names.token_key());

@@ -6,7 +6,8 @@ use fred::clients::Client;
 use fred::types::Value;
 
 use super::{
-    Acquire, Delivery, Scripts, acquire_reply, decimal, integer, protocol, remaining_count,
+    Acquire, Delivery, Scripts, acquire_reply, data_argument, decimal, integer, protocol,
+    remaining_count,
 };
 use crate::error::{LockError, Result};
 use crate::keys::{Kind, LockNames};
@@ -42,7 +43,7 @@ impl Scripts {
         names: &LockNames,
         id: &str,
         (lease_ms, permits): (u64, u32),
-        waits: bool,
+        (waits, data): (bool, Option<&str>),
     ) -> Result<Acquire> {
         let leases = names.leases_key();
         let keys = [names.key.as_str(), leases.as_str()];
@@ -52,6 +53,7 @@ impl Scripts {
                 decimal(lease_ms),
                 decimal(permits),
                 Value::from_static_str(if waits { "wait" } else { "try" }),
+                data_argument(data),
             ]
         };
         let script = &self.sem_acquire;
@@ -133,7 +135,7 @@ impl Scripts {
         names: &LockNames,
         owner: &str,
         (lease_ms, fenced): (u64, bool),
-        waits: bool,
+        (waits, data): (bool, Option<&str>),
     ) -> Result<Acquire> {
         let leases = names.leases_key();
         let token_key = (fenced && names.kind == Kind::Write).then(|| names.token_key());
@@ -151,6 +153,7 @@ impl Scripts {
                 Value::from_static_str(side),
                 Value::from_static_str(if waits { "wait" } else { "try" }),
                 decimal(WRITER_PATIENCE_MS),
+                data_argument(data),
             ]
         };
         let script = &self.rw_acquire;

@@ -408,17 +408,20 @@ pub(crate) struct AcquireCall<'a> {
     lease_ms: u64,
     /// Whether the caller waits for a release if refused.
     waits: bool,
+    /// Data to keep with a fresh hold.
+    data: Option<&'a str>,
 }
 
 impl<'a> AcquireCall<'a> {
     /// The call that takes lock `names` afresh for `owner`.
-    pub(crate) fn of(names: &'a LockNames, owner: &'a str, options: &ResolvedOptions) -> Self {
+    pub(crate) fn of(names: &'a LockNames, owner: &'a str, options: &'a ResolvedOptions) -> Self {
         Self {
             key: &names.key,
             token_key: options.fenced.then(|| names.token_key()),
             owner,
             lease_ms: options.lease_ms,
             waits: options.wait != Some(Duration::ZERO),
+            data: options.data.as_deref(),
         }
     }
 
@@ -438,6 +441,12 @@ impl<'a> AcquireCall<'a> {
         if !self.waits {
             // A single try: a refusal need not have the next release publish.
             args.push(Value::from_static_str("try"));
+        }
+        if let Some(data) = self.data {
+            if self.waits {
+                args.push(Value::from_static_str("wait"));
+            }
+            args.push(data.into());
         }
         args
     }
@@ -480,6 +489,11 @@ fn remaining_count(reply: &Value) -> Result<Option<u32>> {
         -1 => Ok(None),
         count => u32::try_from(count).map(Some).map_err(|_| protocol(reply)),
     }
+}
+
+/// Data kept with a fresh hold, as a script argument: empty for none.
+fn data_argument(data: Option<&str>) -> Value {
+    data.map_or_else(|| Value::from_static_str(""), Value::from)
 }
 
 fn protocol(reply: &Value) -> LockError {

@@ -111,15 +111,15 @@ fn lock_json(info: &LockInfo) -> serde_json::Value {
 }
 
 /// One row per owner (one row with `-` for a fair lock only waited for): NAME, KIND,
-/// OWNER, HOLDS, TTL, TOKEN.
+/// OWNER, HOLDS, TTL, TOKEN, DATA.
 fn lock_table(locks: &[LockInfo]) -> String {
     let mut rows = vec![
-        ["NAME", "KIND", "OWNER", "HOLDS", "TTL", "TOKEN"]
+        ["NAME", "KIND", "OWNER", "HOLDS", "TTL", "TOKEN", "DATA"]
             .map(str::to_owned)
             .to_vec(),
     ];
     for info in locks {
-        let row = |owner: String, holds: String| {
+        let row = |owner: String, holds: String, data: Option<&String>| {
             vec![
                 info.name.clone(),
                 info.kind.to_string(),
@@ -128,13 +128,15 @@ fn lock_table(locks: &[LockInfo]) -> String {
                 info.ttl.map_or_else(|| "none".to_owned(), format_duration),
                 info.fencing_token
                     .map_or_else(|| "-".to_owned(), |token| token.to_string()),
+                data.map_or_else(|| "-".to_owned(), String::clone),
             ]
         };
         if info.owners.is_empty() {
-            rows.push(row("-".to_owned(), "-".to_owned()));
+            rows.push(row("-".to_owned(), "-".to_owned(), None));
         }
         for owner in &info.owners {
-            rows.push(row(owner.id.clone(), owner.hold_count.to_string()));
+            let holds = owner.hold_count.to_string();
+            rows.push(row(owner.id.clone(), holds, owner.data.as_ref()));
         }
     }
     render_columns(&rows)

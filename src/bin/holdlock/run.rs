@@ -69,6 +69,11 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "N", conflicts_with = "once_per")]
     permits: Option<u32>,
 
+    /// Data kept with the hold, shown by `list`, `inspect` and `top`
+    /// [default: "<hostname> pid <pid>: <CMD ...>", cut to 1 KiB].
+    #[arg(long, value_name = "TEXT")]
+    data: Option<String>,
+
     /// Exit status when the lock is busy or the period already done.
     #[arg(long, value_name = "N", default_value_t = EX_TEMPFAIL)]
     conflict_exit_code: u8,
@@ -79,6 +84,30 @@ pub(crate) struct RunArgs {
 }
 
 impl RunArgs {
+    /// What the hold says of itself by default: `<hostname> pid <pid>: <CMD ...>`, so
+    /// that `holdlock list` tells which machine runs which job; cut to
+    /// [`MAX_DATA_LEN`](holdlock::MAX_DATA_LEN) bytes.
+    fn default_data(&self) -> String {
+        let host = nix::unistd::gethostname()
+            .ok()
+            .and_then(|host| host.into_string().ok())
+            .unwrap_or_else(|| "?".to_owned());
+        let command: Vec<_> = self
+            .command
+            .iter()
+            .map(|arg| arg.to_string_lossy())
+            .collect();
+        let mut data = format!("{host} pid {}: {}", std::process::id(), command.join(" "));
+        if data.len() > holdlock::MAX_DATA_LEN {
+            let mut end = holdlock::MAX_DATA_LEN;
+            while !data.is_char_boundary(end) {
+                end -= 1;
+            }
+            data.truncate(end);
+        }
+        data
+    }
+
     /// How long to wait for the lock; `None` is forever.
     fn wait_limit(&self) -> Option<Duration> {
         if self.no_wait {
@@ -98,6 +127,7 @@ impl RunArgs {
         if let Some(max_hold) = self.max_hold {
             options = options.max_hold(max_hold);
         }
+        options = options.data(self.data.clone().unwrap_or_else(|| self.default_data()));
         match self.wait_limit() {
             Some(limit) => options.wait(limit),
             None => options.wait_forever(),

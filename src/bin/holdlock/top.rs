@@ -101,7 +101,10 @@ fn table(rows: &[(&LockInfo, Option<Duration>)]) -> String {
         let owners: Vec<String> = info
             .owners
             .iter()
-            .map(|owner| format!("{} x{}", owner.id, owner.hold_count))
+            .map(|owner| match &owner.data {
+                Some(data) => format!("{} x{} ({data})", owner.id, owner.hold_count),
+                None => format!("{} x{}", owner.id, owner.hold_count),
+            })
             .collect();
         lines.push(vec![
             info.name.clone(),
