@@ -62,6 +62,26 @@ pub(crate) fn rw_names(prefix: &str, name: &str, kind: Kind) -> Result<LockNames
 /// What follows a read-write lock's name in its key.
 const READ_WRITE: &str = ":rw";
 
+/// The keys and channel of the fair lock of the election called `name`: its hash is
+/// `P{N}:election` (beside the fair lock `P{N}:fair`, never the same key), which also
+/// keeps the leader's record, with the fair lock's queue, liveness and token floor
+/// after it (`P{N}:election:queue`, ...).
+pub(crate) fn election_names(prefix: &str, name: &str) -> Result<LockNames> {
+    let mut names = lock_names(prefix, name)?;
+    names.key.push_str(ELECTION);
+    names.kind = Kind::Fair;
+    Ok(names)
+}
+
+/// What follows an election's name in its key.
+const ELECTION: &str = ":election";
+
+/// The channel on which the leader changes of the election whose hash is `key` are
+/// published: `P{N}:election:leader` (see `lua/election_elect.lua`).
+pub(crate) fn leader_channel(key: &str) -> String {
+    [key, ":leader"].concat()
+}
+
 /// What kind of lock a key is, which says which scripts change it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {

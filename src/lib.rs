@@ -46,6 +46,7 @@ pub mod bench;
 mod builder;
 mod client;
 mod critical;
+mod election;
 mod fair;
 pub mod fence;
 mod inspect;
@@ -82,6 +83,7 @@ mod url;
 
 pub use builder::LockClientBuilder;
 pub use client::LockClient;
+pub use election::{Election, LeaderChange, LeaderChanges, LeaderInfo, Leadership};
 pub use error::{LockError, Result};
 /// The Redis client underneath, for commands of your own via [`LockClient::redis`].
 pub use fred;

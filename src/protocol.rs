@@ -55,6 +55,11 @@ impl Protocol {
         &self.redis
     }
 
+    /// The scripts, for calls that change no hold (an election's record).
+    pub(crate) fn scripts(&self) -> &Scripts {
+        &self.scripts
+    }
+
     /// Extends the lease of `owner`'s hold on the lock `names`; whether it still held it.
     pub(crate) async fn renew(
         &self,

@@ -22,10 +22,12 @@ use crate::error::{Cause, LockError, Result, classify};
 use crate::keys::LockNames;
 use crate::options::ResolvedOptions;
 
+mod election;
 mod fair;
 mod leases;
 mod operator;
 
+pub(crate) use election::LeaderRecord;
 use fair::{FAIR_ACQUIRE, FAIR_LEAVE, FAIR_RELEASE};
 use leases::{LEASE_RENEW, RW_ACQUIRE, RW_RELEASE, SEM_ACQUIRE, SEM_AVAILABLE, SEM_RELEASE};
 pub(crate) use operator::Snapshot;

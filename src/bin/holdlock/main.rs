@@ -5,6 +5,7 @@
 //! holdlock inspect NAME [--kind K] [--json]
 //! holdlock list [PATTERN] [--json]     (every kind; keys that are not locks: a warning each)
 //! holdlock unlock --force [--kind K] NAME [--json]
+//! holdlock leader NAME [--json]       (who leads the election NAME)
 //! ```
 //!
 //! `run` takes the lock (with a fencing token), keeps it renewed while CMD runs, and
@@ -39,6 +40,7 @@ mod bench;
 mod connect;
 mod duration;
 mod exit;
+mod leader;
 mod run;
 mod table;
 mod top;
@@ -48,6 +50,7 @@ use admin::{KIND_HELP, LIST_HELP, kind_parser};
 use bench::BenchArgs;
 use connect::{ConnectionArgs, connect};
 use exit::{EX_OK, EX_SOFTWARE, EX_USAGE, Failure, fail};
+use leader::LEADER_HELP;
 use run::{RUN_EXIT_STATUS_HELP, RunArgs};
 use top::TopArgs;
 
@@ -117,6 +120,15 @@ enum Subcommands {
     /// first seen); the most contended and longest held first. Each refresh is one
     /// SCAN (COUNT 200 per step) and one inspect script per lock found.
     Top(TopArgs),
+    /// Show who leads the election NAME (exit status 1 if nobody does).
+    #[command(after_help = LEADER_HELP)]
+    Leader {
+        /// The election's name.
+        name: String,
+        /// Print JSON (`null` when nobody leads).
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure lock throughput and hand-off latency on this Redis (workloads W1-W9),
     /// each next to the floor the same Redis sets (see docs/performance.md).
     #[cfg(feature = "bench")]
@@ -207,6 +219,7 @@ async fn execute(cli: Cli, started_at: SystemTime) -> Result<u8, Failure> {
             name, kind, json, ..
         } => admin::force_unlock(&client, kind, &name, json).await,
         Subcommands::Top(args) => top::top(&client, &args).await,
+        Subcommands::Leader { name, json } => leader::leader(&client, &name, json).await,
         #[cfg(feature = "bench")]
         Subcommands::Bench(args) => bench::bench(&client, &cli.connection, &args).await,
     };
@@ -222,7 +235,8 @@ fn check_arguments(command: &Subcommands) -> Result<(), Failure> {
     let name = match command {
         Subcommands::Run(RunArgs { name, .. })
         | Subcommands::Inspect { name, .. }
-        | Subcommands::Unlock { name, .. } => name,
+        | Subcommands::Unlock { name, .. }
+        | Subcommands::Leader { name, .. } => name,
         Subcommands::List { pattern, .. } if pattern.is_empty() => {
             return Err(Failure::new(
                 EX_USAGE,
