@@ -191,7 +191,7 @@ impl LockClient {
         options: ResolvedOptions,
         give_up: D,
     ) -> Result<Result<LockGuard, D::GaveUp>> {
-        let call = if options.wait == Some(Duration::ZERO) {
+        let call = if options.is_single_try() {
             "try_lock"
         } else {
             "lock"
@@ -250,7 +250,7 @@ impl LockClient {
         first_try: bool,
     ) -> Result<Result<HoldClaim, D::GaveUp>> {
         // A single try never waits in line (its deadline has passed by now).
-        if options.wait == Some(Duration::ZERO) {
+        if options.is_single_try() {
             if first_try {
                 let attempt = self.engine.acquire(names, owner, &options, None);
                 if let Attempt::Granted(claim) = attempt.await? {

@@ -90,6 +90,29 @@ impl LockClient {
             .await
     }
 
+    /// Takes the fair lock `name`, queueing at most `wait`; `None` if it was not handed
+    /// over in time (the wait leaves the queue).
+    ///
+    /// # Errors
+    /// As [`lock_timeout`](Self::lock_timeout).
+    ///
+    /// # Cancel safety
+    /// As [`fair_lock`](Self::fair_lock).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let wait = std::time::Duration::from_secs(1);
+    /// if let Some(guard) = client.fair_lock_timeout("account:42", wait).await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn fair_lock_timeout(&self, name: &str, wait: Duration) -> Result<Option<LockGuard>> {
+        self.fair_lock_with(name, LockOptions::new().wait(wait))
+            .await
+    }
+
     /// Takes the fair lock `name` with per-call [`LockOptions`] (the wait, a fixed
     /// lease); `None` if it was not handed over within the wait.
     ///
@@ -132,7 +155,7 @@ impl LockClient {
         give_up: D,
     ) -> Result<Result<LockGuard, D::GaveUp>> {
         let span = observe::lock_span("fair_lock", name);
-        let single_try = options.wait == Some(Duration::ZERO);
+        let single_try = options.is_single_try();
         observe::observed(span, single_try, self.queue_for(name, options, give_up)).await
     }
 
@@ -185,7 +208,7 @@ impl LockClient {
             names: Arc::clone(&names),
             owner: owner.clone(),
             wait,
-            queued: options.wait != Some(Duration::ZERO),
+            queued: !options.is_single_try(),
         };
         // A hand-off may be taken on its message alone by a waiter whose lease the
         // watchdog keeps, that draws no token (the claim attempt draws it), waits for

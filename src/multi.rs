@@ -89,6 +89,33 @@ impl LockClient {
             .await
     }
 
+    /// Takes every lock of `names` as [`lock_all`](Self::lock_all) does, waiting at most
+    /// `wait` in all; `None` (and nothing held) if they could not all be had in time.
+    ///
+    /// # Errors
+    /// As [`lock_all`](Self::lock_all).
+    ///
+    /// # Cancel safety
+    /// As [`lock_all`](Self::lock_all).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let wait = std::time::Duration::from_secs(1);
+    /// if let Some(both) = client.lock_all_timeout(["account:1", "account:2"], wait).await? {
+    ///     both.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn lock_all_timeout<I>(&self, names: I, wait: Duration) -> Result<Option<MultiGuard>>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        self.lock_all_with(names, LockOptions::new().wait(wait))
+            .await
+    }
+
     /// Takes every lock in `names` with per-call [`LockOptions`], for every member: the
     /// wait bounds the whole call (`None` if the set could not be taken within it, with
     /// nothing held), and the lease and fencing apply to each member.

@@ -427,6 +427,12 @@ pub(crate) struct ResolvedOptions {
 }
 
 impl ResolvedOptions {
+    /// Whether the call is a single try (a zero wait): it never waits, and a refusal
+    /// need not have the next release tell it.
+    pub(crate) fn is_single_try(&self) -> bool {
+        self.wait == Some(Duration::ZERO)
+    }
+
     /// The lease for local deadlines: the same whole milliseconds Redis keeps, never
     /// the fraction of a millisecond it drops.
     pub(crate) fn lease(&self) -> Duration {

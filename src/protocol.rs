@@ -236,7 +236,7 @@ impl Protocol {
         owner: &str,
         options: &ResolvedOptions,
     ) -> Result<Acquire> {
-        let waits = options.wait != Some(Duration::ZERO);
+        let waits = !options.is_single_try();
         match names.kind {
             Kind::Mutex => {
                 let call = AcquireCall::of(names, owner, options);

@@ -121,6 +121,56 @@ impl LockClient {
             .await
     }
 
+    /// Takes the read side of the read-write lock `name`, waiting at most `wait`;
+    /// `None` if it could not be had in time.
+    ///
+    /// # Errors
+    /// As [`read_lock`](Self::read_lock).
+    ///
+    /// # Cancel safety
+    /// As [`read_lock`](Self::read_lock).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let wait = std::time::Duration::from_millis(500);
+    /// if let Some(reading) = client.read_lock_timeout("balance:7", wait).await? {
+    ///     reading.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn read_lock_timeout(&self, name: &str, wait: Duration) -> Result<Option<ReadGuard>> {
+        self.read_lock_with(name, LockOptions::new().wait(wait))
+            .await
+    }
+
+    /// Takes the write side of the read-write lock `name`, waiting at most `wait`;
+    /// `None` if it could not be had in time.
+    ///
+    /// # Errors
+    /// As [`write_lock`](Self::write_lock).
+    ///
+    /// # Cancel safety
+    /// As [`read_lock`](Self::read_lock).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let wait = std::time::Duration::from_millis(500);
+    /// if let Some(writing) = client.write_lock_timeout("balance:7", wait).await? {
+    ///     writing.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn write_lock_timeout(
+        &self,
+        name: &str,
+        wait: Duration,
+    ) -> Result<Option<WriteGuard>> {
+        self.write_lock_with(name, LockOptions::new().wait(wait))
+            .await
+    }
+
     /// Takes the read side with per-call [`LockOptions`] (the wait, a fixed lease,
     /// replica acknowledgement); `None` if it could not be had within the wait. A read
     /// hold is shared with other readers, so it draws no fencing token.

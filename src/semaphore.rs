@@ -244,7 +244,7 @@ impl Semaphore {
         give_up: D,
     ) -> Result<Result<Permit, D::GaveUp>> {
         let span = observe::lock_span("semaphore.acquire", &self.name);
-        let single_try = options.wait == Some(Duration::ZERO);
+        let single_try = options.is_single_try();
         observe::observed(span, single_try, self.take_now(options, give_up)).await
     }
 

@@ -280,3 +280,84 @@ async fn a_paused_server_warns_at_risk_and_the_lock_survives() {
     guard.unlock().await.unwrap();
     let _ = client.redis().ping::<String>(None).await;
 }
+
+/// Every kind has its `*_timeout`: `None` after about its wait while another owner
+/// holds the lock, the guard once it is free.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_kind_has_a_timeout_variant() {
+    let client = common::client().await;
+    let holder = common::client().await;
+    let name = common::unique("timeout-grid");
+    let wait = Duration::from_millis(150);
+    let fair = holder.fair_lock(&name).await.unwrap();
+    let writing = holder.write_lock(&name).await.unwrap();
+    let member = holder.lock(&format!("{name}-b")).await.unwrap();
+    let started = Instant::now();
+    assert!(
+        client
+            .fair_lock_timeout(&name, wait)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        client
+            .read_lock_timeout(&name, wait)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        client
+            .write_lock_timeout(&name, wait)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let (a, b) = (format!("{name}-a"), format!("{name}-b"));
+    assert!(
+        client
+            .lock_all_timeout([&a, &b], wait)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let took = started.elapsed();
+    assert!(
+        took >= wait * 4 && took < wait * 4 + Duration::from_secs(1),
+        "{took:?}"
+    );
+    assert!(
+        !client.is_locked(&a).await.unwrap(),
+        "a timed-out lock_all kept a member"
+    );
+    fair.unlock().await.unwrap();
+    writing.unlock().await.unwrap();
+    member.unlock().await.unwrap();
+    let fair = client
+        .fair_lock_timeout(&name, wait)
+        .await
+        .unwrap()
+        .expect("free");
+    fair.unlock().await.unwrap();
+    // The writer first: the timed-out writer above keeps new readers out for a while
+    // (writer preference), not writers.
+    let writing = client
+        .write_lock_timeout(&name, wait)
+        .await
+        .unwrap()
+        .expect("free");
+    writing.unlock().await.unwrap();
+    let reading = client
+        .read_lock_timeout(&name, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("free");
+    reading.unlock().await.unwrap();
+    let both = client
+        .lock_all_timeout([&a, &b], wait)
+        .await
+        .unwrap()
+        .expect("free");
+    both.unlock().await.unwrap();
+}

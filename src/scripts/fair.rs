@@ -40,7 +40,7 @@ impl Scripts {
         owner: &str,
         options: &ResolvedOptions,
     ) -> Result<Acquire> {
-        let waits = options.wait != Some(Duration::ZERO);
+        let waits = !options.is_single_try();
         let args = || {
             vec![
                 owner.into(),

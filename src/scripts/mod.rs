@@ -422,7 +422,7 @@ impl<'a> AcquireCall<'a> {
             token_key: options.fenced.then(|| names.token_key()),
             owner,
             lease_ms: options.lease_ms,
-            waits: options.wait != Some(Duration::ZERO),
+            waits: !options.is_single_try(),
             data: options.data.as_deref(),
         }
     }
