@@ -191,7 +191,7 @@ impl Protocol {
                     reenter.await.map_err(CallFailed::from)
                 }
                 None => {
-                    let acquire = self.acquire_script(&self.redis, names, owner, &options);
+                    let acquire = self.acquire_script(&self.redis, names, owner, options);
                     acquire.await.map_err(CallFailed::from)
                 }
             };
@@ -382,12 +382,12 @@ impl Protocol {
         let timeout = min.timeout + self.connect_timeout;
         let (acquired, acked) = if names.kind == Kind::Mutex {
             // One pipeline: the script and the `WAIT` in one write.
-            let call = AcquireCall::of(names, owner, &options); // fresh acquisitions only
+            let call = AcquireCall::of(names, owner, options); // fresh acquisitions only
             let pipeline = self.scripts.acquire_then_wait(client, &call, wait, timeout);
             Box::pin(pipeline).await?
         } else {
             // The other kinds' scripts, then the `WAIT`, on the same connection.
-            let acquired = self.acquire_script(client, names, owner, &options).await?;
+            let acquired = self.acquire_script(client, names, owner, options).await?;
             if !matches!(acquired, Acquire::Granted { count: 1, .. }) {
                 return Ok(acquired);
             }
