@@ -261,6 +261,15 @@ async fn a_dropped_leadership_resigns_in_the_background(url: &str) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(leader_data(&one, &name).await, None);
+    // The stream ends when its client shuts down.
+    two.shutdown().await;
+    let ended = tokio::time::timeout(Duration::from_secs(5), changes.next()).await;
+    assert!(
+        matches!(ended, Ok(Some(Err(LockError::Shutdown)))),
+        "{ended:?}"
+    );
+    let after = tokio::time::timeout(Duration::from_secs(5), changes.next()).await;
+    assert!(matches!(after, Ok(None)), "{after:?}");
 }
 
 /// `leader()` reports the leader's owner, data, since when (the server's clock) and
@@ -543,4 +552,30 @@ async fn the_cli_prints_the_leader() {
     assert!(stdout.starts_with("nobody leads"), "{stdout}");
     let (code, _, stderr) = run(json("a{b}")).await;
     assert_eq!(code, Some(64), "{stderr}");
+}
+
+/// The least-privilege ACL rule of `docs/deployments.md` is enough for an election:
+/// campaigning, reading the leader, observing, resigning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_election_runs_under_the_documented_acl_rule() {
+    let server = common::RedisServer::start();
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/deployments.md"))
+        .unwrap();
+    let rule = docs
+        .lines()
+        .find(|line| line.starts_with("ACL SETUSER holdlock "))
+        .expect("docs/deployments.md gives the ACL rule")
+        .replace(">PASSWORD", ">secret");
+    let args: Vec<&str> = rule.split_whitespace().collect();
+    assert_eq!(server.command(&args).as_deref(), Ok("+OK"), "{rule}");
+    let url = format!("redis://holdlock:secret@127.0.0.1:{}", server.port);
+    let name = common::unique("elect-acl");
+    let (one, two) = (common::connect(&url).await, common::connect(&url).await);
+    let mut changes = two.election(&name).observe().await.unwrap();
+    assert_eq!(next_change(&mut changes).await, "vacant");
+    let a = one.election(&name).campaign("a").await.unwrap();
+    assert_eq!(leader_data(&two, &name).await.as_deref(), Some("a"));
+    a.resign().await.unwrap();
+    assert_eq!(next_change(&mut changes).await, "elected a");
+    assert_eq!(next_change(&mut changes).await, "resigned a");
 }
