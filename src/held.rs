@@ -18,8 +18,8 @@ pub(crate) use sealed::Sealed;
 
 /// A held lock of any kind: [`LockGuard`] (the mutex and the fair lock),
 /// [`ReadGuard`](crate::ReadGuard), [`WriteGuard`](crate::WriteGuard),
-/// [`Permit`](crate::Permit) and [`MultiGuard`](crate::MultiGuard). Each guard also
-/// has these methods of its own;
+/// [`Permit`](crate::Permit), [`MultiGuard`](crate::MultiGuard) and
+/// [`Leadership`](crate::Leadership). Each guard also has these methods of its own;
 /// the trait is for code written once for every kind. Sealed: only this crate's
 /// guards implement it.
 ///

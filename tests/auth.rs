@@ -9,7 +9,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
-use holdlock::{Claim, LockClient, LockError, LockOptions, fence};
+use holdlock::{Claim, LockClient, LockError, LockKind, LockOptions, fence};
 
 use common::RedisServer;
 
@@ -258,6 +258,15 @@ async fn everything_as(url: &str) {
     let listing = client.list_report("test:acl:*").await.unwrap();
     assert!(listing.unreadable.is_empty(), "{:?}", listing.unreadable);
     assert!(listing.locks.iter().any(|info| info.name == name));
+    // Every kind is inspected.
+    for (kind, kind_name) in [
+        (LockKind::Fair, &fair_name),
+        (LockKind::ReadWrite, &rw_name),
+        (LockKind::Semaphore, &semaphore.name().to_owned()),
+    ] {
+        let info = client.inspect_kind(kind, kind_name).await.unwrap();
+        assert!(info.is_some(), "{kind} {kind_name} not seen");
+    }
 
     // Releases wake the waiters: the fair lock is handed on, the writer gets in once
     // both readers have left, a permit goes to the waiting acquire.
@@ -303,6 +312,46 @@ async fn everything_as(url: &str) {
         .unwrap();
     assert!(client.force_unlock(&name).await.unwrap());
     drop(taken);
+
+    // Every kind is force-unlocked, holds taken with data.
+    let with_data = || LockOptions::new().data("acl test");
+    let fair = client
+        .fair_lock_with(&fair_name, with_data())
+        .await
+        .unwrap()
+        .unwrap();
+    let read = client
+        .read_lock_with(&rw_name, with_data())
+        .await
+        .unwrap()
+        .unwrap();
+    let permit = semaphore.acquire_with(with_data()).await.unwrap().unwrap();
+    assert!(
+        client
+            .force_unlock_kind(LockKind::Fair, &fair_name)
+            .await
+            .unwrap()
+    );
+    assert!(
+        client
+            .force_unlock_kind(LockKind::ReadWrite, &rw_name)
+            .await
+            .unwrap()
+    );
+    assert!(
+        client
+            .force_unlock_kind(LockKind::Semaphore, semaphore.name())
+            .await
+            .unwrap()
+    );
+    drop((fair, read, permit));
+
+    // An election: campaign, leader, resign.
+    let election = client.election(format!("{name}:election"));
+    let leadership = election.campaign("acl test").await.unwrap();
+    let leader = election.leader().await.unwrap().expect("a leader");
+    assert_eq!(leader.data, "acl test");
+    leadership.resign().await.unwrap();
 
     // Once per period, and WAIT (refused for want of replicas, not by the ACL).
     let period = Duration::from_secs(3600);
