@@ -338,9 +338,12 @@ fn number_after(text: &str, marker: &str) -> Option<usize> {
 /// Every script in `lua/` (a test checks that none is missing): where Redis does not
 /// name a command it refused inside a script, the command is read from the script's
 /// source.
-const LUA: [&str; 20] = [
+const LUA: [&str; 23] = [
     include_str!("../lua/acquire.lua"),
     include_str!("../lua/complete_period.lua"),
+    include_str!("../lua/election_elect.lua"),
+    include_str!("../lua/election_leader.lua"),
+    include_str!("../lua/election_resign.lua"),
     include_str!("../lua/fair_acquire.lua"),
     include_str!("../lua/fair_leave.lua"),
     include_str!("../lua/fair_queue.lua"),
