@@ -4,11 +4,13 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use fred::clients::{Client, SubscriberClient};
 use fred::interfaces::ClientLike;
 use fred::types::Builder;
 use fred::types::config::{Config, ReconnectPolicy};
 
 use crate::client::LockClient;
+use crate::connection::{Ownership, close_if_opened};
 use crate::engine::Engine;
 use crate::error::{LockError, Result};
 use crate::options::{ClientConfig, MinReplicas};
@@ -96,6 +98,9 @@ pub struct LockClientBuilder {
     fred: Option<Config>,
     /// The reconnect policy; `None`: exponential from 50 ms to 2 s, forever.
     reconnect: Option<ReconnectPolicy>,
+    /// The application's own command client, and maybe its subscriber, to use instead
+    /// of opening connections (see [`fred_clients`](Self::fred_clients)).
+    lent: Option<(Client, Option<SubscriberClient>)>,
     config: ClientConfig,
     #[cfg(feature = "tls-rustls")]
     tls: Option<crate::tls::TlsSetting>,
@@ -118,6 +123,7 @@ impl LockClientBuilder {
             url,
             fred: None,
             reconnect: None,
+            lent: None,
             config: ClientConfig::default(),
             #[cfg(feature = "tls-rustls")]
             tls: None,
@@ -173,6 +179,45 @@ impl LockClientBuilder {
     /// ```
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.config.connect_timeout = timeout;
+        self
+    }
+
+    /// Use the application's own fred clients instead of opening connections: `redis`
+    /// for every command and script (take one client of a `fred::clients::Pool` with
+    /// `pool.next().clone()`), and `subscriber` for release messages. The URL, the
+    /// fred configuration, TLS and the reconnect policy given to this builder are then
+    /// not used: the clients keep theirs. Clients not yet connected are connected by
+    /// `build`; `shutdown` leaves lent clients open (they are the application's).
+    ///
+    /// holdlock still opens, beside the lent command client and with its settings:
+    /// - a subscriber connection, if `subscriber` is `None` (pub/sub takes a
+    ///   connection to itself: subscribed, it can send nothing else);
+    /// - a connection for replica acknowledgement, on first use of `min_replicas`
+    ///   (`WAIT` blocks its connection until the replicas answer).
+    ///
+    /// Scripts are sent with fred's per-command options (at most once, and with the
+    /// connect timeout as their timeout), so the lent client's `max_command_attempts`
+    /// cannot send a hold twice.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// use fred::prelude::*;
+    /// let config = Config::from_url("redis://127.0.0.1:6379").unwrap();
+    /// let pool = Builder::from_config(config).build_pool(4).unwrap();
+    /// pool.init().await.unwrap();
+    /// let client = holdlock::LockClient::builder("redis://unused")
+    ///     .fred_clients(pool.next().clone(), None)
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn fred_clients(
+        mut self,
+        redis: fred::clients::Client,
+        subscriber: Option<fred::clients::SubscriberClient>,
+    ) -> Self {
+        self.lent = Some((redis, subscriber));
         self
     }
 
@@ -295,6 +340,58 @@ impl LockClientBuilder {
     /// ```
     pub async fn build(mut self) -> Result<LockClient> {
         self.config.validate()?;
+        let timeout = self.config.connect_timeout;
+        let ((redis, opened), (subscriber, subscriber_opened)) = match self.lent.take() {
+            Some((redis, subscriber)) => {
+                let subscriber = match subscriber {
+                    Some(subscriber) => (subscriber, Ownership::Lent),
+                    None => (subscriber_beside(&redis, timeout)?, Ownership::Opened),
+                };
+                ((redis, Ownership::Lent), subscriber)
+            }
+            None => {
+                let (redis, subscriber) = self.open_clients()?;
+                ((redis, Ownership::Opened), (subscriber, Ownership::Opened))
+            }
+        };
+        let connecting = async {
+            // A lent client may be connected already; holdlock connects what is not.
+            if !redis.is_connected() {
+                redis.init().await?;
+            }
+            if !subscriber.is_connected() {
+                subscriber.init().await?;
+            }
+            Ok::<_, fred::error::Error>(())
+        };
+        match tokio::time::timeout(timeout, connecting).await {
+            Ok(Ok(())) => {}
+            failed => {
+                close_if_opened(&redis, opened).await;
+                close_if_opened(&subscriber, subscriber_opened).await;
+                return Err(match failed {
+                    Ok(Err(error)) => LockError::from(error),
+                    _ => LockError::ConnectTimeout { timeout },
+                });
+            }
+        }
+        // Not `subscriber.manage_subscriptions()`: the waiting rooms subscribe again
+        // themselves after a reconnection (see `waiting.rs`).
+        // Release messages go over shard channels from Redis 7.0 on (see `waiting.rs`);
+        // a server that hides its version (INFO refused by the ACL) is taken to be 7+.
+        let sharded = redis
+            .server_version()
+            .is_none_or(|version| version.major >= 7);
+        let protocol = Protocol::new((redis, opened), sharded, timeout);
+        let id = uuid::Uuid::new_v4();
+        let waiting = Waiting::start((subscriber, subscriber_opened), sharded, id);
+        let engine = Engine::start(id, self.config, Arc::new(protocol), waiting);
+        Ok(LockClient::over(engine))
+    }
+
+    /// The command and subscriber clients of the URL (or fred configuration), not yet
+    /// connected.
+    fn open_clients(&mut self) -> Result<(Client, SubscriberClient)> {
         #[allow(unused_mut)]
         let mut fred_config = match self.fred.take() {
             Some(config) => config,
@@ -323,35 +420,25 @@ impl LockClientBuilder {
             );
         let redis = builder.build()?;
         let subscriber = builder.build_subscriber_client()?;
-        let connecting = async {
-            redis.init().await?;
-            subscriber.init().await?;
-            Ok::<_, fred::error::Error>(())
-        };
-        match tokio::time::timeout(timeout, connecting).await {
-            Ok(Ok(())) => {}
-            failed => {
-                let _ = redis.quit().await;
-                let _ = subscriber.quit().await;
-                return Err(match failed {
-                    Ok(Err(error)) => LockError::from(error),
-                    _ => LockError::ConnectTimeout { timeout },
-                });
-            }
-        }
-        // Not `subscriber.manage_subscriptions()`: the waiting rooms subscribe again
-        // themselves after a reconnection (see `waiting.rs`).
-        // Release messages go over shard channels from Redis 7.0 on (see `waiting.rs`);
-        // a server that hides its version (INFO refused by the ACL) is taken to be 7+.
-        let sharded = redis
-            .server_version()
-            .is_none_or(|version| version.major >= 7);
-        let protocol = Protocol::new(redis, sharded, timeout);
-        let id = uuid::Uuid::new_v4();
-        let waiting = Waiting::start(subscriber, sharded, id);
-        let engine = Engine::start(id, self.config, Arc::new(protocol), waiting);
-        Ok(LockClient::over(engine))
+        Ok((redis, subscriber))
     }
+}
+
+/// A subscriber client beside the application's command client `redis`: the same
+/// server, settings and reconnect policy, with holdlock's timeouts. Not yet connected.
+fn subscriber_beside(redis: &Client, timeout: Duration) -> Result<SubscriberClient> {
+    let mut builder = Builder::from_config(redis.client_config());
+    builder
+        .set_performance_config(redis.perf_config())
+        .set_connection_config(redis.connection_config().clone())
+        .with_connection_config(|connection| {
+            connection.connection_timeout = timeout;
+            connection.internal_command_timeout = timeout;
+        });
+    if let Some(policy) = redis.client_reconnect_policy() {
+        builder.set_policy(policy);
+    }
+    Ok(builder.build_subscriber_client()?)
 }
 
 /// TLS settings (feature `tls-rustls`).

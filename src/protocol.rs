@@ -20,6 +20,7 @@ use fred::interfaces::{EventInterface, HashesInterface};
 use fred::types::Value;
 use tokio::time::Instant;
 
+use crate::connection::{Ownership, close_if_opened};
 use crate::error::{LockError, Result};
 use crate::keys::{Kind, LockNames};
 use crate::lease::renewal_period;
@@ -31,6 +32,8 @@ use crate::scripts::{Acquire, AcquireCall, Scripts, Snapshot, TOKEN_FIELD};
 #[derive(Debug)]
 pub(crate) struct Protocol {
     redis: Client,
+    /// Whether `redis` is closed at shutdown (holdlock opened it) or the application's.
+    ownership: Ownership,
     scripts: Scripts,
     /// The connection for replica-acknowledged acquisitions.
     acknowledging: Acknowledging,
@@ -39,12 +42,17 @@ pub(crate) struct Protocol {
 }
 
 impl Protocol {
-    /// The protocol over `redis` (connected), publishing releases on shard channels if
-    /// `sharded`.
-    pub(crate) fn new(redis: Client, sharded: bool, connect_timeout: Duration) -> Self {
+    /// The protocol over `redis` (connected; closed at shutdown if holdlock opened it),
+    /// publishing releases on shard channels if `sharded`.
+    pub(crate) fn new(
+        (redis, ownership): (Client, Ownership),
+        sharded: bool,
+        connect_timeout: Duration,
+    ) -> Self {
         Self {
             redis,
-            scripts: Scripts::new(sharded),
+            ownership,
+            scripts: Scripts::new(sharded, connect_timeout),
             acknowledging: Acknowledging::default(),
             connect_timeout,
         }
@@ -133,7 +141,7 @@ impl Protocol {
     /// Closes both connections (see [`close`](crate::connection::close)).
     pub(crate) async fn quit(&self) {
         self.acknowledging.quit().await;
-        crate::connection::close(&self.redis).await;
+        close_if_opened(&self.redis, self.ownership).await;
     }
 
     /// Sets the lease of a grant whose reply came late again, from now, so that the

@@ -74,6 +74,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use crate::connection::Ownership;
 use crate::error::{LockError, Result};
 use crate::keys::{key_of_channel, release_channel};
 
@@ -92,6 +93,9 @@ const SUBSCRIBE_RETRY: Duration = Duration::from_millis(100);
 #[derive(Debug)]
 pub(crate) struct Waiting {
     subscriber: SubscriberClient,
+    /// Whether `subscriber` is closed at shutdown (holdlock opened it) or the
+    /// application's.
+    ownership: Ownership,
     /// Shard channels (cluster) instead of plain ones.
     sharded: bool,
     /// This client's id, as release messages name it.
@@ -158,9 +162,14 @@ impl Waiting {
     /// Starts dispatching release messages from `subscriber`, which must be connected;
     /// `sharded` subscribes shard channels (and, on a cluster, follows them when their
     /// slots move). `client` is this client's id (the first part of its owner ids).
-    pub(crate) fn start(subscriber: SubscriberClient, sharded: bool, client: Uuid) -> Arc<Self> {
+    pub(crate) fn start(
+        (subscriber, ownership): (SubscriberClient, Ownership),
+        sharded: bool,
+        client: Uuid,
+    ) -> Arc<Self> {
         let waiting = Arc::new(Self {
             subscriber,
+            ownership,
             sharded,
             client,
             connection: AtomicU64::new(0),
@@ -276,7 +285,7 @@ impl Waiting {
     /// Closes the rooms and the subscriber connection.
     pub(crate) async fn quit(&self) {
         self.close();
-        crate::connection::close(&self.subscriber).await;
+        crate::connection::close_if_opened(&self.subscriber, self.ownership).await;
     }
 
     /// Subscribes `room`'s release channel, recording it in `state`.

@@ -395,3 +395,55 @@ async fn a_client_built_from_a_fred_config_locks_the_same_keys() {
     guard.unlock().await.unwrap();
     assert!(!other.is_locked(&name).await.unwrap());
 }
+
+/// A lock client over the application's own fred clients: a client of its pool for
+/// commands (connected already), holdlock's own subscriber beside it, then a lent
+/// command client and subscriber not yet connected (build connects them). Locks and
+/// wake-ups work, the application's commands share the connection, and `shutdown`
+/// leaves the lent clients open.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_over_the_applications_own_fred_clients() {
+    use fred::prelude::{Builder, ClientLike, Config};
+    let config = Config::from_url(&common::url()).unwrap();
+    let pool = Builder::from_config(config.clone()).build_pool(3).unwrap();
+    pool.init().await.unwrap();
+    let lent = pool.next().clone();
+    let fresh = Builder::from_config(config.clone()).build().unwrap();
+    let fresh_subscriber = Builder::from_config(config)
+        .build_subscriber_client()
+        .unwrap();
+    let other = common::client().await;
+    for (redis, subscriber) in [
+        (lent.clone(), None),
+        (fresh.clone(), Some(fresh_subscriber.clone())),
+    ] {
+        let client = LockClient::builder("redis://lent.invalid:1")
+            .fred_clients(redis.clone(), subscriber)
+            .build()
+            .await
+            .unwrap();
+        assert_eq!(client.redis().id(), redis.id(), "not the lent client");
+        let name = common::unique("lent");
+        let guard = client.lock(&name).await.unwrap();
+        let waiter = {
+            let (client, name) = (client.clone(), name.clone());
+            tokio::spawn(async move { common::lock_as_another_owner(&client, &name).await })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!waiter.is_finished());
+        guard.unlock().await.unwrap();
+        let woken = tokio::time::timeout(Duration::from_secs(1), waiter)
+            .await
+            .expect("woken by the release")
+            .unwrap();
+        woken.unlock().await.unwrap();
+        assert!(!other.is_locked(&name).await.unwrap());
+        client.shutdown().await;
+        let pong: String = redis.ping(None).await.unwrap();
+        assert_eq!(pong, "PONG", "shutdown closed the lent client");
+    }
+    assert!(
+        fresh_subscriber.is_connected(),
+        "shutdown closed the lent subscriber"
+    );
+}

@@ -88,6 +88,9 @@ pub(crate) struct Scripts {
     rw_release: Script,
     /// How release messages are published: `publish`, or `spublish` on a cluster.
     publish: &'static str,
+    /// Every script's timeout (the connect timeout): set per command, so that a lent
+    /// client without a default command timeout cannot hold a lock call forever.
+    timeout: Duration,
 }
 
 /// The hash field of a fenced hold's token in the lock key (see `lua/acquire.lua`).
@@ -96,9 +99,10 @@ pub(crate) const TOKEN_FIELD: &str = "token";
 
 impl Scripts {
     /// The scripts, publishing release messages on shard channels if `sharded`.
-    pub(crate) fn new(sharded: bool) -> Self {
+    pub(crate) fn new(sharded: bool, timeout: Duration) -> Self {
         Self {
             publish: if sharded { "spublish" } else { "publish" },
+            timeout,
             acquire: Script::from_lua(ACQUIRE),
             reenter: Script::from_lua(REENTER),
             release: Script::from_lua(RELEASE),
@@ -343,6 +347,7 @@ impl Scripts {
         }
         let options = Options {
             max_attempts: (delivery == Delivery::AtMostOnce).then_some(1),
+            timeout: Some(self.timeout),
             ..Options::default()
         };
         let command = evalsha_command(client, keys);
