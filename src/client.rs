@@ -177,8 +177,9 @@ impl LockClient {
         match options.deadline()? {
             None => Ok(self.wait_for(name, options, Forever).await?.ok()),
             Some(deadline) => {
+                let answer_by = options.answer_by(deadline);
                 let call = self.wait_for(name, options, deadline);
-                Ok(within_budget(deadline, call).await?.ok())
+                Ok(within_budget(answer_by, call).await?.ok())
             }
         }
     }
@@ -381,22 +382,16 @@ impl LockClient {
     }
 }
 
-/// How long past its wait a call with a wait may take to return when Redis does not
-/// answer (it is unreachable, paused or reconnecting): the time one round trip may
-/// reasonably take. Without it, such a call would wait out the command timeout and the
-/// reconnection window (10 s with the defaults) whatever its wait.
-pub(crate) const ANSWER_GRACE: Duration = Duration::from_millis(250);
-
-/// `call`, a lock call that gives up waiting at `deadline`, held to its caller's
-/// budget: if it has not returned by `deadline` plus [`ANSWER_GRACE`] (Redis did not
-/// answer an attempt in time), it is dropped and fails with
-/// [`LockError::unanswered`]. Dropping is cancel safe: an attempt whose outcome is
-/// unknown is settled in the background, and nothing is left held.
+/// `call`, a lock call with a wait, held to its caller's budget: if it has not
+/// returned by `answer_by` (see `ResolvedOptions::answer_by`: Redis did not answer an
+/// attempt in time), it is dropped and fails with [`LockError::unanswered`]. Dropping
+/// is cancel safe: an attempt whose outcome is unknown is settled in the background,
+/// and nothing is left held.
 pub(crate) async fn within_budget<T>(
-    deadline: Instant,
+    answer_by: Instant,
     call: impl Future<Output = Result<T>>,
 ) -> Result<T> {
-    match tokio::time::timeout_at(deadline + ANSWER_GRACE, call).await {
+    match tokio::time::timeout_at(answer_by, call).await {
         Ok(result) => result,
         Err(_) => Err(LockError::unanswered()),
     }

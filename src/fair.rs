@@ -141,8 +141,9 @@ impl LockClient {
         match options.deadline()? {
             None => Ok(self.wait_in_queue(name, options, Forever).await?.ok()),
             Some(deadline) => {
+                let answer_by = options.answer_by(deadline);
                 let call = self.wait_in_queue(name, options, deadline);
-                Ok(within_budget(deadline, call).await?.ok())
+                Ok(within_budget(answer_by, call).await?.ok())
             }
         }
     }

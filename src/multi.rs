@@ -147,10 +147,11 @@ impl LockClient {
         I::Item: AsRef<str>,
     {
         let names = self.lock_order(names)?;
-        match options.resolve(self.engine().config())?.deadline()? {
+        let resolved = options.resolve(self.engine().config())?;
+        match resolved.deadline()? {
             Some(deadline) => {
                 let call = self.take_all(&names, &options, Some(deadline));
-                within_budget(deadline, call).await
+                within_budget(resolved.answer_by(deadline), call).await
             }
             None => self.take_all(&names, &options, None).await,
         }

@@ -426,7 +426,21 @@ pub(crate) struct ResolvedOptions {
     pub(crate) data: Option<Arc<str>>,
 }
 
+/// How long past its wait a call with a wait may take to return when Redis does not
+/// answer (it is unreachable, paused or reconnecting): the time one round trip may
+/// reasonably take. Without it, such a call would wait out the command timeout and the
+/// reconnection window (10 s with the defaults) whatever its wait.
+pub(crate) const ANSWER_GRACE: Duration = Duration::from_millis(250);
+
 impl ResolvedOptions {
+    /// When a call that gives up waiting at `deadline` must have returned: one round
+    /// trip's grace later ([`ANSWER_GRACE`]), and the replicas' time to acknowledge if
+    /// it asks for them.
+    pub(crate) fn answer_by(&self, deadline: tokio::time::Instant) -> tokio::time::Instant {
+        let replicas = self.min_replicas.map_or(Duration::ZERO, |min| min.timeout);
+        deadline + ANSWER_GRACE + replicas
+    }
+
     /// Whether the call is a single try (a zero wait): it never waits, and a refusal
     /// need not have the next release tell it.
     pub(crate) fn is_single_try(&self) -> bool {

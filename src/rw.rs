@@ -244,7 +244,9 @@ impl LockClient {
             None => Ok(self.take_side(name, side, options, Forever).await?.ok()),
             Some(deadline) => {
                 let call = self.take_side(name, side, options, deadline);
-                Ok(within_budget(deadline, call).await?.ok())
+                Ok(within_budget(resolved.answer_by(deadline), call)
+                    .await?
+                    .ok())
             }
         }
     }

@@ -191,9 +191,12 @@ impl Semaphore {
         let options = self.resolve(&options)?;
         match options.deadline()? {
             None => Ok(self.take(options, Forever).await?.ok()),
-            Some(deadline) => Ok(within_budget(deadline, self.take(options, deadline))
-                .await?
-                .ok()),
+            Some(deadline) => {
+                let answer_by = options.answer_by(deadline);
+                Ok(within_budget(answer_by, self.take(options, deadline))
+                    .await?
+                    .ok())
+            }
         }
     }
 
