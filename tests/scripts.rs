@@ -12,7 +12,11 @@ const ACQUIRE: &str = concat!(
 const REENTER: &str = include_str!("../lua/reenter.lua");
 const RELEASE: &str = include_str!("../lua/release.lua");
 const RENEW: &str = include_str!("../lua/renew.lua");
-const FORCE_UNLOCK: &str = include_str!("../lua/force_unlock.lua");
+const FORCE_UNLOCK: &str = concat!(
+    include_str!("../lua/fair_queue.lua"),
+    include_str!("../lua/leases.lua"),
+    include_str!("../lua/force_unlock.lua")
+);
 const FENCE: &str = include_str!("../lua/fence.lua");
 const COMPLETE_PERIOD: &str = include_str!("../lua/complete_period.lua");
 const FAIR_ACQUIRE: &str = concat!(
@@ -436,14 +440,22 @@ async fn force_unlock_deletes_whatever_the_owner() {
     let lock = Lock::new("force").await;
     let deleted: i64 = lock
         .redis
-        .eval(FORCE_UNLOCK, lock.key.clone(), "publish")
+        .eval(
+            FORCE_UNLOCK,
+            lock.key.clone(),
+            vec!["publish", "mutex", "2000"],
+        )
         .await
         .unwrap();
     assert_eq!(deleted, 0);
     lock.acquire("a", 10_000, false).await;
     let deleted: i64 = lock
         .redis
-        .eval(FORCE_UNLOCK, lock.key.clone(), "publish")
+        .eval(
+            FORCE_UNLOCK,
+            lock.key.clone(),
+            vec!["publish", "mutex", "2000"],
+        )
         .await
         .unwrap();
     assert_eq!(deleted, 1);
