@@ -1,7 +1,6 @@
 //! [`LockGuard`]: one held hold of a lock.
 
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +10,6 @@ use crate::engine::{Engine, HoldClaim};
 #[cfg(doc)]
 use crate::error::LockError;
 use crate::error::Result;
-use crate::held::{Held, Sealed};
 use crate::hold::Hold;
 #[cfg(doc)]
 use crate::options::LockOptions;
@@ -301,18 +299,6 @@ impl LockGuard {
     pub async fn unlock(self) -> Result<()> {
         let Self { claim } = self;
         Arc::clone(claim.engine()).release(claim).await
-    }
-}
-
-impl Sealed for LockGuard {}
-
-impl Held for LockGuard {
-    fn holds(&self) -> &[LockGuard] {
-        std::slice::from_ref(self)
-    }
-
-    fn unlock(self) -> impl Future<Output = Result<()>> + Send {
-        LockGuard::unlock(self)
     }
 }
 

@@ -110,6 +110,18 @@ pub trait Held: Sealed + Send + Sync + fmt::Debug + Sized {
     }
 }
 
+impl Sealed for LockGuard {}
+
+impl Held for LockGuard {
+    fn holds(&self) -> &[LockGuard] {
+        std::slice::from_ref(self)
+    }
+
+    fn unlock(self) -> impl Future<Output = Result<()>> + Send {
+        LockGuard::unlock(self)
+    }
+}
+
 /// Resolves when `signal` resolves for any of `holds` (never for none).
 async fn first_of<'a, F>(holds: &'a [LockGuard], signal: impl Fn(&'a LockGuard) -> F) -> ()
 where

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tokio::sync::{Notify, OwnedMutexGuard};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -30,6 +30,12 @@ use crate::protocol::{CallFailed, Protocol};
 use crate::scripts::Acquire;
 use crate::waiting::Waiting;
 use crate::watchdog::Watchdogs;
+
+mod claim;
+mod in_flight;
+
+pub(crate) use claim::HoldClaim;
+use in_flight::{InFlight, Op};
 
 /// The shared state of one client and its clones, and the calls that change holds.
 #[derive(Debug)]
@@ -387,7 +393,7 @@ impl Engine {
     /// one whose reply was lost is settled in the background; the error is returned
     /// either way.
     pub(crate) async fn release(self: &Arc<Self>, claim: HoldClaim) -> Result<()> {
-        let hold = Arc::clone(&claim.hold);
+        let hold = Arc::clone(claim.hold());
         match self.release_once(&hold, Some(claim)).await {
             Ok(()) => Ok(()),
             Err(Unreleased::Owed(error)) => {
@@ -531,94 +537,6 @@ impl Engine {
         Ok(())
     }
 
-    /// Settles a script whose caller went away mid-flight, or whose reply was lost,
-    /// with the owner's operation lock still held: Redis's count for the owner tells
-    /// whether it ran. An acquire that ran is undone, and a release that did not run
-    /// is completed, here; if Redis refuses that release, it is owed and paid by a
-    /// background release (see [`release_in_background`](Self::release_in_background)).
-    ///
-    /// Reading the count is retried until it succeeds, the hold is lost, the client
-    /// shuts down, or `give_up` passes; in the last case the hold is given up as lost
-    /// (no longer renewed), so that Redis expires whatever it has within a lease.
-    async fn settle(
-        self: Arc<Self>,
-        op: Op,
-        entry: HoldUse,
-        mut count: OwnedMutexGuard<u32>,
-        give_up: Instant,
-    ) {
-        let hold = &entry.hold;
-        let held = *count;
-        tracing::debug!(lock = %hold.names.name, ?op, held, "settling a call whose caller went away or whose reply was lost");
-        let mut backoff = Backoff::default();
-        let owed = loop {
-            let now = match self.protocol.count(&hold.names, &hold.owner).await {
-                Ok(now) => now,
-                Err(error) => {
-                    tracing::debug!(lock = %hold.names.name, %error, "settling a cancelled call: reading its count failed");
-                    let hopeless = hold.is_lost() || self.check_running().is_err();
-                    if hopeless || Instant::now() + backoff.next() >= give_up {
-                        hold.set_count(&mut count, 0);
-                        hold.mark_lost("could not tell whether a cancelled call ran");
-                        break false;
-                    }
-                    backoff.wait().await;
-                    continue;
-                }
-            };
-            // An acquire that ran is undone, a release that did not run is completed:
-            // either way one release of the `now` holds Redis has.
-            let settled = match op {
-                Op::Acquire => now == held,
-                Op::Release => now + 1 == held,
-            };
-            let undone = match op {
-                Op::Acquire => now == held + 1,
-                Op::Release => now == held,
-            };
-            if settled {
-                hold.set_count(&mut count, now);
-                break false;
-            }
-            if !undone {
-                hold.set_count(&mut count, 0);
-                hold.mark_gone("redis disagrees with the local hold count");
-                break false;
-            }
-            // Released here, with the operation lock still held, so that no other call
-            // of this owner sees the hold in between.
-            match self.protocol.release(&hold.names, &hold.owner, now).await {
-                Ok(Some(remaining)) => {
-                    hold.set_count(&mut count, remaining);
-                    break false;
-                }
-                Ok(None) => {
-                    // Gone meanwhile (expired or force-unlocked).
-                    hold.set_count(&mut count, 0);
-                    if held > 0 {
-                        hold.mark_gone("the hold vanished from redis (expired or force-unlocked)");
-                    }
-                    break false;
-                }
-                // Lost again: find out again.
-                Err(error) if error.outcome_unknown() => {}
-                Err(error) => {
-                    // Refused: still owed, and paid by a background release.
-                    tracing::debug!(lock = %hold.names.name, %error, "settling a cancelled call: release refused; will retry");
-                    hold.set_count(&mut count, now);
-                    break true;
-                }
-            }
-        };
-        if hold.count() == 0 {
-            hold.stop_watchdog();
-        }
-        drop(count);
-        if owed {
-            self.release_in_background(Arc::clone(hold));
-        }
-    }
-
     /// Ends every wait for a lock, waits (up to the connect timeout) for background
     /// releases, then stops every
     /// watchdog, marks every hold lost and closes the connections. Returns `false` if
@@ -679,143 +597,6 @@ enum Unreleased {
     Owed(LockError),
     /// The reply was lost: the release is being settled in the background.
     Settling(LockError),
-}
-
-/// A guard's claim on one hold of a lock: the duty to release it, exactly once.
-///
-/// Made by the engine as it raises the count, with the owner's operation lock held.
-/// [`Engine::release`] takes it by value and hands it over as the release is sent;
-/// dropped anywhere else (a dropped guard, a cancelled `unlock()`), it releases the
-/// hold in the background. While a hold has holds but no claims, it is being released:
-/// the owner's next call waits for that and takes a new hold (see
-/// [`Engine::local_holder`]).
-#[derive(Debug)]
-#[must_use = "dropping a claim releases its hold"]
-pub(crate) struct HoldClaim {
-    engine: Arc<Engine>,
-    hold: Arc<Hold>,
-    /// Set only by [`discharge`](Self::discharge), which consumes the claim.
-    discharged: bool,
-}
-
-impl HoldClaim {
-    /// Claims one hold of `hold`; call with its operation lock held.
-    fn new(engine: &Arc<Engine>, hold: Arc<Hold>) -> Self {
-        hold.add_claim();
-        Self {
-            engine: Arc::clone(engine),
-            hold,
-            discharged: false,
-        }
-    }
-
-    /// The hold claimed.
-    pub(crate) fn hold(&self) -> &Arc<Hold> {
-        &self.hold
-    }
-
-    /// The engine the hold belongs to.
-    pub(crate) fn engine(&self) -> &Arc<Engine> {
-        &self.engine
-    }
-
-    /// Ends the claim without a release of its own: the release is in flight (and
-    /// answered for by the call), or nothing is owed (the hold is gone).
-    fn discharge(mut self) {
-        self.discharged = true;
-        self.hold.drop_claim();
-    }
-}
-
-impl Drop for HoldClaim {
-    fn drop(&mut self) {
-        if self.discharged {
-            return;
-        }
-        // The count of claims drops first, so that the owner's next call, which may
-        // run before the release task, sees the hold as being released.
-        self.hold.drop_claim();
-        self.engine.release_in_background(Arc::clone(&self.hold));
-    }
-}
-
-/// Which script an [`InFlight`] call sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Acquire,
-    Release,
-}
-
-/// A script in flight with the owner's operation lock held. It ends in one of three
-/// ways, each named: [`land`](Self::land) (answered), [`refused`](Self::refused)
-/// (a definite error: nothing changed) or [`unresolved`](Self::unresolved) (the reply
-/// was lost); dropped otherwise (its caller's future was dropped), it is settled in the
-/// background like an unresolved call.
-struct InFlight {
-    engine: Arc<Engine>,
-    op: Op,
-    /// How long settling may try to read the outcome: a lease (after which Redis has
-    /// expired whatever the script left) and the connect timeout.
-    give_up_after: Duration,
-    state: Option<(HoldUse, OwnedMutexGuard<u32>)>,
-}
-
-impl InFlight {
-    /// The script of `op` is about to be sent for `entry`, with the owner's operation
-    /// lock (`count`) held. A release takes the guard's `claim` (if any) here: from now
-    /// on the call, or its settlement, answers for the release.
-    fn new(
-        engine: &Arc<Engine>,
-        op: Op,
-        entry: HoldUse,
-        count: OwnedMutexGuard<u32>,
-        lease: Duration,
-        claim: Option<HoldClaim>,
-    ) -> Self {
-        if let Some(claim) = claim {
-            claim.discharge();
-        }
-        Self {
-            engine: Arc::clone(engine),
-            op,
-            give_up_after: lease + engine.config.connect_timeout,
-            state: Some((entry, count)),
-        }
-    }
-
-    /// Redis refused the call (a definite error): nothing changed, nothing to settle.
-    fn refused(self) {
-        drop(self.land());
-    }
-
-    /// The call's outcome is unknown (`error` says why): it is settled in the
-    /// background, as for a dropped caller. Returns `error`.
-    fn unresolved(self, error: LockError) -> LockError {
-        drop(self);
-        error
-    }
-
-    /// The call was answered: hand the state back to it.
-    fn land(mut self) -> (HoldUse, OwnedMutexGuard<u32>) {
-        match self.state.take() {
-            Some(state) => state,
-            // `land` consumes the call, and only `Drop` takes the state otherwise.
-            None => unreachable!("an in-flight call landed twice"),
-        }
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        let Some((entry, count)) = self.state.take() else {
-            return;
-        };
-        let engine = Arc::clone(&self.engine);
-        let runtime =
-            tokio::runtime::Handle::try_current().unwrap_or_else(|_| engine.runtime.clone());
-        let give_up = Instant::now() + self.give_up_after;
-        drop(runtime.spawn(engine.settle(self.op, entry, count, give_up)));
-    }
 }
 
 impl Drop for Engine {
