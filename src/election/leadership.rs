@@ -1,0 +1,244 @@
+//! [`Leadership`]: an elected candidate's hold of the election.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::engine::Engine;
+use crate::error::Result;
+use crate::guard::LockGuard;
+use crate::held::{Held, Sealed};
+
+use super::*;
+
+/// The leadership of a candidate that was elected (see [`Election::campaign`]): a
+/// hold of the election's fair lock, renewed by the watchdog. [`resign`](Self::resign)
+/// ends it and hands the election to the next candidate; dropping it resigns in the
+/// background.
+///
+/// Watch [`lost`](Self::lost): a leader whose hold is lost (a starved runtime, a
+/// partition longer than the lease) must stop acting as the leader, for another may
+/// be elected. [`at_risk`](Self::at_risk) warns before.
+///
+/// # Examples
+/// ```no_run
+/// # async fn dox(client: holdlock::LockClient, work: impl std::future::Future<Output = ()>) -> holdlock::Result<()> {
+/// let leadership = client.election("scheduler").campaign("host-a").await?;
+/// tokio::select! {
+///     () = work => leadership.resign().await?,
+///     () = leadership.lost() => eprintln!("deposed: stop acting as the leader"),
+/// }
+/// # Ok(()) }
+/// ```
+#[must_use = "if unused the leadership is resigned immediately"]
+#[clippy::has_significant_drop]
+pub struct Leadership {
+    pub(super) term: Term,
+    pub(super) info: LeaderInfo,
+}
+
+impl Leadership {
+    /// Who leads (this candidate): its owner id, data, since when, fencing token.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let leadership = client.election("scheduler").campaign("host-a").await?;
+    /// println!("leading since {:?}", leadership.info().since);
+    /// # Ok(()) }
+    /// ```
+    pub fn info(&self) -> &LeaderInfo {
+        &self.info
+    }
+
+    /// The leadership's fencing token: greater than every earlier leader's of the
+    /// election. Present it to the resources the leader writes to (see
+    /// [`fence`](crate::fence)).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let leadership = client.election("scheduler").campaign("host-a").await?;
+    /// let token: u64 = leadership.fencing_token();
+    /// # Ok(()) }
+    /// ```
+    pub fn fencing_token(&self) -> u64 {
+        self.info.fencing_token
+    }
+
+    /// Whether the leadership's hold is known to be lost (see [`LockGuard::is_lost`]).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let leadership = client.election("scheduler").campaign("host-a").await?;
+    /// assert!(!leadership.is_lost());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        Held::is_lost(self)
+    }
+
+    /// Resolves when the leadership's hold is lost (see [`LockGuard::lost`]): stop
+    /// acting as the leader.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only watches.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let leadership = client.election("scheduler").campaign("host-a").await?;
+    /// leadership.lost().await;
+    /// eprintln!("no longer the leader");
+    /// # Ok(()) }
+    /// ```
+    pub async fn lost(&self) {
+        Held::lost(self).await;
+    }
+
+    /// Whether the leadership has been warned at risk (see [`LockGuard::is_at_risk`]).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let leadership = client.election("scheduler").campaign("host-a").await?;
+    /// assert!(!leadership.is_at_risk());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_at_risk(&self) -> bool {
+        Held::is_at_risk(self)
+    }
+
+    /// Resolves when the leadership is at risk of being lost (see
+    /// [`LockGuard::at_risk`]): renewals land late. Stop taking new work and
+    /// checkpoint; [`lost`](Self::lost) may follow.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only watches.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let leadership = client.election("scheduler").campaign("host-a").await?;
+    /// leadership.at_risk().await;
+    /// eprintln!("renewals are late: checkpoint now");
+    /// # Ok(()) }
+    /// ```
+    pub async fn at_risk(&self) {
+        Held::at_risk(self).await;
+    }
+
+    /// Steps down: deletes the leader's record and announces the change (if the record
+    /// is still this leader's), then releases the election's lock, which hands it to
+    /// the next candidate at once.
+    ///
+    /// # Errors
+    /// [`LockError::NotHeld`] if the leadership was already lost; [`LockError::Redis`]
+    /// (the leadership then ends within its lease all the same),
+    /// [`LockError::Shutdown`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropped before it finishes, the rest is done in the background.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let leadership = client.election("scheduler").campaign("host-a").await?;
+    /// leadership.resign().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn resign(self) -> Result<()> {
+        let Leadership { mut term, .. } = self;
+        let Some(guard) = term.guard.as_ref() else {
+            return Ok(());
+        };
+        let (engine, owner) = (Arc::clone(guard.engine()), guard.owner().to_owned());
+        // Dropped meanwhile, the term still has the guard and resigns in the background.
+        let cleared = term.clear(&engine, &owner).await;
+        let Some(guard) = term.guard.take() else {
+            return cleared;
+        };
+        guard.unlock().await.and(cleared)
+    }
+}
+
+impl Sealed for Leadership {}
+
+impl Held for Leadership {
+    fn holds(&self) -> &[LockGuard] {
+        self.term.guard.as_slice()
+    }
+
+    fn unlock(self) -> impl Future<Output = Result<()>> + Send {
+        self.resign()
+    }
+}
+
+impl fmt::Debug for Leadership {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Leadership")
+            .field("election", &self.info.election)
+            .field("owner", &self.info.owner)
+            .field("fencing_token", &self.info.fencing_token)
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+/// A leader's hold of the election's lock, resigned in the background when dropped
+/// with it.
+pub(super) struct Term {
+    /// The election's hash.
+    pub(super) key: String,
+    /// Where its changes are announced.
+    pub(super) channel: String,
+    /// `None` once released.
+    pub(super) guard: Option<LockGuard>,
+}
+
+impl Term {
+    /// Deletes `owner`'s record and announces that it resigned, if the record is its.
+    pub(super) async fn clear(&self, engine: &Engine, owner: &str) -> Result<()> {
+        let (redis, scripts) = (engine.protocol().redis(), engine.protocol().scripts());
+        scripts
+            .resign(redis, &self.key, &self.channel, owner)
+            .await
+            .map(drop)
+    }
+}
+
+impl Drop for Term {
+    fn drop(&mut self) {
+        let Some(guard) = self.guard.take() else {
+            return;
+        };
+        let engine = Arc::clone(guard.engine());
+        // Without a runtime, or once the client is shut down, the guard's own drop does
+        // what can be done (the record goes with the hold).
+        if engine.check_running().is_err() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (key, channel) = (
+            std::mem::take(&mut self.key),
+            std::mem::take(&mut self.channel),
+        );
+        drop(runtime.spawn(async move {
+            let (name, owner) = (guard.name().to_owned(), guard.owner().to_owned());
+            let term = Term {
+                key,
+                channel,
+                guard: None,
+            };
+            if let Err(error) = term.clear(&engine, &owner).await {
+                tracing::debug!(election = %name, %error, "announcing a resignation failed");
+            }
+            if let Err(error) = guard.unlock().await {
+                tracing::debug!(election = %name, %error, "resigning in the background failed");
+            }
+        }));
+    }
+}
