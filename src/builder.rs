@@ -10,7 +10,7 @@ use fred::types::Builder;
 use fred::types::config::{Config, ReconnectPolicy};
 
 use crate::client::LockClient;
-use crate::connection::{Ownership, close_if_opened};
+use crate::connection::{self, Ownership, close_if_opened};
 use crate::engine::Engine;
 use crate::error::{LockError, Result};
 use crate::options::{ClientConfig, MinReplicas};
@@ -357,10 +357,10 @@ impl LockClientBuilder {
         let connecting = async {
             // A lent client may be connected already; holdlock connects what is not.
             if !redis.is_connected() {
-                redis.init().await?;
+                connection::connect(&redis).await?;
             }
             if !subscriber.is_connected() {
-                subscriber.init().await?;
+                connection::connect(&subscriber).await?;
             }
             Ok::<_, fred::error::Error>(())
         };

@@ -1,6 +1,11 @@
-//! Closing fred connections without waiting on one that is gone.
+//! fred connections: started and kept running, and closed without waiting on one
+//! that is gone.
+
+use std::time::Duration;
 
 use fred::interfaces::ClientLike;
+use fred::types::ConnectHandle;
+use tokio::time::Instant;
 
 /// Who closes a connection: holdlock, which opened it, or the application, which lent
 /// it (see `LockClientBuilder::fred_clients`).
@@ -33,5 +38,48 @@ pub(crate) async fn close(client: &impl ClientLike) {
         let _ = quit.await;
     } else {
         let _ = futures::FutureExt::now_or_never(quit);
+    }
+}
+
+/// Connects `client` (fred's `init`: the first connections are made before this
+/// returns) and keeps its connection task running until the client is closed.
+///
+/// fred's connection task (its router) ends for good on some errors, although its
+/// reconnection policy never gives up: fred 10 ends it when a command that has no
+/// write attempt left is answered `ASK` (a script sent at most once, whose key's slot
+/// is migrating between Redis Cluster nodes: a routine reshard). Every later command
+/// then waits out its timeout, renewals included, and every hold is lost. So the
+/// task is watched, and started again at once when it ends with an error; commands
+/// queued meanwhile are sent by the new one. The new connections are announced like
+/// any reconnection, so watchdogs renew and waiting rooms subscribe again.
+pub(crate) async fn connect<C>(client: &C) -> Result<(), fred::error::Error>
+where
+    C: ClientLike + Clone + Send + Sync + 'static,
+{
+    let task = client.init().await?;
+    tokio::spawn(keep_running(client.clone(), task));
+    Ok(())
+}
+
+/// Restarts `client`'s connection task each time it ends with an error, pausing
+/// (20 ms, doubling to 1 s) when it ended soon after it was started. Ends when the
+/// task ends without one: the client was closed (`QUIT`).
+async fn keep_running<C: ClientLike>(client: C, mut task: ConnectHandle) {
+    let mut pause = Duration::from_millis(20);
+    loop {
+        let started = Instant::now();
+        let ended = match task.await {
+            Ok(Err(error)) if !error.is_canceled() => error,
+            // Closed by holdlock or the application (or the runtime is going away).
+            _ => return,
+        };
+        tracing::warn!(error = %ended, "the redis client's connection task stopped; starting it again");
+        if started.elapsed() < Duration::from_secs(1) {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
+        } else {
+            pause = Duration::from_millis(20);
+        }
+        task = client.connect();
     }
 }

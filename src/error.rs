@@ -224,6 +224,11 @@ pub(crate) enum Cause {
     NoPerm,
     /// The TLS handshake failed.
     Tls,
+    /// Not run, and worth sending again shortly: the key's slot is elsewhere or on the
+    /// move (`MOVED` or `ASK`, which holdlock follows itself, see `scripts::eval`;
+    /// `TRYAGAIN` while a slot's keys are half migrated), or the server or cluster is
+    /// not ready (`CLUSTERDOWN`, `LOADING`).
+    TryAgain,
     /// Any other reply of Redis's (`NOREPLICAS`, `OOM`, `ERR ...`): nothing was done.
     Refused,
 }
@@ -248,6 +253,9 @@ pub(crate) fn classify(error: &fred::error::Error) -> Cause {
     if details.contains("InvalidCertificate") {
         return Cause::Tls;
     }
+    if TRY_AGAIN.iter().any(|text| details.starts_with(text)) {
+        return Cause::TryAgain;
+    }
     let in_transit = matches!(
         error.kind(),
         ErrorKind::IO
@@ -264,6 +272,18 @@ pub(crate) fn classify(error: &fred::error::Error) -> Cause {
         Cause::Refused
     }
 }
+
+/// How Redis says that it did not run a command but would if asked again (see
+/// [`Cause::TryAgain`]), and how fred says that it did not follow a redirection
+/// (holdlock sends scripts with `max_redirections` 0, see `scripts::eval`).
+const TRY_AGAIN: [&str; 6] = [
+    "MOVED ",
+    "ASK ",
+    "TRYAGAIN",
+    "CLUSTERDOWN",
+    "LOADING",
+    "Too many redirections.",
+];
 
 /// How Redis reports a command that a script called and the ACL refused: with `ERR`,
 /// not `NOPERM`. Redis 7.2 and later name the command ("ERR ACL failure in script: User

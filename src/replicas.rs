@@ -45,7 +45,7 @@ impl Acknowledging {
         self.client
             .get_or_try_init(|| async {
                 let client = template.clone_new();
-                match tokio::time::timeout(timeout, client.init()).await {
+                match tokio::time::timeout(timeout, crate::connection::connect(&client)).await {
                     Ok(Ok(_)) => Ok(client),
                     failed => {
                         let _ = client.quit().await;

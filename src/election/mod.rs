@@ -265,7 +265,7 @@ impl Election {
         let mut reconnects = listener.subscriber.reconnect_rx();
         let timeout = engine.config().connect_timeout;
         let started = async {
-            listener.subscriber.init().await?;
+            crate::connection::connect(&listener.subscriber).await?;
             // The first connections, made before the subscription: nothing to restore.
             while reconnects.try_recv().is_ok() {}
             listener.listen().await?;

@@ -17,6 +17,7 @@ use fred::types::config::Options;
 use fred::types::scripts::Script;
 use fred::types::{ClusterHash, CustomCommand, Value};
 use fred::util::redis_keyslot;
+use tokio::time::Instant;
 
 use crate::error::{Cause, LockError, Result, classify};
 use crate::keys::LockNames;
@@ -268,13 +269,11 @@ impl Scripts {
         let keys = call.keys();
         let evalsha = evalsha_command(client, &keys);
         let wait = CustomCommand::new_static("WAIT", slot_of(key), true);
-        let options = Options {
-            max_attempts: Some(1),
-            timeout: Some(timeout),
-            ..Options::default()
-        };
+        let deadline = Instant::now() + timeout;
+        let mut again = TryAgain::new(deadline);
         let mut loaded = false;
         loop {
+            let options = send_options(Delivery::AtMostOnce, deadline);
             let pipeline = client.pipeline();
             let sender = pipeline.with_options(&options);
             let arguments = evalsha_arguments(&self.acquire, &keys, call.args());
@@ -293,6 +292,10 @@ impl Scripts {
                     tracing::debug!("script cache flushed on the server; loading the script again");
                     Box::pin(self.acquire.load(client)).await?;
                     loaded = true;
+                    continue;
+                }
+                Err(error) if classify(&error) == Cause::TryAgain && again.pause().await => {
+                    tracing::debug!(%error, "not run; sending the script again");
                     continue;
                 }
                 other => other.map_err(|error| LockError::from_script(error, &keys))?,
@@ -345,28 +348,82 @@ impl Scripts {
         if keys.is_empty() {
             return Err(LockError::Protocol("a lock script needs a key".into()));
         }
-        let options = Options {
-            max_attempts: (delivery == Delivery::AtMostOnce).then_some(1),
-            timeout: Some(self.timeout),
-            ..Options::default()
-        };
         let command = evalsha_command(client, keys);
-        let sender = client.with_options(&options);
-        let send = |command| {
+        let deadline = Instant::now() + self.timeout;
+        let mut again = TryAgain::new(deadline);
+        let mut loaded = false;
+        loop {
+            let options = send_options(delivery, deadline);
             // fred's futures are large; boxing them keeps every lock future small.
-            Box::pin(
-                sender.custom::<Value, Value>(command, evalsha_arguments(script, keys, args())),
-            )
-        };
-        let reply = match send(command.clone()).await {
-            Err(error) if classify(&error) == Cause::NoScript => {
-                tracing::debug!("script cache flushed on the server; loading the script again");
-                Box::pin(script.load(client)).await?;
-                send(command).await
+            let sent =
+                Box::pin(client.with_options(&options).custom::<Value, Value>(
+                    command.clone(),
+                    evalsha_arguments(script, keys, args()),
+                ))
+                .await;
+            match sent {
+                Err(error) if !loaded && classify(&error) == Cause::NoScript => {
+                    tracing::debug!("script cache flushed on the server; loading the script again");
+                    Box::pin(script.load(client)).await?;
+                    loaded = true;
+                }
+                Err(error) if classify(&error) == Cause::TryAgain && again.pause().await => {
+                    tracing::debug!(%error, "not run; sending the script again");
+                }
+                reply => return reply.map_err(|error| LockError::from_script(error, keys)),
             }
-            other => other,
-        };
-        reply.map_err(|error| LockError::from_script(error, keys))
+        }
+    }
+}
+
+/// How a script is sent: `delivery`'s attempts, no redirection followed by fred, and
+/// what is left of the call's time.
+///
+/// fred follows `MOVED` and `ASK` by writing the command again, which takes one of
+/// its write attempts; a command sent at most once has none left, and fred 10 ends
+/// the client's connection task for good when it meets an `ASK` for such a command.
+/// So no script lets fred follow a redirection: fred still refreshes its slot map on
+/// `MOVED`, and the script is sent again here (a redirection means it did not run).
+fn send_options(delivery: Delivery, deadline: Instant) -> Options {
+    Options {
+        max_attempts: (delivery == Delivery::AtMostOnce).then_some(1),
+        max_redirections: Some(0),
+        timeout: Some(
+            deadline
+                .saturating_duration_since(Instant::now())
+                .max(MIN_SEND_TIMEOUT),
+        ),
+        ..Options::default()
+    }
+}
+
+/// The shortest timeout a command is sent with (one sent with none left would wait
+/// forever: fred reads a zero timeout as none).
+const MIN_SEND_TIMEOUT: Duration = Duration::from_millis(1);
+
+/// Pauses between the sends of a script that Redis did not run but would shortly
+/// (see [`Cause::TryAgain`]): 1 ms, doubling to 50 ms, until `deadline`.
+struct TryAgain {
+    pause: Duration,
+    deadline: Instant,
+}
+
+impl TryAgain {
+    fn new(deadline: Instant) -> Self {
+        Self {
+            pause: Duration::from_millis(1),
+            deadline,
+        }
+    }
+
+    /// Sleeps before the next send; `false` (at once) if it would end past the deadline.
+    async fn pause(&mut self) -> bool {
+        if Instant::now() + self.pause >= self.deadline {
+            return false;
+        }
+        tokio::time::sleep(self.pause).await;
+        self.pause = (self.pause * 2).min(Duration::from_millis(50));
+        true
     }
 }
 
