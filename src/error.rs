@@ -265,7 +265,10 @@ pub(crate) fn classify(error: &fred::error::Error) -> Cause {
             | ErrorKind::Backpressure
     ) || details.contains("attempts")
         || details.contains("route")
-        || details.contains("onnection");
+        || details.contains("onnection")
+        // The reply's channel was dropped: fred's connection task ended with the
+        // command in flight (see `connection::connect`).
+        || details.contains("channel closed");
     if in_transit {
         Cause::InTransit
     } else {
@@ -490,6 +493,29 @@ mod tests {
         ) {
             LockError::WrongType { key } => Some(key),
             _ => None,
+        }
+    }
+
+    #[test]
+    fn a_redirect_or_a_slot_on_the_move_is_tried_again_and_a_dropped_reply_is_unknown() {
+        let cause = |kind, details: &str| classify(&Error::new(kind, details.to_owned()));
+        for (kind, details) in [
+            (ErrorKind::Routing, "Too many redirections."),
+            (ErrorKind::Unknown, "TRYAGAIN Multiple keys request during rehashing of slot"),
+            (ErrorKind::Cluster, "MOVED 3999 127.0.0.1:6381"),
+            (ErrorKind::Cluster, "ASK 3999 127.0.0.1:6381"),
+            (ErrorKind::Cluster, "CLUSTERDOWN Hash slot not served"),
+            (ErrorKind::Unknown, "LOADING Redis is loading the dataset in memory"),
+        ] {
+            assert_eq!(cause(kind, details), Cause::TryAgain, "{details}");
+        }
+        for (kind, details) in [
+            (ErrorKind::Unknown, "channel closed"),
+            (ErrorKind::Routing, "Max attempts reached."),
+            (ErrorKind::Unknown, "Too many failed write attempts."),
+            (ErrorKind::IO, "Connection closed."),
+        ] {
+            assert_eq!(cause(kind, details), Cause::InTransit, "{details}");
         }
     }
 

@@ -179,7 +179,7 @@ impl Engine {
             let mut backoff = Backoff::default();
             loop {
                 match engine.release_once(&hold, None).await {
-                    Ok(()) | Err(Unreleased::Final(_) | Unreleased::Settling(_)) => break,
+                    Ok(()) | Err(Unreleased::Final(_) | Unreleased::Settling(..)) => break,
                     Err(Unreleased::Owed(error)) => {
                         tracing::debug!(lock = %hold.names.name, %error, "background release refused; will retry");
                         if hold.is_lost() || engine.check_running().is_err() {
@@ -217,6 +217,18 @@ impl Engine {
         options: &ResolvedOptions,
         mut entered: Option<HoldUse>,
     ) -> Result<Attempt> {
+        // A reply lost in transit is settled, then the attempt is made again, while the
+        // call is younger than the connect timeout (one that waited that long for a
+        // reply does not wait that long again).
+        let retry_until = Instant::now() + self.config.connect_timeout;
+        let lost_in_transit = |in_flight: InFlight, error| {
+            let error = in_flight.unresolved(error);
+            let again = Instant::now() < retry_until;
+            if again {
+                tracing::debug!(lock = %names.name, %error, "reply lost in transit; trying again once it is settled");
+            }
+            (again, error)
+        };
         loop {
             let entry = match entered.take() {
                 Some(entry) => entry,
@@ -258,7 +270,10 @@ impl Engine {
                     Ok(Some(renewed_at)) => sent_at = renewed_at,
                     Ok(None) => reply = Ok(Acquire::Vanished),
                     // Maybe renewed, maybe not: settling undoes the grant.
-                    Err(error) => return Err(in_flight.unresolved(error)),
+                    Err(error) => match lost_in_transit(in_flight, error) {
+                        (true, _) => continue,
+                        (false, error) => return Err(error),
+                    },
                 }
             }
             let reply = match reply {
@@ -267,7 +282,10 @@ impl Engine {
                 Err(CallFailed {
                     error,
                     maybe_ran: true,
-                }) => return Err(in_flight.unresolved(error)),
+                }) => match lost_in_transit(in_flight, error) {
+                    (true, _) => continue,
+                    (false, error) => return Err(error),
+                },
                 Err(CallFailed { error, .. }) => {
                     in_flight.refused();
                     return Err(error);
@@ -400,7 +418,18 @@ impl Engine {
                 self.release_in_background(hold);
                 Err(error)
             }
-            Err(Unreleased::Final(error) | Unreleased::Settling(error)) => Err(error),
+            Err(Unreleased::Final(error)) => Err(error),
+            Err(Unreleased::Settling(error, held)) => {
+                // The reply was lost (a connection lost, fred's connection task
+                // restarted): settling finds out whether the release ran, and completes
+                // it if not. Its answer, if it comes within the connect timeout, is
+                // this call's.
+                let settled = tokio::time::timeout(self.config.connect_timeout, hold.lock_ops());
+                match settled.await {
+                    Ok(count) if *count < held && !hold.is_lost() && !hold.is_gone() => Ok(()),
+                    _ => Err(error),
+                }
+            }
         }
     }
 
@@ -464,7 +493,7 @@ impl Engine {
         if let Err(error) = reply {
             if error.outcome_unknown() {
                 // Maybe ran: settling finds out, and completes it if it did not.
-                return Err(Unreleased::Settling(in_flight.unresolved(error)));
+                return Err(Unreleased::Settling(in_flight.unresolved(error), held));
             }
             // Redis refused it: nothing changed, and the hold is still owed.
             in_flight.refused();
@@ -595,8 +624,9 @@ enum Unreleased {
     Final(LockError),
     /// Redis refused the release: nothing changed, and the release is still owed.
     Owed(LockError),
-    /// The reply was lost: the release is being settled in the background.
-    Settling(LockError),
+    /// The reply was lost: the release of one of `held` holds is being settled in the
+    /// background.
+    Settling(LockError, u32),
 }
 
 impl Drop for Engine {
