@@ -3,34 +3,11 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use holdlock::LockClient;
 
-use common::{RedisCluster, RedisServer};
-
-/// `CLUSTER FAILOVER` on `replica` (the coordinated kind: the replica catches up with
-/// its primary first, so nothing is lost), and waits until the whole cluster agrees
-/// and `primary` has stepped down. A manual failover that does not win its election
-/// in time is abandoned by Redis (a young cluster may not have agreed on its members
-/// yet), so it is asked again.
-fn fail_over(cluster: &RedisCluster, primary: &RedisServer, replica: &RedisServer) {
-    let done = || cluster.is_primary(replica) && !cluster.is_primary(primary) && cluster.is_ok();
-    for _ in 0..4 {
-        assert_eq!(
-            replica.query(&["CLUSTER", "FAILOVER"]).as_deref(),
-            Ok("+OK")
-        );
-        let asked = Instant::now();
-        while !done() && asked.elapsed() < Duration::from_secs(8) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if done() {
-            return;
-        }
-    }
-    panic!("the failover did not complete");
-}
+use common::RedisCluster;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn held_locks_and_waiters_survive_a_failover_to_a_replica() {
@@ -70,7 +47,7 @@ async fn held_locks_and_waiters_survive_a_failover_to_a_replica() {
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let replica = cluster.replica_of(primary);
-    fail_over(&cluster, primary, replica);
+    cluster.fail_over(primary, replica, "");
     let after = common::integer(&replica.query(&["PTTL", &renewed_key]).unwrap());
     assert!(after > 0, "the hold was replicated before the failover");
 

@@ -1,168 +1,217 @@
-//! Redis Cluster topology changes under load: slots moved, a primary emptied, a
-//! replica promoted, a primary restarted.
+//! Routine Redis Cluster topology changes under load (three primaries with a replica
+//! each): slots moved, a primary emptied, a primary added and the slots rebalanced
+//! onto it, a replica promoted by each kind of `CLUSTER FAILOVER`.
+//!
+//! Throughout each change one client holds locks on every primary under the
+//! watchdog (a lease of 3 s: a renewal gap of a lease loses them), and two clients
+//! take and release locks on a few names in turn (so waiters are woken by release
+//! messages). Every scenario asserts that no hold was lost, no call failed or took
+//! longer than the connect timeout, the turns went on after the change, no two
+//! owners were ever inside one lock at once, and every hold is still in Redis.
+//!
+//! Scenarios run one at a time (each starts its own cluster of six servers).
 
 mod common;
 
 use std::collections::HashMap;
-use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use holdlock::LockClient;
+use holdlock::{LockClient, LockGuard};
 
-use common::{RedisCluster, RedisServer};
+use common::RedisCluster;
 
-fn node_id(node: &RedisServer) -> String {
-    node.query(&["CLUSTER", "MYID"])
-        .unwrap()
-        .trim_start_matches('+')
-        .trim_matches('"')
-        .to_owned()
+/// The holder's lease: renewed every second.
+const LEASE: Duration = Duration::from_secs(3);
+const HELD: usize = 60;
+const CONTENDED: usize = 12;
+
+/// One scenario at a time.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The load of every scenario: held locks and turns.
+struct Load {
+    holder: LockClient,
+    guards: Vec<LockGuard>,
+    stop: Arc<AtomicBool>,
+    turns: Arc<AtomicU64>,
+    errors: Arc<parking_lot::Mutex<HashMap<String, u64>>>,
+    overlaps: Arc<AtomicU64>,
+    workers: Vec<tokio::task::JoinHandle<Duration>>,
 }
 
-fn reshard(cluster: &RedisCluster, from: &RedisServer, to: &RedisServer, slots: usize) {
-    let out = Command::new("redis-cli")
-        .args(["--cluster", "reshard", &format!("127.0.0.1:{}", from.port)])
-        .args([
-            "--cluster-from",
-            &node_id(from),
-            "--cluster-to",
-            &node_id(to),
-        ])
-        .args(["--cluster-slots", &slots.to_string(), "--cluster-yes"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "reshard: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let _ = cluster;
+impl Load {
+    async fn start(url: &str) -> Load {
+        let holder = LockClient::builder(url).lease(LEASE).build().await.unwrap();
+        let mut guards = Vec::new();
+        for i in 0..HELD {
+            guards.push(holder.lock(&format!("held:{i}")).await.unwrap());
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let turns = Arc::new(AtomicU64::new(0));
+        let errors = Arc::new(parking_lot::Mutex::new(HashMap::new()));
+        let overlaps = Arc::new(AtomicU64::new(0));
+        let inside: Arc<Vec<AtomicU32>> =
+            Arc::new((0..CONTENDED).map(|_| AtomicU32::new(0)).collect());
+        let mut workers = Vec::new();
+        for client_no in 0..2 {
+            let client = LockClient::builder(url).lease(LEASE).build().await.unwrap();
+            for worker in 0..4u64 {
+                let (client, stop, turns) = (client.clone(), stop.clone(), turns.clone());
+                let (errors, overlaps, inside) = (errors.clone(), overlaps.clone(), inside.clone());
+                workers.push(tokio::spawn(async move {
+                    let mut slowest = Duration::ZERO;
+                    let mut n = worker * 5 + client_no;
+                    while !stop.load(Ordering::Relaxed) {
+                        n += 7;
+                        let which = (n % CONTENDED as u64) as usize;
+                        let began = Instant::now();
+                        let failed = match client.lock(&format!("turn:{which}")).await {
+                            Ok(guard) => {
+                                if inside[which].fetch_add(1, Ordering::SeqCst) != 0 {
+                                    overlaps.fetch_add(1, Ordering::SeqCst);
+                                }
+                                tokio::time::sleep(Duration::from_millis(2)).await;
+                                inside[which].fetch_sub(1, Ordering::SeqCst);
+                                guard.unlock().await.err().map(|e| format!("unlock: {e}"))
+                            }
+                            Err(error) => Some(format!("lock: {error}")),
+                        };
+                        if let Some(failed) = failed {
+                            *errors.lock().entry(failed).or_insert(0) += 1;
+                        }
+                        slowest = slowest.max(began.elapsed());
+                        turns.fetch_add(1, Ordering::Relaxed);
+                    }
+                    slowest
+                }));
+            }
+        }
+        // The load runs before the change begins.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        Load {
+            holder,
+            guards,
+            stop,
+            turns,
+            errors,
+            overlaps,
+            workers,
+        }
+    }
+
+    /// Goes on for two leases after the change, then checks everything.
+    async fn check(self, cluster: &RedisCluster) {
+        let turns_at_change = self.turns.load(Ordering::Relaxed);
+        tokio::time::sleep(LEASE * 2).await;
+        let turns_after = self.turns.load(Ordering::Relaxed) - turns_at_change;
+        self.stop.store(true, Ordering::Relaxed);
+        let mut slowest = Duration::ZERO;
+        for worker in self.workers {
+            slowest = slowest.max(worker.await.unwrap());
+        }
+        let lost: Vec<&str> = self
+            .guards
+            .iter()
+            .filter(|guard| guard.is_lost())
+            .map(|guard| guard.name())
+            .collect();
+        assert!(lost.is_empty(), "holds lost in the change: {lost:?}");
+        assert!(
+            self.errors.lock().is_empty(),
+            "calls failed: {:?}",
+            self.errors.lock()
+        );
+        assert_eq!(
+            self.overlaps.load(Ordering::SeqCst),
+            0,
+            "two owners inside one lock"
+        );
+        assert!(
+            turns_after > 100,
+            "the turns stalled after the change: {turns_after}"
+        );
+        assert!(
+            slowest < holdlock::DEFAULT_CONNECT_TIMEOUT,
+            "a turn took {slowest:?}"
+        );
+        // Every hold is still in Redis, on whichever primary serves it now.
+        let redis = common::raw(&cluster.url()).await;
+        for guard in &self.guards {
+            let owner = common::hold_count(&redis, guard.name(), guard.owner()).await;
+            assert_eq!(owner, Some(1), "{} is gone from redis", guard.name());
+        }
+        for guard in self.guards {
+            guard.unlock().await.unwrap();
+        }
+        self.holder.shutdown().await;
+    }
 }
 
-async fn raw_probe(
-    url: &str,
-    key: &str,
-) -> Result<Result<i64, String>, tokio::time::error::Elapsed> {
-    use holdlock::fred::interfaces::{ClientLike, KeysInterface};
-    tokio::time::timeout(Duration::from_secs(2), async {
-        let c = common::raw(url).await;
-        let r = c.pttl::<i64, _>(key).await.map_err(|e| e.to_string());
-        let _ = c.quit().await;
-        r
+/// Runs `change` on a fresh cluster under load, then checks the load.
+async fn under_load(change: impl FnOnce(&mut RedisCluster) + Send + 'static) {
+    let _one = ONE_AT_A_TIME.lock().await;
+    common::trace();
+    let mut cluster = RedisCluster::start_with_replicas(3, 1);
+    let load = Load::start(&cluster.url()).await;
+    let cluster = tokio::task::spawn_blocking(move || {
+        change(&mut cluster);
+        cluster
     })
     .await
+    .unwrap();
+    load.check(&cluster).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_partial_reshard() {
+    under_load(|cluster| {
+        let primaries = cluster.primaries();
+        cluster.reshard(primaries[0], primaries[1], 2000);
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn emptying_a_primary() {
-    common::trace();
-    let cluster = RedisCluster::start_with_replicas(
-        3,
-        std::env::var("REPLICAS").map_or(1, |r| r.parse().unwrap()),
-    );
-    let url = cluster.url();
-    let lease = Duration::from_secs(std::env::var("LEASE").map_or(3, |r| r.parse().unwrap()));
-    let holder = LockClient::builder(&url)
-        .lease(lease)
-        .build()
-        .await
-        .unwrap();
-    let mut guards = Vec::new();
-    for i in 0..300 {
-        guards.push(holder.lock(&format!("held:{i}")).await.unwrap());
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    let errors = Arc::new(parking_lot::Mutex::new(HashMap::<String, u64>::new()));
-    let cycles = Arc::new(AtomicU64::new(0));
-    let mut workers = Vec::new();
-    let other = LockClient::builder(&url)
-        .lease(lease)
-        .build()
-        .await
-        .unwrap();
-    for w in 0..8 {
-        let client = if w % 2 == 0 {
-            holder.clone()
-        } else {
-            other.clone()
-        };
-        let (stop, errors, cycles) = (stop.clone(), errors.clone(), cycles.clone());
-        workers.push(tokio::spawn(async move {
-            let mut i = w;
-            let mut slowest = Duration::ZERO;
-            while !stop.load(Ordering::Relaxed) {
-                let name = format!("cycle:{}", i % 40);
-                i += 7;
-                let began = Instant::now();
-                match client.lock(&name).await {
-                    Ok(g) => {
-                        tokio::time::sleep(Duration::from_millis(2)).await;
-                        if let Err(e) = g.unlock().await {
-                            *errors.lock().entry(format!("unlock {e}")).or_default() += 1;
-                        }
-                    }
-                    Err(e) => *errors.lock().entry(format!("lock {e}")).or_default() += 1,
-                }
-                slowest = slowest.max(began.elapsed());
-                cycles.fetch_add(1, Ordering::Relaxed);
-            }
-            slowest
-        }));
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let primaries = cluster.primaries();
-    let (from, to) = (primaries[0], primaries[1]);
-    let began = Instant::now();
-    tokio::task::block_in_place(|| reshard(&cluster, from, to, 5461));
-    eprintln!("reshard took {:?}", began.elapsed());
-    {
-        use holdlock::fred::interfaces::ClientLike;
-        use holdlock::fred::interfaces::KeysInterface;
-        let redis = holder.redis();
-        for round in 0..6 {
-            let key = common::key(&format!("held:{round}"));
-            let plain =
-                tokio::time::timeout(Duration::from_secs(2), redis.pttl::<i64, _>(&key)).await;
-            let once = tokio::time::timeout(
-                Duration::from_secs(2),
-                redis
-                    .with_options(&holdlock::fred::types::config::Options {
-                        max_attempts: Some(1),
-                        ..Default::default()
-                    })
-                    .pttl::<i64, _>(&key),
-            )
-            .await;
-            let t = Instant::now();
-            let tried = tokio::time::timeout(
-                Duration::from_secs(2),
-                holder.try_lock(&format!("probe:{round}")),
-            )
-            .await
-            .map(|r| r.map(|g| g.is_some()));
-            let fresh = raw_probe(&url, &key).await;
-            eprintln!(
-                "probe {round}: plain {plain:?} once {once:?} try_lock {tried:?} in {:?} fresh {fresh:?}",
-                t.elapsed()
-            );
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    }
-    tokio::time::sleep(lease * 2).await;
-    stop.store(true, Ordering::Relaxed);
-    let mut slowest = Duration::ZERO;
-    for w in workers {
-        slowest = slowest.max(w.await.unwrap());
-    }
-    let lost = guards.iter().filter(|g| g.is_lost()).count();
-    eprintln!(
-        "lost {lost}, cycles {}, slowest {slowest:?}, errors {:?}",
-        cycles.load(Ordering::Relaxed),
-        errors.lock()
-    );
-    assert_eq!(lost, 0);
-    assert!(errors.lock().is_empty());
+    under_load(|cluster| {
+        let primaries = cluster.primaries();
+        let (emptied, to) = (primaries[0], primaries[1]);
+        cluster.reshard(emptied, to, cluster.slot_count(emptied));
+        assert_eq!(cluster.slot_count(emptied), 0);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn adding_a_primary_and_rebalancing_onto_it() {
+    under_load(|cluster| {
+        let added = cluster.add_primary();
+        cluster.rebalance();
+        assert!(cluster.slot_count(&cluster.nodes[added]) > 0);
+    })
+    .await;
+}
+
+/// `CLUSTER FAILOVER` on the replica of the primary serving the first held lock.
+fn promote(cluster: &mut RedisCluster, mode: &str) {
+    let primary = cluster.primary_of(&common::key("held:0"));
+    let replica = cluster.replica_of(primary);
+    cluster.fail_over(primary, replica, mode);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replica_promoted_by_a_coordinated_failover() {
+    under_load(|cluster| promote(cluster, "")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replica_promoted_by_a_forced_failover() {
+    under_load(|cluster| promote(cluster, "FORCE")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replica_promoted_by_a_takeover() {
+    under_load(|cluster| promote(cluster, "TAKEOVER")).await;
 }

@@ -337,32 +337,8 @@ impl RedisCluster {
 
     /// `masters` primaries with `replicas` replicas each, every replica in sync.
     pub fn start_with_replicas(masters: usize, replicas: usize) -> Self {
-        let dir = std::env::temp_dir();
         let nodes: Vec<RedisServer> = (0..masters * (1 + replicas))
-            .map(|_| {
-                let dir = dir.clone();
-                RedisServer::start_with(move |port| {
-                    let bus = server::free_port().unwrap();
-                    // A directory of its own: a replica's full sync leaves `dump.rdb`
-                    // files in the working directory, which every later test server
-                    // started there would load.
-                    let node_dir = dir.join(format!(
-                        "holdlock-cluster-{port}-{}",
-                        uuid::Uuid::new_v4().simple()
-                    ));
-                    std::fs::create_dir_all(&node_dir).unwrap();
-                    vec![
-                        "--cluster-enabled".into(),
-                        "yes".into(),
-                        "--cluster-port".into(),
-                        bus.to_string(),
-                        "--dir".into(),
-                        node_dir.to_str().unwrap().to_owned(),
-                        "--cluster-config-file".into(),
-                        "nodes.conf".into(),
-                    ]
-                })
-            })
+            .map(|_| Self::start_node())
             .collect();
         let addresses: Vec<String> = nodes
             .iter()
@@ -406,6 +382,119 @@ impl RedisCluster {
         cluster
     }
 
+    /// A cluster-enabled server of its own, not yet part of any cluster.
+    fn start_node() -> RedisServer {
+        let dir = std::env::temp_dir();
+        RedisServer::start_with(move |port| {
+            let bus = server::free_port().unwrap();
+            // A directory of its own: a replica's full sync leaves `dump.rdb` files in
+            // the working directory, which every later test server started there
+            // would load.
+            let node_dir = dir.join(format!(
+                "holdlock-cluster-{port}-{}",
+                uuid::Uuid::new_v4().simple()
+            ));
+            std::fs::create_dir_all(&node_dir).unwrap();
+            vec![
+                "--cluster-enabled".into(),
+                "yes".into(),
+                "--cluster-port".into(),
+                bus.to_string(),
+                "--dir".into(),
+                node_dir.to_str().unwrap().to_owned(),
+                "--cluster-config-file".into(),
+                "nodes.conf".into(),
+            ]
+        })
+    }
+
+    /// Adds an empty primary (`redis-cli --cluster add-node`) and waits until every
+    /// node knows it; returns its index in [`nodes`](Self::nodes).
+    pub fn add_primary(&mut self) -> usize {
+        let node = Self::start_node();
+        let new = format!("127.0.0.1:{}", node.port);
+        let existing = format!("127.0.0.1:{}", self.nodes[0].port);
+        redis_cli_cluster(&["add-node", &new, &existing]);
+        self.nodes.push(node);
+        let known = format!("cluster_known_nodes:{}", self.nodes.len());
+        wait_until(
+            "the new primary to be known",
+            Duration::from_secs(20),
+            || {
+                self.is_ok()
+                    && self.nodes.iter().all(|node| {
+                        node.query(&["CLUSTER", "INFO"])
+                            .unwrap_or_default()
+                            .contains(&known)
+                    })
+            },
+        );
+        self.nodes.len() - 1
+    }
+
+    /// Moves `slots` slots, keys and all, from `from` to `to` (`redis-cli --cluster
+    /// reshard`), and waits until the cluster is ok.
+    pub fn reshard(&self, from: &RedisServer, to: &RedisServer, slots: usize) {
+        let (from_id, to_id) = (node_id(from), node_id(to));
+        redis_cli_cluster(&[
+            "reshard",
+            &format!("127.0.0.1:{}", from.port),
+            "--cluster-from",
+            &from_id,
+            "--cluster-to",
+            &to_id,
+            "--cluster-slots",
+            &slots.to_string(),
+            "--cluster-yes",
+        ]);
+        wait_until("the cluster to be ok", Duration::from_secs(20), || {
+            self.is_ok()
+        });
+    }
+
+    /// Spreads the slots evenly over every primary, empty ones included (`redis-cli
+    /// --cluster rebalance --cluster-use-empty-masters`).
+    pub fn rebalance(&self) {
+        redis_cli_cluster(&[
+            "rebalance",
+            &format!("127.0.0.1:{}", self.nodes[0].port),
+            "--cluster-use-empty-masters",
+        ]);
+        wait_until("the cluster to be ok", Duration::from_secs(20), || {
+            self.is_ok()
+        });
+    }
+
+    /// How many slots `node` serves, by its own view.
+    pub fn slot_count(&self, node: &RedisServer) -> usize {
+        (0..=16383u16)
+            .filter(|slot| self.serves_in(&own_line(node), *slot))
+            .count()
+    }
+
+    /// `CLUSTER FAILOVER [mode]` on `replica` (mode `""`, `"FORCE"` or `"TAKEOVER"`),
+    /// waiting until the whole cluster agrees and `primary` has stepped down. A
+    /// manual failover that does not win its election in time is abandoned by Redis (a
+    /// young cluster may not have agreed on its members yet), so it is asked again.
+    pub fn fail_over(&self, primary: &RedisServer, replica: &RedisServer, mode: &str) {
+        let done = || self.is_primary(replica) && !self.is_primary(primary) && self.is_ok();
+        let mut command = vec!["CLUSTER", "FAILOVER"];
+        if !mode.is_empty() {
+            command.push(mode);
+        }
+        for _ in 0..4 {
+            assert_eq!(replica.query(&command).as_deref(), Ok("+OK"));
+            let asked = Instant::now();
+            while !done() && asked.elapsed() < Duration::from_secs(8) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if done() {
+                return;
+            }
+        }
+        panic!("the failover did not complete");
+    }
+
     /// Whether every node reports `cluster_state:ok`.
     pub fn is_ok(&self) -> bool {
         self.nodes.iter().all(|node| {
@@ -442,20 +531,32 @@ impl RedisCluster {
 
     /// Whether `node` serves `slot`, by its own view of the cluster.
     fn serves(&self, node: &RedisServer, slot: u16) -> bool {
-        let nodes = node.query(&["CLUSTER", "NODES"]).unwrap_or_default();
-        nodes
-            .lines()
-            .find(|line| line.contains("myself"))
-            .is_some_and(|line| {
-                line.split(' ').skip(8).any(|range| {
-                    let mut ends = range.split('-').map(|end| end.parse::<u16>());
-                    match (ends.next(), ends.next()) {
-                        (Some(Ok(from)), Some(Ok(to))) => (from..=to).contains(&slot),
-                        (Some(Ok(only)), None) => only == slot,
-                        _ => false,
-                    }
-                })
+        self.serves_in(&own_line(node), slot)
+    }
+
+    /// Whether the `CLUSTER NODES` line `line` lists `slot`.
+    fn serves_in(&self, line: &Option<String>, slot: u16) -> bool {
+        line.as_deref().is_some_and(|line| {
+            line.split(' ').skip(8).any(|range| {
+                let mut ends = range.split('-').map(|end| end.parse::<u16>());
+                match (ends.next(), ends.next()) {
+                    (Some(Ok(from)), Some(Ok(to))) => (from..=to).contains(&slot),
+                    (Some(Ok(only)), None) => only == slot,
+                    _ => false,
+                }
             })
+        })
+    }
+
+    /// A replica of `primary`, if it has one.
+    pub fn try_replica_of(&self, primary: &RedisServer) -> Option<&RedisServer> {
+        self.nodes.iter().find(|node| {
+            !self.is_primary(node)
+                && node
+                    .query(&["INFO", "replication"])
+                    .unwrap_or_default()
+                    .contains(&format!("master_port:{}", primary.port))
+        })
     }
 
     /// A replica of `primary`.
@@ -485,4 +586,39 @@ impl RedisCluster {
             others.join("&")
         )
     }
+}
+
+/// The node's own line of `CLUSTER NODES`.
+fn own_line(node: &RedisServer) -> Option<String> {
+    let nodes = node.query(&["CLUSTER", "NODES"]).ok()?;
+    nodes
+        .lines()
+        .find(|line| line.contains("myself"))
+        .map(str::to_owned)
+}
+
+/// The node's cluster id (`CLUSTER MYID`).
+pub fn node_id(node: &RedisServer) -> String {
+    node.query(&["CLUSTER", "MYID"])
+        .unwrap()
+        .trim_start_matches(['+', '$'])
+        .trim_matches('"')
+        .to_owned()
+}
+
+/// `redis-cli --cluster <args>`, which must succeed.
+pub fn redis_cli_cluster(args: &[&str]) {
+    let out = Command::new("redis-cli")
+        .arg("--cluster")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run redis-cli (apt-get install redis-tools): {e}"));
+    // redis-cli reports most failures ("[ERR] ...") on stdout.
+    assert!(
+        out.status.success(),
+        "redis-cli --cluster {}: {}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
