@@ -3,9 +3,10 @@
 //! onto it, a replica promoted by each kind of `CLUSTER FAILOVER`.
 //!
 //! Throughout each change one client holds locks on every primary under the
-//! watchdog (a lease of 3 s: a renewal gap of a lease loses them), and two clients
-//! take and release locks on a few names in turn (so waiters are woken by release
-//! messages). Every scenario asserts that no hold was lost, no call failed or took
+//! watchdog (a lease of 3 s: a renewal gap of a lease loses them), and it and two
+//! other clients take and release locks on a few names in turn (so waiters are woken
+//! by release messages) and on fresh names (whose keys are created wherever their
+//! slots are, also in slots on the move). Every scenario asserts that no hold was lost, no call failed or took
 //! longer than the connect timeout, the turns went on after the change, no two
 //! owners were ever inside one lock at once, and every hold is still in Redis.
 //!
@@ -25,7 +26,7 @@ use common::RedisCluster;
 /// The holder's lease: renewed every second.
 const LEASE: Duration = Duration::from_secs(3);
 const HELD: usize = 60;
-const CONTENDED: usize = 12;
+const CONTENDED: usize = 16;
 
 /// One scenario at a time.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -43,7 +44,8 @@ struct Load {
 
 impl Load {
     async fn start(url: &str) -> Load {
-        let holder = LockClient::builder(url).lease(LEASE).build().await.unwrap();
+        let client = || LockClient::builder(url).lease(LEASE).build();
+        let holder = client().await.unwrap();
         let mut guards = Vec::new();
         for i in 0..HELD {
             guards.push(holder.lock(&format!("held:{i}")).await.unwrap());
@@ -55,8 +57,10 @@ impl Load {
         let inside: Arc<Vec<AtomicU32>> =
             Arc::new((0..CONTENDED).map(|_| AtomicU32::new(0)).collect());
         let mut workers = Vec::new();
-        for client_no in 0..2 {
-            let client = LockClient::builder(url).lease(LEASE).build().await.unwrap();
+        let others = [client().await.unwrap(), client().await.unwrap()];
+        // The holder takes turns too (one client per service, as applications do).
+        for (client_no, client) in std::iter::once(holder.clone()).chain(others).enumerate() {
+            let client_no = client_no as u64;
             for worker in 0..4u64 {
                 let (client, stop, turns) = (client.clone(), stop.clone(), turns.clone());
                 let (errors, overlaps, inside) = (errors.clone(), overlaps.clone(), inside.clone());
@@ -65,15 +69,24 @@ impl Load {
                     let mut n = worker * 5 + client_no;
                     while !stop.load(Ordering::Relaxed) {
                         n += 7;
-                        let which = (n % CONTENDED as u64) as usize;
+                        let which = ((n / 2) % CONTENDED as u64) as usize;
+                        // Every other turn is on a name never used before: its key is
+                        // created wherever its slot is, also in a slot on the move.
+                        let name = match n % 2 {
+                            0 => format!("turn:{which}"),
+                            _ => format!("fresh:{}", uuid::Uuid::new_v4().simple()),
+                        };
                         let began = Instant::now();
-                        let failed = match client.lock(&format!("turn:{which}")).await {
+                        let failed = match client.lock(&name).await {
                             Ok(guard) => {
-                                if inside[which].fetch_add(1, Ordering::SeqCst) != 0 {
+                                let turn = n % 2 == 0;
+                                if turn && inside[which].fetch_add(1, Ordering::SeqCst) != 0 {
                                     overlaps.fetch_add(1, Ordering::SeqCst);
                                 }
                                 tokio::time::sleep(Duration::from_millis(2)).await;
-                                inside[which].fetch_sub(1, Ordering::SeqCst);
+                                if turn {
+                                    inside[which].fetch_sub(1, Ordering::SeqCst);
+                                }
                                 guard.unlock().await.err().map(|e| format!("unlock: {e}"))
                             }
                             Err(error) => Some(format!("lock: {error}")),
@@ -102,7 +115,9 @@ impl Load {
     }
 
     /// Goes on for two leases after the change, then checks everything.
-    async fn check(self, cluster: &RedisCluster) {
+    /// Checks the load after a change. `refusals` are the failures allowed (errors
+    /// whose text contains one of them).
+    async fn check(self, cluster: &RedisCluster, refusals: &[&str]) {
         let turns_at_change = self.turns.load(Ordering::Relaxed);
         tokio::time::sleep(LEASE * 2).await;
         let turns_after = self.turns.load(Ordering::Relaxed) - turns_at_change;
@@ -118,16 +133,16 @@ impl Load {
             .map(|guard| guard.name())
             .collect();
         assert!(lost.is_empty(), "holds lost in the change: {lost:?}");
-        assert!(
-            self.errors.lock().is_empty(),
-            "calls failed: {:?}",
-            self.errors.lock()
-        );
-        assert_eq!(
-            self.overlaps.load(Ordering::SeqCst),
-            0,
-            "two owners inside one lock"
-        );
+        let errors = self.errors.lock().clone();
+        let failed: Vec<_> = errors
+            .iter()
+            .filter(|(error, _)| !refusals.iter().any(|allowed| error.contains(allowed)))
+            .collect();
+        assert!(failed.is_empty(), "calls failed: {failed:?}");
+        // Only a hold that the change undid may have let a second owner in.
+        let undone = errors.len() > failed.len();
+        let overlaps = self.overlaps.load(Ordering::SeqCst);
+        assert!(overlaps == 0 || undone, "two owners inside one lock");
         assert!(
             turns_after > 100,
             "the turns stalled after the change: {turns_after}"
@@ -151,6 +166,22 @@ impl Load {
 
 /// Runs `change` on a fresh cluster under load, then checks the load.
 async fn under_load(change: impl FnOnce(&mut RedisCluster) + Send + 'static) {
+    changed_under_load(change, false).await;
+}
+
+/// [`under_load`], for a failover that does not wait for the replica to catch up
+/// (`FORCE`, `TAKEOVER`): it loses the primary's latest writes, so a hold granted or
+/// released just before it may be undone (an unlock then finds the hold gone, and in
+/// that moment another owner may be let in: docs/deployments.md says how
+/// `min_replicas` and fencing cover it). Holds older than the failover survive.
+async fn under_load_losing_latest_writes(change: impl FnOnce(&mut RedisCluster) + Send + 'static) {
+    changed_under_load(change, true).await;
+}
+
+async fn changed_under_load(
+    change: impl FnOnce(&mut RedisCluster) + Send + 'static,
+    loses_latest_writes: bool,
+) {
     let _one = ONE_AT_A_TIME.lock().await;
     common::trace();
     let mut cluster = RedisCluster::start_with_replicas(3, 1);
@@ -161,7 +192,11 @@ async fn under_load(change: impl FnOnce(&mut RedisCluster) + Send + 'static) {
     })
     .await
     .unwrap();
-    load.check(&cluster).await;
+    let refusals: &[&str] = match loses_latest_writes {
+        true => &["is not held"],
+        false => &[],
+    };
+    load.check(&cluster, refusals).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -208,10 +243,10 @@ async fn a_replica_promoted_by_a_coordinated_failover() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_replica_promoted_by_a_forced_failover() {
-    under_load(|cluster| promote(cluster, "FORCE")).await;
+    under_load_losing_latest_writes(|cluster| promote(cluster, "FORCE")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_replica_promoted_by_a_takeover() {
-    under_load(|cluster| promote(cluster, "TAKEOVER")).await;
+    under_load_losing_latest_writes(|cluster| promote(cluster, "TAKEOVER")).await;
 }
