@@ -501,11 +501,17 @@ mod tests {
         let cause = |kind, details: &str| classify(&Error::new(kind, details.to_owned()));
         for (kind, details) in [
             (ErrorKind::Routing, "Too many redirections."),
-            (ErrorKind::Unknown, "TRYAGAIN Multiple keys request during rehashing of slot"),
+            (
+                ErrorKind::Unknown,
+                "TRYAGAIN Multiple keys request during rehashing of slot",
+            ),
             (ErrorKind::Cluster, "MOVED 3999 127.0.0.1:6381"),
             (ErrorKind::Cluster, "ASK 3999 127.0.0.1:6381"),
             (ErrorKind::Cluster, "CLUSTERDOWN Hash slot not served"),
-            (ErrorKind::Unknown, "LOADING Redis is loading the dataset in memory"),
+            (
+                ErrorKind::Unknown,
+                "LOADING Redis is loading the dataset in memory",
+            ),
         ] {
             assert_eq!(cause(kind, details), Cause::TryAgain, "{details}");
         }
