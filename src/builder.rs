@@ -242,6 +242,28 @@ impl LockClientBuilder {
         self
     }
 
+    /// Give every hold a `tracing` span of its own, `holdlock.hold` (level `INFO`),
+    /// open from the grant to the release that lets it go (or to its loss): the time
+    /// a lock is held, per lock, kind and owner, as a span an OpenTelemetry backend
+    /// shows beside the request that took it (through `tracing-opentelemetry`; its
+    /// fields and their mapping are in docs/design.md, "Observability"). Nested holds
+    /// of one owner share their outer hold's span. Off by default: a span per hold
+    /// costs the uncontended path a span's creation.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .hold_spans(true)
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn hold_spans(mut self, on: bool) -> Self {
+        self.config.hold_spans = on;
+        self
+    }
+
     /// Stop renewing any hold of this client once it is `max_hold` old (see
     /// [`LockOptions::max_hold`](crate::LockOptions::max_hold), which overrides it per
     /// call). Default: none, renew as long as the lock is held.

@@ -71,6 +71,9 @@ pub(crate) struct Hold {
     /// not a loss. (The watchdog is stopped once the release has been answered, so
     /// that stopping it costs the release nothing.)
     releasing: AtomicBool,
+    /// The hold's `holdlock.hold` span (see `LockClientBuilder::hold_spans`), from the
+    /// grant that raised the count from 0 until it returns to 0 or the hold is lost.
+    span: Mutex<Option<tracing::Span>>,
 }
 
 impl Hold {
@@ -97,6 +100,7 @@ impl Hold {
             #[cfg(feature = "metrics")]
             counted: AtomicBool::new(false),
             releasing: AtomicBool::new(false),
+            span: Mutex::new(None),
         }
     }
 
@@ -120,6 +124,7 @@ impl Hold {
         self.count.store(count, Ordering::Release);
         if count == 0 {
             self.settled.notify_waiters();
+            self.end_span("released");
         }
         #[cfg(feature = "metrics")]
         if count > 0 && !self.counted.swap(true, Ordering::AcqRel) {
@@ -136,6 +141,24 @@ impl Hold {
     /// Records the token of a fresh hold (0: none), replacing any earlier hold's.
     pub(crate) fn set_token(&self, token: u64) {
         self.token.store(token, Ordering::Release);
+    }
+
+    /// Opens the hold's span (a fresh grant of a client with `hold_spans`).
+    pub(crate) fn open_span(&self) {
+        let span = crate::observe::hold_span(
+            &self.names.name,
+            self.names.kind.label(),
+            &self.owner,
+            self.token(),
+        );
+        *self.span.lock() = Some(span);
+    }
+
+    /// Ends the hold's span, if it has one open, with `outcome`.
+    fn end_span(&self, outcome: &'static str) {
+        if let Some(span) = self.span.lock().take() {
+            crate::observe::end_hold_span(span, outcome);
+        }
     }
 
     /// Counts a guard's claim on a hold; call with `ops` locked, as the count rises.
@@ -263,6 +286,7 @@ impl Hold {
             }
         }
         tracing::warn!(lock = %self.names.name, owner = %self.owner, "lock lost: {why}");
+        self.end_span("lost");
         self.lost.notify_waiters();
     }
 

@@ -111,6 +111,18 @@ impl Kind {
         }
     }
 
+    /// The kind in one word, as spans label it: `mutex`, `fair`, `read`, `write`,
+    /// `semaphore`.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Kind::Mutex => "mutex",
+            Kind::Semaphore { .. } => "semaphore",
+            Kind::Fair => "fair",
+            Kind::Read => "read",
+            Kind::Write => "write",
+        }
+    }
+
     /// Whether a hold of this kind excludes every other holder, so that a fencing token
     /// can stand for it (a read hold and a semaphore permit are shared).
     pub(crate) fn is_exclusive(self) -> bool {

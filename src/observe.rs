@@ -24,6 +24,34 @@ pub(crate) fn lock_span(call: &'static str, name: &str) -> Span {
     )
 }
 
+/// The span of one hold (see `LockClientBuilder::hold_spans`), child of the call
+/// that took it; `holdlock.outcome` is recorded when it ends (see
+/// [`end_hold_span`]). Field names follow OpenTelemetry's attribute conventions
+/// (namespaced, dotted), so that `tracing-opentelemetry` exports them as they are.
+pub(crate) fn hold_span(name: &str, kind: &'static str, owner: &str, token: Option<u64>) -> Span {
+    tracing::info_span!(
+        target: "holdlock::hold",
+        "holdlock.hold",
+        holdlock.lock = %name,
+        holdlock.kind = kind,
+        holdlock.owner = %owner,
+        // Signed: OpenTelemetry has no unsigned 64-bit attribute, and
+        // `tracing-opentelemetry` exports a `u64` as text (tokens stay below 2^63).
+        holdlock.fencing_token = token.and_then(|token| i64::try_from(token).ok()),
+        holdlock.outcome = Empty,
+        otel.status_code = Empty,
+    )
+}
+
+/// Ends a hold's span: `released`, or `lost` (an error status for OpenTelemetry).
+pub(crate) fn end_hold_span(span: Span, outcome: &'static str) {
+    span.record("holdlock.outcome", outcome);
+    if outcome == "lost" {
+        span.record("otel.status_code", "ERROR");
+    }
+    drop(span);
+}
+
 /// Records the owner of the lock call whose span is current.
 pub(crate) fn record_owner(owner: &str) {
     Span::current().record("owner", tracing::field::display(owner));

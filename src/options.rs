@@ -67,6 +67,9 @@ pub(crate) struct ClientConfig {
     /// A renewal that lands with less than this share of the lease left warns that the
     /// hold is at risk (see `LockGuard::at_risk`).
     pub(crate) at_risk_share: f64,
+    /// Whether each hold gets a `holdlock.hold` span, from its grant to its release
+    /// or loss (see `LockClientBuilder::hold_spans`).
+    pub(crate) hold_spans: bool,
 }
 
 /// The default share of the lease left below which a renewal warns that its hold is at
@@ -84,6 +87,7 @@ impl Default for ClientConfig {
             min_replicas: None,
             max_hold: None,
             at_risk_share: DEFAULT_AT_RISK_SHARE,
+            hold_spans: false,
         }
     }
 }

@@ -362,6 +362,7 @@ impl Engine {
         drop(count);
         hold.set_token(0);
         hold.set_granted(refused_at, options.max_hold.map(|max| refused_at + max));
+        self.open_span(&hold);
         hold.set_expiry(granted_at, None);
         // The hand-off's lease, a claim window, was set before its message came.
         hold.lease_set_now(CLAIM_WINDOW.min(lease));
@@ -371,6 +372,13 @@ impl Engine {
         self.watchdogs
             .start_now(&hold, lease, granted_at, first_renewal);
         Some(claim)
+    }
+
+    /// Opens a fresh hold's span, if the client gives holds spans.
+    fn open_span(&self, hold: &Hold) {
+        if self.config.hold_spans {
+            hold.open_span();
+        }
     }
 
     /// Sets the token, the expiry and the watchdog of a freshly granted hold.
@@ -391,6 +399,7 @@ impl Engine {
             // A fresh hold: its token and renewal cap are its own; nested holds share them.
             hold.set_token(token);
             hold.set_granted(sent_at, options.max_hold.map(|max_hold| sent_at + max_hold));
+            self.open_span(hold);
         }
         if options.watchdog {
             hold.set_expiry(sent_at, None);
