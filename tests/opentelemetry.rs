@@ -64,7 +64,7 @@ async fn every_kind_of_hold_is_a_span_from_grant_to_release() {
         common::unique("otel-sem"),
     );
     let spans = hold_spans_of(async {
-        let client = LockClient::builder(&common::url())
+        let client = LockClient::builder(common::url())
             .hold_spans(true)
             .build()
             .await
@@ -134,7 +134,7 @@ async fn every_kind_of_hold_is_a_span_from_grant_to_release() {
 async fn a_lost_hold_ends_its_span_with_an_error() {
     let name = common::unique("otel-lost");
     let spans = hold_spans_of(async {
-        let client = LockClient::builder(&common::url())
+        let client = LockClient::builder(common::url())
             .lease(Duration::from_millis(600))
             .hold_spans(true)
             .build()
