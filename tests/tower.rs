@@ -506,3 +506,132 @@ async fn the_limit_queues_requests_within_the_wait_budget() {
     let observer = common::connect(&url).await;
     assert_eq!(observer.semaphore(&name, 3).available().await.unwrap(), 3);
 }
+
+/// `LockLayer` makes each request an owner of its own (two requests in one task
+/// exclude each other), and stacked layers of this module share the request's owner:
+/// the handler re-enters the outer layer's lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_is_one_owner_across_stacked_layers() {
+    let client = common::connect(&common::url()).await;
+    let prefix = common::unique("tower-stacked");
+    let (outer_name, inner_name) = (format!("{prefix}:outer"), format!("{prefix}:inner"));
+    let handler = {
+        let (client, outer_name) = (client.clone(), outer_name.clone());
+        move || async move {
+            let again = client.try_lock(&outer_name).await.unwrap();
+            let count = again.as_ref().map_or(0, LockGuard::hold_count);
+            if let Some(guard) = again {
+                guard.unlock().await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            count.to_string()
+        }
+    };
+    let (outer, inner) = (outer_name.clone(), inner_name.clone());
+    let app = Router::new()
+        .route("/try", get(handler))
+        .layer(LockLayer::new(client.clone(), move |_: &Request<Body>| {
+            Some(inner.clone())
+        }))
+        .layer(LockLayer::new(client.clone(), move |_: &Request<Body>| {
+            Some(outer.clone())
+        }));
+
+    let request = || Request::get("/try").body(Body::empty()).unwrap();
+    let (a, b) = tokio::join!(
+        app.clone().oneshot(request()),
+        app.clone().oneshot(request())
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let mut statuses = [a.status(), b.status()];
+    statuses.sort();
+    assert_eq!(
+        statuses,
+        [StatusCode::OK, StatusCode::LOCKED],
+        "one task, two owners"
+    );
+    let served = if a.status() == StatusCode::OK { a } else { b };
+    let body = http_body_util::BodyExt::collect(served.into_body())
+        .await
+        .unwrap();
+    assert_eq!(
+        &body.to_bytes()[..],
+        b"2",
+        "the handler re-entered the outer lock"
+    );
+    assert!(!client.is_locked(&outer_name).await.unwrap());
+    assert!(!client.is_locked(&inner_name).await.unwrap());
+}
+
+/// Taking the lock fails: an invalid name is the service's bug (500), a client that
+/// cannot reach Redis (here: shut down) is unavailable (503). The handler never runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_errors_answer_500_or_503_and_run_no_handler() {
+    let client = common::connect(&common::url()).await;
+    let ran = Arc::new(AtomicBool::new(false));
+    let app = |client: LockClient, name: &'static str| {
+        let ran = ran.clone();
+        Router::new()
+            .route(
+                "/",
+                get(move || async move { ran.store(true, Ordering::SeqCst) }),
+            )
+            .layer(LockLayer::new(client, move |_: &Request<Body>| {
+                Some(name.to_owned())
+            }))
+    };
+    let request = || Request::get("/").body(Body::empty()).unwrap();
+
+    let response = app(client.clone(), "").oneshot(request()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+
+    let gone = common::connect(&common::url()).await;
+    gone.shutdown().await;
+    let response = app(gone, "tower-gone").oneshot(request()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(!ran.load(Ordering::SeqCst));
+}
+
+/// A permit lost while its handler runs (force-unlocked by an operator) drops the
+/// handler at once, and the layer answers 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_permit_drops_the_handler_and_answers_503() {
+    let url = common::url();
+    let client = common::client_with_lease(&url, Duration::from_millis(600)).await;
+    let operator = common::connect(&url).await;
+    let name = common::unique("tower-lost-permit");
+    let (started, dropped) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let handler = {
+        let (started, dropped) = (started.clone(), dropped.clone());
+        move || async move {
+            let _flag = DropFlag(dropped);
+            started.store(true, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            "finished"
+        }
+    };
+    let app = Router::new()
+        .route("/work", get(handler))
+        .layer(ConcurrencyLimitLayer::new(client.semaphore(&name, 2)));
+    let request_start = Instant::now();
+    let response = tokio::spawn(app.oneshot(Request::get("/work").body(Body::empty()).unwrap()));
+    while !started.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        operator
+            .force_unlock_kind(holdlock::LockKind::Semaphore, &name)
+            .await
+            .unwrap()
+    );
+    let response = response.await.unwrap().unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(request_start.elapsed() < Duration::from_secs(3));
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the handler's future was dropped"
+    );
+}
