@@ -153,7 +153,8 @@ impl<S> Layer<S> for ConcurrencyLimitLayer {
 ///
 /// # fn dox(client: holdlock::LockClient) {
 /// let layer = holdlock::tower::ConcurrencyLimitLayer::new(client.semaphore("api", 100));
-/// let service = layer.layer(axum::routing::get(async || "limited"));
+/// let limited: axum::routing::MethodRouter = axum::routing::get(async || "limited");
+/// let service = layer.layer(limited);
 /// # }
 /// ```
 #[derive(Debug, Clone)]

@@ -31,7 +31,7 @@ use crate::owner::within_scope;
 /// use std::time::Duration;
 /// use holdlock::tower::{LockLayer, RetryAfter};
 ///
-/// let layer = LockLayer::new(client, |_: &http::Request<axum::body::Body>| Some("report".into()))
+/// let layer = LockLayer::new(client, |_: &http::Request<axum::body::Body>| Some("report".to_owned()))
 ///     .retry_after(RetryAfter::Fixed(Duration::from_secs(5)));
 /// # }
 /// ```
@@ -262,7 +262,8 @@ impl<S, K> Layer<S> for LockLayer<K> {
 /// let layer = holdlock::tower::LockLayer::new(client, |_: &http::Request<axum::body::Body>| {
 ///     Some("singleton".to_owned())
 /// });
-/// let service = layer.layer(axum::routing::post(async || "one at a time"));
+/// let one_at_a_time: axum::routing::MethodRouter = axum::routing::post(async || "one at a time");
+/// let service = layer.layer(one_at_a_time);
 /// # }
 /// ```
 pub struct Lock<S, K> {

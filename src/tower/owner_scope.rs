@@ -78,7 +78,7 @@ impl<S> Layer<S> for OwnerScopeLayer {
 /// ```
 /// use tower_layer::Layer;
 ///
-/// let hello = axum::routing::get(async || "hello");
+/// let hello: axum::routing::MethodRouter = axum::routing::get(async || "hello");
 /// let service = holdlock::tower::OwnerScopeLayer::new().layer(hello);
 /// ```
 #[derive(Debug, Clone)]
