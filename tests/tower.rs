@@ -415,20 +415,20 @@ struct Running {
     most: AtomicUsize,
 }
 
-/// `/work` takes 300 ms, counted in `running`, under a limit of `permits` of the
-/// semaphore `name`.
+/// `/work` takes `work_time`, counted in `running`, under a limit of `permits` of the
+/// semaphore `name`, waiting up to `wait` for a permit.
 async fn limited_server(
     url: &str,
-    name: &str,
-    permits: u32,
+    (name, permits): (&str, u32),
     wait: Duration,
+    work_time: Duration,
     running: Arc<Running>,
 ) -> SocketAddr {
     let client = common::connect(url).await;
     let work = move || async move {
         let now = running.now.fetch_add(1, Ordering::SeqCst) + 1;
         running.most.fetch_max(now, Ordering::SeqCst);
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        tokio::time::sleep(work_time).await;
         running.now.fetch_sub(1, Ordering::SeqCst);
         "worked"
     };
@@ -465,8 +465,10 @@ async fn the_limit_holds_across_both_servers_and_turns_the_rest_away() {
     let url = common::url();
     let name = common::unique("tower-limit-shed");
     let running = Arc::new(Running::default());
-    let a = limited_server(&url, &name, 3, Duration::ZERO, running.clone()).await;
-    let b = limited_server(&url, &name, 3, Duration::ZERO, running.clone()).await;
+    // Handlers long enough that the 12 requests surely overlap.
+    let work_time = Duration::from_secs(1);
+    let a = limited_server(&url, (&name, 3), Duration::ZERO, work_time, running.clone()).await;
+    let b = limited_server(&url, (&name, 3), Duration::ZERO, work_time, running.clone()).await;
 
     let outcomes = twelve_requests([a, b]).await;
     let ok = outcomes
@@ -494,8 +496,9 @@ async fn the_limit_queues_requests_within_the_wait_budget() {
     let name = common::unique("tower-limit-wait");
     let running = Arc::new(Running::default());
     let wait = Duration::from_secs(20);
-    let a = limited_server(&url, &name, 3, wait, running.clone()).await;
-    let b = limited_server(&url, &name, 3, wait, running.clone()).await;
+    let work_time = Duration::from_millis(300);
+    let a = limited_server(&url, (&name, 3), wait, work_time, running.clone()).await;
+    let b = limited_server(&url, (&name, 3), wait, work_time, running.clone()).await;
 
     let outcomes = twelve_requests([a, b]).await;
     assert!(
