@@ -5,7 +5,8 @@
 //! 2 -> 1) can never deadlock. Inside, `debit` and `credit` lock their account again: the same owner
 //! re-entering a lock it holds succeeds at once (the hold count goes to 2), so helpers
 //! can be made safe on their own without deadlocking their callers. A balance never
-//! goes negative: a transfer that would overdraw is refused with 409.
+//! goes negative: a transfer that would overdraw is refused with 409. Each request is
+//! a lock owner of its own, through `holdlock::tower::OwnerScopeLayer`.
 //!
 //! Endpoints:
 //! - `GET  /accounts/{id}` -> `{"id": 1, "balance": 1000}`
@@ -14,12 +15,12 @@
 //!   409 for insufficient funds
 //! - `GET  /total` -> the sum of all balances, read under every account lock
 //! - `GET  /metrics` -> the lock metrics in Prometheus's text format (holdlock's own
-//!   with `--features metrics`: `cargo run --example accounts_http --features metrics`)
+//!   with `--features metrics`: `cargo run --example accounts_http --features tower,metrics`)
 //!
-//! Run it with `cargo run --example accounts_http`. Without `REDIS_URL` or `--redis` it
+//! Run it with `cargo run --example accounts_http --features tower`. Without `REDIS_URL` or `--redis` it
 //! starts a throwaway `redis-server` and seeds 20 accounts with 1,000 each. To see two
 //! instances share the locks, start a second one against the same Redis:
-//! `cargo run --example accounts_http -- --redis redis://127.0.0.1:PORT`.
+//! `cargo run --example accounts_http --features tower -- --redis redis://127.0.0.1:PORT`.
 //!
 //! Flags: `--port P` (default 0: any free port), `--redis URL` (default `REDIS_URL`),
 //! `--seed N` (reset the bank to N accounts of 1,000 each). The first line of output is
@@ -36,7 +37,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use fred::interfaces::{HashesInterface, KeysInterface};
-use holdlock::{LockClient, LockError, owner_scope};
+use holdlock::tower::OwnerScopeLayer;
+use holdlock::{LockClient, LockError};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -95,7 +97,11 @@ async fn main() -> Result<(), BoxError> {
         .route("/accounts/{id}/transfer", post(transfer))
         .route("/total", get(total))
         .route("/metrics", get(render_metrics))
-        .with_state(bank.clone());
+        .with_state(bank.clone())
+        // Locks belong to an owner, normally the current tokio task. axum runs a
+        // handler inside its connection's task, which the requests of one keep-alive
+        // connection share; the layer gives each request an owner of its own.
+        .layer(OwnerScopeLayer::new());
     let listener =
         tokio::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, options.port)))
             .await?;
@@ -240,10 +246,8 @@ async fn transfer(
     if from == request.to {
         return Err(ApiError::SameAccount);
     }
-    // Locks belong to an owner, normally the current tokio task. axum runs a handler
-    // inside its connection's task, which the requests of one keep-alive connection
-    // share; `owner_scope` gives each request an owner of its own, whatever the server.
-    let receipt = owner_scope(bank.transfer(from, request.to, amount)).await?;
+    // A request of its own as the owner (see `OwnerScopeLayer` in `main`).
+    let receipt = bank.transfer(from, request.to, amount).await?;
     Ok(Json(receipt))
 }
 
@@ -252,7 +256,7 @@ async fn render_metrics(State(bank): State<Bank>) -> String {
 }
 
 async fn total(State(bank): State<Bank>) -> Result<Json<serde_json::Value>, ApiError> {
-    let (accounts, total) = owner_scope(bank.total()).await?;
+    let (accounts, total) = bank.total().await?;
     Ok(Json(json!({"accounts": accounts, "total": total})))
 }
 

@@ -145,14 +145,7 @@ pub(crate) async fn critical_section<G: Held, T>(
     guard: G,
     body: impl AsyncFnOnce(&G) -> T,
 ) -> Result<T> {
-    let finished = {
-        let body = body(&guard);
-        tokio::select! {
-            biased;
-            () = guard.lost() => None,
-            value = body => Some(value),
-        }
-    };
+    let finished = while_held(&guard, body(&guard)).await;
     match finished {
         Some(value) => guard.unlock().await.map(|()| value),
         None => {
@@ -164,5 +157,18 @@ pub(crate) async fn critical_section<G: Held, T>(
             let _ = guard.unlock().await;
             Err(LockError::Lost { name })
         }
+    }
+}
+
+/// Runs `body` while `guard` holds: its value, or `None` (and `body`'s future dropped
+/// at once) if a hold is lost first. The race at the heart of [`critical_section`];
+/// releasing is the caller's.
+///
+/// Cancel safe: it only watches and polls `body`.
+pub(crate) async fn while_held<G: Held, F: Future>(guard: &G, body: F) -> Option<F::Output> {
+    tokio::select! {
+        biased;
+        () = guard.lost() => None,
+        value = body => Some(value),
     }
 }

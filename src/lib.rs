@@ -42,6 +42,10 @@
 #[cfg(feature = "bench")]
 #[doc(hidden)]
 pub mod bench;
+// integrations: layers over the public API
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod tower;
 // API
 mod builder;
 mod client;

@@ -67,8 +67,22 @@ pub(crate) fn local_owner() -> LocalOwner {
 /// # Ok(()) }
 /// ```
 pub async fn owner_scope<F: Future>(future: F) -> F::Output {
-    let scope = NEXT_LOCAL_OWNER.fetch_add(1, Ordering::Relaxed);
-    SCOPE.scope(scope, future).await
+    within_scope(new_scope(), future).await
+}
+
+/// A scope number never handed out before, for [`within_scope`].
+pub(crate) fn new_scope() -> u64 {
+    NEXT_LOCAL_OWNER.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Runs `future` as the owner `scope` (from [`new_scope`]): [`owner_scope`] with a
+/// scope chosen by the caller, so that several futures can share one (the layers of
+/// one request in `holdlock::tower`), and with a future type that can be named.
+pub(crate) fn within_scope<F: Future>(
+    scope: u64,
+    future: F,
+) -> tokio::task::futures::TaskLocalFuture<u64, F> {
+    SCOPE.scope(scope, future)
 }
 
 #[cfg(test)]

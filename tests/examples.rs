@@ -59,10 +59,11 @@ fn build_examples() -> Result<PathBuf, String> {
     let manifest_dir =
         std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into());
     let mut cargo = Command::new(cargo_program);
-    // The `metrics` feature, so that the bank's /metrics shows holdlock's own.
+    // The `metrics` feature, so that the bank's /metrics shows holdlock's own; `tower`
+    // for the bank's `OwnerScopeLayer`.
     cargo
         .current_dir(manifest_dir)
-        .args(["build", "--features", "metrics"]);
+        .args(["build", "--features", "metrics,tower"]);
     for name in EXAMPLES {
         cargo.args(["--example", name]);
     }
