@@ -232,7 +232,7 @@ async fn requests_on_one_keep_alive_connection_are_separate_owners() {
 
 // --- LockLayer -------------------------------------------------------------------------
 
-/// `/accounts/{id}/slow` holds the account's lock for 500 ms (through `LockLayer`),
+/// `/accounts/{id}/slow` holds the account's lock for 1.5 s (through `LockLayer`),
 /// `/accounts/{id}` answers at once.
 fn accounts_app(
     client: LockClient,
@@ -244,7 +244,7 @@ fn accounts_app(
         .route(
             "/accounts/{id}/slow",
             get(async || {
-                tokio::time::sleep(Duration::from_millis(500)).await;
+                tokio::time::sleep(Duration::from_millis(1500)).await;
                 "slow done"
             }),
         )
