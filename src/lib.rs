@@ -43,6 +43,9 @@
 #[doc(hidden)]
 pub mod bench;
 // API
+#[cfg(feature = "blocking")]
+#[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
+pub mod blocking;
 mod builder;
 mod client;
 mod critical;

@@ -67,6 +67,11 @@ pub(crate) struct ClientConfig {
     /// A renewal that lands with less than this share of the lease left warns that the
     /// hold is at risk (see `LockGuard::at_risk`).
     pub(crate) at_risk_share: f64,
+    /// Background work always runs on the client's own runtime, never on the one
+    /// current where a guard is dropped: a blocking client's runtime is the only one
+    /// sure to run (see `blocking::runtime`).
+    #[cfg(feature = "blocking")]
+    pub(crate) background_on_own_runtime: bool,
 }
 
 /// The default share of the lease left below which a renewal warns that its hold is at
@@ -84,6 +89,8 @@ impl Default for ClientConfig {
             min_replicas: None,
             max_hold: None,
             at_risk_share: DEFAULT_AT_RISK_SHARE,
+            #[cfg(feature = "blocking")]
+            background_on_own_runtime: false,
         }
     }
 }
