@@ -344,6 +344,14 @@ impl LockClientBuilder {
         self
     }
 
+    /// Runs the client's background work (a dropped guard's release) on its own runtime
+    /// even where another runtime is current (for the blocking client).
+    #[cfg(feature = "blocking")]
+    pub(crate) fn background_on_own_runtime(mut self) -> Self {
+        self.config.background_on_own_runtime = true;
+        self
+    }
+
     /// Validates the settings and connects.
     ///
     /// # Errors

@@ -127,6 +127,19 @@ pub enum LockError {
     #[error("the lock client has been shut down")]
     Shutdown,
 
+    /// A call of the blocking API (`holdlock::blocking`) was made where a tokio runtime
+    /// is current (in async code; also in `spawn_blocking`, which a library cannot tell
+    /// apart from it): blocking there could stall the runtime's thread. Use the async
+    /// [`LockClient`](crate::LockClient) there (the blocking client lends its own
+    /// through `as_async`), or call from a thread of your own.
+    #[cfg(feature = "blocking")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
+    #[error(
+        "holdlock::blocking was called inside a tokio runtime, where blocking could stall it; \
+         use the async LockClient there"
+    )]
+    BlockingInRuntime,
+
     /// A fenced write presented a token older than one the resource has already seen.
     #[error("stale fencing token {presented}: the resource has seen {newest}")]
     StaleToken {

@@ -146,6 +146,14 @@ pub(crate) async fn critical_section<G: Held, T>(
     body: impl AsyncFnOnce(&G) -> T,
 ) -> Result<T> {
     let finished = while_held(&guard, body(&guard)).await;
+    end_section(guard, finished).await
+}
+
+/// How every critical section ends: with `finished`, the body's value (`None`: the
+/// body was stopped because a hold was lost), the guard is released; the value is
+/// returned once the release succeeded, and an error of the release is returned, not
+/// swallowed. A loss is [`LockError::Lost`], naming the hold lost.
+pub(crate) async fn end_section<G: Held, T>(guard: G, finished: Option<T>) -> Result<T> {
     match finished {
         Some(value) => guard.unlock().await.map(|()| value),
         None => {

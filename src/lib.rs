@@ -47,6 +47,9 @@ pub mod bench;
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
 // API
+#[cfg(feature = "blocking")]
+#[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
+pub mod blocking;
 mod builder;
 mod client;
 mod critical;

@@ -70,6 +70,11 @@ pub(crate) struct ClientConfig {
     /// Whether each hold gets a `holdlock.hold` span, from its grant to its release
     /// or loss (see `LockClientBuilder::hold_spans`).
     pub(crate) hold_spans: bool,
+    /// Background work always runs on the client's own runtime, never on the one
+    /// current where a guard is dropped: a blocking client's runtime is the only one
+    /// sure to run (see `blocking::runtime`).
+    #[cfg(feature = "blocking")]
+    pub(crate) background_on_own_runtime: bool,
 }
 
 /// The default share of the lease left below which a renewal warns that its hold is at
@@ -88,6 +93,8 @@ impl Default for ClientConfig {
             max_hold: None,
             at_risk_share: DEFAULT_AT_RISK_SHARE,
             hold_spans: false,
+            #[cfg(feature = "blocking")]
+            background_on_own_runtime: false,
         }
     }
 }

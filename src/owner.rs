@@ -11,6 +11,12 @@ tokio::task_local! {
     static SCOPE: u64;
 }
 
+#[cfg(feature = "blocking")]
+tokio::task_local! {
+    /// The OS thread a future runs for, when it runs elsewhere (see [`as_thread`]).
+    static AS_THREAD: u64;
+}
+
 thread_local! {
     static THREAD: u64 = NEXT_LOCAL_OWNER.fetch_add(1, Ordering::Relaxed);
 }
@@ -35,10 +41,14 @@ impl fmt::Display for LocalOwner {
 }
 
 /// Who owns locks taken here and now. An [`owner_scope`] wins over the task, and the
-/// task over the thread.
+/// task over the thread (a thread given with `as_thread` wins over the task).
 pub(crate) fn local_owner() -> LocalOwner {
     if let Ok(scope) = SCOPE.try_with(|scope| *scope) {
         return LocalOwner::Scope(scope);
+    }
+    #[cfg(feature = "blocking")]
+    if let Ok(thread) = AS_THREAD.try_with(|thread| *thread) {
+        return LocalOwner::Thread(thread);
     }
     match tokio::task::try_id() {
         Some(id) => LocalOwner::Task(id),
@@ -85,6 +95,19 @@ pub(crate) fn within_scope<F: Future>(
     SCOPE.scope(scope, future)
 }
 
+/// The number of the calling OS thread, as its locks' owner ids show it (`thread-<n>`).
+#[cfg(feature = "blocking")]
+pub(crate) fn current_thread_owner() -> u64 {
+    THREAD.with(|thread| *thread)
+}
+
+/// Runs `future` as the OS thread numbered `thread` (see [`current_thread_owner`]),
+/// wherever it is polled: the blocking API carries its caller's thread in with it.
+#[cfg(feature = "blocking")]
+pub(crate) async fn as_thread<F: Future>(thread: u64, future: F) -> F::Output {
+    AS_THREAD.scope(thread, future).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,5 +131,23 @@ mod tests {
         );
         assert!(a.to_string().starts_with("scope-"));
         assert_ne!(a, b);
+    }
+
+    #[cfg(feature = "blocking")]
+    #[tokio::test]
+    async fn a_task_can_run_as_another_thread() {
+        let caller = std::thread::spawn(|| (current_thread_owner(), local_owner()))
+            .join()
+            .unwrap();
+        assert_eq!(LocalOwner::Thread(caller.0), caller.1);
+        let inside = tokio::spawn(as_thread(caller.0, async { local_owner() }))
+            .await
+            .unwrap();
+        assert_eq!(inside, caller.1);
+        assert_eq!(inside.to_string(), format!("thread-{}", caller.0));
+        // Outside `as_thread` the task owns again; a scope inside it wins.
+        assert_ne!(local_owner(), inside);
+        let scoped = as_thread(caller.0, owner_scope(async { local_owner() })).await;
+        assert!(scoped.to_string().starts_with("scope-"));
     }
 }

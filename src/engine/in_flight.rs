@@ -82,8 +82,7 @@ impl Drop for InFlight {
             return;
         };
         let engine = Arc::clone(&self.engine);
-        let runtime =
-            tokio::runtime::Handle::try_current().unwrap_or_else(|_| engine.runtime.clone());
+        let runtime = engine.background_runtime();
         let give_up = Instant::now() + self.give_up_after;
         drop(runtime.spawn(engine.settle(self.op, entry, count, give_up)));
     }

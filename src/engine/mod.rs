@@ -157,6 +157,16 @@ impl Engine {
         }
     }
 
+    /// Where background work runs: the current runtime if there is one, else (or, for
+    /// a blocking client, always) the runtime the client was built on.
+    pub(crate) fn background_runtime(&self) -> tokio::runtime::Handle {
+        #[cfg(feature = "blocking")]
+        if self.config.background_on_own_runtime {
+            return self.runtime.clone();
+        }
+        tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone())
+    }
+
     pub(crate) fn check_running(&self) -> Result<()> {
         if self.shut_down.load(Ordering::Acquire) {
             Err(LockError::Shutdown)
@@ -172,8 +182,7 @@ impl Engine {
     /// [`settle`](Self::settle)).
     fn release_in_background(self: &Arc<Self>, hold: Arc<Hold>) {
         let engine = Arc::clone(self);
-        let runtime =
-            tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
+        let runtime = self.background_runtime();
         self.background.fetch_add(1, Ordering::AcqRel);
         drop(runtime.spawn(async move {
             let mut backoff = Backoff::default();

@@ -1,0 +1,409 @@
+//! The blocking API (`holdlock::blocking`): plain threads, no runtime of the caller's,
+//! each thread its own owner.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use holdlock::LockError;
+use holdlock::blocking::LockClient;
+
+fn connect() -> LockClient {
+    LockClient::connect(&common::url()).expect("connect to the test redis")
+}
+
+/// A shop of `stock` items kept in Redis, sold by 8 threads of 2 clients, 5 purchases
+/// each, every purchase a read, a pause and a write (the classic oversell). Returns
+/// the sales made and the stock left in Redis.
+fn sell_out(stock: i64, locked: bool) -> (i64, i64) {
+    let name = common::unique("shop");
+    let key = format!("test:stock:{name}");
+    let server = common::shared();
+    server.query(&["SET", &key, &stock.to_string()]).unwrap();
+    let clients = [connect(), connect()];
+    let sales = AtomicI64::new(0);
+    let purchase = || {
+        let left = common::integer(&server.query(&["GET", &key]).unwrap());
+        if left > 0 {
+            thread::sleep(Duration::from_millis(5));
+            server
+                .query(&["SET", &key, &(left - 1).to_string()])
+                .unwrap();
+            sales.fetch_add(1, Ordering::Relaxed);
+        }
+    };
+    thread::scope(|threads| {
+        for worker in 0..8 {
+            let client = &clients[worker % 2];
+            let (name, purchase) = (&name, &purchase);
+            threads.spawn(move || {
+                for _ in 0..5 {
+                    if locked {
+                        client.with_lock(name, |_| purchase()).unwrap();
+                    } else {
+                        purchase();
+                    }
+                }
+            });
+        }
+    });
+    let left = common::integer(&server.query(&["GET", &key]).unwrap());
+    (sales.into_inner(), left)
+}
+
+/// Under the lock, 40 attempts on 20 items sell exactly 20 and leave 0; without it the
+/// same scenario sells more than there was (so the scenario can tell).
+#[test]
+fn the_lock_prevents_overselling_across_threads_and_clients() {
+    assert_eq!(sell_out(20, true), (20, 0));
+    let (sold, _) = sell_out(20, false);
+    assert!(
+        sold > 20,
+        "without the lock only {sold} were sold: the scenario cannot fail"
+    );
+}
+
+/// A thread re-enters its own lock (count 2, one owner id naming the thread); another
+/// thread of the same client is excluded until both holds are gone.
+#[test]
+fn locks_are_reentrant_per_thread_and_exclude_other_threads() {
+    let client = connect();
+    let name = common::unique("reentry");
+    let outer = client.lock(&name).unwrap();
+    let inner = client.lock(&name).unwrap();
+    assert_eq!(inner.hold_count(), 2);
+    assert_eq!(outer.owner(), inner.owner());
+    assert_eq!(outer.owner(), client.owner_id());
+    assert!(outer.owner().contains(":thread-"), "{}", outer.owner());
+
+    let other = thread::scope(|threads| {
+        threads
+            .spawn(|| {
+                let busy = client.try_lock(&name).unwrap();
+                assert!(busy.is_none(), "another thread entered a held lock");
+                client.owner_id()
+            })
+            .join()
+            .unwrap()
+    });
+    assert_ne!(other, client.owner_id());
+
+    outer.unlock().unwrap();
+    assert_eq!(inner.hold_count(), 1);
+    inner.unlock().unwrap();
+    thread::scope(|threads| {
+        threads.spawn(|| {
+            let free = client
+                .try_lock(&name)
+                .unwrap()
+                .expect("free after both holds went");
+            free.unlock().unwrap();
+        });
+    });
+}
+
+/// A nested critical section of the same name re-enters; the body's value comes back
+/// and the lock is free afterwards.
+#[test]
+fn with_lock_runs_its_body_and_returns_its_value() {
+    let client = connect();
+    let name = common::unique("section");
+    let value = client
+        .with_lock(&name, |guard| {
+            assert!(client.is_locked(&name).unwrap());
+            let nested = client.with_lock(&name, |inner| inner.hold_count()).unwrap();
+            (guard.name().to_owned(), nested)
+        })
+        .unwrap();
+    assert_eq!(value, (name.clone(), 2));
+    assert!(!client.is_locked(&name).unwrap());
+
+    let held = client.lock(&name).unwrap();
+    let busy = thread::scope(|threads| {
+        threads
+            .spawn(|| client.try_with_lock(&name, |_| unreachable!("ran while busy")))
+            .join()
+            .unwrap()
+    });
+    assert!(busy.unwrap().is_none());
+    held.unlock().unwrap();
+}
+
+/// A guard outlives its client: dropped after the client (on another thread), it
+/// releases the lock, and by the time the drop returns.
+#[test]
+fn a_guard_dropped_after_its_client_releases_the_lock() {
+    let observer = connect();
+    let name = common::unique("orphan");
+    let client = connect();
+    let guard = client.lock(&name).unwrap();
+    drop(client);
+    assert!(observer.is_locked(&name).unwrap());
+    assert!(!guard.is_lost());
+    thread::spawn(move || drop(guard)).join().unwrap();
+    assert!(
+        !observer.is_locked(&name).unwrap(),
+        "the dropped guard left its lock"
+    );
+}
+
+/// The watchdog keeps a 1 s lease alive for 3 s while the holding thread sleeps;
+/// another client cannot take the lock meanwhile, and can right after the unlock.
+#[test]
+fn the_watchdog_keeps_a_lock_while_the_thread_sleeps() {
+    let name = common::unique("watchdog");
+    let holder = LockClient::builder(common::url())
+        .lease(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let rival = connect();
+    let guard = holder.lock(&name).unwrap();
+    let done = AtomicBool::new(false);
+    let tries = AtomicUsize::new(0);
+    thread::scope(|threads| {
+        threads.spawn(|| {
+            while !done.load(Ordering::Acquire) {
+                let taken = rival.try_lock(&name).unwrap();
+                assert!(taken.is_none(), "the lock was taken while its holder slept");
+                tries.fetch_add(1, Ordering::Relaxed);
+                thread::sleep(Duration::from_millis(100));
+            }
+        });
+        thread::sleep(Duration::from_secs(3));
+        assert!(!guard.is_lost());
+        assert!(
+            guard.renewal_margin().is_some(),
+            "no renewal in 3 s of a 1 s lease"
+        );
+        done.store(true, Ordering::Release);
+    });
+    assert!(tries.into_inner() >= 20);
+    guard.unlock().unwrap();
+    rival
+        .try_lock(&name)
+        .unwrap()
+        .expect("free after the unlock")
+        .unlock()
+        .unwrap();
+}
+
+/// Inside a tokio runtime every call fails with `BlockingInRuntime` (building too);
+/// dropping guards and the client there neither panics nor leaves the lock held.
+#[test]
+fn calls_inside_a_runtime_fail_with_blocking_in_runtime() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let built = runtime.block_on(async { LockClient::connect(&common::url()) });
+    assert!(
+        matches!(built, Err(LockError::BlockingInRuntime)),
+        "{built:?}"
+    );
+
+    let observer = connect();
+    let client = connect();
+    let name = common::unique("in-runtime");
+    let guard = client.lock(&name).unwrap();
+    runtime.block_on(async {
+        let refused = client.try_lock(&name);
+        assert!(
+            matches!(refused, Err(LockError::BlockingInRuntime)),
+            "{refused:?}"
+        );
+        assert!(
+            refused
+                .unwrap_err()
+                .to_string()
+                .contains("inside a tokio runtime")
+        );
+        // The async face works there; a task is an owner of its own.
+        let (other, named) = (client.as_async().clone(), name.clone());
+        let taken = tokio::spawn(async move { other.try_lock(&named).await.map(|g| g.is_some()) });
+        assert!(
+            !taken.await.unwrap().unwrap(),
+            "a task entered a thread's lock"
+        );
+        drop(guard);
+        drop(client);
+    });
+    common::wait_until("the lock released", Duration::from_secs(5), || {
+        !observer.is_locked(&name).unwrap()
+    });
+}
+
+/// Never more than N permits out across 8 threads, and N at some point.
+#[test]
+fn a_semaphore_limits_holders_across_threads() {
+    let client = connect();
+    let semaphore = client.semaphore(common::unique("sem"), 3);
+    let (current, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    thread::scope(|threads| {
+        for _ in 0..8 {
+            threads.spawn(|| {
+                for _ in 0..3 {
+                    semaphore
+                        .with_permit(|_| {
+                            let now = current.fetch_add(1, Ordering::SeqCst) + 1;
+                            most.fetch_max(now, Ordering::SeqCst);
+                            thread::sleep(Duration::from_millis(30));
+                            current.fetch_sub(1, Ordering::SeqCst);
+                        })
+                        .unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(most.into_inner(), 3);
+    assert_eq!(semaphore.available().unwrap(), 3);
+    let permits: Vec<_> = (0..3).map(|_| semaphore.acquire().unwrap()).collect();
+    assert!(semaphore.try_acquire().unwrap().is_none());
+    assert!(
+        semaphore
+            .acquire_timeout(Duration::from_millis(100))
+            .unwrap()
+            .is_none()
+    );
+    for permit in permits {
+        permit.release().unwrap();
+    }
+}
+
+/// Threads queued on a fair lock are served in the order they came.
+#[test]
+fn a_fair_lock_serves_threads_in_turn() {
+    let client = connect();
+    let name = common::unique("fair");
+    let first = client.fair_lock(&name).unwrap();
+    let order = parking_lot::Mutex::new(Vec::new());
+    thread::scope(|threads| {
+        for turn in 0..3 {
+            let (client, name, order) = (&client, &name, &order);
+            threads.spawn(move || {
+                client
+                    .with_fair_lock(name, |_| order.lock().push(turn))
+                    .unwrap();
+            });
+            // Each queues before the next starts.
+            common::wait_until("the waiter queued", Duration::from_secs(5), || {
+                let info = client.inspect_kind(holdlock::LockKind::Fair, name).unwrap();
+                info.and_then(|info| info.fair)
+                    .is_some_and(|fair| fair.queue.len() > turn)
+            });
+        }
+        first.unlock().unwrap();
+    });
+    assert_eq!(order.into_inner(), [0, 1, 2]);
+}
+
+/// Readers share, a writer excludes them, and a writer may read inside its write.
+#[test]
+fn read_write_locks_share_reads_and_exclude_writes() {
+    let client = connect();
+    let name = common::unique("rw");
+    let read = client.read_lock(&name).unwrap();
+    thread::scope(|threads| {
+        threads.spawn(|| {
+            let shared = client.try_read_lock(&name).unwrap().expect("readers share");
+            shared.unlock().unwrap();
+            assert!(client.try_write_lock(&name).unwrap().is_none());
+        });
+    });
+    assert!(matches!(
+        client.try_write_lock(&name),
+        Err(LockError::WouldDeadlock { .. })
+    ));
+    read.unlock().unwrap();
+    let seen = client
+        .with_write_lock(&name, |_| {
+            let inside = client
+                .with_read_lock(&name, |_| "read inside write")
+                .unwrap();
+            let excluded = thread::scope(|threads| {
+                threads
+                    .spawn(|| client.try_read_lock(&name).unwrap().is_none())
+                    .join()
+                    .unwrap()
+            });
+            (inside, excluded)
+        })
+        .unwrap();
+    assert_eq!(seen, ("read inside write", true));
+}
+
+/// `lock_all` takes every name or none, and threads taking overlapping sets in
+/// opposite orders never deadlock.
+#[test]
+fn lock_all_takes_every_name_and_never_deadlocks() {
+    let client = connect();
+    let (a, b) = (common::unique("all-a"), common::unique("all-b"));
+    let both = client.lock_all([&a, &b]).unwrap();
+    assert_eq!(both.names().count(), 2);
+    thread::scope(|threads| {
+        threads.spawn(|| {
+            assert!(client.try_lock_all([&b, &a]).unwrap().is_none());
+            assert!(client.try_lock(&a).unwrap().is_none());
+        });
+    });
+    both.unlock().unwrap();
+
+    let start = Barrier::new(4);
+    let runs = AtomicUsize::new(0);
+    thread::scope(|threads| {
+        for worker in 0..4 {
+            let (client, start, runs) = (&client, &start, &runs);
+            let names = if worker % 2 == 0 { [&a, &b] } else { [&b, &a] };
+            threads.spawn(move || {
+                start.wait();
+                for _ in 0..5 {
+                    client
+                        .with_lock_all(names, |_| runs.fetch_add(1, Ordering::Relaxed))
+                        .unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(runs.into_inner(), 20);
+    assert!(!client.is_locked(&a).unwrap() && !client.is_locked(&b).unwrap());
+}
+
+/// A fixed lease is extended; `wait_lost` waits for a hold's loss (here, its fixed
+/// lease running out) and no longer.
+#[test]
+fn guards_report_loss_and_extend_fixed_leases() {
+    let client = connect();
+    let name = common::unique("lost");
+    let fixed = |lease| holdlock::LockOptions::new().lease(lease);
+    let guard = client
+        .lock_with(&name, fixed(Duration::from_secs(2)))
+        .unwrap()
+        .unwrap();
+    guard.extend(Duration::from_secs(20)).unwrap();
+    let ttl = guard.remaining_ttl().unwrap().unwrap();
+    assert!(ttl > Duration::from_secs(10), "{ttl:?}");
+    guard.unlock().unwrap();
+
+    let short = client
+        .lock_with(&name, fixed(Duration::from_millis(400)))
+        .unwrap()
+        .unwrap();
+    let start = Instant::now();
+    assert!(!short.wait_lost(Duration::from_millis(50)).unwrap());
+    let (told, heard) = mpsc::channel();
+    let watching = Arc::new(short);
+    let watcher = {
+        let watching = Arc::clone(&watching);
+        thread::spawn(move || {
+            told.send(()).unwrap();
+            watching.wait_lost(Duration::from_secs(10)).unwrap()
+        })
+    };
+    heard.recv().unwrap();
+    assert!(watcher.join().unwrap());
+    let after = start.elapsed();
+    assert!(after < Duration::from_secs(2), "told lost after {after:?}");
+    assert!(watching.is_lost());
+}
