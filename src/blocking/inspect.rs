@@ -1,0 +1,99 @@
+//! Operator calls of the blocking client: inspect, list, force-unlock.
+
+use super::LockClient;
+use crate::error::Result;
+use crate::inspect::LockInfo;
+use crate::keys::LockKind;
+
+impl LockClient {
+    /// Who holds the lock `name` now (see [`LockClient::inspect`](crate::LockClient::inspect)).
+    ///
+    /// # Errors
+    /// As [`LockClient::inspect`](crate::LockClient::inspect);
+    /// [`LockError::BlockingInRuntime`](crate::LockError::BlockingInRuntime) inside a
+    /// tokio runtime.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn dox(client: holdlock::blocking::LockClient) -> holdlock::Result<()> {
+    /// if let Some(info) = client.inspect("account:42")? {
+    ///     println!("{info:?}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn inspect(&self, name: &str) -> Result<Option<LockInfo>> {
+        self.block(self.client().inspect(name))
+    }
+
+    /// Who holds the lock of `kind` named `name` now (see
+    /// [`LockClient::inspect_kind`](crate::LockClient::inspect_kind)).
+    ///
+    /// # Errors
+    /// As [`LockClient::inspect_kind`](crate::LockClient::inspect_kind);
+    /// [`LockError::BlockingInRuntime`](crate::LockError::BlockingInRuntime) inside a
+    /// tokio runtime.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn dox(client: holdlock::blocking::LockClient) -> holdlock::Result<()> {
+    /// let queue = client.inspect_kind(holdlock::LockKind::Fair, "queue:7")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn inspect_kind(&self, kind: LockKind, name: &str) -> Result<Option<LockInfo>> {
+        self.block(self.client().inspect_kind(kind, name))
+    }
+
+    /// The locks whose names match the glob `pattern` (see
+    /// [`LockClient::list`](crate::LockClient::list)).
+    ///
+    /// # Errors
+    /// As [`LockClient::list`](crate::LockClient::list);
+    /// [`LockError::BlockingInRuntime`](crate::LockError::BlockingInRuntime) inside a
+    /// tokio runtime.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn dox(client: holdlock::blocking::LockClient) -> holdlock::Result<()> {
+    /// let accounts = client.list("account:*")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn list(&self, pattern: &str) -> Result<Vec<LockInfo>> {
+        self.block(self.client().list(pattern))
+    }
+
+    /// Whether anyone holds the lock `name` (see
+    /// [`LockClient::is_locked`](crate::LockClient::is_locked)).
+    ///
+    /// # Errors
+    /// As [`LockClient::is_locked`](crate::LockClient::is_locked);
+    /// [`LockError::BlockingInRuntime`](crate::LockError::BlockingInRuntime) inside a
+    /// tokio runtime.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn dox(client: holdlock::blocking::LockClient) -> holdlock::Result<()> {
+    /// let busy = client.is_locked("account:42")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn is_locked(&self, name: &str) -> Result<bool> {
+        self.block(self.client().is_locked(name))
+    }
+
+    /// Deletes the lock `name` whoever holds it, an operator's last resort (see
+    /// [`LockClient::force_unlock`](crate::LockClient::force_unlock)).
+    ///
+    /// # Errors
+    /// As [`LockClient::force_unlock`](crate::LockClient::force_unlock);
+    /// [`LockError::BlockingInRuntime`](crate::LockError::BlockingInRuntime) inside a
+    /// tokio runtime.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn dox(client: holdlock::blocking::LockClient) -> holdlock::Result<()> {
+    /// let existed = client.force_unlock("account:42")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn force_unlock(&self, name: &str) -> Result<bool> {
+        self.block(self.client().force_unlock(name))
+    }
+}
