@@ -270,7 +270,6 @@ impl Scripts {
         let evalsha = evalsha_command(client, &keys);
         let wait = CustomCommand::new_static("WAIT", slot_of(key), true);
         let deadline = Instant::now() + timeout;
-        let mut again = TryAgain::new(deadline);
         let mut loaded = false;
         loop {
             let options = send_options(Delivery::AtMostOnce, deadline);
@@ -294,9 +293,21 @@ impl Scripts {
                     loaded = true;
                     continue;
                 }
-                Err(error) if classify(&error) == Cause::TryAgain && again.pause().await => {
-                    tracing::debug!(%error, "not run; sending the script again");
-                    continue;
+                Err(error) if classify(&error) == Cause::TryAgain => {
+                    // Not run: the slot moved or is moving, and the `WAIT` behind it
+                    // (up to `wait_ms` on a node that may not be the slot's) counted
+                    // nothing of ours. The script alone follows the slot, then the
+                    // `WAIT` goes where it ran, on the same connection.
+                    tracing::debug!(%error, "not run; sending the script and WAIT apart");
+                    let acquired = Box::pin(self.acquire(client, call)).await?;
+                    if !matches!(acquired, Acquire::Granted { .. }) {
+                        return Ok((acquired, Ok(0)));
+                    }
+                    let wait = (replicas, wait_ms);
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let left = left.max(MIN_SEND_TIMEOUT);
+                    let acked = Box::pin(self.wait_for_replicas(client, key, wait, left)).await;
+                    return Ok((acquired, acked));
                 }
                 other => other.map_err(|error| LockError::from_script(error, &keys))?,
             };
