@@ -602,8 +602,8 @@ async fn inspect_list_and_force_unlock() {
 async fn bench_runs_every_workload_and_leaves_nothing_behind() {
     // Every workload, each against its floor: 20 s on a quiet machine, much more
     // on two busy cores.
-    let bench = holdlock(["bench", "--quick", "--json"]);
-    let ran = finish_within(&mut { bench }, Duration::from_secs(120)).await;
+    let mut bench = holdlock(["bench", "--quick", "--json"]);
+    let ran = finish_within(&mut bench, Duration::from_secs(120)).await;
     assert_no_panic(&ran);
     assert_eq!(ran.code, Some(0), "{ran:?}");
     let figures: serde_json::Value = serde_json::from_str(&ran.stdout).expect("JSON on stdout");
