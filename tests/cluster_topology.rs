@@ -6,11 +6,15 @@
 //! watchdog (a lease of 3 s: a renewal gap of a lease loses them), and it and two
 //! other clients take and release locks on a few names in turn (so waiters are woken
 //! by release messages) and on fresh names (whose keys are created wherever their
-//! slots are, also in slots on the move). Every scenario asserts that no hold was lost, no call failed or took
-//! longer than the connect timeout, the turns went on after the change, no two
-//! owners were ever inside one lock at once, and every hold is still in Redis.
+//! slots are, also in slots on the move). Every scenario asserts that no hold was
+//! lost, no call failed or took longer than the connect timeout, the turns went on
+//! after the change, no two owners were ever inside one lock at once, and every hold
+//! is still in Redis. (A `FORCE` or `TAKEOVER` failover may undo the latest writes:
+//! there, an unlock may find its hold gone, and only then may owners have overlapped.)
 //!
-//! Scenarios run one at a time (each starts its own cluster of six servers).
+//! Scenarios run one at a time (each starts its own cluster of six servers). Emptying
+//! a primary made fred end a client's connection task for good before holdlock
+//! restarted it (see `src/connection.rs`): every hold of that client was lost.
 
 mod common;
 
