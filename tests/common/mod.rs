@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
