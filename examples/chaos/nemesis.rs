@@ -184,6 +184,9 @@ struct Lab {
     locks: LockServer,
     /// The topology fault under way, if any (cluster mode).
     topology: Option<tokio::task::JoinHandle<()>>,
+    /// How many topology faults have been started: they take turns (reshard, empty,
+    /// failover, of those asked for), so that a short run sees each.
+    topology_turn: usize,
     resource: Redis,
     slots: Vec<Slot>,
     next_worker: u32,
@@ -446,6 +449,7 @@ pub async fn run(plan: Plan) -> Result<Summary, BoxError> {
         history: Arc::default(),
         locks,
         topology: None,
+        topology_turn: 0,
         resource,
         slots,
         next_worker: 0,
@@ -484,6 +488,16 @@ pub async fn run(plan: Plan) -> Result<Summary, BoxError> {
                     continue;
                 }
                 kind = others[rng.below(others.len() as u64) as usize];
+            } else if kind.is_topology() {
+                let turns: Vec<FaultKind> = lab
+                    .plan
+                    .faults
+                    .iter()
+                    .copied()
+                    .filter(|kind| kind.is_topology())
+                    .collect();
+                kind = turns[lab.topology_turn % turns.len()];
+                lab.topology_turn += 1;
             }
             lab.inject(kind, &mut rng).await?;
         }
