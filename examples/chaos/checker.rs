@@ -64,6 +64,9 @@ pub struct Summary {
     pub lock_calls: u64,
     pub acquisitions: u64,
     pub nested_acquisitions: u64,
+    /// Re-entries that failed with an error (Redis unreachable or busy): allowed,
+    /// unlike a refusal.
+    pub nested_errors: u64,
     pub busy: u64,
     pub errors: u64,
     pub cut_off_at_deadline: u64,
@@ -244,9 +247,13 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
                 }
                 attempts.entry((w, *a)).or_default().ended = true;
             }
-            Op::Nested { a, count, .. } => {
+            Op::Nested {
+                a, count, error, ..
+            } => {
                 if *count >= 2 {
                     summary.nested_acquisitions += 1;
+                } else if error.is_some() {
+                    summary.nested_errors += 1;
                 } else {
                     attempts.entry((w, *a)).or_default().nested_refused = true;
                 }

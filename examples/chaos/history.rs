@@ -69,8 +69,14 @@ pub enum Op {
     /// The call had not returned a grace period after its wait: dropped.
     Cancelled { t: u64, a: u64 },
     /// A nested (reentrant) take of the held lock; `count` is the hold count it gave
-    /// (0: it was refused).
-    Nested { t: u64, a: u64, count: u32 },
+    /// (0: it was refused, or failed with `error`).
+    Nested {
+        t: u64,
+        a: u64,
+        count: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     /// The lost signal fired.
     Lost { t: u64, a: u64 },
     /// A fenced read of the register.

@@ -618,6 +618,10 @@ fn print_summary(plan: &Plan, summary: &Summary, took: Duration) {
         ("lock calls", summary.lock_calls),
         ("acquisitions", summary.acquisitions),
         ("nested acquisitions", summary.nested_acquisitions),
+        (
+            "nested acquisitions that failed (error)",
+            summary.nested_errors,
+        ),
         ("timed out waiting (busy)", summary.busy),
         ("lock call errors", summary.errors),
         (
