@@ -12,7 +12,8 @@
 //! Options (defaults in brackets): `--duration` [60s], `--seed` [1], `--workers` [6]
 //! processes, `--tasks` [4] per worker, `--names` [4] locks, `--lease` [1s],
 //! `--fault-every` [2s] (mean gap between faults), `--faults` [all: pause, kill,
-//! client-kill, script-flush, restart, black-hole, reset; `none` for a calm run],
+//! client-kill, script-flush, restart, black-hole, reset (with `--cluster`: pause, kill,
+//! client-kill, script-flush, reshard, empty, failover); `none` for a calm run],
 //! `--lock` [holdlock | naive | multi | multi-broken | rw | rw-broken | fair | fair-broken |
 //! sem | sem-broken], `--history FILE` (one JSON line per event), `--json FILE` (the
 //! summary), `--cluster` (no value). It always starts its own two redis-servers (locks,
