@@ -1,6 +1,7 @@
 //! The examples, run as a user would run them: `oversell`, `accounts_http` (two
 //! instances under 2,000 concurrent transfers), `cron_once`, and the `chaos` checker
-//! (its short mode against holdlock, and against a deliberately broken lock).
+//! (its short mode against holdlock, and against a deliberately broken lock; and a
+//! short run with the locks on a Redis Cluster).
 //!
 //! The example binaries are built with `cargo build --example ...` into the same target
 //! directory and profile as this test (a no-op when `cargo test` has built them already),
@@ -647,4 +648,35 @@ fn the_chaos_checker_catches_a_semaphore_with_a_permit_too_many() {
     let _turn = heavy_turn();
     // One permit more than the checker allows: three holders at once is an overlap.
     chaos_catches("sem-broken", "overlapping holders");
+}
+
+#[test]
+fn the_chaos_checker_finds_no_violation_on_a_cluster() {
+    let _turn = heavy_turn();
+    // `--cluster`: the locks on 3 primaries with a replica each, workers connected
+    // directly, while slots move, a primary is emptied and refilled, and replicas take
+    // over (coordinated), besides the process faults. The topology faults take turns,
+    // so 30 s sees at least a reshard (each takes seconds).
+    let (code, summary, text) = chaos(
+        &["--cluster", "--duration", "30s", "--seed", "2"],
+        Duration::from_secs(240),
+    );
+    assert_eq!(code, Some(0), "violations found:\n{text}");
+    assert_eq!(summary["violations"], serde_json::json!({}), "{text}");
+    assert_eq!(summary["token_regressions"], 0, "{text}");
+    assert!(
+        summary["faults"]["reshard (slots moved)"].as_u64() > Some(0),
+        "no slots moved:\n{text}"
+    );
+    for fault in ["partition (black hole)", "redis-server restart"] {
+        assert!(
+            summary["faults"][fault].is_null(),
+            "not offered on a cluster:\n{text}"
+        );
+    }
+    assert!(summary["acquisitions"].as_u64() > Some(300), "{text}");
+    assert!(
+        summary["register_total"].as_u64() >= summary["writes"]["ok"].as_u64(),
+        "every accepted write is in the registers:\n{text}"
+    );
 }

@@ -20,8 +20,9 @@
 //!    one that began more than [`FIFO_TIE`] later must not be granted first, unless
 //!    the earlier one's worker was paused, partitioned or reset while it waited (or
 //!    was still reconnecting from such a fault: [`RECONNECTING`]), or every
-//!    connection was killed or the server restarted meanwhile (each of which may cost
-//!    a waiter its place, or delay its first attempt).
+//!    connection was killed, the server restarted, or (cluster mode) slots moved or a
+//!    replica took over meanwhile (each of which may cost a waiter its place, or
+//!    delay its first attempt).
 //! 5. **Nothing hangs, nothing is left.** Every lock call of a worker that was not
 //!    killed ended; every worker exited when asked; no lock key remains at the end.
 
@@ -63,6 +64,9 @@ pub struct Summary {
     pub lock_calls: u64,
     pub acquisitions: u64,
     pub nested_acquisitions: u64,
+    /// Re-entries that failed with an error (Redis unreachable or busy): allowed,
+    /// unlike a refusal.
+    pub nested_errors: u64,
     pub busy: u64,
     pub errors: u64,
     pub cut_off_at_deadline: u64,
@@ -192,6 +196,16 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
                     }
                     Fault::ClientKill { t } => everyone_displaced.push((t, t + RECONNECTING)),
                     Fault::ScriptFlush { .. } => {}
+                    // A moving slot refuses scripts on its keys (TRYAGAIN, ASK) until its
+                    // keys have all moved, and a failover sends every client to the new
+                    // primary: a waiter may lose its place meanwhile. (No excuse for an
+                    // overlap or a lost update: those must not happen.)
+                    Fault::Reshard { t, until, .. }
+                    | Fault::Empty { t, until, .. }
+                    | Fault::Rebalance { t, until, .. }
+                    | Fault::Failover { t, until, .. } => {
+                        everyone_displaced.push((t, until + RECONNECTING));
+                    }
                 }
                 continue;
             }
@@ -233,9 +247,13 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
                 }
                 attempts.entry((w, *a)).or_default().ended = true;
             }
-            Op::Nested { a, count, .. } => {
+            Op::Nested {
+                a, count, error, ..
+            } => {
                 if *count >= 2 {
                     summary.nested_acquisitions += 1;
+                } else if error.is_some() {
+                    summary.nested_errors += 1;
                 } else {
                     attempts.entry((w, *a)).or_default().nested_refused = true;
                 }

@@ -69,8 +69,14 @@ pub enum Op {
     /// The call had not returned a grace period after its wait: dropped.
     Cancelled { t: u64, a: u64 },
     /// A nested (reentrant) take of the held lock; `count` is the hold count it gave
-    /// (0: it was refused).
-    Nested { t: u64, a: u64, count: u32 },
+    /// (0: it was refused, or failed with `error`).
+    Nested {
+        t: u64,
+        a: u64,
+        count: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     /// The lost signal fired.
     Lost { t: u64, a: u64 },
     /// A fenced read of the register.
@@ -113,9 +119,10 @@ pub enum Fault {
     Pause { t: u64, until: u64, w: u32 },
     /// `SIGKILL` to worker `w`; a replacement starts.
     Kill { t: u64, w: u32 },
-    /// `CLIENT KILL` of every client connection of the lock server.
+    /// `CLIENT KILL` of every client connection of the lock server (of every node of
+    /// the lock cluster).
     ClientKill { t: u64 },
-    /// `SCRIPT FLUSH` on both servers.
+    /// `SCRIPT FLUSH` on both servers (on every node of the lock cluster).
     ScriptFlush { t: u64 },
     /// The lock server was stopped at `t` and answered again at `until`, empty.
     Restart { t: u64, until: u64 },
@@ -123,6 +130,28 @@ pub enum Fault {
     BlackHole { t: u64, until: u64, w: u32 },
     /// Worker `w`'s connections to the lock server were reset, and refused until `until`.
     Reset { t: u64, until: u64, w: u32 },
+    /// Cluster mode: `slots` slots (and their keys) moved from one primary to another
+    /// (`redis-cli --cluster reshard`) from `t` until every node reported ok at `until`;
+    /// `ok` is false when redis-cli or the wait failed.
+    Reshard {
+        t: u64,
+        until: u64,
+        slots: u32,
+        ok: bool,
+    },
+    /// Cluster mode: every slot of a primary (`slots` of them) moved to another.
+    Empty {
+        t: u64,
+        until: u64,
+        slots: u32,
+        ok: bool,
+    },
+    /// Cluster mode: the slots spread over every primary again, emptied ones included
+    /// (`redis-cli --cluster rebalance --cluster-use-empty-masters`).
+    Rebalance { t: u64, until: u64, ok: bool },
+    /// Cluster mode: a coordinated `CLUSTER FAILOVER` on a replica, from `t` until the
+    /// replica was the primary and every node reported ok at `until`.
+    Failover { t: u64, until: u64, ok: bool },
 }
 
 impl Fault {
@@ -135,6 +164,14 @@ impl Fault {
             Fault::Restart { .. } => "redis-server restart",
             Fault::BlackHole { .. } => "partition (black hole)",
             Fault::Reset { .. } => "partition (reset)",
+            Fault::Reshard { ok: true, .. } => "reshard (slots moved)",
+            Fault::Reshard { ok: false, .. } => "reshard FAILED",
+            Fault::Empty { ok: true, .. } => "empty a primary (all its slots moved)",
+            Fault::Empty { ok: false, .. } => "empty a primary FAILED",
+            Fault::Rebalance { ok: true, .. } => "rebalance",
+            Fault::Rebalance { ok: false, .. } => "rebalance FAILED",
+            Fault::Failover { ok: true, .. } => "failover (coordinated)",
+            Fault::Failover { ok: false, .. } => "failover FAILED",
         }
     }
 }

@@ -6,17 +6,29 @@
 //! cargo run --example chaos                                   # 60 s, seed 1
 //! cargo run --example chaos -- --duration 30m --seed 7        # a soak
 //! cargo run --example chaos -- --lock naive --duration 15s    # a broken lock: must fail
+//! cargo run --example chaos -- --cluster --duration 5m        # the locks on a Redis Cluster
 //! ```
 //!
 //! Options (defaults in brackets): `--duration` [60s], `--seed` [1], `--workers` [6]
 //! processes, `--tasks` [4] per worker, `--names` [4] locks, `--lease` [1s],
 //! `--fault-every` [2s] (mean gap between faults), `--faults` [all: pause, kill,
-//! client-kill, script-flush, restart, black-hole, reset; `none` for a calm run],
+//! client-kill, script-flush, restart, black-hole, reset (with `--cluster`: pause, kill,
+//! client-kill, script-flush, reshard, empty, failover); `none` for a calm run],
 //! `--lock` [holdlock | naive | multi | multi-broken | rw | rw-broken | fair | fair-broken |
 //! sem | sem-broken], `--history FILE` (one JSON line per event), `--json FILE` (the
-//! summary). It always starts its own two redis-servers (locks, and the
-//! registers the locks protect), so that it can restart the first. Exit status: 0
-//! when no violation was found, 1 when one was, 2 when the run itself failed.
+//! summary), `--cluster` (no value). It always starts its own two redis-servers (locks,
+//! and the registers the locks protect), so that it can restart the first.
+//!
+//! With `--cluster` the locks live on a Redis Cluster of its own instead: 3 primaries
+//! with a replica each, which the workers reach directly with a `redis-cluster://` URL
+//! (no proxies, so no black-hole or reset faults, and no restarts). Its faults are
+//! pause, kill, client-kill and script-flush (on every node) and the topology faults
+//! `reshard` (500 to 3,000 slots from one primary to another), `empty` (every slot of
+//! a primary to another, then a rebalance over all three) and `failover` (a coordinated
+//! `CLUSTER FAILOVER` on a replica), which need `redis-cli`.
+//!
+//! Exit status: 0 when no violation was found, 1 when one was, 2 when the run itself
+//! failed.
 //!
 //! See `docs/chaos.md` for what is checked and the figures of a long run.
 
@@ -26,6 +38,7 @@ mod nemesis;
 mod proxy;
 #[path = "../support/mod.rs"]
 mod support;
+mod topology;
 mod worker;
 
 use std::time::Duration;
@@ -85,8 +98,12 @@ fn duration(text: &str) -> Result<Duration, BoxError> {
     })
 }
 
-/// The command line, as `--flag value` pairs.
+/// The command line, as `--flag value` pairs (a switch, such as `--cluster`, takes no
+/// value).
 struct Args(Vec<(String, String)>);
+
+/// The options that take no value.
+const SWITCHES: [&str; 1] = ["cluster"];
 
 impl Args {
     fn parse(args: impl Iterator<Item = String>) -> Result<Self, BoxError> {
@@ -96,6 +113,10 @@ impl Args {
             let name = flag
                 .strip_prefix("--")
                 .ok_or_else(|| format!("unexpected argument `{flag}`"))?;
+            if SWITCHES.contains(&name) {
+                pairs.push((name.to_owned(), String::new()));
+                continue;
+            }
             let value = args
                 .next()
                 .ok_or_else(|| format!("`{flag}` needs a value"))?;
@@ -207,7 +228,9 @@ fn run_checker(raw: impl Iterator<Item = String>) -> Result<i32, BoxError> {
         "lock",
         "history",
         "json",
+        "cluster",
     ])?;
+    let cluster = args.get("cluster").is_some();
     let plan = nemesis::Plan {
         duration: args.duration("duration", Duration::from_secs(60))?,
         seed: args.number("seed", 1)?,
@@ -216,10 +239,11 @@ fn run_checker(raw: impl Iterator<Item = String>) -> Result<i32, BoxError> {
         names: args.number("names", 4)?,
         lease: args.duration("lease", Duration::from_secs(1))?,
         fault_every: args.duration("fault-every", Duration::from_secs(2))?,
-        faults: nemesis::FaultKind::parse_list(args.get("faults").unwrap_or("all"))?,
+        faults: nemesis::FaultKind::parse_list(args.get("faults").unwrap_or("all"), cluster)?,
         kind: lock_kind(&args)?,
         history: args.get("history").map(Into::into),
         json: args.get("json").map(Into::into),
+        cluster,
     };
     if plan.workers == 0 || plan.tasks == 0 || plan.names == 0 {
         return Err("--workers, --tasks and --names must be at least 1".into());

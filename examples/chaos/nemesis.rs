@@ -1,5 +1,7 @@
-//! The run: two redis-servers, worker processes behind proxies, a nemesis injecting
-//! faults on a seeded schedule, then the final checks and the summary.
+//! The run: two redis-servers (or, with `--cluster`, a Redis Cluster for the locks and
+//! a redis-server for the registers), worker processes (behind proxies, on one lock
+//! server), a nemesis injecting faults on a seeded schedule, then the final checks and
+//! the summary.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -19,7 +21,8 @@ use tokio::process::{Child, ChildStdin, Command};
 use crate::checker::{self, Final, Summary};
 use crate::history::{Entry, Fault, Op, now_us};
 use crate::proxy::{Mode, Proxy};
-use crate::support::{self, Redis};
+use crate::support::{self, Cluster, Redis};
+use crate::topology::Topology;
 use crate::worker::LockKind;
 use crate::{BoxError, Rng, register_key};
 
@@ -37,6 +40,8 @@ pub struct Plan {
     pub kind: LockKind,
     pub history: Option<PathBuf>,
     pub json: Option<PathBuf>,
+    /// The locks on a Redis Cluster of 3 primaries with a replica each.
+    pub cluster: bool,
 }
 
 /// The faults the nemesis can inject.
@@ -49,10 +54,13 @@ pub enum FaultKind {
     Restart,
     BlackHole,
     Reset,
+    Reshard,
+    Empty,
+    Failover,
 }
 
 impl FaultKind {
-    const ALL: [(FaultKind, &'static str); 7] = [
+    const ALL: [(FaultKind, &'static str); 10] = [
         (FaultKind::Pause, "pause"),
         (FaultKind::Kill, "kill"),
         (FaultKind::ClientKill, "client-kill"),
@@ -60,23 +68,62 @@ impl FaultKind {
         (FaultKind::Restart, "restart"),
         (FaultKind::BlackHole, "black-hole"),
         (FaultKind::Reset, "reset"),
+        (FaultKind::Reshard, "reshard"),
+        (FaultKind::Empty, "empty"),
+        (FaultKind::Failover, "failover"),
     ];
 
-    /// `all`, `none`, or a comma-separated list of fault names.
-    pub fn parse_list(text: &str) -> Result<Vec<FaultKind>, BoxError> {
+    /// Whether the fault can be injected on one lock server (`cluster` false) or on
+    /// the lock cluster. A cluster is not restarted (a primary that comes back empty
+    /// loses acknowledged writes by design), and its workers have no proxy to cut:
+    /// the cluster's redirects name the nodes' own addresses.
+    fn offered(self, cluster: bool) -> bool {
+        match self {
+            FaultKind::Restart | FaultKind::BlackHole | FaultKind::Reset => !cluster,
+            FaultKind::Reshard | FaultKind::Empty | FaultKind::Failover => cluster,
+            FaultKind::Pause | FaultKind::Kill | FaultKind::ClientKill | FaultKind::ScriptFlush => {
+                true
+            }
+        }
+    }
+
+    /// A topology fault of the cluster: seconds long, run beside the other faults.
+    fn is_topology(self) -> bool {
+        matches!(
+            self,
+            FaultKind::Reshard | FaultKind::Empty | FaultKind::Failover
+        )
+    }
+
+    /// `all` (every fault offered on one lock server, or on the cluster), `none`, or
+    /// a comma-separated list of fault names.
+    pub fn parse_list(text: &str, cluster: bool) -> Result<Vec<FaultKind>, BoxError> {
+        let offered: Vec<_> = Self::ALL
+            .iter()
+            .filter(|(kind, _)| kind.offered(cluster))
+            .collect();
+        let mode = if cluster {
+            "with --cluster"
+        } else {
+            "without --cluster"
+        };
         match text {
-            "all" => Ok(Self::ALL.iter().map(|(kind, _)| *kind).collect()),
+            "all" => Ok(offered.iter().map(|(kind, _)| *kind).collect()),
             "none" => Ok(Vec::new()),
             _ => text
                 .split(',')
                 .map(|name| {
-                    Self::ALL
+                    offered
                         .iter()
                         .find(|(_, known)| *known == name.trim())
                         .map(|(kind, _)| *kind)
                         .ok_or_else(|| {
-                            let known: Vec<_> = Self::ALL.iter().map(|(_, n)| *n).collect();
-                            format!("unknown fault `{name}` (known: {})", known.join(", ")).into()
+                            let known: Vec<_> = offered.iter().map(|(_, n)| *n).collect();
+                            format!(
+                                "unknown fault `{name}` {mode} (known: {})",
+                                known.join(", ")
+                            )
+                            .into()
                         })
                 })
                 .collect(),
@@ -84,11 +131,42 @@ impl FaultKind {
     }
 }
 
+/// What holds the locks.
+enum LockServer {
+    /// One redis-server, which the nemesis may restart; workers reach it through
+    /// their proxies.
+    Single { redis: Arc<Mutex<Redis>>, port: u16 },
+    /// A cluster; workers connect to its nodes directly.
+    Cluster {
+        cluster: Cluster,
+        topology: Topology,
+    },
+}
+
+impl LockServer {
+    /// Every lock server's port (every node of a cluster).
+    fn ports(&self) -> Vec<u16> {
+        match self {
+            LockServer::Single { port, .. } => vec![*port],
+            LockServer::Cluster { cluster, .. } => cluster.ports(),
+        }
+    }
+
+    /// The URL to connect to it directly.
+    fn url(&self) -> String {
+        match self {
+            LockServer::Single { redis, .. } => redis.lock().unwrap().url().to_owned(),
+            LockServer::Cluster { cluster, .. } => cluster.url(),
+        }
+    }
+}
+
 type History = Arc<Mutex<Vec<Entry>>>;
 
-/// One worker slot: a proxy to the lock server, and the worker process using it now.
+/// One worker slot: a proxy to the lock server (none in cluster mode), and the worker
+/// process using it now.
 struct Slot {
-    proxy: Proxy,
+    proxy: Option<Proxy>,
     worker: Option<Worker>,
 }
 
@@ -103,8 +181,12 @@ struct Worker {
 struct Lab {
     plan: Plan,
     history: History,
-    locks: Arc<Mutex<Redis>>,
-    lock_port: u16,
+    locks: LockServer,
+    /// The topology fault under way, if any (cluster mode).
+    topology: Option<tokio::task::JoinHandle<()>>,
+    /// How many topology faults have been started: they take turns (reshard, empty,
+    /// failover, of those asked for), so that a short run sees each.
+    topology_turn: usize,
     resource: Redis,
     slots: Vec<Slot>,
     next_worker: u32,
@@ -119,12 +201,13 @@ impl Lab {
     fn spawn_worker(&mut self, slot: usize) -> Result<(), BoxError> {
         let id = self.next_worker;
         self.next_worker += 1;
+        let lock_url = match &self.slots[slot].proxy {
+            Some(proxy) => format!("redis://127.0.0.1:{}", proxy.port),
+            None => self.locks.url(),
+        };
         let mut child = Command::new(std::env::current_exe()?)
             .arg("worker")
-            .args([
-                "--lock-url",
-                &format!("redis://127.0.0.1:{}", self.slots[slot].proxy.port),
-            ])
+            .args(["--lock-url", &lock_url])
             .args(["--resource-url", self.resource.url()])
             .args(["--names", &self.plan.names.to_string()])
             .args(["--tasks", &self.plan.tasks.to_string()])
@@ -203,22 +286,29 @@ impl Lab {
             }
             FaultKind::ClientKill => {
                 let t = now_us();
-                for kind in ["normal", "pubsub"] {
-                    let _ = support::command(self.lock_port, &["CLIENT", "KILL", "TYPE", kind]);
+                for port in self.locks.ports() {
+                    for kind in ["normal", "pubsub"] {
+                        let _ = support::command(port, &["CLIENT", "KILL", "TYPE", kind]);
+                    }
                 }
                 self.record(Fault::ClientKill { t });
             }
             FaultKind::ScriptFlush => {
                 let t = now_us();
-                let _ = support::command(self.lock_port, &["SCRIPT", "FLUSH"]);
+                for port in self.locks.ports() {
+                    let _ = support::command(port, &["SCRIPT", "FLUSH"]);
+                }
                 if let Some(port) = self.resource.port() {
                     let _ = support::command(port, &["SCRIPT", "FLUSH"]);
                 }
                 self.record(Fault::ScriptFlush { t });
             }
             FaultKind::Restart => {
+                let LockServer::Single { redis, .. } = &self.locks else {
+                    return Ok(());
+                };
                 let t = now_us();
-                let locks = Arc::clone(&self.locks);
+                let locks = Arc::clone(redis);
                 tokio::task::spawn_blocking(move || locks.lock().unwrap().restart()).await??;
                 self.record(Fault::Restart { t, until: now_us() });
             }
@@ -226,22 +316,53 @@ impl Lab {
                 let Some(w) = self.slots[slot].worker.as_ref().map(|worker| worker.id) else {
                     return Ok(());
                 };
+                let Some(proxy) = &self.slots[slot].proxy else {
+                    return Ok(());
+                };
                 let (mode, length) = match kind {
                     FaultKind::BlackHole => (Mode::BlackHole, 300 + rng.below(lease_ms * 5 / 2)),
                     _ => (Mode::Reset, 200 + rng.below(1_300)),
                 };
                 let t = now_us();
-                self.slots[slot].proxy.set(mode);
+                proxy.set(mode);
                 tokio::time::sleep(Duration::from_millis(length)).await;
-                self.slots[slot].proxy.set(Mode::Open);
+                proxy.set(Mode::Open);
                 let until = now_us();
                 self.record(match kind {
                     FaultKind::BlackHole => Fault::BlackHole { t, until, w },
                     _ => Fault::Reset { t, until, w },
                 });
             }
+            FaultKind::Reshard | FaultKind::Empty | FaultKind::Failover => {
+                let LockServer::Cluster { topology, .. } = &self.locks else {
+                    return Ok(());
+                };
+                // Seconds long: it runs in a task of its own while other faults go on.
+                let topology = topology.clone();
+                let history = Arc::clone(&self.history);
+                let mut rng = Rng::new(rng.next_u64());
+                self.topology = Some(tokio::spawn(async move {
+                    let record = |fault| history.lock().unwrap().push(Entry::Fault(fault));
+                    topology.inject(kind, &mut rng, record).await;
+                }));
+            }
         }
         Ok(())
+    }
+
+    /// Whether a topology fault is under way.
+    fn topology_busy(&self) -> bool {
+        self.topology
+            .as_ref()
+            .is_some_and(|task| !task.is_finished())
+    }
+
+    /// Waits for the topology fault under way, if any, to end (each of its steps has
+    /// a time limit).
+    async fn topology_done(&mut self) {
+        if let Some(task) = self.topology.take() {
+            let _ = task.await;
+        }
     }
 
     /// Asks every worker to stop, and waits for each (killing any that hangs).
@@ -274,23 +395,51 @@ impl Lab {
 /// Runs the plan and prints the summary.
 pub async fn run(plan: Plan) -> Result<Summary, BoxError> {
     let started = std::time::Instant::now();
-    let locks = Redis::start()?;
+    let locks = if plan.cluster {
+        // Replica migration off: a primary emptied of its slots stays a primary (of
+        // none), for the rebalance after it to give slots back to; with it on, Redis
+        // makes the emptied primary a replica, and the cluster would shrink to one
+        // primary over a long run.
+        let cluster = tokio::task::spawn_blocking(|| {
+            Cluster::start(3, 1, &["--cluster-allow-replica-migration", "no"])
+        })
+        .await??;
+        let topology = Topology::new(cluster.ports());
+        LockServer::Cluster { cluster, topology }
+    } else {
+        let redis = Redis::start()?;
+        let port = redis.port().ok_or("no port")?;
+        LockServer::Single {
+            redis: Arc::new(Mutex::new(redis)),
+            port,
+        }
+    };
     let resource = Redis::start()?;
-    let lock_port = locks.port().ok_or("no port")?;
-    let upstream: SocketAddr = ([127, 0, 0, 1], lock_port).into();
     let mut slots = Vec::new();
     for _ in 0..plan.workers {
+        let proxy = match &locks {
+            LockServer::Single { port, .. } => {
+                let upstream: SocketAddr = ([127, 0, 0, 1], *port).into();
+                Some(Proxy::start(upstream).await?)
+            }
+            LockServer::Cluster { .. } => None,
+        };
         slots.push(Slot {
-            proxy: Proxy::start(upstream).await?,
+            proxy,
             worker: None,
         });
     }
     eprintln!(
-        "chaos: {} workers x {} tasks on {} locks ({} lock), lease {:?}, faults every ~{:?}, seed {}, for {:?}",
+        "chaos: {} workers x {} tasks on {} locks ({} lock{}), lease {:?}, faults every ~{:?}, seed {}, for {:?}",
         plan.workers,
         plan.tasks,
         plan.names,
         plan.kind.name(),
+        if plan.cluster {
+            ", on a cluster of 3 primaries + 3 replicas"
+        } else {
+            ""
+        },
         plan.lease,
         plan.fault_every,
         plan.seed,
@@ -298,8 +447,9 @@ pub async fn run(plan: Plan) -> Result<Summary, BoxError> {
     );
     let mut lab = Lab {
         history: Arc::default(),
-        locks: Arc::new(Mutex::new(locks)),
-        lock_port,
+        locks,
+        topology: None,
+        topology_turn: 0,
         resource,
         slots,
         next_worker: 0,
@@ -322,7 +472,33 @@ pub async fn run(plan: Plan) -> Result<Summary, BoxError> {
             break;
         }
         if !lab.plan.faults.is_empty() {
-            let kind = lab.plan.faults[rng.below(lab.plan.faults.len() as u64) as usize];
+            let mut kind = lab.plan.faults[rng.below(lab.plan.faults.len() as u64) as usize];
+            // One topology fault at a time; and no CLIENT KILL during one, which would
+            // cut redis-cli's own connections halfway through moving a slot. Another
+            // fault instead.
+            if lab.topology_busy() && (kind.is_topology() || kind == FaultKind::ClientKill) {
+                let others: Vec<FaultKind> = lab
+                    .plan
+                    .faults
+                    .iter()
+                    .copied()
+                    .filter(|other| !other.is_topology() && *other != FaultKind::ClientKill)
+                    .collect();
+                if others.is_empty() {
+                    continue;
+                }
+                kind = others[rng.below(others.len() as u64) as usize];
+            } else if kind.is_topology() {
+                let turns: Vec<FaultKind> = lab
+                    .plan
+                    .faults
+                    .iter()
+                    .copied()
+                    .filter(|kind| kind.is_topology())
+                    .collect();
+                kind = turns[lab.topology_turn % turns.len()];
+                lab.topology_turn += 1;
+            }
             lab.inject(kind, &mut rng).await?;
         }
         if last_report.elapsed() >= Duration::from_secs(60) {
@@ -343,9 +519,10 @@ pub async fn run(plan: Plan) -> Result<Summary, BoxError> {
     }
 
     // Calm down, stop the workers, let leftover leases run out, then look.
-    for slot in &lab.slots {
-        slot.proxy.set(Mode::Open);
+    for proxy in lab.slots.iter().filter_map(|slot| slot.proxy.as_ref()) {
+        proxy.set(Mode::Open);
     }
+    lab.topology_done().await;
     let hung_workers = lab.stop_workers().await;
     let last = final_state(&lab, hung_workers).await?;
     let history = std::mem::take(&mut *lab.history.lock().unwrap());
@@ -378,7 +555,7 @@ async fn final_state(lab: &Lab, hung_workers: Vec<u32>) -> Result<Final, BoxErro
 
     // Killed or paused workers' holds expire within a lease; give them two, and a fair
     // lock's queue the 4 s its keys outlive the last waiter.
-    let url = lab.locks.lock().unwrap().url().to_owned();
+    let url = lab.locks.url();
     let locks = LockClient::connect(&url).await?;
     let deadline = tokio::time::Instant::now() + lab.plan.lease * 2 + Duration::from_millis(4_500);
     let keys_left = loop {
@@ -425,6 +602,12 @@ fn print_summary(plan: &Plan, summary: &Summary, took: Duration) {
     let mut row = |label: &str, value: String| out.push_str(&format!("  {label:<44} {value}\n"));
     row("lock", plan.kind.name().to_owned());
     row("seed", plan.seed.to_string());
+    if plan.cluster {
+        row(
+            "lock server",
+            "cluster: 3 primaries, 1 replica each".to_owned(),
+        );
+    }
     row("ran for", format!("{:.0} s", took.as_secs_f64()));
     let counts = [
         (
@@ -435,6 +618,10 @@ fn print_summary(plan: &Plan, summary: &Summary, took: Duration) {
         ("lock calls", summary.lock_calls),
         ("acquisitions", summary.acquisitions),
         ("nested acquisitions", summary.nested_acquisitions),
+        (
+            "nested acquisitions that failed (error)",
+            summary.nested_errors,
+        ),
         ("timed out waiting (busy)", summary.busy),
         ("lock call errors", summary.errors),
         (

@@ -394,6 +394,7 @@ impl TaskWorker {
                         t: now_us(),
                         a,
                         count,
+                        error: inner.as_ref().err().map(ToString::to_string),
                     }
                     .emit();
                     inner.ok().flatten()

@@ -107,3 +107,82 @@ pub fn command(port: u16, args: &[&str]) -> Result<String, BoxError> {
         Reply::Bulk(contents) => Ok(contents.unwrap_or_default()),
     }
 }
+
+/// A throwaway Redis Cluster on loopback: primaries with replicas, every node a
+/// `redis-server` of our own, stopped (by its PID) when this is dropped.
+#[derive(Debug)]
+pub struct Cluster {
+    nodes: Vec<server::Process>,
+}
+
+impl Cluster {
+    /// Starts `primaries` primaries with `replicas` replicas each (`redis-cli --cluster
+    /// create`), and returns once every node reports the cluster ok and knows every
+    /// other, and every replica is in sync. `extra` are more arguments for each node.
+    pub fn start(primaries: usize, replicas: usize, extra: &[&str]) -> Result<Self, BoxError> {
+        for program in ["redis-server", "redis-cli"] {
+            if server::which(program).is_none() {
+                return Err(format!(
+                    "{program} is not installed (e.g. `apt-get install redis-server redis-tools`)"
+                )
+                .into());
+            }
+        }
+        let options = server::Options {
+            log_file: false,
+            ignore_interrupts: true,
+        };
+        let extra: Vec<String> = extra.iter().map(|&arg| arg.to_owned()).collect();
+        let nodes = (0..primaries * (1 + replicas))
+            .map(|_| {
+                let node_args = |port| {
+                    let mut args = server::cluster_node_args(port);
+                    args.extend(extra.iter().cloned());
+                    args
+                };
+                server::start("redis-server", |_| Vec::new(), node_args, options)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let cluster = Cluster { nodes };
+        server::create_cluster(&cluster.ports(), replicas)?;
+        let started = std::time::Instant::now();
+        while !server::cluster_settled(&cluster.ports()) {
+            if started.elapsed() > Duration::from_secs(30) {
+                return Err("the new cluster did not settle within 30 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(cluster)
+    }
+
+    /// Every node's loopback port (which are primaries changes as the cluster does).
+    pub fn ports(&self) -> Vec<u16> {
+        self.nodes.iter().map(|node| node.port).collect()
+    }
+
+    /// The `redis-cluster://` URL naming every node.
+    pub fn url(&self) -> String {
+        let ports = self.ports();
+        let others: Vec<String> = ports
+            .iter()
+            .skip(1)
+            .map(|port| format!("node=127.0.0.1:{port}"))
+            .collect();
+        format!(
+            "redis-cluster://127.0.0.1:{}?{}",
+            ports.first().copied().unwrap_or(0),
+            others.join("&")
+        )
+    }
+}
+
+/// Runs `redis-cli --cluster <args>`: its output, or an error with it.
+pub fn redis_cli_cluster(args: &[&str]) -> Result<String, BoxError> {
+    Ok(server::redis_cli_cluster(args)?)
+}
+
+/// A bulk string reply (`INFO`, `CLUSTER INFO`, `CLUSTER NODES`) of the Redis on
+/// loopback `port`, or `None`.
+pub fn bulk(port: u16, args: &[&str]) -> Option<String> {
+    server::bulk(port, args)
+}

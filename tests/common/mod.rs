@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -340,72 +339,18 @@ impl RedisCluster {
         let nodes: Vec<RedisServer> = (0..masters * (1 + replicas))
             .map(|_| Self::start_node())
             .collect();
-        let addresses: Vec<String> = nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
-            .collect();
-        let created = Command::new("redis-cli")
-            .arg("--cluster")
-            .arg("create")
-            .args(&addresses)
-            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run redis-cli (apt-get install redis-tools): {e}"));
-        // redis-cli reports most failures ("[ERR] Node ... is not empty") on stdout.
-        assert!(
-            created.status.success(),
-            "cluster create failed: {}{}",
-            String::from_utf8_lossy(&created.stdout),
-            String::from_utf8_lossy(&created.stderr)
-        );
-        let cluster = Self { nodes };
-        // Every node ok, and every node knowing every other (a manual failover needs
-        // the votes of primaries that know the replica).
-        let known = format!("cluster_known_nodes:{}", cluster.nodes.len());
-        wait_until("the cluster to be ok", Duration::from_secs(20), || {
-            cluster.is_ok()
-                && cluster.nodes.iter().all(|node| {
-                    node.query(&["CLUSTER", "INFO"])
-                        .unwrap_or_default()
-                        .contains(&known)
-                })
+        let ports: Vec<u16> = nodes.iter().map(|n| n.port).collect();
+        server::create_cluster(&ports, replicas)
+            .unwrap_or_else(|e| panic!("cluster create failed: {e}"));
+        wait_until("the cluster to settle", Duration::from_secs(30), || {
+            server::cluster_settled(&ports)
         });
-        wait_until("the replicas to sync", Duration::from_secs(30), || {
-            cluster.nodes.iter().all(|node| {
-                cluster.is_primary(node)
-                    || node
-                        .query(&["INFO", "replication"])
-                        .unwrap_or_default()
-                        .contains("master_link_status:up")
-            })
-        });
-        cluster
+        Self { nodes }
     }
 
     /// A cluster-enabled server of its own, not yet part of any cluster.
     fn start_node() -> RedisServer {
-        let dir = std::env::temp_dir();
-        RedisServer::start_with(move |port| {
-            let bus = server::free_port().unwrap();
-            // A directory of its own: a replica's full sync leaves `dump.rdb` files in
-            // the working directory, which every later test server started there
-            // would load.
-            let node_dir = dir.join(format!(
-                "holdlock-cluster-{port}-{}",
-                uuid::Uuid::new_v4().simple()
-            ));
-            std::fs::create_dir_all(&node_dir).unwrap();
-            vec![
-                "--cluster-enabled".into(),
-                "yes".into(),
-                "--cluster-port".into(),
-                bus.to_string(),
-                "--dir".into(),
-                node_dir.to_str().unwrap().to_owned(),
-                "--cluster-config-file".into(),
-                "nodes.conf".into(),
-            ]
-        })
+        RedisServer::start_with(server::cluster_node_args)
     }
 
     /// Adds an empty primary (`redis-cli --cluster add-node`) and waits until every
@@ -608,17 +553,5 @@ pub fn node_id(node: &RedisServer) -> String {
 
 /// `redis-cli --cluster <args>`, which must succeed.
 pub fn redis_cli_cluster(args: &[&str]) {
-    let out = Command::new("redis-cli")
-        .arg("--cluster")
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run redis-cli (apt-get install redis-tools): {e}"));
-    // redis-cli reports most failures ("[ERR] ...") on stdout.
-    assert!(
-        out.status.success(),
-        "redis-cli --cluster {}: {}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    server::redis_cli_cluster(args).unwrap_or_else(|e| panic!("{e}"));
 }

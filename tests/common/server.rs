@@ -14,7 +14,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Runs `$0 "$@"` in the background until stdin closes, then kills it by its PID; each
 /// line read from stdin restarts it.
@@ -237,4 +237,83 @@ pub fn info(port: u16, field: &str) -> Option<String> {
     text.lines()
         .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
         .map(|value| value.trim().to_owned())
+}
+
+/// The arguments that make the server on `port` a cluster node: cluster mode on, a
+/// free bus port, and a directory of its own (a replica's full sync leaves `dump.rdb`
+/// in its working directory, which every later server started there would load).
+pub fn cluster_node_args(port: u16) -> Vec<String> {
+    let stamp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos());
+    let dir = std::env::temp_dir().join(format!(
+        "holdlock-cluster-{port}-{}-{stamp}",
+        std::process::id()
+    ));
+    // A directory that cannot be made makes the server fail to start, with its reason.
+    let _ = std::fs::create_dir_all(&dir);
+    // Without a free bus port the server fails to bind one, and `start` retries.
+    let bus = free_port().unwrap_or(0);
+    vec![
+        "--cluster-enabled".into(),
+        "yes".into(),
+        "--cluster-port".into(),
+        bus.to_string(),
+        "--dir".into(),
+        dir.to_string_lossy().into_owned(),
+        "--cluster-config-file".into(),
+        "nodes.conf".into(),
+    ]
+}
+
+/// `redis-cli --cluster <args>`; its output when it succeeds, else an error with
+/// that output (redis-cli reports most failures, "[ERR] ...", on stdout).
+pub fn redis_cli_cluster(args: &[&str]) -> Result<String, String> {
+    let out = Command::new("redis-cli")
+        .arg("--cluster")
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run redis-cli (apt-get install redis-tools): {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        Ok(stdout)
+    } else {
+        Err(format!(
+            "redis-cli --cluster {}: {stdout}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// Makes the cluster nodes on `ports` one cluster (`redis-cli --cluster create`), with
+/// `replicas` replicas per primary. Returns at once: wait for [`cluster_settled`].
+pub fn create_cluster(ports: &[u16], replicas: usize) -> Result<(), String> {
+    let addresses: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let mut args = vec!["create"];
+    args.extend(addresses.iter().map(String::as_str));
+    let replicas = replicas.to_string();
+    args.extend(["--cluster-replicas", &replicas, "--cluster-yes"]);
+    redis_cli_cluster(&args).map(drop)
+}
+
+/// Whether the cluster of the nodes on `ports` is ready for work: every node reports
+/// `cluster_state:ok` and knows every other (a manual failover needs the votes of
+/// primaries that know the replica), and every replica's link to its primary is up.
+pub fn cluster_settled(ports: &[u16]) -> bool {
+    let known = format!("cluster_known_nodes:{}", ports.len());
+    ports.iter().all(|&port| {
+        bulk(port, &["CLUSTER", "INFO"])
+            .is_some_and(|info| info.contains("cluster_state:ok") && info.contains(&known))
+            && (info(port, "role").as_deref() == Some("master")
+                || info(port, "master_link_status").as_deref() == Some("up"))
+    })
+}
+
+/// A bulk string reply (`INFO`, `CLUSTER INFO`, `CLUSTER NODES`), or `None`.
+pub fn bulk(port: u16, args: &[&str]) -> Option<String> {
+    match read_reply(&mut send(port, args).ok()?).ok()? {
+        Reply::Bulk(text) => text,
+        Reply::Line(_) => None,
+    }
 }

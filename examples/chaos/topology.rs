@@ -1,0 +1,386 @@
+//! Cluster mode's topology faults: slots moved between primaries (`reshard`), a primary
+//! emptied and the slots spread again (`empty`, then a rebalance), and a replica taking
+//! over from its primary by a coordinated `CLUSTER FAILOVER` (`failover`).
+//!
+//! Each is a `redis-cli --cluster` run or one command, then a wait until every node
+//! reports `cluster_state:ok` and all of them agree on who serves which slots. Each
+//! takes seconds; the nemesis runs them in a task of their own (one at a time), and
+//! a fault that fails is recorded as failed and logged, never fatal to the run. No
+//! `FORCE` or `TAKEOVER` failover and no restart of a primary: those lose acknowledged
+//! writes by design (docs/deployments.md).
+
+use std::time::Duration;
+
+use tokio::process::Command;
+
+use crate::history::{Fault, now_us};
+use crate::support::{self, BoxError};
+use crate::{Rng, nemesis::FaultKind};
+
+/// The longest a `redis-cli --cluster` run may take before it is killed.
+const REDIS_CLI_LIMIT: Duration = Duration::from_secs(90);
+
+/// How long the cluster may take to report ok, and agree, after a change.
+const SETTLE_LIMIT: Duration = Duration::from_secs(30);
+
+/// How long a coordinated failover may take before it is asked again (Redis abandons
+/// a manual failover that has not won its election in time).
+const FAILOVER_ATTEMPT: Duration = Duration::from_secs(8);
+
+/// One node, as `CLUSTER NODES` lists it.
+#[derive(Debug, Clone)]
+struct Node {
+    id: String,
+    port: u16,
+    primary: bool,
+    /// A replica's primary's id.
+    primary_id: Option<String>,
+    /// How many slots it serves.
+    slots: u32,
+    /// Its slot ranges as listed (the agreement check compares them).
+    ranges: String,
+}
+
+/// The lock cluster's nodes, by their loopback ports.
+#[derive(Debug, Clone)]
+pub struct Topology {
+    ports: Vec<u16>,
+}
+
+impl Topology {
+    pub fn new(ports: Vec<u16>) -> Self {
+        Topology { ports }
+    }
+
+    /// Injects the topology fault `kind`, passing each finished change to `record`
+    /// (`empty` makes two: the emptying and the rebalance after it).
+    pub async fn inject(&self, kind: FaultKind, rng: &mut Rng, record: impl Fn(Fault)) {
+        // A primary left empty by a rebalance that failed gets its share back first.
+        let view = self.view().await;
+        if view.is_ok_and(|nodes| nodes.iter().any(|node| node.primary && node.slots == 0)) {
+            record(self.rebalance().await);
+        }
+        match kind {
+            FaultKind::Reshard => record(self.reshard(rng).await),
+            FaultKind::Empty => {
+                let emptied = self.empty(rng).await;
+                let ok = matches!(emptied, Fault::Empty { ok: true, .. });
+                record(emptied);
+                if ok {
+                    // Let the workers run on one primary fewer for a while.
+                    tokio::time::sleep(Duration::from_millis(500 + rng.below(2_500))).await;
+                }
+                record(self.rebalance().await);
+            }
+            FaultKind::Failover => record(self.failover(rng).await),
+            _ => {}
+        }
+    }
+
+    /// Moves 500 to 3,000 slots (fewer if it has fewer, never all) from one random
+    /// primary to another.
+    async fn reshard(&self, rng: &mut Rng) -> Fault {
+        let t = now_us();
+        let result = async {
+            let primaries = self.primaries().await?;
+            let sources: Vec<&Node> = primaries.iter().filter(|node| node.slots >= 2).collect();
+            let from = pick(&sources, rng).ok_or("no primary with slots to move")?;
+            let targets: Vec<&Node> = primaries.iter().filter(|n| n.id != from.id).collect();
+            let to = pick(&targets, rng).ok_or("no other primary")?;
+            let slots = (500 + rng.below(2_501) as u32).min(from.slots - 1);
+            self.move_slots(from, to, slots).await?;
+            Ok::<_, BoxError>(slots)
+        }
+        .await;
+        let ok = self.finish("reshard", result.as_ref().map(drop)).await;
+        Fault::Reshard {
+            t,
+            until: now_us(),
+            slots: result.unwrap_or(0),
+            ok,
+        }
+    }
+
+    /// Moves every slot of one random primary to another random one. (The lock
+    /// cluster runs with `cluster-allow-replica-migration no`, so the emptied node
+    /// stays a primary, of no slots, for the rebalance to give slots back to.)
+    async fn empty(&self, rng: &mut Rng) -> Fault {
+        let t = now_us();
+        let result = async {
+            let primaries = self.primaries().await?;
+            let sources: Vec<&Node> = primaries.iter().filter(|node| node.slots > 0).collect();
+            let from = pick(&sources, rng).ok_or("no primary with slots")?;
+            let targets: Vec<&Node> = primaries.iter().filter(|n| n.id != from.id).collect();
+            let to = pick(&targets, rng).ok_or("no other primary")?;
+            self.move_slots(from, to, from.slots).await?;
+            Ok::<_, BoxError>(from.slots)
+        }
+        .await;
+        let ok = self.finish("empty", result.as_ref().map(drop)).await;
+        Fault::Empty {
+            t,
+            until: now_us(),
+            slots: result.unwrap_or(0),
+            ok,
+        }
+    }
+
+    /// Spreads the slots evenly over every primary, empty ones included.
+    async fn rebalance(&self) -> Fault {
+        let t = now_us();
+        let result = async {
+            let entry = format!("127.0.0.1:{}", self.primaries().await?[0].port);
+            redis_cli(&["rebalance", &entry, "--cluster-use-empty-masters"]).await
+        }
+        .await;
+        let ok = self.finish("rebalance", result.as_ref().copied()).await;
+        Fault::Rebalance {
+            t,
+            until: now_us(),
+            ok,
+        }
+    }
+
+    /// A coordinated `CLUSTER FAILOVER` on the replica of a random primary, asked up to
+    /// four times; done when the replica is the primary, the old primary its replica,
+    /// and every node reports ok.
+    async fn failover(&self, rng: &mut Rng) -> Fault {
+        let t = now_us();
+        let result = async {
+            let nodes = self.view().await?;
+            let primaries: Vec<&Node> = nodes.iter().filter(|node| node.primary).collect();
+            let primary = pick(&primaries, rng).ok_or("no primary")?;
+            let replica = nodes
+                .iter()
+                .find(|node| node.primary_id.as_deref() == Some(primary.id.as_str()))
+                .ok_or_else(|| format!("no replica of the primary on port {}", primary.port))?;
+            let (old, new) = (primary.port, replica.port);
+            for _ in 0..4 {
+                let reply = blocking(move || {
+                    support::command(new, &["CLUSTER", "FAILOVER"]).map_err(|e| e.to_string())
+                })
+                .await?;
+                if reply != "OK" {
+                    return Err(format!("CLUSTER FAILOVER: {reply}").into());
+                }
+                let asked = tokio::time::Instant::now();
+                while asked.elapsed() < FAILOVER_ATTEMPT {
+                    if role(new).await.as_deref() == Some("master")
+                        && role(old).await.as_deref() == Some("slave")
+                    {
+                        return Ok(());
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+            Err::<(), BoxError>("the failover did not complete in 4 attempts of 8 s".into())
+        }
+        .await;
+        let ok = self.finish("failover", result.as_ref().copied()).await;
+        Fault::Failover {
+            t,
+            until: now_us(),
+            ok,
+        }
+    }
+
+    /// `redis-cli --cluster reshard` of `slots` slots from `from` to `to`.
+    async fn move_slots(&self, from: &Node, to: &Node, slots: u32) -> Result<(), BoxError> {
+        redis_cli(&[
+            "reshard",
+            &format!("127.0.0.1:{}", from.port),
+            "--cluster-from",
+            &from.id,
+            "--cluster-to",
+            &to.id,
+            "--cluster-slots",
+            &slots.to_string(),
+            "--cluster-yes",
+        ])
+        .await
+    }
+
+    /// After a change: waits for the cluster to settle, and reports whether the change
+    /// and the wait succeeded. A failed change is logged, and `redis-cli --cluster fix`
+    /// closes any slot it left half moved.
+    async fn finish(&self, what: &str, result: Result<(), &BoxError>) -> bool {
+        let error = match result {
+            Ok(()) => match self.settle().await {
+                Ok(()) => return true,
+                Err(e) => e.to_string(),
+            },
+            Err(e) => e.to_string(),
+        };
+        eprintln!("chaos: {what} failed: {}", error.trim());
+        let entry = format!("127.0.0.1:{}", self.ports[0]);
+        if let Err(e) = redis_cli(&["fix", &entry, "--cluster-yes"]).await {
+            eprintln!(
+                "chaos: redis-cli --cluster fix failed too: {}",
+                e.to_string().trim()
+            );
+        }
+        let _ = self.settle().await;
+        false
+    }
+
+    /// Waits until every node reports `cluster_state:ok` and lists the same primaries
+    /// with the same slots.
+    async fn settle(&self) -> Result<(), BoxError> {
+        let started = tokio::time::Instant::now();
+        loop {
+            if self.settled().await {
+                return Ok(());
+            }
+            if started.elapsed() > SETTLE_LIMIT {
+                return Err(format!("the cluster did not settle within {SETTLE_LIMIT:?}").into());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn settled(&self) -> bool {
+        let mut agreed: Option<Vec<String>> = None;
+        for &port in &self.ports {
+            let ok = bulk(port, &["CLUSTER", "INFO"])
+                .await
+                .is_some_and(|info| info.contains("cluster_state:ok"));
+            let Some(nodes) = bulk(port, &["CLUSTER", "NODES"]).await else {
+                return false;
+            };
+            let mut layout: Vec<String> = parse(&nodes)
+                .into_iter()
+                .filter(|node| node.primary)
+                .map(|node| format!("{} {}", node.id, node.ranges))
+                .collect();
+            layout.sort();
+            if !ok || agreed.as_ref().is_some_and(|first| *first != layout) {
+                return false;
+            }
+            agreed = Some(layout);
+        }
+        true
+    }
+
+    /// The nodes as the first node that answers lists them.
+    async fn view(&self) -> Result<Vec<Node>, BoxError> {
+        for &port in &self.ports {
+            if let Some(nodes) = bulk(port, &["CLUSTER", "NODES"]).await {
+                return Ok(parse(&nodes));
+            }
+        }
+        Err("no node of the cluster answers CLUSTER NODES".into())
+    }
+
+    async fn primaries(&self) -> Result<Vec<Node>, BoxError> {
+        let primaries: Vec<Node> = self
+            .view()
+            .await?
+            .into_iter()
+            .filter(|node| node.primary)
+            .collect();
+        if primaries.is_empty() {
+            return Err("no primary".into());
+        }
+        Ok(primaries)
+    }
+}
+
+/// Parses `CLUSTER NODES`: `id host:port@bus flags primary ping pong epoch link slot...`.
+fn parse(text: &str) -> Vec<Node> {
+    text.lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let address = fields.get(1)?.split(['@', ',']).next()?;
+            let port = address.rsplit(':').next()?.parse().ok()?;
+            let flags = fields.get(2)?;
+            let slot_fields: Vec<&str> = fields
+                .iter()
+                .skip(8)
+                .copied()
+                .filter(|range| !range.starts_with('['))
+                .collect();
+            let slots = slot_fields
+                .iter()
+                .map(|range| match range.split_once('-') {
+                    Some((from, to)) => match (from.parse::<u32>(), to.parse::<u32>()) {
+                        (Ok(from), Ok(to)) => to.saturating_sub(from) + 1,
+                        _ => 0,
+                    },
+                    None => u32::from(range.parse::<u32>().is_ok()),
+                })
+                .sum();
+            let primary = flags.split(',').any(|flag| flag == "master");
+            Some(Node {
+                id: fields[0].to_owned(),
+                port,
+                primary,
+                primary_id: fields
+                    .get(3)
+                    .filter(|id| !primary && **id != "-")
+                    .map(|id| (*id).to_owned()),
+                slots,
+                ranges: slot_fields.join(" "),
+            })
+        })
+        .collect()
+}
+
+fn pick<'a>(nodes: &[&'a Node], rng: &mut Rng) -> Option<&'a Node> {
+    if nodes.is_empty() {
+        None
+    } else {
+        Some(nodes[rng.below(nodes.len() as u64) as usize])
+    }
+}
+
+/// Runs `redis-cli --cluster <args>`, killed after [`REDIS_CLI_LIMIT`].
+async fn redis_cli(args: &[&str]) -> Result<(), BoxError> {
+    let run = Command::new("redis-cli")
+        .arg("--cluster")
+        .args(args)
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(REDIS_CLI_LIMIT, run)
+        .await
+        .map_err(|_| {
+            format!(
+                "redis-cli --cluster {} took over {REDIS_CLI_LIMIT:?}",
+                args[0]
+            )
+        })??;
+    if out.status.success() {
+        return Ok(());
+    }
+    // redis-cli reports most failures ("[ERR] ...") on stdout; keep its last lines.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let tail: Vec<&str> = stdout.lines().rev().take(4).collect();
+    Err(format!(
+        "redis-cli --cluster {}: {} {}",
+        args.join(" "),
+        tail.into_iter().rev().collect::<Vec<_>>().join(" | "),
+        String::from_utf8_lossy(&out.stderr).trim()
+    )
+    .into())
+}
+
+/// Runs a blocking call (a command over a fresh loopback connection) off the runtime.
+async fn blocking<T: Send + 'static>(
+    call: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, BoxError> {
+    Ok(tokio::task::spawn_blocking(call).await??)
+}
+
+async fn bulk(port: u16, args: &'static [&'static str]) -> Option<String> {
+    tokio::task::spawn_blocking(move || support::bulk(port, args))
+        .await
+        .ok()
+        .flatten()
+}
+
+/// The node's `role` (`master` or `slave`), by its `INFO`.
+async fn role(port: u16) -> Option<String> {
+    let info = bulk(port, &["INFO", "replication"]).await?;
+    info.lines()
+        .find_map(|line| line.strip_prefix("role:"))
+        .map(|role| role.trim().to_owned())
+}
