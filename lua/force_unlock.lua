@@ -6,6 +6,8 @@
 --          channel (Redis 7.0+); else PUBLISH
 -- ARGV[2]  the kind: "mutex", "fair", "rw" or "semaphore"
 -- ARGV[3]  the fair lock's claim window in milliseconds
+-- ARGV[4]  the channel to tell, if not KEYS[1] .. ":released" (a mutex in Redisson's
+--          layout: see src/compat.rs), and ARGV[5] the message to tell it
 --
 -- mutex:         deletes the hash and publishes a message naming no client (see
 --                release.lua): every waiter's client tries at once.
@@ -43,5 +45,5 @@ else
   end
   redis.call('del', key, KEYS[2])
 end
-redis.call(publish == 'spublish' and 'spublish' or 'publish', key .. ':released', 'released')
+redis.call(publish == 'spublish' and 'spublish' or 'publish', ARGV[4] or (key .. ':released'), ARGV[5] or 'released')
 return 1

@@ -10,6 +10,7 @@ use fred::types::Builder;
 use fred::types::config::{Config, ReconnectPolicy};
 
 use crate::client::LockClient;
+use crate::compat::Compat;
 use crate::connection::{self, Ownership, close_if_opened};
 use crate::engine::Engine;
 use crate::error::{LockError, Result};
@@ -102,6 +103,8 @@ pub struct LockClientBuilder {
     /// of opening connections (see [`fred_clients`](Self::fred_clients)).
     lent: Option<(Client, Option<SubscriberClient>)>,
     config: ClientConfig,
+    /// Whether [`prefix`](Self::prefix) was called (else Redisson's layout has none).
+    prefix_given: bool,
     #[cfg(feature = "tls-rustls")]
     tls: Option<crate::tls::TlsSetting>,
 }
@@ -125,13 +128,15 @@ impl LockClientBuilder {
             reconnect: None,
             lent: None,
             config: ClientConfig::default(),
+            prefix_given: false,
             #[cfg(feature = "tls-rustls")]
             tls: None,
         }
     }
 
     /// The prefix of every key and channel. Must not contain braces.
-    /// Default: `holdlock:`.
+    /// Default: `holdlock:`, or none in [`Compat::Redisson`] (Redisson puts none
+    /// before a lock's name: give the one your Java services' name mapper adds).
     ///
     /// # Examples
     /// ```no_run
@@ -141,6 +146,26 @@ impl LockClientBuilder {
     /// ```
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.config.prefix = prefix.into();
+        self.prefix_given = true;
+        self
+    }
+
+    /// The layout and protocol of the mutex: holdlock's own (the default), or
+    /// [`Compat::Redisson`] to share locks with Java services that use Redisson's
+    /// `RLock` on the same Redis (see [`Compat`] and docs/deployments.md, "Sharing
+    /// locks with Redisson"). In Redisson's layout the prefix defaults to none.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .compat(holdlock::Compat::Redisson)
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn compat(mut self, compat: Compat) -> Self {
+        self.config.compat = compat;
         self
     }
 
@@ -369,6 +394,9 @@ impl LockClientBuilder {
     /// # Ok(()) }
     /// ```
     pub async fn build(mut self) -> Result<LockClient> {
+        if self.config.compat == Compat::Redisson && !self.prefix_given {
+            self.config.prefix.clear();
+        }
         self.config.validate()?;
         let timeout = self.config.connect_timeout;
         let ((redis, opened), (subscriber, subscriber_opened)) = match self.lent.take() {
@@ -409,10 +437,13 @@ impl LockClientBuilder {
         // themselves after a reconnection (see `waiting.rs`).
         // Release messages go over shard channels from Redis 7.0 on (see `waiting.rs`);
         // a server that hides its version (INFO refused by the ACL) is taken to be 7+.
+        // Redisson's layout publishes as Redisson does: on shard channels only on a
+        // cluster (its `shardedSubscriptionMode` AUTO), so that its waiters hear us.
         let sharded = redis
             .server_version()
-            .is_none_or(|version| version.major >= 7);
-        let protocol = Protocol::new((redis, opened), sharded, timeout);
+            .is_none_or(|version| version.major >= 7)
+            && (self.config.compat == Compat::Holdlock || redis.is_clustered());
+        let protocol = Protocol::new((redis, opened), sharded, timeout, self.config.compat);
         let id = uuid::Uuid::new_v4();
         let waiting = Waiting::start((subscriber, subscriber_opened), sharded, id);
         let engine = Engine::start(id, self.config, Arc::new(protocol), waiting);

@@ -266,7 +266,10 @@ impl LockClient {
         // Queue behind the local callers already here (FIFO): only the head talks to
         // Redis, so many callers arriving at once send one attempt, not one each. With
         // nobody ahead, the turn is ours at once.
-        let ticket = self.engine.waiting().join(&names.key);
+        let ticket = self
+            .engine
+            .waiting()
+            .join(&names.key, names.release_channel());
         // With the turn ours at once, the first attempt is made before watching for
         // shutdown: it does not wait, and a free lock (the usual case) then costs no
         // watch registration.

@@ -202,7 +202,7 @@ impl LockClient {
                 return Ok(Ok(LockGuard::new(claim)));
             }
         }
-        let ticket = engine.waiting().join(&names.key);
+        let ticket = engine.waiting().join(&names.key, names.release_channel());
         let woken = ticket.named(&owner);
         let mut place = Place {
             engine: Arc::clone(engine),

@@ -5,6 +5,7 @@
 //! is `P{N}:token`, its release channel `P{N}:released`. The braces are a Redis Cluster
 //! hash tag, so every name of one lock is in one slot.
 
+use crate::compat::{self, Compat};
 use crate::error::{LockError, Result};
 
 /// The keys and channel of the lock called `name`, or an error if `name` is unusable.
@@ -20,6 +21,24 @@ pub(crate) fn lock_names(prefix: &str, name: &str) -> Result<LockNames> {
         name: name.to_owned(),
         key,
         kind: Kind::Mutex,
+        compat: Compat::Holdlock,
+    })
+}
+
+/// The keys and channel of the mutex called `name` in Redisson's layout (see
+/// `compat.rs`): the hash is `<prefix><name>`, braces and all.
+pub(crate) fn redisson_names(prefix: &str, name: &str) -> Result<LockNames> {
+    if name.is_empty() {
+        return Err(LockError::InvalidName {
+            name: String::new(),
+            reason: "the name is empty",
+        });
+    }
+    Ok(LockNames {
+        name: name.to_owned(),
+        key: [prefix, name].concat(),
+        kind: Kind::Mutex,
+        compat: Compat::Redisson,
     })
 }
 
@@ -176,6 +195,8 @@ pub(crate) struct LockNames {
     /// mutex).
     pub(crate) key: String,
     pub(crate) kind: Kind,
+    /// The layout the key is in: holdlock's, or (a mutex only) Redisson's.
+    pub(crate) compat: Compat,
 }
 
 impl LockNames {
@@ -200,9 +221,30 @@ impl LockNames {
         }
     }
 
-    /// The key of the last fencing token issued for this lock (see `lua/acquire.lua`).
+    /// The key of the last fencing token issued for this lock (see `lua/acquire.lua`;
+    /// in Redisson's layout, `RFencedLock`'s counter).
     pub(crate) fn token_key(&self) -> String {
-        [self.key.as_str(), ":token"].concat()
+        match self.compat {
+            Compat::Holdlock => [self.key.as_str(), ":token"].concat(),
+            Compat::Redisson => compat::token_key(&self.key),
+        }
+    }
+
+    /// The channel this lock's releases are told on.
+    pub(crate) fn release_channel(&self) -> String {
+        match self.compat {
+            Compat::Holdlock => release_channel(&self.key),
+            Compat::Redisson => compat::channel(&self.key),
+        }
+    }
+
+    /// A key of this lock's own beside its hash, in its Cluster slot:
+    /// `<key>:<suffix>`.
+    pub(crate) fn beside(&self, suffix: &str) -> String {
+        match self.compat {
+            Compat::Holdlock => [self.key.as_str(), ":", suffix].concat(),
+            Compat::Redisson => compat::beside(&self.key, suffix),
+        }
     }
 }
 
@@ -397,6 +439,15 @@ pub(crate) fn release_channel(key: &str) -> String {
 /// The lock key whose release channel is `channel`.
 pub(crate) fn key_of_channel(channel: &str) -> &str {
     channel.strip_suffix(RELEASED).unwrap_or(channel)
+}
+
+/// The keys of the locks whose releases are told on `channel` (Redisson's layout
+/// gives two names one channel; see `compat.rs`).
+pub(crate) fn keys_of_channel(channel: &str) -> [Option<std::borrow::Cow<'_, str>>; 2] {
+    compat::keys_of_channel(channel).unwrap_or([
+        Some(std::borrow::Cow::Borrowed(key_of_channel(channel))),
+        None,
+    ])
 }
 
 /// Checks that `name` can name a lock, by the rules every call that takes a name

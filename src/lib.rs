@@ -52,6 +52,7 @@ pub mod tower;
 pub mod blocking;
 mod builder;
 mod client;
+mod compat;
 mod critical;
 mod election;
 mod fair;
@@ -90,6 +91,7 @@ mod url;
 
 pub use builder::LockClientBuilder;
 pub use client::LockClient;
+pub use compat::Compat;
 pub use election::{Election, LeaderChange, LeaderChanges, LeaderInfo, Leadership};
 pub use error::{LockError, Result};
 /// The Redis client underneath, for commands of your own via [`LockClient::redis`].

@@ -212,7 +212,7 @@ impl LockClient {
         let mut ordered = Vec::new();
         for name in names {
             let name = name.as_ref();
-            crate::keys::validate_name(name)?;
+            self.engine().config().check_name(name)?;
             ordered.push(name.to_owned());
         }
         if ordered.is_empty() {
@@ -221,8 +221,8 @@ impl LockClient {
                 reason: "no names were given",
             });
         }
-        // Every key is the client's prefix and `{name}`: ordering the names orders
-        // the keys.
+        // Every key is the client's prefix and the name (in braces in holdlock's
+        // layout): ordering the names orders the keys.
         ordered.sort_unstable();
         if let Some(twice) = ordered.windows(2).find(|pair| pair[0] == pair[1]) {
             return Err(LockError::InvalidName {

@@ -223,7 +223,7 @@ impl LockClient {
         let Some(guard) = self.lock_with(name, options).await? else {
             return Ok(Claim::Busy);
         };
-        let marker = format!("{}:period:{index}", names.key);
+        let marker = names.beside(&format!("period:{index}"));
         let done: i64 = self.redis().exists(marker.as_str()).await?;
         if done == 1 {
             guard.unlock().await?;

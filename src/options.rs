@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::compat::Compat;
 use crate::error::{LockError, Result};
 use crate::keys::{self, Kind, LockNames};
 
@@ -57,6 +58,8 @@ pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 #[derive(Debug, Clone)]
 pub(crate) struct ClientConfig {
     pub(crate) prefix: String,
+    /// The mutex's layout and protocol: holdlock's or Redisson's.
+    pub(crate) compat: Compat,
     /// Whole milliseconds once [`validate`](Self::validate) has run, as Redis keeps it.
     pub(crate) lease: Duration,
     pub(crate) connect_timeout: Duration,
@@ -86,6 +89,7 @@ impl Default for ClientConfig {
     fn default() -> Self {
         Self {
             prefix: DEFAULT_PREFIX.to_owned(),
+            compat: Compat::Holdlock,
             lease: DEFAULT_LEASE,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             fencing: false,
@@ -134,7 +138,24 @@ impl ClientConfig {
 
     /// The keys and channel of the lock called `name`, or an error if `name` is unusable.
     pub(crate) fn names(&self, name: &str) -> Result<LockNames> {
-        keys::lock_names(&self.prefix, name)
+        match self.compat {
+            Compat::Holdlock => keys::lock_names(&self.prefix, name),
+            Compat::Redisson => keys::redisson_names(&self.prefix, name),
+        }
+    }
+
+    /// The names of the lock `name` of `kind`, for the operator calls (the mutex's in
+    /// this client's layout).
+    pub(crate) fn kind_names(&self, name: &str, kind: keys::LockKind) -> Result<LockNames> {
+        match kind {
+            keys::LockKind::Mutex => self.names(name),
+            other => keys::kind_names(&self.prefix, name, other),
+        }
+    }
+
+    /// Checks that `name` can name a mutex of this client (see [`names`](Self::names)).
+    pub(crate) fn check_name(&self, name: &str) -> Result<()> {
+        self.names(name).map(drop)
     }
 
     /// The lock name inside a lock key built by [`names`](Self::names), if `key` is one.

@@ -16,10 +16,11 @@ use std::time::Duration;
 
 use fred::clients::Client;
 use fred::error::ErrorKind;
-use fred::interfaces::{EventInterface, HashesInterface};
+use fred::interfaces::{EventInterface, HashesInterface, KeysInterface};
 use fred::types::Value;
 use tokio::time::Instant;
 
+use crate::compat::Compat;
 use crate::connection::{Ownership, close_if_opened};
 use crate::error::{LockError, Result};
 use crate::keys::{Kind, LockNames};
@@ -48,11 +49,12 @@ impl Protocol {
         (redis, ownership): (Client, Ownership),
         sharded: bool,
         connect_timeout: Duration,
+        compat: Compat,
     ) -> Self {
         Self {
             redis,
             ownership,
-            scripts: Scripts::new(sharded, connect_timeout),
+            scripts: Scripts::new(sharded, connect_timeout, compat),
             acknowledging: Acknowledging::default(),
             connect_timeout,
         }
@@ -106,13 +108,13 @@ impl Protocol {
     }
 
     /// Reads a lock's owners, TTL and token (`inspect.lua`); `None` if it is free.
-    pub(crate) async fn inspect(&self, key: &str) -> Result<Option<Snapshot>> {
-        self.scripts.inspect(&self.redis, key).await
+    pub(crate) async fn inspect(&self, names: &LockNames) -> Result<Option<Snapshot>> {
+        self.scripts.inspect(&self.redis, names).await
     }
 
     /// Deletes the lock at `key` whoever holds it; whether there was one.
-    pub(crate) async fn force_unlock(&self, key: &str) -> Result<bool> {
-        self.scripts.force_unlock(&self.redis, key).await
+    pub(crate) async fn force_unlock(&self, names: &LockNames) -> Result<bool> {
+        self.scripts.force_unlock(&self.redis, names).await
     }
 
     /// Reads or writes a fenced value (`fence.lua`): the value after the call, or
@@ -185,6 +187,13 @@ impl Protocol {
         held: u32,
         keep_lease: bool,
     ) -> Result<Acquire, CallFailed> {
+        if names.compat == Compat::Redisson && options.data.is_some() {
+            return Err(CallFailed::from(LockError::InvalidOption {
+                option: "data",
+                reason: "Redisson's layout keeps nothing but its holders in a lock's hash"
+                    .to_owned(),
+            }));
+        }
         let give_up = Instant::now() + self.connect_timeout;
         // Replicas acknowledge fresh acquisitions (see `replicas.rs`).
         let acknowledged = options.min_replicas.filter(|_| held == 0);
@@ -284,12 +293,15 @@ impl Protocol {
             }
         }
         let token = if options.fenced && count == 1 {
-            Box::pin(
-                self.redis
-                    .hget::<Option<u64>, _, _>(names.key.as_str(), TOKEN_FIELD),
-            )
-            .await?
-            .unwrap_or(0)
+            // Kept in the hold's hash, or in Redisson's layout its counter, which
+            // nobody else can draw from while this hold lasts.
+            let token: Option<u64> = match names.compat {
+                Compat::Holdlock => {
+                    Box::pin(self.redis.hget(names.key.as_str(), TOKEN_FIELD)).await?
+                }
+                Compat::Redisson => Box::pin(self.redis.get(names.token_key())).await?,
+            };
+            token.unwrap_or(0)
         } else {
             0
         };
@@ -308,7 +320,7 @@ impl Protocol {
         loop {
             let (redis, scripts) = (&self.redis, &self.scripts);
             let released = match names.kind {
-                Kind::Mutex => scripts.release(redis, &names.key, owner, held).await,
+                Kind::Mutex => scripts.release(redis, names, owner, held).await,
                 Kind::Fair => Box::pin(scripts.fair_release(redis, names, owner)).await,
                 Kind::Read | Kind::Write => {
                     let field = names.kind.field(owner);

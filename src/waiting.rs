@@ -76,7 +76,7 @@ use uuid::Uuid;
 
 use crate::connection::Ownership;
 use crate::error::{LockError, Result};
-use crate::keys::{key_of_channel, release_channel};
+use crate::keys::keys_of_channel;
 
 mod shards;
 
@@ -110,6 +110,8 @@ pub(crate) struct Waiting {
 
 #[derive(Debug, Default)]
 struct Room {
+    /// The channel the lock's releases are told on.
+    release_channel: String,
     /// Waiters that joined and have not left; guarded by the `rooms` lock.
     members: Mutex<usize>,
     /// FIFO order among local waiters (tokio's mutex is fair).
@@ -206,7 +208,7 @@ impl Waiting {
                 }
                 match message {
                     Some(message) => {
-                        waiting.dispatch(key_of_channel(&message.channel), &message.value);
+                        waiting.dispatch(&message.channel, &message.value);
                     }
                     // Messages published while disconnected (or dropped) are lost:
                     // wake everyone to retry.
@@ -227,13 +229,20 @@ impl Waiting {
             .is_some_and(|client| client != self.client)
     }
 
-    /// Hands a release message of the lock at `key` on: to the waiter it names (a fair
-    /// lock hands itself to one owner), else to the head waiter.
-    fn dispatch(&self, key: &str, message: &fred::types::Value) {
+    /// Hands a release message on `channel` on, in the room of each lock told there
+    /// (Redisson's layout gives two names one channel).
+    fn dispatch(&self, channel: &str, message: &fred::types::Value) {
         let rooms = self.rooms.lock();
-        let Some(room) = rooms.get(key) else {
-            return;
-        };
+        for key in keys_of_channel(channel).into_iter().flatten() {
+            if let Some(room) = rooms.get(key.as_ref()) {
+                self.dispatch_in(room, message);
+            }
+        }
+    }
+
+    /// Hands a release message on in `room`: to the waiter it names (a fair lock hands
+    /// itself to one owner), else to the head waiter.
+    fn dispatch_in(&self, room: &Room, message: &fred::types::Value) {
         // A fair lock's message is "<owner id> <wait>" (see `lua/fair_queue.lua`).
         let text = message.as_bytes().unwrap_or_default();
         let (owner, wait) = match text.iter().rposition(|&byte| byte == b' ') {
@@ -258,12 +267,19 @@ impl Waiting {
         self.rooms.lock().values().for_each(|room| room.wake(false));
     }
 
-    /// Enters the waiting room of the lock at `key`.
-    pub(crate) fn join<'a>(self: &Arc<Self>, key: &'a str) -> Ticket<'a> {
+    /// Enters the waiting room of the lock at `key`, whose releases are told on
+    /// `channel`.
+    pub(crate) fn join<'a>(self: &Arc<Self>, key: &'a str, channel: String) -> Ticket<'a> {
         let mut rooms = self.rooms.lock();
         let room = match rooms.get(key) {
             Some(room) => Arc::clone(room),
-            None => Arc::clone(rooms.entry(key.to_owned()).or_default()),
+            None => {
+                let room = Room {
+                    release_channel: channel,
+                    ..Room::default()
+                };
+                Arc::clone(rooms.entry(key.to_owned()).or_insert(Arc::new(room)))
+            }
         };
         *room.members.lock() += 1;
         Ticket {
@@ -291,7 +307,6 @@ impl Waiting {
     /// Subscribes `room`'s release channel, recording it in `state`.
     async fn subscribe_room(
         &self,
-        key: &str,
         room: &Room,
         state: &mut Channel,
     ) -> fred::prelude::FredResult<()> {
@@ -300,7 +315,7 @@ impl Waiting {
         let connection = self.connection.load(Ordering::Acquire);
         state.sent = true;
         state.confirmed = None;
-        Box::pin(self.subscribe(&release_channel(key), room)).await?;
+        Box::pin(self.subscribe(&room.release_channel, room)).await?;
         state.confirmed = Some(connection);
         Ok(())
     }
@@ -331,8 +346,8 @@ impl Waiting {
         tokio::spawn(async move {
             let mut state = room.channel.lock().await;
             if state.sent && *room.members.lock() == 0 {
-                let channel = release_channel(&key);
-                if let Err(error) = waiting.unsubscribe(&channel, &room).await {
+                let channel = &room.release_channel;
+                if let Err(error) = waiting.unsubscribe(channel, &room).await {
                     tracing::debug!(%error, %channel, "unsubscribe failed");
                 }
                 *state = Channel::default();
@@ -401,10 +416,7 @@ impl Ticket<'_> {
         if state.confirmed == Some(connection) {
             return Ok(Listening::Already);
         }
-        let subscribed = self
-            .waiting
-            .subscribe_room(self.key, &self.room, &mut state)
-            .await;
+        let subscribed = self.waiting.subscribe_room(&self.room, &mut state).await;
         match subscribed.map_err(LockError::from) {
             Ok(()) => Ok(Listening::Now),
             Err(refused @ LockError::PermissionDenied { .. }) => Err(refused),

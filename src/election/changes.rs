@@ -145,7 +145,9 @@ impl Watch {
         // A waiting room that is never subscribed, only for the shutdown signal.
         let room = [self.key.as_str(), ":observed"].concat();
         let engine = Arc::clone(&self.engine);
-        let ticket = engine.waiting().join(&room);
+        let ticket = engine
+            .waiting()
+            .join(&room, crate::keys::release_channel(&room));
         let stream = self.sender.clone();
         loop {
             let resync = tokio::select! {

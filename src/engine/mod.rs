@@ -20,6 +20,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use crate::compat::Compat;
 use crate::error::{LockError, Result};
 use crate::hold::{Hold, HoldUse, Holds, LocalHolder};
 use crate::keys::{Kind, LockNames};
@@ -120,7 +121,10 @@ impl Engine {
         let prefix = &self.owner_prefix;
         let mut id = String::with_capacity(prefix.len() + 24);
         id.push_str(prefix);
-        let _ = write!(id, "{}", local_owner());
+        let _ = match self.config.compat {
+            Compat::Holdlock => write!(id, "{}", local_owner()),
+            Compat::Redisson => write!(id, "{}", crate::compat::owner_number(local_owner())),
+        };
         id
     }
 

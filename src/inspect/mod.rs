@@ -91,8 +91,8 @@ impl LockClient {
     /// ```
     pub async fn inspect_kind(&self, kind: LockKind, name: &str) -> Result<Option<LockInfo>> {
         self.engine().check_running()?;
-        let names = keys::kind_names(&self.engine().config().prefix, name, kind)?;
-        match self.engine().protocol().inspect(&names.key).await? {
+        let names = self.engine().config().kind_names(name, kind)?;
+        match self.engine().protocol().inspect(&names).await? {
             Some(snapshot) => read_snapshot(names.name, &snapshot),
             None => Ok(None),
         }
@@ -251,8 +251,8 @@ impl LockClient {
     /// ```
     pub async fn force_unlock_kind(&self, kind: LockKind, name: &str) -> Result<bool> {
         self.engine().check_running()?;
-        let names = keys::kind_names(&self.engine().config().prefix, name, kind)?;
-        self.engine().protocol().force_unlock(&names.key).await
+        let names = self.engine().config().kind_names(name, kind)?;
+        self.engine().protocol().force_unlock(&names).await
     }
 
     /// Whether anyone holds the lock right now.

@@ -19,6 +19,7 @@ use fred::types::{ClusterHash, CustomCommand, Value};
 use fred::util::redis_keyslot;
 use tokio::time::Instant;
 
+use crate::compat::Compat;
 use crate::error::{Cause, LockError, Result, classify};
 use crate::keys::LockNames;
 use crate::options::ResolvedOptions;
@@ -38,6 +39,10 @@ const ACQUIRE: &str = concat!(
     include_str!("../../lua/fencing.lua"),
     include_str!("../../lua/acquire.lua")
 );
+/// The acquire and release of the mutex in Redisson's layout (see `compat.rs`); its
+/// re-entry and renewal are holdlock's own, which change the hash as Redisson's do.
+const REDISSON_ACQUIRE: &str = include_str!("../../lua/redisson/acquire.lua");
+const REDISSON_RELEASE: &str = include_str!("../../lua/redisson/release.lua");
 const REENTER: &str = include_str!("../../lua/reenter.lua");
 const RELEASE: &str = include_str!("../../lua/release.lua");
 const RENEW: &str = include_str!("../../lua/renew.lua");
@@ -87,6 +92,8 @@ pub(crate) struct Scripts {
     fair_leave: Script,
     rw_acquire: Script,
     rw_release: Script,
+    /// The mutex's layout: its acquire and release scripts are that dialect's.
+    compat: Compat,
     /// How release messages are published: `publish`, or `spublish` on a cluster.
     publish: &'static str,
     /// Every script's timeout (the connect timeout): set per command, so that a lent
@@ -99,14 +106,20 @@ pub(crate) struct Scripts {
 pub(crate) const TOKEN_FIELD: &str = "token";
 
 impl Scripts {
-    /// The scripts, publishing release messages on shard channels if `sharded`.
-    pub(crate) fn new(sharded: bool, timeout: Duration) -> Self {
+    /// The scripts, publishing release messages on shard channels if `sharded`, the
+    /// mutex's in the layout of `compat`.
+    pub(crate) fn new(sharded: bool, timeout: Duration, compat: Compat) -> Self {
+        let (acquire, release) = match compat {
+            Compat::Holdlock => (ACQUIRE, RELEASE),
+            Compat::Redisson => (REDISSON_ACQUIRE, REDISSON_RELEASE),
+        };
         Self {
             publish: if sharded { "spublish" } else { "publish" },
             timeout,
-            acquire: Script::from_lua(ACQUIRE),
+            compat,
+            acquire: Script::from_lua(acquire),
             reenter: Script::from_lua(REENTER),
-            release: Script::from_lua(RELEASE),
+            release: Script::from_lua(release),
             renew: Script::from_lua(RENEW),
             force_unlock: Script::from_lua(FORCE_UNLOCK),
             fence: Script::from_lua(FENCE),
@@ -168,7 +181,7 @@ impl Scripts {
     pub(crate) async fn release(
         &self,
         client: &Client,
-        key: &str,
+        names: &LockNames,
         owner: &str,
         held: u32,
     ) -> Result<Option<u32>> {
@@ -179,8 +192,17 @@ impl Scripts {
                 decimal(held.min(2)),
             ]
         };
+        // Redisson's release is told its channel, as Redisson's own unlock is.
+        let channel;
+        let keys = match self.compat {
+            Compat::Holdlock => KeyList::One([names.key.as_str()]),
+            Compat::Redisson => {
+                channel = names.release_channel();
+                KeyList::Two([names.key.as_str(), channel.as_str()])
+            }
+        };
         let reply = self
-            .eval(client, &self.release, &[key], &args, Delivery::AtMostOnce)
+            .eval(client, &self.release, &keys, &args, Delivery::AtMostOnce)
             .await?;
         remaining_count(&reply)
     }

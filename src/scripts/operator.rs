@@ -9,8 +9,9 @@ use fred::clients::Client;
 use fred::types::Value;
 
 use super::{Delivery, Scripts, integer, protocol};
+use crate::compat::{self, Compat};
 use crate::error::{LockError, Result};
-use crate::keys::{LockKind, operator_keys};
+use crate::keys::{LockKind, LockNames, operator_keys};
 use crate::lease::CLAIM_WINDOW_MS;
 
 pub(super) const INSPECT: &str = concat!(
@@ -58,9 +59,13 @@ impl Snapshot {
 impl Scripts {
     /// Reads the lock whose hash is `key`, of whichever kind the key says; `None` if
     /// none of its keys exists.
-    pub(crate) async fn inspect(&self, client: &Client, key: &str) -> Result<Option<Snapshot>> {
-        let (kind, companions) = lock_keys(key)?;
-        let mut keys = vec![key];
+    pub(crate) async fn inspect(
+        &self,
+        client: &Client,
+        names: &LockNames,
+    ) -> Result<Option<Snapshot>> {
+        let (kind, companions) = lock_keys(names)?;
+        let mut keys = vec![names.key.as_str()];
         keys.extend(companions.iter().map(String::as_str));
         let reply = self
             .eval(client, &self.inspect, &keys, &Vec::new, Delivery::Retried)
@@ -94,16 +99,22 @@ impl Scripts {
     /// Breaks the lock whose hash is `key`, of whichever kind the key says, and wakes
     /// its waiters (a fair lock is handed to its first live waiter); whether it was
     /// held.
-    pub(crate) async fn force_unlock(&self, client: &Client, key: &str) -> Result<bool> {
-        let (kind, companions) = lock_keys(key)?;
-        let mut keys = vec![key];
+    pub(crate) async fn force_unlock(&self, client: &Client, names: &LockNames) -> Result<bool> {
+        let (kind, companions) = lock_keys(names)?;
+        let mut keys = vec![names.key.as_str()];
         keys.extend(companions.iter().map(String::as_str));
         let args = || {
-            vec![
+            let mut args = vec![
                 Value::from_static_str(self.publish),
                 Value::from_static_str(kind.as_str()),
                 super::decimal(CLAIM_WINDOW_MS),
-            ]
+            ];
+            if names.compat == Compat::Redisson {
+                // Told as Redisson's forceUnlock tells its waiters.
+                args.push(names.release_channel().into());
+                args.push(Value::from_static_str(compat::UNLOCK_MESSAGE));
+            }
+            args
         };
         // Sent again after a lost reply, a fair lock's would pass over the waiter the
         // first run handed it to.
@@ -118,9 +129,15 @@ impl Scripts {
     }
 }
 
-/// [`operator_keys`], or an error for a key that is no lock's hash.
-fn lock_keys(key: &str) -> Result<(LockKind, Vec<String>)> {
-    operator_keys(key).ok_or_else(|| LockError::Protocol(format!("{key:?} is no lock's hash")))
+/// [`operator_keys`] of the lock `names` (a Redisson lock's hash keeps nothing beside
+/// it), or an error for a key that is no lock's hash.
+fn lock_keys(names: &LockNames) -> Result<(LockKind, Vec<String>)> {
+    let key = &names.key;
+    match names.compat {
+        Compat::Redisson => Ok((LockKind::Mutex, Vec::new())),
+        Compat::Holdlock => operator_keys(key)
+            .ok_or_else(|| LockError::Protocol(format!("{key:?} is no lock's hash"))),
+    }
 }
 
 /// A flat `[name, value, name, value, ...]` reply as pairs, each name a string and

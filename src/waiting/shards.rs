@@ -26,7 +26,6 @@ use fred::util::redis_keyslot;
 use tokio::time::MissedTickBehavior;
 
 use super::{Room, Waiting};
-use crate::keys::release_channel;
 
 /// How often the slot map is re-read while shard channels are subscribed.
 pub(super) const SLOT_CHECK: Duration = Duration::from_secs(1);
@@ -70,12 +69,12 @@ impl Waiting {
     /// Re-reads the slot map and subscribes again every shard channel whose slot has
     /// moved since it was subscribed, waking its head waiter.
     async fn follow_moved_channels(&self) {
-        let rooms: Vec<(String, Arc<Room>)> = self
+        let rooms: Vec<Arc<Room>> = self
             .rooms
             .lock()
-            .iter()
-            .filter(|(_, room)| room.node.lock().is_some())
-            .map(|(key, room)| (key.clone(), Arc::clone(room)))
+            .values()
+            .filter(|room| room.node.lock().is_some())
+            .map(Arc::clone)
             .collect();
         if rooms.is_empty() {
             return;
@@ -84,15 +83,15 @@ impl Waiting {
             tracing::debug!(%error, "could not read the cluster's slot map");
             return;
         }
-        for (key, room) in rooms {
+        for room in rooms {
             let mut state = room.channel.lock().await;
-            let channel = release_channel(&key);
-            let moved = state.confirmed.is_some() && *room.node.lock() != self.node_of(&channel);
+            let channel = &room.release_channel;
+            let moved = state.confirmed.is_some() && *room.node.lock() != self.node_of(channel);
             if !moved {
                 continue;
             }
             tracing::debug!(%channel, "the lock's slot moved; subscribing on its new node");
-            if let Err(error) = self.subscribe_room(&key, &room, &mut state).await {
+            if let Err(error) = self.subscribe_room(&room, &mut state).await {
                 // Its head subscribes again when it wakes.
                 tracing::debug!(%error, %channel, "could not subscribe again");
             }

@@ -1,0 +1,265 @@
+//! `Compat::Redisson`: the mutex kept in Redisson's layout, checked from Redis itself.
+//! (tests/redisson_interop.rs runs a real Redisson-protocol client against it.)
+
+mod common;
+
+use std::time::Duration;
+
+use fred::interfaces::{EventInterface, HashesInterface, KeysInterface, PubsubInterface};
+use holdlock::{Compat, LockClient, LockError, LockKind, LockOptions};
+
+async fn redisson_client(url: &str) -> LockClient {
+    LockClient::builder(url)
+        .compat(Compat::Redisson)
+        .build()
+        .await
+        .unwrap()
+}
+
+/// Whether `owner` is "<uuid>:<integer>", as Redisson's owner ids are.
+fn is_redisson_owner(owner: &str) -> bool {
+    let (uuid, thread) = owner.split_once(':').unwrap();
+    uuid::Uuid::try_parse(uuid).is_ok() && thread.parse::<u64>().is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hold_looks_in_redis_as_a_redisson_holders_does() {
+    let url = common::url();
+    let client = redisson_client(&url).await;
+    let redis = common::raw(&url).await;
+    let name = common::unique("layout");
+
+    let guard = client.lock(&name).await.unwrap();
+    assert!(is_redisson_owner(guard.owner()), "{}", guard.owner());
+    // The key is the name as given, and the hash holds the holder and nothing else.
+    let fields: Vec<(String, String)> = redis.hgetall(name.as_str()).await.unwrap();
+    assert_eq!(fields, [(guard.owner().to_owned(), "1".to_owned())]);
+    let pttl: i64 = redis.pttl(name.as_str()).await.unwrap();
+    assert!((20_000..=30_000).contains(&pttl), "{pttl}");
+    assert_eq!(
+        common::shared()
+            .command(&["EXISTS", &common::key(&name)])
+            .unwrap(),
+        ":0"
+    );
+
+    // Re-entry counts in the same field, as Redisson's does.
+    let inner = client.lock(&name).await.unwrap();
+    let count: String = redis.hget(name.as_str(), guard.owner()).await.unwrap();
+    assert_eq!(count, "2");
+    inner.unlock().await.unwrap();
+    let count: String = redis.hget(name.as_str(), guard.owner()).await.unwrap();
+    assert_eq!(count, "1");
+    guard.unlock().await.unwrap();
+    assert!(!client.is_locked(&name).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_last_release_publishes_redissons_unlock_message_on_its_channel() {
+    let url = common::url();
+    let client = redisson_client(&url).await;
+    let name = common::unique("channel");
+    let subscriber = common::raw(&url).await;
+    let mut messages = subscriber.message_rx();
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    subscriber.subscribe(channel.as_str()).await.unwrap();
+
+    let guard = client.lock(&name).await.unwrap();
+    let inner = client.lock(&name).await.unwrap();
+    inner.unlock().await.unwrap();
+    guard.unlock().await.unwrap();
+    let message = tokio::time::timeout(Duration::from_secs(5), messages.recv())
+        .await
+        .expect("a release message")
+        .unwrap();
+    assert_eq!(message.channel.to_string(), channel);
+    assert_eq!(message.value.as_string().as_deref(), Some("0"));
+    // One message: the inner release told nobody.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), messages.recv())
+            .await
+            .is_err()
+    );
+
+    // force_unlock tells Redisson's waiters the same way.
+    let _held = client.lock(&name).await.unwrap();
+    assert!(client.force_unlock(&name).await.unwrap());
+    let message = tokio::time::timeout(Duration::from_secs(5), messages.recv())
+        .await
+        .expect("a force-unlock message")
+        .unwrap();
+    assert_eq!(message.value.as_string().as_deref(), Some("0"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hold_written_by_redisson_keeps_us_out_and_its_message_wakes_us() {
+    let url = common::url();
+    let client = redisson_client(&url).await;
+    let name = common::unique("foreign");
+    let redis = common::raw(&url).await;
+    // A Java holder: thread 1 of another Redisson client, for 30 s.
+    let java = format!("{}:1", uuid::Uuid::new_v4());
+    let _: () = redis.hset(name.as_str(), (java.as_str(), 1)).await.unwrap();
+    let _: bool = redis.pexpire(name.as_str(), 30_000, None).await.unwrap();
+
+    assert!(client.try_lock(&name).await.unwrap().is_none());
+    let info = client.inspect(&name).await.unwrap().unwrap();
+    assert_eq!(info.owners.len(), 1);
+    assert_eq!(info.owners[0].id, java);
+
+    let waiter = tokio::spawn({
+        let client = client.clone();
+        let name = name.clone();
+        async move {
+            client
+                .lock(&name)
+                .await
+                .map(|guard| (guard, std::time::Instant::now()))
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Java's unlock: the key deleted and "0" published on its channel.
+    let released = std::time::Instant::now();
+    let _: i64 = redis.del(name.as_str()).await.unwrap();
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let _: i64 = redis.publish(channel.as_str(), "0").await.unwrap();
+    let (guard, woke) = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("woken by the message, not the 30 s lease")
+        .unwrap()
+        .unwrap();
+    assert!(
+        woke - released < Duration::from_secs(1),
+        "{:?}",
+        woke - released
+    );
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fencing_tokens_come_from_redissons_counter_and_keep_increasing() {
+    let url = common::url();
+    let client = redisson_client(&url).await;
+    let redis = common::raw(&url).await;
+    let name = common::unique("fenced");
+    let counter = format!("redisson_lock_token:{{{name}}}");
+    // Java's RFencedLock has drawn 41 tokens.
+    let _: () = redis
+        .set(counter.as_str(), 41, None, None, false)
+        .await
+        .unwrap();
+
+    let guard = client
+        .lock_with(&name, LockOptions::fenced())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(guard.fencing_token(), Some(42));
+    // Nothing but the holder in the hash: the token lives in the counter.
+    let fields: Vec<(String, String)> = redis.hgetall(name.as_str()).await.unwrap();
+    assert_eq!(fields.len(), 1);
+    guard.unlock().await.unwrap();
+    // Java's next acquisition INCRs above ours, and ours above that.
+    let java: u64 = redis.incr(counter.as_str()).await.unwrap();
+    assert_eq!(java, 43);
+    let guard = client
+        .lock_with(&name, LockOptions::fenced())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(guard.fencing_token(), Some(44));
+    guard.unlock().await.unwrap();
+
+    // A counter of the wrong type fails the acquisition and writes nothing.
+    let _: () = redis
+        .set(counter.as_str(), "not a number", None, None, false)
+        .await
+        .unwrap();
+    let refused = client.lock_with(&name, LockOptions::fenced()).await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert!(!client.is_locked(&name).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn names_with_braces_use_redissons_channel_and_every_kind_still_works() {
+    let url = common::url();
+    let client = redisson_client(&url).await;
+    let redis = common::raw(&url).await;
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let name = format!("{{{tag}}}:account:1");
+
+    let guard = client.lock(&name).await.unwrap();
+    let exists: i64 = redis.exists(name.as_str()).await.unwrap();
+    assert_eq!(exists, 1);
+    // A waiter of a braced name wakes by Redisson's channel for it.
+    let waiter = tokio::spawn({
+        let client = redisson_client(&url).await;
+        let name = name.clone();
+        async move { client.lock(&name).await.map(|_| std::time::Instant::now()) }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released = std::time::Instant::now();
+    guard.unlock().await.unwrap();
+    let woke = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("woken by the message")
+        .unwrap()
+        .unwrap();
+    assert!(woke - released < Duration::from_secs(1));
+
+    // The other kinds keep holdlock's layout (no prefix here): braces are refused there.
+    assert!(matches!(
+        client.fair_lock(&name).await,
+        Err(LockError::InvalidName { .. })
+    ));
+    let plain = common::unique("kinds");
+    let read = client.read_lock(&plain).await.unwrap();
+    let exists: i64 = redis
+        .exists(format!("{{{plain}}}:rw").as_str())
+        .await
+        .unwrap();
+    assert_eq!(exists, 1);
+    drop(read);
+    assert!(
+        client
+            .inspect_kind(LockKind::ReadWrite, &plain)
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_input_is_refused_and_writes_nothing() {
+    let url = common::url();
+    let client = redisson_client(&url).await;
+    let name = common::unique("refused");
+    // Data would be a field Redisson reads as a holder.
+    let refused = client
+        .lock_with(&name, LockOptions::new().data("host-1"))
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(LockError::InvalidOption { option: "data", .. })
+        ),
+        "{refused:?}"
+    );
+    assert!(!client.is_locked(&name).await.unwrap());
+    assert!(matches!(
+        client.lock("").await,
+        Err(LockError::InvalidName { .. })
+    ));
+
+    // A prefix given explicitly is kept; by default there is none.
+    let prefixed = LockClient::builder(&url)
+        .compat(Compat::Redisson)
+        .prefix("svc:")
+        .build()
+        .await
+        .unwrap();
+    let guard = prefixed.lock(&name).await.unwrap();
+    let redis = common::raw(&url).await;
+    let exists: i64 = redis.exists(format!("svc:{name}").as_str()).await.unwrap();
+    assert_eq!(exists, 1);
+    guard.unlock().await.unwrap();
+}
