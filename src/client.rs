@@ -74,6 +74,19 @@ impl LockClient {
         self.engine.owner_id()
     }
 
+    /// The layout and protocol this client's mutex speaks (see
+    /// [`LockClientBuilder::compat`](crate::LockClientBuilder::compat)).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) {
+    /// assert_eq!(client.compat(), holdlock::Compat::Holdlock);
+    /// # }
+    /// ```
+    pub fn compat(&self) -> crate::Compat {
+        self.engine.config().compat
+    }
+
     /// Takes the lock, waiting as long as it takes. Re-entry by the same owner returns
     /// at once with the hold count raised.
     ///

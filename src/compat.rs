@@ -138,14 +138,10 @@ mod tests {
 
     #[test]
     fn a_channel_names_the_keys_that_publish_on_it() {
-        let keys = |channel| {
-            keys_of_channel(channel).map(|keys| {
-                keys.into_iter()
-                    .flatten()
-                    .map(Cow::into_owned)
-                    .collect::<Vec<_>>()
-            })
-        };
+        fn keys(channel: &str) -> Option<Vec<String>> {
+            keys_of_channel(channel)
+                .map(|keys| keys.into_iter().flatten().map(Cow::into_owned).collect())
+        }
         assert_eq!(
             keys(&channel("a:1")),
             Some(vec!["a:1".into(), "{a:1}".into()])

@@ -1242,3 +1242,50 @@ async fn run_keeps_who_runs_what_with_the_hold() {
         assert!(status.success());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compat_redisson_sees_and_takes_redisson_layout_locks() {
+    use fred::interfaces::{HashesInterface, KeysInterface};
+    let name = common::unique("redisson-cli");
+    let redis = common::raw(&common::url()).await;
+    // A Java thread's hold, as Redisson keeps it.
+    let java = format!("{}:12", uuid::Uuid::new_v4());
+    let _: () = redis.hset(name.as_str(), (java.as_str(), 1)).await.unwrap();
+    let _: bool = redis.pexpire(name.as_str(), 30_000, None).await.unwrap();
+
+    let ran = finish(&mut holdlock([
+        "--compat", "redisson", "inspect", &name, "--json",
+    ]))
+    .await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert!(ran.stdout.contains(&java), "{ran:?}");
+    // In holdlock's own layout the name is free: a different key.
+    let ran = finish(&mut holdlock(["run", &name, "--no-wait", "--", "true"])).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let ran = finish(&mut holdlock([
+        "--compat",
+        "redisson",
+        "run",
+        &name,
+        "--no-wait",
+        "--",
+        "true",
+    ]))
+    .await;
+    assert_eq!(ran.code, Some(75), "{ran:?}");
+
+    let _: i64 = redis.del(name.as_str()).await.unwrap();
+    let ran = finish(&mut holdlock([
+        "--compat",
+        "redisson",
+        "run",
+        &name,
+        "--no-wait",
+        "--",
+        "true",
+    ]))
+    .await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let ran = finish(&mut holdlock(["--compat", "redison", "list"])).await;
+    assert_eq!(ran.code, Some(64), "{ran:?}");
+}

@@ -1,10 +1,10 @@
-//! Where Redis is (`--url`, `$REDIS_URL`), how lock keys are named (`--prefix`), and
-//! connecting the client every subcommand uses.
+//! Where Redis is (`--url`, `$REDIS_URL`), how lock keys are named (`--prefix`,
+//! `--compat`), and connecting the client every subcommand uses.
 
 use std::time::Duration;
 
 use clap::Args;
-use holdlock::LockClient;
+use holdlock::{Compat, LockClient};
 
 use crate::duration::parse_duration;
 use crate::exit::Failure;
@@ -25,9 +25,14 @@ pub(crate) struct ConnectionArgs {
     )]
     url: Option<String>,
 
-    /// Prefix of every lock key.
-    #[arg(long, global = true, env = "HOLDLOCK_PREFIX", default_value = holdlock::DEFAULT_PREFIX)]
-    prefix: String,
+    /// Prefix of every lock key [default: holdlock:, or none with --compat redisson]
+    #[arg(long, global = true, env = "HOLDLOCK_PREFIX")]
+    prefix: Option<String>,
+
+    /// The mutex's layout: `holdlock`, or `redisson` to see and take the locks of Java
+    /// services that use Redisson's RLock.
+    #[arg(long, global = true, value_name = "LAYOUT", env = "HOLDLOCK_COMPAT", default_value = "holdlock", value_parser = parse_compat)]
+    compat: Compat,
 
     /// Give up connecting to Redis after this long.
     #[arg(long, global = true, value_name = "DUR", env = "HOLDLOCK_CONNECT_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
@@ -63,8 +68,11 @@ pub(crate) async fn connect_at(
     lease: Option<Duration>,
 ) -> Result<LockClient, Failure> {
     let mut builder = LockClient::builder(url)
-        .prefix(args.prefix.as_str())
+        .compat(args.compat)
         .connect_timeout(args.connect_timeout);
+    if let Some(prefix) = &args.prefix {
+        builder = builder.prefix(prefix.as_str());
+    }
     if let Some(lease) = lease {
         builder = builder.lease(lease);
     }
@@ -74,4 +82,13 @@ pub(crate) async fn connect_at(
             &error,
         )
     })
+}
+
+/// `--compat`: `holdlock` or `redisson`.
+fn parse_compat(text: &str) -> Result<Compat, String> {
+    match text {
+        "holdlock" => Ok(Compat::Holdlock),
+        "redisson" => Ok(Compat::Redisson),
+        other => Err(format!("{other:?} is no layout: use holdlock or redisson")),
+    }
 }

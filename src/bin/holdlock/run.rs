@@ -117,7 +117,9 @@ impl RunArgs {
         }
     }
 
-    fn lock_options(&self) -> LockOptions {
+    /// The options of the lock or permit; `compat` says whether the default data
+    /// (host, pid, command) can be kept with the hold (Redisson's layout keeps none).
+    fn lock_options(&self, compat: holdlock::Compat) -> LockOptions {
         // A lock's token goes to the command (HOLDLOCK_TOKEN); a permit, shared with
         // the other permits' holders, has none.
         let mut options = match self.permits {
@@ -127,7 +129,14 @@ impl RunArgs {
         if let Some(max_hold) = self.max_hold {
             options = options.max_hold(max_hold);
         }
-        options = options.data(self.data.clone().unwrap_or_else(|| self.default_data()));
+        let data = match (&self.data, compat) {
+            (Some(data), _) => Some(data.clone()),
+            (None, holdlock::Compat::Holdlock) => Some(self.default_data()),
+            (None, _) => None,
+        };
+        if let Some(data) = data {
+            options = options.data(data);
+        }
         match self.wait_limit() {
             Some(limit) => options.wait(limit),
             None => options.wait_forever(),
@@ -243,7 +252,7 @@ async fn acquire(
         let taking = format!("cannot take a permit of semaphore {:?}", args.name);
         let semaphore = client.semaphore(args.name.clone(), permits);
         let permit = semaphore
-            .acquire_with(args.lock_options())
+            .acquire_with(args.lock_options(client.compat()))
             .await
             .map_err(|error| Failure::from_lock_error(&taking, &error))?;
         return Ok(match permit {
@@ -253,7 +262,7 @@ async fn acquire(
     }
     let taking = format!("cannot take lock {:?}", args.name);
     let lock = client
-        .lock_with(&args.name, args.lock_options())
+        .lock_with(&args.name, args.lock_options(client.compat()))
         .await
         .map_err(|error| Failure::from_lock_error(&taking, &error))?;
     let Some(lock) = lock else {
