@@ -596,6 +596,15 @@ fn the_chaos_checker_catches_a_broken_multi_lock() {
 }
 
 #[test]
+fn the_chaos_checker_finds_no_violation_in_redissons_layout() {
+    let _turn = heavy_turn();
+    // The mutex in Redisson's layout (its own acquire and release scripts, key,
+    // channel and INCR fencing counter) under every kind of fault.
+    let (summary, text) = chaos_finds_nothing("redisson", "7", 200);
+    assert_eq!(summary["token_regressions"], 0, "{text}");
+}
+
+#[test]
 fn the_chaos_checker_finds_no_violation_in_the_read_write_lock() {
     let _turn = heavy_turn();
     // Readers and writers under every kind of fault: readers may overlap, a writer

@@ -137,7 +137,7 @@ async fn a_hold_written_by_redisson_keeps_us_out_and_its_message_wakes_us() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn fencing_tokens_come_from_redissons_counter_and_keep_increasing() {
+async fn fencing_tokens_share_redissons_counter_and_keep_increasing() {
     let url = common::url();
     let client = redisson_client(&url).await;
     let redis = common::raw(&url).await;
@@ -149,25 +149,34 @@ async fn fencing_tokens_come_from_redissons_counter_and_keep_increasing() {
         .await
         .unwrap();
 
-    let guard = client
-        .lock_with(&name, LockOptions::fenced())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(guard.fencing_token(), Some(42));
+    let fenced = || client.lock_with(&name, LockOptions::fenced());
+    let guard = fenced().await.unwrap().unwrap();
+    let ours = guard.fencing_token().unwrap();
+    assert!(ours > 41, "{ours}");
+    // Drawn by the clock (microseconds), so a restart that loses the counter cannot
+    // make ours go back; the counter moves up to it and never expires.
+    let counted: u64 = redis.get(counter.as_str()).await.unwrap();
+    assert_eq!(counted, ours);
+    let ttl: i64 = redis.pttl(counter.as_str()).await.unwrap();
+    assert_eq!(ttl, -1);
     // Nothing but the holder in the hash: the token lives in the counter.
     let fields: Vec<(String, String)> = redis.hgetall(name.as_str()).await.unwrap();
     assert_eq!(fields.len(), 1);
     guard.unlock().await.unwrap();
-    // Java's next acquisition INCRs above ours, and ours above that.
+    // Java's next acquisition INCRs above ours, and ours come above that.
     let java: u64 = redis.incr(counter.as_str()).await.unwrap();
-    assert_eq!(java, 43);
-    let guard = client
-        .lock_with(&name, LockOptions::fenced())
+    assert_eq!(java, ours + 1);
+    let guard = fenced().await.unwrap().unwrap();
+    assert!(guard.fencing_token().unwrap() > java);
+    guard.unlock().await.unwrap();
+    // A counter ahead of the clock (Java drew many): ours continue above it.
+    let ahead = java * 2;
+    let _: () = redis
+        .set(counter.as_str(), ahead, None, None, false)
         .await
-        .unwrap()
         .unwrap();
-    assert_eq!(guard.fencing_token(), Some(44));
+    let guard = fenced().await.unwrap().unwrap();
+    assert_eq!(guard.fencing_token(), Some(ahead + 1));
     guard.unlock().await.unwrap();
 
     // A counter of the wrong type fails the acquisition and writes nothing.
@@ -262,4 +271,54 @@ async fn bad_input_is_refused_and_writes_nothing() {
     let exists: i64 = redis.exists(format!("svc:{name}").as_str()).await.unwrap();
     assert_eq!(exists, 1);
     guard.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dropped_calls_leave_no_hold_and_no_subscription_behind() {
+    use futures::FutureExt;
+    let url = common::url();
+    let holder = redisson_client(&url).await;
+    let waiters = redisson_client(&url).await;
+    let redis = common::raw(&url).await;
+    let name = common::unique("cancel");
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let subscribers = || async {
+        let counts: Vec<(String, i64)> = redis.pubsub_numsub(channel.as_str()).await.unwrap();
+        counts.first().map_or(0, |(_, n)| *n)
+    };
+
+    // Waiters dropped at every point of their wait, 200 of them.
+    let held = holder.lock(&name).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..200u64 {
+        let (client, name) = (waiters.clone(), name.clone());
+        tasks.push(tokio::spawn(async move {
+            let wait = Duration::from_millis(20 + i % 100);
+            let _ = tokio::time::timeout(wait, client.lock(&name)).await;
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    held.unlock().await.unwrap();
+    let start = std::time::Instant::now();
+    while subscribers().await != 0 {
+        assert!(start.elapsed() < Duration::from_secs(2), "still subscribed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !holder.is_locked(&name).await.unwrap(),
+        "a dropped waiter left a hold"
+    );
+
+    // Unlocks polled once and dropped, behind a guard dropped just before.
+    for _ in 0..50 {
+        let outer = holder.lock(&name).await.unwrap();
+        let inner = holder.lock(&name).await.unwrap();
+        drop(outer);
+        drop(inner.unlock().now_or_never());
+    }
+    common::wait_until_free(&waiters, &name, Duration::from_secs(3)).await;
+    let fields: Vec<(String, String)> = redis.hgetall(name.as_str()).await.unwrap();
+    assert!(fields.is_empty(), "{fields:?}");
 }

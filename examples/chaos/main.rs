@@ -14,7 +14,7 @@
 //! `--fault-every` [2s] (mean gap between faults), `--faults` [all: pause, kill,
 //! client-kill, script-flush, restart, black-hole, reset (with `--cluster`: pause, kill,
 //! client-kill, script-flush, reshard, empty, failover); `none` for a calm run],
-//! `--lock` [holdlock | naive | multi | multi-broken | rw | rw-broken | fair | fair-broken |
+//! `--lock` [holdlock | redisson | naive | multi | multi-broken | rw | rw-broken | fair | fair-broken |
 //! sem | sem-broken], `--history FILE` (one JSON line per event), `--json FILE` (the
 //! summary), `--cluster` (no value). It always starts its own two redis-servers (locks,
 //! and the registers the locks protect), so that it can restart the first.
@@ -164,7 +164,7 @@ fn lock_kind(args: &Args) -> Result<worker::LockKind, BoxError> {
     let name = args.get("lock").unwrap_or("holdlock");
     worker::LockKind::parse(name).ok_or_else(|| {
         format!(
-            "--lock: `{name}` (holdlock, naive, multi, multi-broken, rw, rw-broken, fair, \
+            "--lock: `{name}` (holdlock, redisson, naive, multi, multi-broken, rw, rw-broken, fair, \
              fair-broken, sem or sem-broken)"
         )
         .into()

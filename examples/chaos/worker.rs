@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use holdlock::fred::interfaces::KeysInterface;
 use holdlock::fred::types::{Expiration, SetOptions};
-use holdlock::{LockClient, LockError, LockGuard, fence};
+use holdlock::{Compat, LockClient, LockError, LockGuard, fence};
 use tokio::io::AsyncReadExt;
 
 use crate::history::{Op, Outcome, Released, now_us};
@@ -18,6 +18,9 @@ use crate::{BoxError, Rng, register_key};
 pub enum LockKind {
     /// holdlock, fenced, with its watchdog.
     Holdlock,
+    /// `Holdlock` in Redisson's layout (`Compat::Redisson`): its own scripts, keys,
+    /// channel and fencing counter under the same faults.
+    Redisson,
     /// A deliberately broken lock, the one tutorials teach: `SET NX PX` to take, a plain
     /// `DEL` to release (no owner check), no renewal, no lost signal, and an `INCR`
     /// counter for tokens. The checker must catch it.
@@ -57,6 +60,7 @@ impl LockKind {
     pub fn name(self) -> &'static str {
         match self {
             LockKind::Holdlock => "holdlock",
+            LockKind::Redisson => "redisson",
             LockKind::Naive => "naive",
             LockKind::Multi => "multi",
             LockKind::MultiBroken => "multi-broken",
@@ -73,6 +77,7 @@ impl LockKind {
     pub fn parse(name: &str) -> Option<Self> {
         [
             LockKind::Holdlock,
+            LockKind::Redisson,
             LockKind::Naive,
             LockKind::Multi,
             LockKind::MultiBroken,
@@ -106,6 +111,10 @@ pub async fn run(config: WorkerConfig) -> Result<(), BoxError> {
         .lease(config.lease)
         // Fair rounds ask for fencing per call: half of them do (see `TaskWorker::run`).
         .fencing(config.kind != LockKind::Fair)
+        .compat(match config.kind {
+            LockKind::Redisson => Compat::Redisson,
+            _ => Compat::Holdlock,
+        })
         .connect_timeout(Duration::from_secs(2))
         .build()
         .await?;
@@ -184,9 +193,11 @@ impl TaskWorker {
                 // Fenced fair waits claim a hand-off with an attempt (which draws the
                 // token); unfenced ones take it on the message alone.
                 LockKind::Fair if self.rng.below(2) == 0 => self.unfenced_round().await,
-                LockKind::Holdlock | LockKind::Naive | LockKind::Fair | LockKind::FairBroken => {
-                    self.round().await
-                }
+                LockKind::Holdlock
+                | LockKind::Redisson
+                | LockKind::Naive
+                | LockKind::Fair
+                | LockKind::FairBroken => self.round().await,
             }
             // Time outside the lock, so that others get a turn; none before a re-wait.
             if self.rewait.is_none() {
@@ -295,7 +306,7 @@ impl TaskWorker {
 
     async fn take(&mut self, name: &str, wait: Duration) -> Result<Option<Held>, BoxError> {
         match self.config.kind {
-            LockKind::Holdlock | LockKind::FairBroken => Ok(self
+            LockKind::Holdlock | LockKind::Redisson | LockKind::FairBroken => Ok(self
                 .locks
                 .lock_timeout(name, wait)
                 .await?
