@@ -124,6 +124,9 @@ struct Room {
     node: Mutex<Option<fred::types::config::Server>>,
     /// Waiters woken only by a message that names them (a fair lock's), by owner id.
     named: Mutex<Vec<(String, Arc<Named>)>>,
+    /// Woken, all at once, by every release message: waiters who share the lock (the
+    /// readers of a read-write lock) and so do not line up (see [`Ticket::any_release`]).
+    sharers: Notify,
 }
 
 impl Room {
@@ -251,11 +254,15 @@ impl Waiting {
             Some(waiter) => waiter.hand(wait),
             None => room.wake(self.names_another_client(message)),
         }
+        room.sharers.notify_waiters();
     }
 
-    /// Wakes the head waiter of every lock.
+    /// Wakes the head waiter of every lock, and every waiter who shares one.
     fn wake_all(&self) {
-        self.rooms.lock().values().for_each(|room| room.wake(false));
+        self.rooms.lock().values().for_each(|room| {
+            room.wake(false);
+            room.sharers.notify_waiters();
+        });
     }
 
     /// Enters the waiting room of the lock at `key`.
@@ -433,6 +440,14 @@ impl Ticket<'_> {
                 return;
             }
         }
+    }
+
+    /// Resolves at the next release message of the lock (or reconnection), for a waiter
+    /// who shares the lock and so does not wait for its turn: every such waiter is woken
+    /// by every message. Call it before the attempt whose refusal it waits after: a
+    /// message that comes between the two is not missed.
+    pub(crate) fn any_release(&self) -> tokio::sync::futures::Notified<'_> {
+        self.room.sharers.notified()
     }
 
     /// Has release messages that name `owner` wake the returned waiter (and no other

@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::{BTreeMap, HashMap};
 
-use fred::interfaces::{HashesInterface, KeysInterface, LuaInterface, SortedSetsInterface};
+use fred::interfaces::{ClientLike, HashesInterface, KeysInterface, LuaInterface};
 use fred::types::Value;
 
 const RW_ACQUIRE: &str = concat!(
@@ -67,23 +67,35 @@ impl Rw {
         self.redis.hgetall(self.key.as_str()).await.unwrap()
     }
 
-    async fn deadlines(&self) -> Vec<(String, f64)> {
-        self.redis
-            .zrange(self.leases.as_str(), 0, -1, None, false, None, true)
-            .await
-            .unwrap()
+    /// A command of its own (fred's sorted-set interface is not built in).
+    async fn command(&self, name: &'static str, args: Vec<String>) -> Value {
+        let command =
+            fred::types::CustomCommand::new_static(name, fred::types::ClusterHash::FirstKey, false);
+        self.redis.custom(command, args).await.unwrap()
     }
 
+    /// The holders in the leases set and their deadlines.
+    async fn deadlines(&self) -> Vec<(String, i64)> {
+        let args = vec![self.leases.clone(), "0".into(), "-1".into(), "WITHSCORES".into()];
+        let Value::Array(items) = self.command("ZRANGE", args).await else {
+            panic!("ZRANGE answers an array");
+        };
+        items
+            .chunks(2)
+            .map(|pair| {
+                let member = pair[0].as_string().unwrap();
+                let score: f64 = pair[1].as_string().unwrap().parse().unwrap();
+                (member, score as i64)
+            })
+            .collect()
+    }
+
+    /// When `key` expires, in ms since the epoch (Redis 7.0's PEXPIRETIME).
     async fn pexpiretime(&self, key: &str) -> i64 {
-        let reply: i64 = self
-            .redis
-            .custom(
-                fred::types::CustomCommand::new_static("PEXPIRETIME", fred::types::ClusterHash::FirstKey, false),
-                vec![key.to_owned()],
-            )
+        self.command("PEXPIRETIME", vec![key.to_owned()])
             .await
-            .unwrap();
-        reply
+            .as_i64()
+            .unwrap()
     }
 }
 
@@ -199,8 +211,8 @@ async fn the_keys_live_until_the_latest_deadline_and_a_nested_hold_never_shorten
     assert_eq!(rw.pexpiretime(&rw.leases).await, long);
     // A nested hold with a shorter lease keeps the longer deadline.
     assert_eq!(rw.acquire("c:long", "read", 1_000).await, [2, 0]);
-    let deadlines: HashMap<String, f64> = rw.deadlines().await.into_iter().collect();
-    assert_eq!(deadlines["c:long"] as i64, long);
+    let deadlines: HashMap<String, i64> = rw.deadlines().await.into_iter().collect();
+    assert_eq!(deadlines["c:long"], long);
     // The longest holder leaving leaves the expiry (a safety net) where it was.
     rw.release("c:long").await;
     rw.release("c:long").await;
