@@ -6,7 +6,9 @@
 --
 -- When the release lets someone in (the last holder left, or the writer left) and
 -- someone was refused meanwhile, the release channel is told, with a message naming
--- no client: every waiting client's head waiter asks at once. A writer's mark that
+-- no client: every waiting client's head waiter asks at once, and every waiting
+-- reader, unless the message is "writer <ms>": a writer's mark keeps readers out for
+-- <ms> more, so they sleep on until it runs out or the next message. A writer's mark that
 -- keeps new readers out outlives the lock's keys until it runs out.
 --
 -- Every redis.call is counted (see rw_acquire.lua): a nested hold's release takes 2
@@ -69,9 +71,21 @@ else
   end
 end
 if lets_in and fields[2] then
-  if left > 0 then
+  -- While a writer's mark keeps new readers out, the message says so: it lets in only
+  -- a writer, and waiting readers sleep on (see src/rw.rs) without asking again, so
+  -- the `waiting` mark stays for the release that lets them in.
+  local message = ''
+  if fields[3] then
+    now = now or leases.now()
+    if tonumber(fields[3]) > now then
+      message = 'writer ' .. (tonumber(fields[3]) - now)
+    end
+  end
+  if message ~= '' and left == 0 then
+    redis.call('hset', key, 'waiting', 1)
+  elseif message == '' and left > 0 then
     redis.call('hdel', key, 'waiting')
   end
-  redis.call(ARGV[2] == 'spublish' and 'spublish' or 'publish', key .. ':released', '')
+  redis.call(ARGV[2] == 'spublish' and 'spublish' or 'publish', key .. ':released', message)
 end
 return 0

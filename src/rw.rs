@@ -365,6 +365,19 @@ impl LockClient {
                 // Registered before the attempt, so that a release between its refusal
                 // and the sleep below still wakes it.
                 let released = ticket.any_release();
+                let (messages, refused) = ticket.sharers_refused();
+                if let Some(until) = refused {
+                    // Another reader here was refused and sleeps (subscribed): so would
+                    // this one be. It sleeps with it instead of asking.
+                    tokio::select! {
+                        () = released => {}
+                        () = tokio::time::sleep_until(give_up.cap(until)) => {}
+                    }
+                    if let Some(gave_up) = give_up.passed() {
+                        return Ok(Err(gave_up));
+                    }
+                    continue;
+                }
                 let pttl = match engine.acquire(names, owner, &options, None).await? {
                     Attempt::Granted(claim) => return Ok(Ok(claim)),
                     Attempt::Busy { pttl, .. } => pttl,
@@ -381,6 +394,7 @@ impl LockClient {
                     Err(gave_up) => return Ok(Err(gave_up)),
                 }
                 let wake = Instant::now() + nap.max(Duration::from_millis(1));
+                ticket.sharer_refused(messages, wake);
                 tokio::select! {
                     () = released => {}
                     () = tokio::time::sleep_until(give_up.cap(wake)) => {}
