@@ -59,12 +59,29 @@ function leases.drop_expired(hash, set, now)
   return gone
 end
 
+-- Adds `holder` with `deadline` to `set` (KEYS[index]) as a script's first write, for
+-- a set whose type was not checked before: nil, or an error reply naming the key if
+-- it holds another type (nothing was written then).
+function leases.first_add(set, index, deadline, holder)
+  local added = redis.pcall('zadd', set, deadline, holder)
+  if type(added) == 'table' and added.err then
+    if string.sub(added.err, 1, 9) == 'WRONGTYPE' then
+      return redis.error_reply('WRONGTYPE KEYS[' .. index .. '] ' .. set .. ' holds the wrong kind of value')
+    end
+    return added
+  end
+  return nil
+end
+
 -- Sets `holder`'s deadline, and has both keys live until the latest deadline. `alone`
 -- says that the set held nobody else: the deadline is then the latest without asking.
 -- The keys already live until the latest deadline (every call that set one saw to
--- that), so they are written only when this one is the latest.
-function leases.hold_until(hash, set, holder, deadline, alone)
-  redis.call('zadd', set, deadline, holder)
+-- that), so they are written only when this one is the latest. `added`: the deadline
+-- is in the set already (see leases.first_add).
+function leases.hold_until(hash, set, holder, deadline, alone, added)
+  if not added then
+    redis.call('zadd', set, deadline, holder)
+  end
   if not alone and tonumber(redis.call('zrange', set, -1, -1, 'WITHSCORES')[2]) > deadline then
     return
   end

@@ -30,24 +30,31 @@
 -- Raises "WOULDDEADLOCK" when an owner holding only the read lock asks for the write
 -- lock; WRONGTYPE (naming the key) if a key holds another type.
 --
--- Every redis.call costs the server about a microsecond, so the calls are counted: an
--- uncontended fresh hold takes 7 (HMGET of every field that decides the call, ZRANGE
--- of the earliest deadline, TIME, HSET, ZADD, PEXPIREAT of both keys; a ZRANGE of the
--- latest deadline more when others hold); a refusal 4 (HMGET, ZRANGE, TIME, PTTL, plus
--- one HSET when it changes a mark, and one HEXISTS when a writer is named). Expired holders are dropped only when the earliest
--- deadline has passed (see leases.lua).
+-- Every redis.call costs the server a microsecond or two, so the calls are counted: an
+-- uncontended fresh hold takes 6 (HMGET of every field that decides the call, TIME,
+-- ZADD, HSET, PEXPIREAT of both keys); with others holding, a ZRANGE of the earliest
+-- deadline and one of the latest more; a refusal 4 (HMGET, ZRANGE, TIME, PTTL, plus one
+-- HSET when it changes a mark, and one HEXISTS when a writer is named). Expired holders
+-- are dropped only when the earliest deadline has passed (see leases.lua). The `mode`
+-- field is there whenever the leases are not empty (every fresh hold writes it, and
+-- only deleting the hash removes it), so a lock without it is free: its leases key is
+-- then checked by the first write, a ZADD.
 local key, set, owner, mode = KEYS[1], KEYS[2], ARGV[1], ARGV[3]
 local lease, waits, patience = tonumber(ARGV[2]), ARGV[4] == 'wait', tonumber(ARGV[5])
 local field = mode == 'write' and owner .. ':w' or owner
 -- Everything that decides the call, in one read (a WRONGTYPE here names KEYS[1] and
 -- leaves nothing written).
 local function read()
-  return redis.call('hmget', key, field, 'writer', 'writer_waits', owner, 'waiting')
+  return redis.call('hmget', key, field, 'writer', 'writer_waits', owner, 'waiting', 'mode')
 end
 local fields = read()
-local earliest, wrong = leases.earliest(set, 2)
-if earliest == nil then
-  return wrong
+-- The earliest deadline, false if none.
+local earliest, wrong = false, nil
+if fields[6] then
+  earliest, wrong = leases.earliest(set, 2)
+  if earliest == nil then
+    return wrong
+  end
 end
 local floor
 if KEYS[3] then
@@ -82,6 +89,13 @@ if fields[1] then
 end
 -- A fresh hold of this side: its count, data and the fields `also` names, in one HSET.
 local function take(also)
+  local deadline = now + lease
+  if not fields[6] then
+    local failed = leases.first_add(set, 2, deadline, field)
+    if failed then
+      return failed
+    end
+  end
   local args = { 'hset', key, field, 1 }
   for _, value in ipairs(also) do
     args[#args + 1] = value
@@ -91,7 +105,7 @@ local function take(also)
     args[#args + 1] = ARGV[6]
   end
   redis.call(unpack(args))
-  leases.hold_until(key, set, field, now + lease, earliest == false)
+  leases.hold_until(key, set, field, deadline, earliest == false, not fields[6])
   return { 1, 0 }
 end
 local function refuse(retry, marks)
@@ -128,7 +142,7 @@ if not earliest then
     redis.call('hdel', key, 'writer_waits')
   end
   local granted = take({ 'mode', 'write', 'writer', owner })
-  if floor then
+  if floor and granted[1] then
     granted[2] = fencing.draw(key, KEYS[3], floor)
   end
   return granted

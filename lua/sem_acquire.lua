@@ -14,9 +14,9 @@
 --
 -- Granted:  { 1, 0 }
 -- Busy:     { 0, ms until the first permit's deadline }
--- An uncontended grant takes 7 redis.calls (HMGET, ZRANGE of the earliest deadline,
--- TIME, HSET, ZADD, PEXPIREAT of both keys; ZCARD and a ZRANGE of the latest deadline
--- more when others hold); a refusal 4 (HMGET, ZRANGE, TIME, ZCARD), plus an HSET when
+-- An uncontended grant takes 6 redis.calls (HMGET, TIME, ZADD, HSET, PEXPIREAT of both
+-- keys; a ZRANGE of the earliest deadline, ZCARD and a ZRANGE of the latest more when
+-- others hold); a refusal 4 (HMGET, ZRANGE, TIME, ZCARD), plus an HSET when
 -- it sets the `waiting` mark. Expired permits are dropped only when the earliest
 -- deadline has passed (see leases.lua).
 --
@@ -29,9 +29,15 @@ local function read()
   return redis.call('hmget', key, id, 'permits', 'waiting')
 end
 local fields = read()
-local earliest, wrong = leases.earliest(set, 2)
-if earliest == nil then
-  return wrong
+-- The earliest deadline, false if none. `permits` is there whenever the leases are not
+-- empty (only deleting the hash removes it): without it, the semaphore is free, and
+-- its leases key is checked by the first write, a ZADD.
+local earliest, wrong = false, nil
+if fields[2] then
+  earliest, wrong = leases.earliest(set, 2)
+  if earliest == nil then
+    return wrong
+  end
 end
 local now = leases.now()
 if earliest and earliest <= now then
@@ -45,12 +51,19 @@ if stored and tonumber(stored) ~= permits and held > 0 then
   return redis.error_reply('PERMITS ' .. stored)
 end
 if fields[1] or held < permits then
+  local deadline = now + tonumber(ARGV[2])
+  if not fields[2] then
+    local failed = leases.first_add(set, 2, deadline, id)
+    if failed then
+      return failed
+    end
+  end
   if ARGV[5] and ARGV[5] ~= '' then
     redis.call('hset', key, id, 1, 'permits', permits, 'data:' .. id, ARGV[5])
   else
     redis.call('hset', key, id, 1, 'permits', permits)
   end
-  leases.hold_until(key, set, id, now + tonumber(ARGV[2]), held == 0)
+  leases.hold_until(key, set, id, deadline, held == 0, not fields[2])
   return { 1, 0 }
 end
 if ARGV[4] == 'wait' and not fields[3] then
