@@ -54,13 +54,19 @@ impl Rw {
             "2000".to_owned(),
             String::new(),
         ];
-        self.redis.eval(RW_ACQUIRE, self.keys(), args).await.unwrap()
+        self.redis
+            .eval(RW_ACQUIRE, self.keys(), args)
+            .await
+            .unwrap()
     }
 
     /// `rw_release.lua` of `field` (`<owner>` or `<owner>:w`).
     async fn release(&self, field: &str) -> i64 {
         let args = vec![field.to_owned(), "publish".to_owned()];
-        self.redis.eval(RW_RELEASE, self.keys(), args).await.unwrap()
+        self.redis
+            .eval(RW_RELEASE, self.keys(), args)
+            .await
+            .unwrap()
     }
 
     async fn fields(&self) -> HashMap<String, String> {
@@ -76,7 +82,12 @@ impl Rw {
 
     /// The holders in the leases set and their deadlines.
     async fn deadlines(&self) -> Vec<(String, i64)> {
-        let args = vec![self.leases.clone(), "0".into(), "-1".into(), "WITHSCORES".into()];
+        let args = vec![
+            self.leases.clone(),
+            "0".into(),
+            "-1".into(),
+            "WITHSCORES".into(),
+        ];
         let Value::Array(items) = self.command("ZRANGE", args).await else {
             panic!("ZRANGE answers an array");
         };
@@ -206,7 +217,11 @@ async fn an_expired_reader_is_dropped_when_it_is_due_and_only_then() {
 async fn an_expired_writer_lets_readers_in_and_its_mark_goes() {
     let rw = Rw::on(&common::url(), "rw-dead-writer").await;
     assert_eq!(rw.acquire("c:w", "write", 100).await, [1, 0]);
-    assert_eq!(rw.acquire("c:r", "read", 10_000).await[0], 0, "a writer holds");
+    assert_eq!(
+        rw.acquire("c:r", "read", 10_000).await[0],
+        0,
+        "a writer holds"
+    );
     tokio::time::sleep(std::time::Duration::from_millis(150)).await;
     assert_eq!(rw.acquire("c:r", "read", 10_000).await, [1, 0]);
     let fields = rw.fields().await;
@@ -298,8 +313,16 @@ async fn a_release_that_lets_in_only_a_writer_says_so() {
     subscriber.subscribe(channel.as_str()).await.unwrap();
     let mut messages = subscriber.message_rx();
     rw.acquire("c:r", "read", 10_000).await;
-    assert_eq!(rw.acquire("c:w", "write", 10_000).await[0], 0, "the writer waits");
-    assert_eq!(rw.acquire("c:r2", "read", 10_000).await[0], 0, "a reader too");
+    assert_eq!(
+        rw.acquire("c:w", "write", 10_000).await[0],
+        0,
+        "the writer waits"
+    );
+    assert_eq!(
+        rw.acquire("c:r2", "read", 10_000).await[0],
+        0,
+        "a reader too"
+    );
     assert_eq!(rw.release("c:r").await, 0);
     let told = messages.recv().await.unwrap().value.as_string().unwrap();
     let (word, ms) = told.split_once(' ').expect("writer <ms>");
@@ -343,14 +366,22 @@ async fn the_semaphore_hot_paths_make_few_redis_calls() {
     assert_eq!(acquire("c:2:p1").await.unwrap()[0], 0);
     assert_eq!(
         calls_since(&server),
-        counts(&[("hmget", 1), ("zrange", 1), ("time", 1), ("zcard", 1), ("hset", 1)])
+        counts(&[
+            ("hmget", 1),
+            ("zrange", 1),
+            ("time", 1),
+            ("zcard", 1),
+            ("hset", 1)
+        ])
     );
-    let release = sem.redis.eval::<i64, _, _, _>(
-        SEM_RELEASE,
-        sem.keys(),
-        vec!["c:1:p1", "publish"],
-    );
+    let release =
+        sem.redis
+            .eval::<i64, _, _, _>(SEM_RELEASE, sem.keys(), vec!["c:1:p1", "publish"]);
     assert_eq!(release.await.unwrap(), 0);
     let calls = calls_since(&server);
-    assert_eq!(calls.values().sum::<u64>(), calls["publish"] + 4, "{calls:?}");
+    assert_eq!(
+        calls.values().sum::<u64>(),
+        calls["publish"] + 4,
+        "{calls:?}"
+    );
 }
