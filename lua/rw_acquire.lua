@@ -30,27 +30,31 @@
 -- Raises "WOULDDEADLOCK" when an owner holding only the read lock asks for the write
 -- lock; WRONGTYPE (naming the key) if a key holds another type.
 --
--- Every redis.call costs the server a microsecond or two, so the calls are counted: an
--- uncontended fresh hold takes 6 (HMGET of every field that decides the call, TIME,
--- ZADD, HSET, PEXPIREAT of both keys); with others holding, a ZRANGE of the earliest
--- deadline and one of the latest more; a refusal 4 (HMGET, ZRANGE, TIME, PTTL, plus one
--- HSET when it changes a mark, and one HEXISTS when a writer is named). Expired holders
+-- A lone holder keeps its deadline as the hash's own expiry: the field `solo` names it,
+-- and the leases set is started only when a second holder comes (the lone holder's
+-- deadline, read from the hash's PTTL, goes in first). So an uncontended hold costs the
+-- mutex's calls: HMGET of every field that decides the call, HSET, PEXPIRE (3).
+-- Every redis.call costs the server a microsecond or two: with others holding, a fresh
+-- hold takes about 8 (HMGET, ZRANGE of the earliest deadline, TIME, HSET, ZADD, ZRANGE
+-- of the latest, PEXPIREAT of both keys; 3 more for the second holder, which starts the
+-- set); a refusal 4 (HMGET, TIME, PTTL, plus one HSET when it changes a mark, one
+-- HEXISTS when a writer is named, and a ZRANGE when the set is in use). Expired holders
 -- are dropped only when the earliest deadline has passed (see leases.lua). The `mode`
--- field is there whenever the leases are not empty (every fresh hold writes it, and
--- only deleting the hash removes it), so a lock without it is free: its leases key is
--- then checked by the first write, a ZADD.
+-- field is there whenever someone holds (every fresh hold writes it, and only deleting
+-- the hash removes it), so a lock without it is free.
 local key, set, owner, mode = KEYS[1], KEYS[2], ARGV[1], ARGV[3]
 local lease, waits, patience = tonumber(ARGV[2]), ARGV[4] == 'wait', tonumber(ARGV[5])
 local field = mode == 'write' and owner .. ':w' or owner
 -- Everything that decides the call, in one read (a WRONGTYPE here names KEYS[1] and
 -- leaves nothing written).
 local function read()
-  return redis.call('hmget', key, field, 'writer', 'writer_waits', owner, 'waiting', 'mode')
+  return redis.call('hmget', key, field, 'writer', 'writer_waits', owner, 'waiting', 'mode', 'solo')
 end
 local fields = read()
--- The earliest deadline, false if none.
+local solo = fields[7]
+-- The earliest deadline in the set, false if none (a lone holder's is not there).
 local earliest, wrong = false, nil
-if fields[6] then
+if fields[6] and not solo then
   earliest, wrong = leases.earliest(set, 2)
   if earliest == nil then
     return wrong
@@ -65,6 +69,28 @@ if KEYS[3] then
   if not floor then
     return failed
   end
+end
+-- A free lock taken by a writer, or by a reader with no writer's mark: a lone hold.
+if not fields[6] and (mode == 'write' or not fields[3]) then
+  if fields[3] then
+    -- Other writers still waiting mark their wait again when they next ask.
+    redis.call('hdel', key, 'writer_waits')
+  end
+  local args = { 'hset', key, field, 1, 'mode', mode, 'solo', field }
+  if mode == 'write' then
+    args[#args + 1] = 'writer'
+    args[#args + 1] = owner
+  end
+  if ARGV[6] and ARGV[6] ~= '' then
+    args[#args + 1] = 'data:' .. field
+    args[#args + 1] = ARGV[6]
+  end
+  redis.call(unpack(args))
+  redis.call('pexpire', key, lease)
+  if floor then
+    return { 1, fencing.draw(key, KEYS[3], floor) }
+  end
+  return { 1, 0 }
 end
 local now = leases.now()
 if earliest and earliest <= now then
@@ -81,6 +107,12 @@ end
 if fields[1] then
   -- A re-entry. A nested hold never shortens the deadline an earlier one set.
   local count = redis.call('hincrby', key, field, 1)
+  if solo == field then
+    if lease > redis.call('pttl', key) then
+      redis.call('pexpire', key, lease)
+    end
+    return { count, 0 }
+  end
   local deadline = now + lease
   if deadline > tonumber(redis.call('zscore', set, field) or 0) then
     leases.hold_until(key, set, field, deadline, false)
@@ -90,7 +122,18 @@ end
 -- A fresh hold of this side: its count, data and the fields `also` names, in one HSET.
 local function take(also)
   local deadline = now + lease
-  if not fields[6] then
+  if solo then
+    -- A second holder: the lone holder's deadline starts the set (its first write
+    -- checks the set's type).
+    local solo_deadline = now + math.max(redis.call('pttl', key), 1)
+    local failed = leases.first_add(set, 2, solo_deadline, solo)
+    if failed then
+      return failed
+    end
+    redis.call('pexpireat', set, solo_deadline)
+    redis.call('hdel', key, 'solo')
+    earliest = solo_deadline
+  elseif not fields[6] then
     local failed = leases.first_add(set, 2, deadline, field)
     if failed then
       return failed
@@ -105,7 +148,7 @@ local function take(also)
     args[#args + 1] = ARGV[6]
   end
   redis.call(unpack(args))
-  leases.hold_until(key, set, field, deadline, earliest == false, not fields[6])
+  leases.hold_until(key, set, field, deadline, earliest == false, not fields[6] and not solo)
   return { 1, 0 }
 end
 local function refuse(retry, marks)
@@ -136,7 +179,7 @@ end
 if fields[4] then
   return redis.error_reply('WOULDDEADLOCK')
 end
-if not earliest then
+if not earliest and not solo then
   if fields[3] then
     -- Other writers still waiting mark their wait again when they next ask.
     redis.call('hdel', key, 'writer_waits')

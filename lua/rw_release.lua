@@ -12,14 +12,14 @@
 -- keeps new readers out outlives the lock's keys until it runs out.
 --
 -- Every redis.call is counted (see rw_acquire.lua): a nested hold's release takes 2
--- (HMGET, HINCRBY); the last holder's 3 (HMGET, ZCARD, DEL; TIME too if a writer's
--- mark is kept); one of several holders' 6 (HMGET, ZCARD, ZREM, TIME, ZRANGE of the
+-- (HMGET, HINCRBY); a lone holder's 2 (HMGET, DEL; TIME too if a writer's mark is
+-- kept), the last of several 3 (HMGET, ZCARD, DEL); one of several holders' 6 (HMGET, ZCARD, ZREM, TIME, ZRANGE of the
 -- earliest deadline, HDEL; a writer's 2 more). Expired
 -- holders are dropped only when the earliest deadline has passed (see leases.lua).
 --
 -- Returns the holder's remaining count, or -1 if it held nothing.
 local key, set, field = KEYS[1], KEYS[2], ARGV[1]
-local fields = redis.call('hmget', key, field, 'waiting', 'writer_waits')
+local fields = redis.call('hmget', key, field, 'waiting', 'writer_waits', 'solo')
 local count = tonumber(fields[1])
 if not count or count < 1 then
   if count then
@@ -33,9 +33,16 @@ end
 local writing = string.sub(field, -2) == ':w'
 local lets_in = writing
 local now
--- A holder's field always has its deadline in the set: with one member, that is this
--- holder, the last.
-local left = redis.call('zcard', set) - 1
+-- A lone holder (`solo`, see rw_acquire.lua) is the last; any other holder's field has
+-- its deadline in the set: with one member, that is this holder, the last.
+local left = 0
+if fields[4] and fields[4] ~= field then
+  -- (Not written by these scripts: a lone holder is the only one.)
+  redis.call('hdel', key, field, 'data:' .. field)
+  return 0
+elseif not fields[4] then
+  left = redis.call('zcard', set) - 1
+end
 if left > 0 then
   redis.call('zrem', set, field)
   now = leases.now()

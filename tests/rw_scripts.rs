@@ -131,44 +131,42 @@ async fn the_read_write_hot_paths_make_few_redis_calls() {
     let server = common::RedisServer::start();
     let rw = Rw::on(&server.url(), "rw-calls").await;
     calls_since(&server);
-    // An uncontended read cycle: 6 calls to take, 3 to give back (it was 15 and 10).
+    // An uncontended read cycle: a lone holder, whose deadline is the hash's expiry,
+    // costs the mutex's calls: 3 to take, 2 to give back (it was 15 and 10).
     assert_eq!(rw.acquire("c:1", "read", 10_000).await, [1, 0]);
     assert_eq!(
         calls_since(&server),
-        counts(&[
-            ("hmget", 1),
-            ("time", 1),
-            ("hset", 1),
-            ("zadd", 1),
-            ("pexpireat", 2),
-        ])
+        counts(&[("hmget", 1), ("hset", 1), ("pexpire", 1)])
     );
     assert_eq!(rw.release("c:1").await, 0);
-    assert_eq!(
-        calls_since(&server),
-        counts(&[("hmget", 1), ("zcard", 1), ("del", 1)])
-    );
+    assert_eq!(calls_since(&server), counts(&[("hmget", 1), ("del", 1)]));
     // The same for a write cycle.
     assert_eq!(rw.acquire("c:1", "write", 10_000).await, [1, 0]);
     assert_eq!(
         calls_since(&server),
-        counts(&[
-            ("hmget", 1),
-            ("time", 1),
-            ("hset", 1),
-            ("zadd", 1),
-            ("pexpireat", 2),
-        ])
+        counts(&[("hmget", 1), ("hset", 1), ("pexpire", 1)])
     );
     assert_eq!(rw.release("c:1:w").await, 0);
-    assert_eq!(
-        calls_since(&server),
-        counts(&[("hmget", 1), ("zcard", 1), ("del", 1)])
-    );
-    // A second reader checks the earliest and the latest deadline too.
+    assert_eq!(calls_since(&server), counts(&[("hmget", 1), ("del", 1)]));
+    // A second reader starts the leases set with the first one's deadline.
     rw.acquire("c:1", "read", 10_000).await;
     calls_since(&server);
     assert_eq!(rw.acquire("c:2", "read", 10_000).await, [1, 0]);
+    assert_eq!(
+        calls_since(&server),
+        counts(&[
+            ("hmget", 1),
+            ("time", 1),
+            ("pttl", 1),
+            ("zadd", 2),
+            ("pexpireat", 3),
+            ("hdel", 1),
+            ("hset", 1),
+            ("zrange", 1),
+        ])
+    );
+    // A third checks the earliest and the latest deadline.
+    assert_eq!(rw.acquire("c:3", "read", 10_000).await, [1, 0]);
     assert_eq!(
         calls_since(&server),
         counts(&[
@@ -180,12 +178,14 @@ async fn the_read_write_hot_paths_make_few_redis_calls() {
             ("pexpireat", 2),
         ])
     );
+    rw.release("c:3").await;
     rw.release("c:2").await;
-    rw.release("c:1").await;
-    // A nested hold's release only counts down.
+    assert_eq!(rw.release("c:1").await, 0);
+    assert!(rw.fields().await.is_empty());
     rw.acquire("c:1", "read", 10_000).await;
-    assert_eq!(rw.acquire("c:1", "read", 10_000).await, [2, 0]);
+    rw.acquire("c:1", "read", 10_000).await;
     calls_since(&server);
+    // A nested hold's release only counts down.
     assert_eq!(rw.release("c:1").await, 1);
     assert_eq!(
         calls_since(&server),
@@ -275,26 +275,57 @@ async fn an_upgrade_is_refused_and_reading_inside_a_write_is_granted() {
 }
 
 #[tokio::test]
-async fn a_foreign_leases_key_fails_the_acquire_before_anything_is_written() {
+async fn a_foreign_leases_key_fails_the_acquire_that_would_use_it_before_anything_is_written() {
     let rw = Rw::on(&common::url(), "rw-foreign").await;
     let _: () = rw
         .redis
         .set(rw.leases.as_str(), "x", None, None, false)
         .await
         .unwrap();
+    // A lone holder does not touch the leases key.
+    assert_eq!(rw.acquire("c:1", "read", 10_000).await, [1, 0]);
     let error = rw
         .redis
         .eval::<Value, _, _, _>(
             RW_ACQUIRE,
             rw.keys(),
-            vec!["c:1", "10000", "read", "wait", "2000", ""],
+            vec!["c:2", "10000", "read", "wait", "2000", ""],
         )
         .await
         .unwrap_err();
     let named = format!("WRONGTYPE KEYS[2] {} ", rw.leases);
     assert!(error.details().starts_with(&named), "{error:?}");
-    let exists: i64 = rw.redis.exists(rw.key.as_str()).await.unwrap();
-    assert_eq!(exists, 0);
+    let fields = rw.fields().await;
+    assert!(!fields.contains_key("c:2"), "{fields:?}");
+    assert_eq!(fields["solo"], "c:1", "nothing written");
+}
+
+#[tokio::test]
+async fn a_lone_holders_deadline_is_the_hash_expiry_and_moves_to_the_set_with_a_second() {
+    let rw = Rw::on(&common::url(), "rw-solo").await;
+    rw.acquire("c:1", "read", 60_000).await;
+    assert_eq!(rw.fields().await["solo"], "c:1");
+    let first = rw.pexpiretime(&rw.key).await;
+    assert!(rw.deadlines().await.is_empty(), "no set for a lone holder");
+    // A nested hold with a shorter lease leaves the expiry alone.
+    assert_eq!(rw.acquire("c:1", "read", 1_000).await, [2, 0]);
+    assert_eq!(rw.pexpiretime(&rw.key).await, first);
+    // A second reader moves the first one's deadline into the set.
+    rw.acquire("c:2", "read", 5_000).await;
+    let deadlines: HashMap<String, i64> = rw.deadlines().await.into_iter().collect();
+    assert!((deadlines["c:1"] - first).abs() <= 2, "{deadlines:?} {first}");
+    assert!(!rw.fields().await.contains_key("solo"));
+    assert_eq!(rw.pexpiretime(&rw.leases).await, deadlines["c:1"]);
+    // A writer is refused while the first reader holds, and the lone writer after them
+    // expires with the hash.
+    assert_eq!(rw.acquire("c:w", "write", 100).await[0], 0);
+    rw.release("c:1").await;
+    rw.release("c:1").await;
+    rw.release("c:2").await;
+    assert_eq!(rw.acquire("c:w", "write", 100).await, [1, 0]);
+    assert_eq!(rw.acquire("c:r", "read", 10_000).await[0], 0, "the writer holds");
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    assert_eq!(rw.acquire("c:r", "read", 10_000).await, [1, 0], "it expired");
 }
 
 /// A release that lets in only a waiting writer says so, and keeps the `waiting` mark
