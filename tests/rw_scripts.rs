@@ -313,7 +313,10 @@ async fn a_lone_holders_deadline_is_the_hash_expiry_and_moves_to_the_set_with_a_
     // A second reader moves the first one's deadline into the set.
     rw.acquire("c:2", "read", 5_000).await;
     let deadlines: HashMap<String, i64> = rw.deadlines().await.into_iter().collect();
-    assert!((deadlines["c:1"] - first).abs() <= 2, "{deadlines:?} {first}");
+    assert!(
+        (deadlines["c:1"] - first).abs() <= 2,
+        "{deadlines:?} {first}"
+    );
     assert!(!rw.fields().await.contains_key("solo"));
     assert_eq!(rw.pexpiretime(&rw.leases).await, deadlines["c:1"]);
     // A writer is refused while the first reader holds, and the lone writer after them
@@ -323,9 +326,17 @@ async fn a_lone_holders_deadline_is_the_hash_expiry_and_moves_to_the_set_with_a_
     rw.release("c:1").await;
     rw.release("c:2").await;
     assert_eq!(rw.acquire("c:w", "write", 100).await, [1, 0]);
-    assert_eq!(rw.acquire("c:r", "read", 10_000).await[0], 0, "the writer holds");
+    assert_eq!(
+        rw.acquire("c:r", "read", 10_000).await[0],
+        0,
+        "the writer holds"
+    );
     tokio::time::sleep(std::time::Duration::from_millis(150)).await;
-    assert_eq!(rw.acquire("c:r", "read", 10_000).await, [1, 0], "it expired");
+    assert_eq!(
+        rw.acquire("c:r", "read", 10_000).await,
+        [1, 0],
+        "it expired"
+    );
 }
 
 /// A release that lets in only a waiting writer says so, and keeps the `waiting` mark
@@ -415,4 +426,31 @@ async fn the_semaphore_hot_paths_make_few_redis_calls() {
         calls["publish"] + 4,
         "{calls:?}"
     );
+}
+
+/// A lone reader's lease, kept as the hash's expiry, is what `inspect` shows.
+#[tokio::test]
+async fn inspect_shows_a_lone_readers_lease() {
+    use holdlock::{LockKind, LockOptions};
+    let client = common::connect(&common::url()).await;
+    let name = common::unique("rw-solo-inspect");
+    let options = LockOptions::new().lease(std::time::Duration::from_secs(20));
+    let reading = client
+        .read_lock_with(&name, options)
+        .await
+        .unwrap()
+        .unwrap();
+    let info = client
+        .inspect_kind(LockKind::ReadWrite, &name)
+        .await
+        .unwrap()
+        .expect("held");
+    let rw = info.read_write.expect("a read-write lock");
+    assert_eq!(rw.readers.len(), 1, "{rw:#?}");
+    let left = rw.readers[0].lease.expect("a lease");
+    assert!(
+        left > std::time::Duration::from_secs(18) && left <= std::time::Duration::from_secs(20),
+        "{left:?}"
+    );
+    reading.unlock().await.unwrap();
 }
