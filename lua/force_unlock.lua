@@ -40,7 +40,9 @@ if kind == 'mutex' then
   end
   redis.call('del', key)
 else
-  if redis.call('zcount', KEYS[2], '(' .. leases.now(), '+inf') == 0 then
+  -- (A read-write lock's lone holder, `solo`, is the hash's expiry: held while the
+  -- hash lasts.)
+  if not redis.call('hget', key, 'solo') and redis.call('zcount', KEYS[2], '(' .. leases.now(), '+inf') == 0 then
     return 0
   end
   redis.call('del', key, KEYS[2])

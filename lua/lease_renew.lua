@@ -10,6 +10,12 @@
 -- yet: it is dropped now. Returns 1 if the lease was extended, 0 if the holder holds
 -- nothing.
 local key, set, holder = KEYS[1], KEYS[2], ARGV[1]
+if redis.call('hget', key, 'solo') == holder then
+  -- A read-write lock's lone holder: its deadline is the hash's expiry (see
+  -- rw_acquire.lua).
+  redis.call('pexpire', key, ARGV[2])
+  return 1
+end
 local now = leases.now()
 leases.drop_expired(key, set, now)
 if redis.call('hexists', key, holder) == 0 then

@@ -31,7 +31,23 @@ function leases.wrong_type(keys)
   return nil
 end
 
--- Drops the holders of `hash` whose deadline in `set` has passed by `now`.
+-- The earliest deadline in `set` (KEYS[index]), false if it holds none; or nil and an
+-- error reply naming the key if it holds another type. A read, so call it before the
+-- first write. One ZRANGE tells whether anything is due to be dropped, so that a call
+-- that finds nothing expired (the usual case) pays for no purge.
+function leases.earliest(set, index)
+  local first = redis.pcall('zrange', set, 0, 0, 'WITHSCORES')
+  if first.err then
+    if string.sub(first.err, 1, 9) == 'WRONGTYPE' then
+      return nil, redis.error_reply('WRONGTYPE KEYS[' .. index .. '] ' .. set .. ' holds the wrong kind of value')
+    end
+    return nil, first
+  end
+  return first[2] and tonumber(first[2]) or false
+end
+
+-- Drops the holders of `hash` whose deadline in `set` has passed by `now`; returns
+-- them (a list, empty if none).
 function leases.drop_expired(hash, set, now)
   local gone = redis.call('zrangebyscore', set, '-inf', now)
   for _, holder in ipairs(gone) do
@@ -40,12 +56,35 @@ function leases.drop_expired(hash, set, now)
   if #gone > 0 then
     redis.call('zremrangebyscore', set, '-inf', now)
   end
+  return gone
 end
 
--- Sets `holder`'s deadline, and has both keys live until the latest deadline.
-function leases.hold_until(hash, set, holder, deadline)
-  redis.call('zadd', set, deadline, holder)
-  local last = tonumber(redis.call('zrange', set, -1, -1, 'WITHSCORES')[2])
-  redis.call('pexpireat', hash, last)
-  redis.call('pexpireat', set, last)
+-- Adds `holder` with `deadline` to `set` (KEYS[index]) as a script's first write, for
+-- a set whose type was not checked before: nil, or an error reply naming the key if
+-- it holds another type (nothing was written then).
+function leases.first_add(set, index, deadline, holder)
+  local added = redis.pcall('zadd', set, deadline, holder)
+  if type(added) == 'table' and added.err then
+    if string.sub(added.err, 1, 9) == 'WRONGTYPE' then
+      return redis.error_reply('WRONGTYPE KEYS[' .. index .. '] ' .. set .. ' holds the wrong kind of value')
+    end
+    return added
+  end
+  return nil
+end
+
+-- Sets `holder`'s deadline, and has both keys live until the latest deadline. `alone`
+-- says that the set held nobody else: the deadline is then the latest without asking.
+-- The keys already live until the latest deadline (every call that set one saw to
+-- that), so they are written only when this one is the latest. `added`: the deadline
+-- is in the set already (see leases.first_add).
+function leases.hold_until(hash, set, holder, deadline, alone, added)
+  if not added then
+    redis.call('zadd', set, deadline, holder)
+  end
+  if not alone and tonumber(redis.call('zrange', set, -1, -1, 'WITHSCORES')[2]) > deadline then
+    return
+  end
+  redis.call('pexpireat', hash, deadline)
+  redis.call('pexpireat', set, deadline)
 end

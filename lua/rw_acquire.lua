@@ -29,11 +29,36 @@
 -- Busy:         { 0, ms after which to ask again }
 -- Raises "WOULDDEADLOCK" when an owner holding only the read lock asks for the write
 -- lock; WRONGTYPE (naming the key) if a key holds another type.
+--
+-- A lone holder keeps its deadline as the hash's own expiry: the field `solo` names it,
+-- and the leases set is started only when a second holder comes (the lone holder's
+-- deadline, read from the hash's PTTL, goes in first). So an uncontended hold costs the
+-- mutex's calls: HMGET of every field that decides the call, HSET, PEXPIRE (3).
+-- Every redis.call costs the server a microsecond or two: with others holding, a fresh
+-- hold takes about 8 (HMGET, ZRANGE of the earliest deadline, TIME, HSET, ZADD, ZRANGE
+-- of the latest, PEXPIREAT of both keys; 3 more for the second holder, which starts the
+-- set); a refusal 4 (HMGET, TIME, PTTL, plus one HSET when it changes a mark, one
+-- HEXISTS when a writer is named, and a ZRANGE when the set is in use). Expired holders
+-- are dropped only when the earliest deadline has passed (see leases.lua). The `mode`
+-- field is there whenever someone holds (every fresh hold writes it, and only deleting
+-- the hash removes it), so a lock without it is free.
 local key, set, owner, mode = KEYS[1], KEYS[2], ARGV[1], ARGV[3]
 local lease, waits, patience = tonumber(ARGV[2]), ARGV[4] == 'wait', tonumber(ARGV[5])
-local wrong = leases.wrong_type({ KEYS[1], KEYS[2] })
-if wrong then
-  return wrong
+local field = mode == 'write' and owner .. ':w' or owner
+-- Everything that decides the call, in one read (a WRONGTYPE here names KEYS[1] and
+-- leaves nothing written).
+local function read()
+  return redis.call('hmget', key, field, 'writer', 'writer_waits', owner, 'waiting', 'mode', 'solo')
+end
+local fields = read()
+local solo = fields[7]
+-- The earliest deadline in the set, false if none (a lone holder's is not there).
+local earliest, wrong = false, nil
+if fields[6] and not solo then
+  earliest, wrong = leases.earliest(set, 2)
+  if earliest == nil then
+    return wrong
+  end
 end
 local floor
 if KEYS[3] then
@@ -45,22 +70,94 @@ if KEYS[3] then
     return failed
   end
 end
-local now = leases.now()
-leases.drop_expired(key, set, now)
-local field = mode == 'write' and owner .. ':w' or owner
-local function hold()
-  local count = redis.call('hincrby', key, field, 1)
-  if count == 1 and ARGV[6] and ARGV[6] ~= '' then
-    redis.call('hset', key, 'data:' .. field, ARGV[6])
+-- A free lock taken by a writer, or by a reader with no writer's mark: a lone hold.
+if not fields[6] and (mode == 'write' or not fields[3]) then
+  if fields[3] then
+    -- Other writers still waiting mark their wait again when they next ask.
+    redis.call('hdel', key, 'writer_waits')
   end
-  -- A nested hold never shortens the deadline an earlier one set.
-  local deadline = math.max(now + lease, tonumber(redis.call('zscore', set, field) or 0))
-  leases.hold_until(key, set, field, deadline)
+  local args = { 'hset', key, field, 1, 'mode', mode, 'solo', field }
+  if mode == 'write' then
+    args[#args + 1] = 'writer'
+    args[#args + 1] = owner
+  end
+  if ARGV[6] and ARGV[6] ~= '' then
+    args[#args + 1] = 'data:' .. field
+    args[#args + 1] = ARGV[6]
+  end
+  redis.call(unpack(args))
+  redis.call('pexpire', key, lease)
+  if floor then
+    return { 1, fencing.draw(key, KEYS[3], floor) }
+  end
+  return { 1, 0 }
+end
+local now = leases.now()
+if earliest and earliest <= now then
+  leases.drop_expired(key, set, now)
+  earliest = leases.earliest(set, 2)
+  fields = read()
+end
+local writer = fields[2]
+if writer and redis.call('hexists', key, writer .. ':w') == 0 then
+  -- The writer's hold expired (dropped above, or by another script's purge).
+  redis.call('hdel', key, 'writer', 'token')
+  writer = false
+end
+if fields[1] then
+  -- A re-entry. A nested hold never shortens the deadline an earlier one set.
+  local count = redis.call('hincrby', key, field, 1)
+  if solo == field then
+    if lease > redis.call('pttl', key) then
+      redis.call('pexpire', key, lease)
+    end
+    return { count, 0 }
+  end
+  local deadline = now + lease
+  if deadline > tonumber(redis.call('zscore', set, field) or 0) then
+    leases.hold_until(key, set, field, deadline, false)
+  end
   return { count, 0 }
 end
-local function refuse(retry)
-  if waits then
-    redis.call('hset', key, 'waiting', 1)
+-- A fresh hold of this side: its count, data and the fields `also` names, in one HSET.
+local function take(also)
+  local deadline = now + lease
+  if solo then
+    -- A second holder: the lone holder's deadline starts the set (its first write
+    -- checks the set's type).
+    local solo_deadline = now + math.max(redis.call('pttl', key), 1)
+    local failed = leases.first_add(set, 2, solo_deadline, solo)
+    if failed then
+      return failed
+    end
+    redis.call('pexpireat', set, solo_deadline)
+    redis.call('hdel', key, 'solo')
+    earliest = solo_deadline
+  elseif not fields[6] then
+    local failed = leases.first_add(set, 2, deadline, field)
+    if failed then
+      return failed
+    end
+  end
+  local args = { 'hset', key, field, 1 }
+  for _, value in ipairs(also) do
+    args[#args + 1] = value
+  end
+  if ARGV[6] and ARGV[6] ~= '' then
+    args[#args + 1] = 'data:' .. field
+    args[#args + 1] = ARGV[6]
+  end
+  redis.call(unpack(args))
+  leases.hold_until(key, set, field, deadline, earliest == false, not fields[6] and not solo)
+  return { 1, 0 }
+end
+local function refuse(retry, marks)
+  if waits and not fields[5] then
+    marks[#marks + 1] = 'waiting'
+    marks[#marks + 1] = 1
+  end
+  if #marks > 0 then
+    redis.call('hset', key, unpack(marks))
   end
   local pttl = redis.call('pttl', key)
   if pttl < 0 or (retry and retry < pttl) then
@@ -68,42 +165,30 @@ local function refuse(retry)
   end
   return { 0, math.max(pttl, 1) }
 end
-if redis.call('hexists', key, field) == 1 then
-  return hold()
-end
-local writer = redis.call('hget', key, 'writer')
-if writer and redis.call('hexists', key, writer .. ':w') == 0 then
-  -- The writer's hold expired.
-  redis.call('hdel', key, 'writer')
-  writer = nil
-end
-local held = redis.call('zcard', set) > 0
+local writer_waits = tonumber(fields[3] or 0)
 if mode == 'read' then
   if writer == owner then
-    return hold()
+    -- Reading inside one's own write hold.
+    return take({})
   end
-  local writer_waits = tonumber(redis.call('hget', key, 'writer_waits') or 0)
   if writer or writer_waits > now then
-    return refuse(writer_waits > now and writer_waits - now or nil)
+    return refuse(writer_waits > now and writer_waits - now or nil, {})
   end
-  redis.call('hset', key, 'mode', 'read')
-  return hold()
+  return take({ 'mode', 'read' })
 end
-if redis.call('hexists', key, owner) == 1 then
+if fields[4] then
   return redis.error_reply('WOULDDEADLOCK')
 end
-if not held then
-  -- Other writers still waiting mark their wait again when they next ask.
-  redis.call('hdel', key, 'writer_waits')
-  redis.call('hset', key, 'mode', 'write', 'writer', owner)
-  local granted = hold()
-  if floor then
+if not earliest and not solo then
+  if fields[3] then
+    -- Other writers still waiting mark their wait again when they next ask.
+    redis.call('hdel', key, 'writer_waits')
+  end
+  local granted = take({ 'mode', 'write', 'writer', owner })
+  if floor and granted[1] then
     granted[2] = fencing.draw(key, KEYS[3], floor)
   end
   return granted
 end
-if waits then
-  redis.call('hset', key, 'writer_waits', now + patience)
-end
 -- Ask again well within the patience, so that readers stay out while this waits.
-return refuse(math.floor(patience / 3))
+return refuse(math.floor(patience / 3), waits and { 'writer_waits', now + patience } or {})

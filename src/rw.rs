@@ -12,15 +12,18 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use crate::client::{Forever, GiveUp, LockClient, within_budget};
 use crate::engine::{Attempt, HoldClaim};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::held::{Held, Sealed};
 use crate::hold::LocalHolder;
-use crate::keys::{Kind, rw_names};
+use crate::keys::{Kind, LockNames, rw_names};
 use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
+use crate::waiting::Listening;
 
 impl LockClient {
     /// Takes the read side of the read-write lock `name`, waiting as long as it takes.
@@ -313,15 +316,98 @@ impl LockClient {
             other => {
                 let first_try = !matches!(other, LocalHolder::Other);
                 return self
-                    .wait_in_line(&names, &owner, options, give_up, first_try)
+                    .wait_for_side(&names, &owner, options, give_up, first_try)
                     .await;
             }
         };
         if let Attempt::Granted(claim) = engine.acquire(&names, &owner, &options, direct).await? {
             return Ok(Ok(claim));
         }
-        self.wait_in_line(&names, &owner, options, give_up, true)
+        self.wait_for_side(&names, &owner, options, give_up, true)
             .await
+    }
+
+    /// Takes a side afresh, waiting until `give_up`: a writer lines up behind this
+    /// client's other callers of the lock (only the head asks Redis), a reader does not
+    /// (see [`wait_alongside`](Self::wait_alongside)). A single try asks once.
+    async fn wait_for_side<D: GiveUp>(
+        &self,
+        names: &Arc<LockNames>,
+        owner: &str,
+        options: ResolvedOptions,
+        give_up: D,
+        first_try: bool,
+    ) -> Result<Result<HoldClaim, D::GaveUp>> {
+        if names.kind == Kind::Read && !options.is_single_try() {
+            return self.wait_alongside(names, owner, options, give_up).await;
+        }
+        self.wait_in_line(names, owner, options, give_up, first_try)
+            .await
+    }
+
+    /// A reader's wait: readers share the lock, so each asks Redis when it comes and
+    /// again at every release message (all of this client's waiting readers at once),
+    /// instead of one at a time in line: after a writer leaves, every waiting reader
+    /// is back in within one round trip, not one round trip each. Writer preference
+    /// stays Redis's: while a writer waits, each new reader is refused once and sleeps
+    /// until a release lets someone in (or the writer's mark runs out).
+    async fn wait_alongside<D: GiveUp>(
+        &self,
+        names: &Arc<LockNames>,
+        owner: &str,
+        options: ResolvedOptions,
+        give_up: D,
+    ) -> Result<Result<HoldClaim, D::GaveUp>> {
+        let engine = self.engine();
+        let ticket = engine.waiting().join(&names.key);
+        let waiting = async {
+            loop {
+                // Registered before the attempt, so that a release between its refusal
+                // and the sleep below still wakes it.
+                let released = ticket.any_release();
+                let (messages, refused) = ticket.sharers_refused();
+                if let Some(until) = refused {
+                    // Another reader here was refused and sleeps (subscribed): so would
+                    // this one be. It sleeps with it instead of asking.
+                    tokio::select! {
+                        () = released => {}
+                        () = tokio::time::sleep_until(give_up.cap(until)) => {}
+                    }
+                    if let Some(gave_up) = give_up.passed() {
+                        return Ok(Err(gave_up));
+                    }
+                    continue;
+                }
+                let pttl = match engine.acquire(names, owner, &options, None).await? {
+                    Attempt::Granted(claim) => return Ok(Ok(claim)),
+                    Attempt::Busy { pttl, .. } => pttl,
+                };
+                if let Some(gave_up) = give_up.passed() {
+                    return Ok(Err(gave_up));
+                }
+                let mut nap = pttl.unwrap_or(options.lease());
+                match give_up.until(ticket.subscribe()).await {
+                    Ok(Ok(Listening::Now)) => continue,
+                    Ok(Ok(Listening::Already)) => {}
+                    Ok(Ok(Listening::Not(retry))) => nap = nap.min(retry),
+                    Ok(Err(error)) => return Err(error),
+                    Err(gave_up) => return Ok(Err(gave_up)),
+                }
+                let wake = Instant::now() + nap.max(Duration::from_millis(1));
+                ticket.sharer_refused(messages, wake);
+                tokio::select! {
+                    () = released => {}
+                    () = tokio::time::sleep_until(give_up.cap(wake)) => {}
+                }
+            }
+        };
+        // `shutdown` ends the wait wherever it is (an acquire in flight is settled as
+        // if cancelled).
+        tokio::select! {
+            biased;
+            () = ticket.closed() => Err(LockError::Shutdown),
+            result = waiting => result,
+        }
     }
 }
 

@@ -126,7 +126,19 @@ struct Room {
     node: Mutex<Option<fred::types::config::Server>>,
     /// Waiters woken only by a message that names them (a fair lock's), by owner id.
     named: Mutex<Vec<(String, Arc<Named>)>>,
+    /// Woken, all at once, by every release message: waiters who
+    /// share the lock (the readers of a read-write lock) and so do not line up (see
+    /// [`Ticket::any_release`]).
+    sharers: Notify,
+    /// Until when a sharer refused since the last release message sleeps (a sharer that
+    /// comes meanwhile need not ask, see [`Ticket::sharers_refused`]), and how many
+    /// messages have come (a refusal that was answered before the last one is stale).
+    sharers_refused: Mutex<(u64, Option<Instant>)>,
 }
+
+/// What a release message of a read-write lock that lets in only a writer starts with
+/// (`writer <ms>`, see `lua/rw_release.lua`): waiting readers sleep on for `<ms>`.
+const FOR_WRITERS: &[u8] = b"writer";
 
 impl Room {
     /// Wakes the head waiter (or the next to become head), to try at once unless
@@ -134,6 +146,14 @@ impl Room {
     fn wake(&self, for_another: bool) {
         self.for_another.store(for_another, Ordering::Release);
         self.released.notify_one();
+    }
+
+    /// Wakes every waiter who shares the lock, to ask again.
+    fn wake_sharers(&self) {
+        let mut refused = self.sharers_refused.lock();
+        *refused = (refused.0 + 1, None);
+        drop(refused);
+        self.sharers.notify_waiters();
     }
 }
 
@@ -260,11 +280,25 @@ impl Waiting {
             Some(waiter) => waiter.hand(wait),
             None => room.wake(self.names_another_client(message)),
         }
+        match wait.filter(|_| owner == FOR_WRITERS) {
+            // A writer's mark keeps sharers out for `wait` ms more: they sleep on.
+            Some(wait) => {
+                let until = Instant::now() + Duration::from_millis(wait);
+                let mut refused = room.sharers_refused.lock();
+                *refused = (refused.0 + 1, Some(until));
+                drop(refused);
+                room.sharers.notify_waiters();
+            }
+            None => room.wake_sharers(),
+        }
     }
 
-    /// Wakes the head waiter of every lock.
+    /// Wakes the head waiter of every lock, and every waiter who shares one.
     fn wake_all(&self) {
-        self.rooms.lock().values().for_each(|room| room.wake(false));
+        self.rooms.lock().values().for_each(|room| {
+            room.wake(false);
+            room.wake_sharers();
+        });
     }
 
     /// Enters the waiting room of the lock at `key`, whose releases are told on
@@ -444,6 +478,35 @@ impl Ticket<'_> {
             if !self.room.for_another.swap(false, Ordering::AcqRel) {
                 return;
             }
+        }
+    }
+
+    /// Resolves at the next release message of the lock (or reconnection), for a waiter
+    /// who shares the lock and so does not wait for its turn: every such waiter is woken
+    /// by every message. Call it before the attempt whose refusal it waits after: a
+    /// message that comes between the two is not missed.
+    pub(crate) fn any_release(&self) -> tokio::sync::futures::Notified<'_> {
+        self.room.sharers.notified()
+    }
+
+    /// Until when the sharers refused since the last release message that woke them
+    /// sleep, if it is later than now: a sharer that comes meanwhile would be refused
+    /// as well, and can sleep without asking (woken with them).
+    /// Also the count of messages so far, to hand to
+    /// [`sharer_refused`](Self::sharer_refused) after an attempt made now.
+    pub(crate) fn sharers_refused(&self) -> (u64, Option<Instant>) {
+        let (messages, until) = *self.room.sharers_refused.lock();
+        (messages, until.filter(|until| *until > Instant::now()))
+    }
+
+    /// Records that a subscribed sharer was refused and sleeps until `until` at the
+    /// latest (see [`sharers_refused`](Self::sharers_refused)), unless a release message
+    /// came since the attempt (the `messages` count read before it): the refusal may
+    /// be stale then.
+    pub(crate) fn sharer_refused(&self, messages: u64, until: Instant) {
+        let mut refused = self.room.sharers_refused.lock();
+        if refused.0 == messages {
+            refused.1 = Some(refused.1.map_or(until, |earlier| earlier.min(until)));
         }
     }
 

@@ -29,6 +29,9 @@ const CLAIM: &str = "claim";
 const MODE: &str = "mode";
 const WRITER: &str = "writer";
 const WRITER_WAITS: &str = "writer_waits";
+/// A read-write lock's lone holder, whose deadline is the hash's expiry (see
+/// `lua/rw_acquire.lua`).
+const SOLO: &str = "solo";
 const PERMITS: &str = "permits";
 
 /// What a field of a lock's hash ends with when it counts write holds
@@ -182,15 +185,20 @@ fn split_wait(member: &str) -> (&str, Option<u64>) {
 /// each with its deadline in the lock's leases; a holder past its deadline is left
 /// out.
 fn read_write(snapshot: &Snapshot) -> Result<ReadWriteInfo> {
-    let reserved = [TOKEN, WAITING, MODE, WRITER, WRITER_WAITS];
+    let reserved = [TOKEN, WAITING, MODE, WRITER, WRITER_WAITS, SOLO];
+    let solo = snapshot.field(SOLO);
     let mut writer = None;
     let mut readers = Vec::new();
     for (field, count) in &snapshot.fields {
         if reserved.contains(&field.as_str()) || field.starts_with(DATA) {
             continue;
         }
-        let Some(lease) = lease_left(snapshot, field) else {
-            continue;
+        let lease = match solo {
+            Some(solo) if solo == field => snapshot.ttl,
+            _ => match lease_left(snapshot, field) {
+                Some(lease) => lease,
+                None => continue,
+            },
         };
         let hold_count = number(field, count)?;
         match field.strip_suffix(WRITE_HOLDS) {
