@@ -359,7 +359,7 @@ impl LockClient {
         give_up: D,
     ) -> Result<Result<HoldClaim, D::GaveUp>> {
         let engine = self.engine();
-        let ticket = engine.waiting().join(&names.key);
+        let ticket = engine.waiting().join(&names.key, names.release_channel());
         let waiting = async {
             loop {
                 // Registered before the attempt, so that a release between its refusal
