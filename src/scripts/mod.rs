@@ -20,8 +20,9 @@ use fred::util::redis_keyslot;
 use tokio::time::Instant;
 
 use crate::error::{Cause, LockError, Result, classify};
-use crate::keys::LockNames;
+use crate::keys::{LockNames, clients_key};
 use crate::options::ResolvedOptions;
+use crate::waiting::HandOff;
 
 mod election;
 mod fair;
@@ -179,8 +180,15 @@ impl Scripts {
                 decimal(held.min(2)),
             ]
         };
+        let clients = clients_key(key);
         let reply = self
-            .eval(client, &self.release, &[key], &args, Delivery::AtMostOnce)
+            .eval(
+                client,
+                &self.release,
+                &[key, &clients],
+                &args,
+                Delivery::AtMostOnce,
+            )
             .await?;
         remaining_count(&reply)
     }
@@ -477,6 +485,8 @@ fn decimal(number: impl Into<u64>) -> Value {
 #[derive(Debug, Clone)]
 pub(crate) struct AcquireCall<'a> {
     key: &'a str,
+    /// The queue of waiting clients beside it.
+    clients: String,
     /// Given only when a fencing token is to be drawn.
     token_key: Option<String>,
     owner: &'a str,
@@ -485,6 +495,8 @@ pub(crate) struct AcquireCall<'a> {
     waits: bool,
     /// Data to keep with a fresh hold.
     data: Option<&'a str>,
+    /// What the caller's client knows of the hand-off (see `lua/acquire.lua`).
+    hand_off: HandOff,
 }
 
 impl<'a> AcquireCall<'a> {
@@ -492,11 +504,13 @@ impl<'a> AcquireCall<'a> {
     pub(crate) fn of(names: &'a LockNames, owner: &'a str, options: &'a ResolvedOptions) -> Self {
         Self {
             key: &names.key,
+            clients: names.clients_key(),
             token_key: options.fenced.then(|| names.token_key()),
             owner,
             lease_ms: options.lease_ms,
             waits: !options.is_single_try(),
             data: options.data.as_deref(),
+            hand_off: options.hand_off,
         }
     }
 
@@ -506,8 +520,8 @@ impl<'a> AcquireCall<'a> {
 
     fn keys(&self) -> KeyList<'_> {
         match &self.token_key {
-            Some(token_key) => KeyList::Two([self.key, token_key]),
-            None => KeyList::One([self.key]),
+            Some(token_key) => KeyList::Three([self.key, &self.clients, token_key]),
+            None => KeyList::Two([self.key, &self.clients]),
         }
     }
 
@@ -517,11 +531,15 @@ impl<'a> AcquireCall<'a> {
             // A single try: a refusal need not have the next release publish.
             args.push(Value::from_static_str("try"));
         }
-        if let Some(data) = self.data {
+        let hints = self.hand_off.hints();
+        if self.data.is_some() || !hints.is_empty() {
             if self.waits {
                 args.push(Value::from_static_str("wait"));
             }
-            args.push(data.into());
+            args.push(data_argument(self.data));
+        }
+        if !hints.is_empty() {
+            args.push(Value::from_static_str(hints));
         }
         args
     }
@@ -529,8 +547,8 @@ impl<'a> AcquireCall<'a> {
 
 /// The keys of one script call, without a `Vec`.
 enum KeyList<'a> {
-    One([&'a str; 1]),
     Two([&'a str; 2]),
+    Three([&'a str; 3]),
 }
 
 impl<'a> std::ops::Deref for KeyList<'a> {
@@ -538,8 +556,8 @@ impl<'a> std::ops::Deref for KeyList<'a> {
 
     fn deref(&self) -> &Self::Target {
         match self {
-            Self::One(keys) => keys,
             Self::Two(keys) => keys,
+            Self::Three(keys) => keys,
         }
     }
 }

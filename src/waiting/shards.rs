@@ -25,7 +25,7 @@ use fred::types::config::Server;
 use fred::util::redis_keyslot;
 use tokio::time::MissedTickBehavior;
 
-use super::{Room, Waiting};
+use super::{Due, Room, Waiting};
 use crate::keys::release_channel;
 
 /// How often the slot map is re-read while shard channels are subscribed.
@@ -97,7 +97,7 @@ impl Waiting {
                 tracing::debug!(%error, %channel, "could not subscribe again");
             }
             drop(state);
-            room.wake(false);
+            room.wake(Due::Now { named: false });
         }
     }
 }
