@@ -16,11 +16,14 @@
 -- ARGV[4]  data to keep with a fresh hold (field `data:<owner>`, shown by inspect),
 --          or empty for none; it goes with the hold (the key is deleted with the
 --          last release)
--- ARGV[5]  hand-off hints (optional, mutex waits only): "q" if the caller's client
---          has more waiters for this lock, so a grant queues the client again (at the
---          back) and marks the lock; "f" if the release just named the caller's
---          client, so a refusal (another caller took the lock first) queues it at the
---          front rather than the back
+-- ARGV[5]  hand-off hints (optional, mutex waits only, given with every attempt
+--          after a waiter's first): "q" if the caller's client has more waiters for
+--          this lock, so a grant queues the client again at the back (moving it there
+--          if it was still queued) and marks the lock; "d" if it has none, so a grant
+--          takes the client off the queue (it may have been granted without being
+--          named: by a backup's or a fallback's attempt); "f" if the release just
+--          named the caller's client, so a refusal (another caller took the lock
+--          first) queues it at the front rather than the back
 --
 -- A hold the caller already has is raised by `reenter.lua` instead.
 --
@@ -108,8 +111,10 @@ if fenced then
   end
 end
 -- Queued again at once if more of the client's waiters want the lock: its next head
--- then waits for its name without asking first (see src/waiting.rs).
+-- then waits for its name without asking first (see src/waiting.rs). Else a waiter's
+-- grant takes the client off the queue: nobody of it waits any more.
 local requeue = string.find(hints, 'q', 1, true) ~= nil
+local dequeue = string.find(hints, 'd', 1, true) ~= nil
 local place = requeue and place_in_queue(false)
 -- A field of ours still here is a hold the caller already gave up as lost (its lease
 -- was about to run out, so its guards did not release it): start over.
@@ -120,7 +125,10 @@ end
 redis.call('pexpire', key, lease)
 if requeue then
   redis.call('hset', key, 'waiting', '1')
-  queue(place, tonumber(lease))
+  redis.call('zadd', clients, place, client)
+  redis.call('pexpire', clients, 3 * tonumber(lease))
+elseif dequeue then
+  redis.call('zrem', clients, client)
 end
 if not fenced then
   return { 1, 0 }

@@ -273,6 +273,8 @@ impl LockClient {
         let first_turn = ticket.try_turn();
         let mut busy = None;
         if first_turn.is_some() {
+            // What a room kept from earlier waiters heard is answered by this attempt.
+            ticket.asking();
             match self.engine.acquire(names, owner, &options, None).await? {
                 Attempt::Granted(claim) => return Ok(Ok(claim)),
                 Attempt::Busy { pttl, .. } => busy = Some(pttl),
@@ -302,7 +304,7 @@ impl LockClient {
                     None => {
                         ticket.asking();
                         if mutex {
-                            options.hand_off = HandOff {
+                            options.hand_off = HandOff::Waited {
                                 requeue: ticket.waiters() > 1,
                                 front: named,
                             };
@@ -312,7 +314,7 @@ impl LockClient {
                 };
                 let pttl = match attempt {
                     Attempt::Granted(claim) => {
-                        if options.hand_off.requeue {
+                        if options.hand_off.requeues() {
                             ticket.queued_again();
                         }
                         return Ok(Ok(claim));

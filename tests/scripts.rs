@@ -410,6 +410,12 @@ async fn waiting_clients_queue_once_each_and_a_release_names_the_first() {
     assert!(more.is_err(), "published for a hold nobody waited for");
     assert_eq!(lock.queued().await, ["z", "w", "x"]);
 
+    // A grant for a client with no more waiters takes it off the queue (it may have
+    // been granted without being named).
+    assert_eq!(lock.acquire_hinted("w:1", "d").await, [1, 0]);
+    assert_eq!(lock.queued().await, ["z", "x"]);
+    assert_eq!(lock.release("w:1").await, 0);
+
     // An empty queue (expired) names nobody.
     let _: i64 = lock.redis.del(lock.clients.as_str()).await.unwrap();
     lock.acquire("y:1", 10_000, false).await;
