@@ -30,8 +30,9 @@
 -- Tokens are drawn as fencing.lua says.
 --
 -- Every redis.call costs about a microsecond of the server's time: a free lock takes
--- 3 (PTTL, HSET, PEXPIRE), a busy one 2 (PTTL, HGETALL of its few fields), plus the
--- queue's 3 (ZRANGE, ZADD, PEXPIRE) and an HSET of the mark when it is not set yet.
+-- 4 (PTTL, HSET, PEXPIRE, and EXISTS of the queue), a busy one 2 (PTTL, HGETALL of
+-- its few fields), plus the queue's 3 (ZRANGE, ZADD, PEXPIRE) and an HSET of the mark
+-- when it is not set yet.
 --
 -- Waiting clients, not waiters, are queued (see src/waiting.rs): a client's waiters
 -- line up locally and only the head asks, so a client is queued once however many
@@ -127,8 +128,15 @@ if requeue then
   redis.call('hset', key, 'waiting', '1')
   redis.call('zadd', clients, place, client)
   redis.call('pexpire', clients, 3 * tonumber(lease))
-elseif dequeue then
-  redis.call('zrem', clients, client)
+else
+  if dequeue then
+    redis.call('zrem', clients, client)
+  end
+  -- Clients still queued wait for this hold's release to name the next of them:
+  -- mark it, or nobody would tell them (they sleep until named).
+  if redis.call('exists', clients) == 1 then
+    redis.call('hset', key, 'waiting', '1')
+  end
 end
 if not fenced then
   return { 1, 0 }

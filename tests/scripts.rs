@@ -264,7 +264,8 @@ async fn the_hot_paths_make_the_fewest_redis_calls() {
     };
     server.command(&["CONFIG", "RESETSTAT"]).unwrap();
     lock.acquire("a", 10_000, false).await;
-    calls(&[("pttl", 1), ("hset", 1), ("pexpire", 1)]);
+    // EXISTS: is a client queued, to be told of the release?
+    calls(&[("pttl", 1), ("hset", 1), ("pexpire", 1), ("exists", 1)]);
     assert_eq!(lock.reenter("a", 0).await, 2);
     calls(&[("hincrby", 1)]);
     assert_eq!(lock.release_hinted("a", 2).await, 1);
@@ -277,7 +278,14 @@ async fn the_hot_paths_make_the_fewest_redis_calls() {
     let queued = [("zrange", 1), ("zadd", 1)];
     calls(
         &[
-            [("pttl", 2), ("hset", 2), ("pexpire", 2), ("hgetall", 1)].as_slice(),
+            [
+                ("pttl", 2),
+                ("hset", 2),
+                ("pexpire", 2),
+                ("hgetall", 1),
+                ("exists", 1),
+            ]
+            .as_slice(),
             &queued,
         ]
         .concat(),
@@ -403,18 +411,25 @@ async fn waiting_clients_queue_once_each_and_a_release_names_the_first() {
     assert_eq!(lock.release("x:2").await, 0);
     assert_eq!(next(&mut messages).await, "y,z,w");
 
-    // A release nobody waited for publishes nothing and leaves the queue alone.
-    lock.acquire("y:1", 10_000, false).await;
-    assert_eq!(lock.release("y:1").await, 0);
-    let more = tokio::time::timeout(std::time::Duration::from_millis(200), messages.recv()).await;
-    assert!(more.is_err(), "published for a hold nobody waited for");
-    assert_eq!(lock.queued().await, ["z", "w", "x"]);
+    // A grant while clients are queued (one that was not named, say) marks the lock,
+    // so that its release names the next client queued: they sleep until named.
+    lock.acquire("v:1", 10_000, false).await;
+    assert_eq!(lock.release("v:1").await, 0);
+    assert_eq!(next(&mut messages).await, "z,w,x");
+    assert_eq!(lock.queued().await, ["w", "x"]);
 
     // A grant for a client with no more waiters takes it off the queue (it may have
     // been granted without being named).
     assert_eq!(lock.acquire_hinted("w:1", "d").await, [1, 0]);
-    assert_eq!(lock.queued().await, ["z", "x"]);
+    assert_eq!(lock.queued().await, ["x"]);
     assert_eq!(lock.release("w:1").await, 0);
+    assert_eq!(next(&mut messages).await, "x");
+
+    // A release nobody waited for, with nobody queued, publishes nothing.
+    lock.acquire("y:1", 10_000, false).await;
+    assert_eq!(lock.release("y:1").await, 0);
+    let more = tokio::time::timeout(std::time::Duration::from_millis(200), messages.recv()).await;
+    assert!(more.is_err(), "published for a hold nobody waited for");
 
     // An empty queue (expired) names nobody.
     let _: i64 = lock.redis.del(lock.clients.as_str()).await.unwrap();
