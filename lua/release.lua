@@ -1,6 +1,7 @@
 -- release.lua: drop one hold of a reentrant hash lock.
 --
 -- KEYS[1]  lock key
+-- KEYS[2]  the queue of waiting clients (see acquire.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  "spublish" to tell the release channel (KEYS[1] .. ":released", in the
 --          key's slot) as a shard channel (Redis 7.0+); else PUBLISH
@@ -10,10 +11,17 @@
 -- The lease is left as it is: the acquisition or the watchdog's last renewal set it,
 -- and that is what the holder counts on.
 --
--- The channel is told only if someone was refused the lock while this hold had it
--- (acquire.lua sets the field `waiting`): a lock nobody waited for is released with
--- two calls (HMGET, DEL) and sends nothing to subscribers or, on a cluster, replicas.
--- The message is the mark: the client the lock is handed to next.
+-- The channel is told only if someone was refused the lock while this hold had it,
+-- or the holder's client has more waiters (acquire.lua sets the field `waiting`): a
+-- lock nobody waited for is released with two calls (HMGET, DEL) and sends nothing to
+-- subscribers or, on a cluster, replicas, and does not read the queue.
+--
+-- The message names the client the lock is handed to: the first of the queue, taken
+-- off it (its head waiter asks at once; if more of its waiters remain, its grant
+-- queues it again at the back). The next clients of the queue follow as backups, in
+-- order, comma-separated ("<first>,<second>,<third>"): each asks after a delay that
+-- grows with its rank, in case the first is gone (src/waiting.rs). An empty message
+-- (the queue expired) names nobody: every waiting client asks.
 --
 -- Returns the owner's remaining hold count (0: the key was deleted and any waiters
 -- told), or -1 if the owner holds nothing.
@@ -46,6 +54,10 @@ end
 -- `token` and `waiting` fields with it).
 redis.call('del', key)
 if waiting then
-  redis.call(ARGV[2] == 'spublish' and 'spublish' or 'publish', key .. ':released', waiting)
+  local named = redis.call('zrange', KEYS[2], 0, 2)
+  if named[1] then
+    redis.call('zrem', KEYS[2], named[1])
+  end
+  redis.call(ARGV[2] == 'spublish' and 'spublish' or 'publish', key .. ':released', table.concat(named, ','))
 end
 return 0

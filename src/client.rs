@@ -15,7 +15,7 @@ use crate::hold::LocalHolder;
 use crate::keys::{Kind, LockNames};
 use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
-use crate::waiting::Listening;
+use crate::waiting::{HandOff, Listening};
 
 /// A handle to Redis for taking reentrant, self-renewing locks.
 ///
@@ -289,11 +289,18 @@ impl LockClient {
         let first_turn = ticket.try_turn();
         let mut busy = None;
         if first_turn.is_some() {
+            // What a room kept from earlier waiters heard is answered by this attempt.
+            ticket.asking();
             match self.engine.acquire(names, owner, &options, None).await? {
                 Attempt::Granted(claim) => return Ok(Ok(claim)),
                 Attempt::Busy { pttl, .. } => busy = Some(pttl),
             }
         }
+        // A mutex's waiting clients queue in Redis (see `waiting.rs`): an attempt tells
+        // `acquire.lua` what this client knows of the hand-off. (Redisson's layout has
+        // no queue: every release wakes each client's head.)
+        let mutex = names.kind == Kind::Mutex && names.compat == crate::Compat::Holdlock;
+        let mut options = options;
         let waiting = async {
             let _turn = match first_turn {
                 Some(turn) => turn,
@@ -302,13 +309,33 @@ impl LockClient {
                     Err(gave_up) => return Ok(Err(gave_up)),
                 },
             };
+            // A grant that queued this client again for this waiter: its name comes
+            // with a release, so wait for it without asking first.
+            if ticket.take_queued() && busy.is_none() {
+                busy = Some(None);
+            }
+            let mut named = false;
             loop {
                 let attempt = match busy.take() {
                     Some(pttl) => Attempt::Busy { pttl, place: None },
-                    None => self.engine.acquire(names, owner, &options, None).await?,
+                    None => {
+                        ticket.asking();
+                        if mutex {
+                            options.hand_off = HandOff::Waited {
+                                requeue: ticket.waiters() > 1,
+                                front: named,
+                            };
+                        }
+                        self.engine.acquire(names, owner, &options, None).await?
+                    }
                 };
                 let pttl = match attempt {
-                    Attempt::Granted(claim) => return Ok(Ok(claim)),
+                    Attempt::Granted(claim) => {
+                        if options.hand_off.requeues() {
+                            ticket.queued_again();
+                        }
+                        return Ok(Ok(claim));
+                    }
                     Attempt::Busy { pttl, .. } => pttl,
                 };
                 if let Some(gave_up) = give_up.passed() {
@@ -318,6 +345,7 @@ impl LockClient {
                 // subscription would be missed, so a fresh subscription tries again
                 // first. One lost in transit is tried again soon.
                 let mut nap = pttl.unwrap_or(options.lease());
+                named = false;
                 match give_up.until(ticket.subscribe()).await {
                     Ok(Ok(Listening::Now)) => continue,
                     Ok(Ok(Listening::Already)) => {}
@@ -327,7 +355,7 @@ impl LockClient {
                 }
                 let holder_expires = Instant::now() + nap.max(Duration::from_millis(1));
                 tokio::select! {
-                    () = ticket.released() => {}
+                    first = ticket.released() => named = first,
                     () = tokio::time::sleep_until(give_up.cap(holder_expires)) => {}
                 }
             }

@@ -221,6 +221,11 @@ impl LockNames {
         }
     }
 
+    /// The mutex's queue of waiting clients (see `lua/acquire.lua`).
+    pub(crate) fn clients_key(&self) -> String {
+        clients_key(&self.key)
+    }
+
     /// The key of the last fencing token issued for this lock (see `lua/acquire.lua`;
     /// in Redisson's layout, `RFencedLock`'s counter).
     pub(crate) fn token_key(&self) -> String {
@@ -253,16 +258,22 @@ fn leases_key_of(key: &str) -> String {
     [key, LEASES].concat()
 }
 
+/// The queue of waiting clients beside the mutex's hash `key` (see `lua/acquire.lua`).
+pub(crate) fn clients_key(key: &str) -> String {
+    [key, CLIENTS].concat()
+}
+
 /// The queue and the waiters' liveness beside the fair lock's hash `key`.
 fn queue_keys_of(key: &str) -> [String; 2] {
     [[key, QUEUE].concat(), [key, ALIVE].concat()]
 }
 
 /// What follows a hash's key in the names of its holders' leases, a fair lock's queue
-/// and its waiters' liveness.
+/// and its waiters' liveness, and a mutex's queue of waiting clients.
 const LEASES: &str = ":leases";
 const QUEUE: &str = ":queue";
 const ALIVE: &str = ":alive";
+const CLIENTS: &str = ":clients";
 
 /// The kinds of lock, as the operator calls take them
 /// ([`LockClient::inspect_kind`](crate::LockClient::inspect_kind),

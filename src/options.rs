@@ -423,6 +423,7 @@ impl LockOptions {
                 None => client.max_hold,
             },
             fair_wait: None,
+            hand_off: crate::waiting::HandOff::default(),
             data: match &self.data {
                 Some(data) if data.len() > MAX_DATA_LEN => {
                     return Err(LockError::InvalidOption {
@@ -456,6 +457,9 @@ pub(crate) struct ResolvedOptions {
     pub(crate) fair_wait: Option<u64>,
     /// Data to keep with a fresh hold (see [`LockOptions::data`]).
     pub(crate) data: Option<Arc<str>>,
+    /// A mutex wait's attempt: what its client knows of the hand-off (set per attempt
+    /// by `wait_in_line`, see `src/waiting.rs`).
+    pub(crate) hand_off: crate::waiting::HandOff,
 }
 
 /// How long past its wait a call with a wait may take to return when Redis does not

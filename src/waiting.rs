@@ -17,27 +17,49 @@
 //!
 //! # Handing the lock to another client
 //!
-//! A release message wakes the head waiter of every client subscribed to it, and they
-//! race. The race is not fair: on a `current_thread` runtime it goes the same way
-//! every time (each wake-up passes through the same chain of tasks, served in the same
-//! order), and every client that waits always has a waiter ready to ask (the holder's
-//! next local waiter becomes head the moment the hold is granted). Two clients of one
-//! process taking turns on a busy lock, 16 tasks each, saw one of them get every hold
-//! for as long as it had tasks asking (seconds), the other's head refused each time,
-//! its attempt about a hundred microseconds behind.
+//! A mutex's waiting *clients*, not its waiters, queue in Redis (the sorted set beside
+//! the lock, see `lua/acquire.lua`): a client whose head is refused is queued once,
+//! at the back, however many of its tasks wait. A release takes the first client off
+//! the queue and names it in its message, followed by the next two as backups
+//! (`lua/release.lua`). Every client subscribed hears the message, but only the
+//! named client's head asks at once; the others keep sleeping:
 //!
-//! So the mark names a client, and the message carries it (see `lua/acquire.lua`): the
-//! first client refused during the hold, except that any other client replaces the
-//! holder's own. The named client's head asks at once; the heads of other clients
-//! give it [`HEAD_START`] first (less if a message for their own client, or for
-//! nobody in particular, comes meanwhile). If the named client's waiter is gone, the
-//! others lose that head start once; if it is slower than the head start, another
-//! client may win, the named client is refused, and since it is not the holder's
-//! client it is named again on the next release. A client that waits is therefore
-//! handed the lock within a few holds however busy the lock is. When three or more
-//! clients wait at once, the heads that were not named ask after the head start in a
-//! random order (it lasts up to twice [`HEAD_START`], at random), so the next name
-//! falls on each of them in turn at random rather than always on the same one.
+//! - the first backup asks after a *step*, the second after two, in case the named
+//!   client is gone or no longer waits (a client is queued until it is named, even if
+//!   its waiters give up meanwhile);
+//! - a client the message does not name asks after [`FALLBACK`] and four steps, in
+//!   case all three named are gone.
+//!
+//! The step is twice the usual time between two release messages of the lock (the
+//! hold and the hand-off; a moving average kept by each room), at least
+//! [`BACKUP_DELAY`] and at most [`MAX_STEP`]: a backup that asked before the named
+//! client's hold was over would only be refused.
+//!
+//! A newer message replaces the delays of an older one (the lock changed hands
+//! meanwhile, so the older one was answered), except a wake-up that is due already;
+//! one that is due stays until the head takes it. A backup that asks while the named
+//! client holds the lock is refused (it stays queued) and sleeps again, so a hold
+//! longer than those delays costs a refused attempt per backup, and per waiting
+//! client once it outlasts [`FALLBACK`]: never more than one per waiting client, as
+//! every release did before clients were queued.
+//!
+//! A waiter's attempts after its first say what the client knows ([`HandOff`]). A
+//! client granted the lock while more of its waiters wait is queued again at the back
+//! in the same script, and its next head then waits for its name without asking
+//! first: a hand-off costs the grant and the release, two scripts, however many
+//! clients wait. A client granted the lock with no more waiters is taken off the
+//! queue (it may have been granted without being named, by a backup's or a
+//! fallback's attempt: left queued, it would be named with nobody waiting, and each
+//! such release would wait for a backup). A client named by a release but beaten to
+//! the lock (a caller that was not waiting asked in between) is queued at the front,
+//! so that it is named by the next release.
+//!
+//! Messages that name nobody (an empty queue, `force_unlock`, a reconnection, or a
+//! release of another kind of lock) wake every client's head at once.
+//!
+//! A waiting room that empties keeps its subscription for [`LINGER`] (200 ms) before
+//! it unsubscribes, so that a task that comes back between two critical sections
+//! finds it subscribed and, once refused, sleeps without asking again.
 //!
 //! # Subscriptions that are lost
 //!
@@ -80,10 +102,22 @@ use crate::keys::keys_of_channel;
 
 mod shards;
 
-/// How long a waiter lets another client's waiter ask first, after a release message
-/// that hands the lock to that client (see the module docs); plus up to as much again
-/// at random, so that the waiters of several other clients ask in a random order.
-const HEAD_START: Duration = Duration::from_millis(5);
+/// The shortest step: how long after a release message the head of a client named as
+/// its first backup asks at the soonest (the second backup twice as long), in case
+/// the named client does not take the lock (see the module docs).
+const BACKUP_DELAY: Duration = Duration::from_millis(10);
+
+/// The longest step (also the longest gap the average counts: a backup's own delay
+/// must not lengthen the next step without bound).
+const MAX_STEP: Duration = Duration::from_millis(100);
+
+/// How long after a release message (plus four steps) the head of a client the
+/// message does not name asks, in case none of the clients it names takes the lock.
+const FALLBACK: Duration = Duration::from_millis(250);
+
+/// How long an emptied waiting room keeps its subscription, for a waiter of this
+/// client that comes back soon.
+const LINGER: Duration = Duration::from_millis(200);
 
 /// How soon a waiter whose subscription failed in transit tries again (unless the
 /// subscriber's reconnection, or the holder's lease, wakes it sooner).
@@ -118,8 +152,14 @@ struct Room {
     turn: tokio::sync::Mutex<()>,
     /// Woken by a release message (stores one permit if nobody waits yet).
     released: Notify,
-    /// Whether the last release message handed the lock to another client.
-    for_another: AtomicBool,
+    /// When the head should ask again, after the release messages heard so far.
+    due: Mutex<Due>,
+    /// The last release message's arrival, and the moving average of the time between
+    /// two (see [`Room::step`]).
+    pace: Mutex<Option<(Instant, Duration)>>,
+    /// Set by a grant that queued this client again for its next waiter
+    /// ([`HandOff::requeue`]): the next head waits for its name without asking.
+    queued: AtomicBool,
     /// The release channel's subscription; the lock serialises SUBSCRIBE and UNSUBSCRIBE.
     channel: tokio::sync::Mutex<Channel>,
     /// For a shard channel: the cluster node it was subscribed on.
@@ -141,10 +181,13 @@ struct Room {
 const FOR_WRITERS: &[u8] = b"writer";
 
 impl Room {
-    /// Wakes the head waiter (or the next to become head), to try at once unless
-    /// `for_another` client (see [`Ticket::released`]).
-    fn wake(&self, for_another: bool) {
-        self.for_another.store(for_another, Ordering::Release);
+    /// Has the head waiter (or the next to become head) ask when `due` says (see
+    /// [`Ticket::released`]).
+    fn wake(&self, due: Due) {
+        {
+            let mut current = self.due.lock();
+            *current = current.merge(due);
+        }
         self.released.notify_one();
     }
 
@@ -154,6 +197,113 @@ impl Room {
         *refused = (refused.0 + 1, None);
         drop(refused);
         self.sharers.notify_waiters();
+    }
+}
+
+impl Room {
+    /// Records a release message heard `now`, and returns the backups' step: twice
+    /// the average time between two messages (an eighth of each new gap), within
+    /// [`BACKUP_DELAY`] and [`MAX_STEP`].
+    fn step(&self, now: Instant) -> Duration {
+        let mut pace = self.pace.lock();
+        let average = match *pace {
+            Some((last, average)) => {
+                let gap = now.saturating_duration_since(last).min(MAX_STEP);
+                average - average / 8 + gap / 8
+            }
+            None => Duration::ZERO,
+        };
+        *pace = Some((now, average));
+        (average * 2).clamp(BACKUP_DELAY, MAX_STEP)
+    }
+}
+
+/// When a room's head should ask again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum Due {
+    /// No release heard since the head last asked.
+    #[default]
+    Idle,
+    /// At once; `named`: the release named this client first.
+    Now { named: bool },
+    /// At this time, unless a newer message says otherwise.
+    At(Instant),
+}
+
+impl Due {
+    /// What is due after `self` when a newer message says `newer`: a wake-up due at
+    /// once stays; a later one gives way to the newer message.
+    fn merge(self, newer: Due) -> Due {
+        match (self, newer) {
+            (Due::Now { named }, Due::Now { named: also }) => Due::Now {
+                named: named || also,
+            },
+            (now @ Due::Now { .. }, _) => now,
+            (_, newer) => newer,
+        }
+    }
+
+    /// What a release message `text` (`lua/release.lua`: client ids, comma-separated,
+    /// the first to hand the lock to, then its backups) means for `client`.
+    fn of_message(text: &[u8], client: Uuid, now: Instant, step: Duration) -> Due {
+        let mut rank = 0u32;
+        for part in text.split(|&byte| byte == b',') {
+            match Uuid::try_parse_ascii(part) {
+                Ok(id) if id == client => {
+                    return match rank {
+                        0 => Due::Now { named: true },
+                        rank => Due::At(now + step * rank),
+                    };
+                }
+                Ok(_) => rank += 1,
+                // Not a list of clients (a message naming nobody): everyone asks.
+                Err(_) => return Due::Now { named: false },
+            }
+        }
+        Due::At(now + FALLBACK + step * 4)
+    }
+}
+
+/// What a mutex waiter's attempt tells `lua/acquire.lua` about the hand-off (its
+/// ARGV[5]; see the module docs). The default, for a first attempt, says nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum HandOff {
+    /// A first attempt: the client is not known to be queued.
+    #[default]
+    First,
+    /// A waiter's later attempt: a grant queues the client again (at the back) if
+    /// `requeue` (more of its waiters wait), else takes it off the queue; if `front`
+    /// (the last release named this client), a refusal queues it at the front.
+    Waited { requeue: bool, front: bool },
+}
+
+impl HandOff {
+    /// The hints as `lua/acquire.lua` reads them (empty for none).
+    pub(crate) fn hints(self) -> &'static str {
+        match self {
+            HandOff::First => "",
+            HandOff::Waited {
+                requeue: true,
+                front: false,
+            } => "q",
+            HandOff::Waited {
+                requeue: false,
+                front: false,
+            } => "d",
+            HandOff::Waited {
+                requeue: true,
+                front: true,
+            } => "qf",
+            HandOff::Waited {
+                requeue: false,
+                front: true,
+            } => "df",
+        }
+    }
+
+    /// Whether a grant queues the client again.
+    pub(crate) fn requeues(self) -> bool {
+        matches!(self, HandOff::Waited { requeue: true, .. })
     }
 }
 
@@ -239,16 +389,6 @@ impl Waiting {
         waiting
     }
 
-    /// Whether a release message hands the lock to another client than this one (see
-    /// `lua/acquire.lua`). Messages that name no client (`force_unlock`) hand it to
-    /// nobody in particular.
-    fn names_another_client(&self, message: &fred::types::Value) -> bool {
-        message
-            .as_bytes()
-            .and_then(|name| Uuid::try_parse_ascii(name).ok())
-            .is_some_and(|client| client != self.client)
-    }
-
     /// Hands a release message on `channel` on, in the room of each lock told there
     /// (Redisson's layout gives two names one channel).
     fn dispatch(&self, channel: &str, message: &fred::types::Value) {
@@ -278,7 +418,11 @@ impl Waiting {
         };
         match named {
             Some(waiter) => waiter.hand(wait),
-            None => room.wake(self.names_another_client(message)),
+            None => {
+                let now = Instant::now();
+                let step = room.step(now);
+                room.wake(Due::of_message(text, self.client, now, step));
+            }
         }
         match wait.filter(|_| owner == FOR_WRITERS) {
             // A writer's mark keeps sharers out for `wait` ms more: they sleep on.
@@ -295,8 +439,9 @@ impl Waiting {
 
     /// Wakes the head waiter of every lock, and every waiter who shares one.
     fn wake_all(&self) {
+        let now = Due::Now { named: false };
         self.rooms.lock().values().for_each(|room| {
-            room.wake(false);
+            room.wake(now);
             room.wake_sharers();
         });
     }
@@ -378,6 +523,17 @@ impl Waiting {
         let key = key.to_owned();
         let room = Arc::clone(room);
         tokio::spawn(async move {
+            // Kept a while for a waiter of this client that comes back soon (a task
+            // between two sections): it then finds the channel subscribed, and need
+            // not subscribe and ask again.
+            let mut closed = waiting.closed.subscribe();
+            tokio::select! {
+                () = tokio::time::sleep(LINGER) => {}
+                _ = closed.wait_for(|closed| *closed) => {}
+            }
+            if *room.members.lock() > 0 {
+                return;
+            }
             let mut state = room.channel.lock().await;
             if state.sent && *room.members.lock() == 0 {
                 let channel = &room.release_channel;
@@ -397,16 +553,6 @@ impl Waiting {
             forget(&mut rooms, key, room);
         }
     }
-}
-
-/// A random duration shorter than `limit` (not for cryptography: std's hasher keys).
-fn random_below(limit: Duration) -> Duration {
-    use std::hash::{BuildHasher, Hasher};
-    let random = std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish();
-    let limit = u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX).max(1);
-    Duration::from_nanos(random % limit)
 }
 
 /// Removes `room` from `rooms` unless another room has taken its place meanwhile.
@@ -461,22 +607,43 @@ impl Ticket<'_> {
         }
     }
 
-    /// Resolves when this waiter should try again after a release message (or at once
-    /// for a stored one). A message that hands the lock to another client first gives
-    /// that client's waiter [`HEAD_START`] to ask, unless a message for this client,
-    /// or for anyone, comes sooner.
-    pub(crate) async fn released(&self) {
-        self.room.released.notified().await;
-        if !self.room.for_another.swap(false, Ordering::AcqRel) {
-            return;
-        }
-        let go = Instant::now() + HEAD_START + random_below(HEAD_START);
-        while tokio::time::timeout_at(go, self.room.released.notified())
-            .await
-            .is_ok()
-        {
-            if !self.room.for_another.swap(false, Ordering::AcqRel) {
-                return;
+    /// Resolves when this waiter should ask again after the release messages heard
+    /// (at once for one heard before): at once if a message named this client first,
+    /// or nobody in particular; after a delay if it named this client as a backup, or
+    /// named other clients only, unless a newer message says otherwise (see the module
+    /// docs). Returns whether a message named this client first.
+    ///
+    /// # Cancel safety
+    /// What is due stays with the room until a call returns it, so a waiter dropped
+    /// here leaves it to the next head.
+    pub(crate) async fn released(&self) -> bool {
+        loop {
+            let notified = self.room.released.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let at = {
+                let mut due = self.room.due.lock();
+                match *due {
+                    Due::Now { named } => {
+                        *due = Due::Idle;
+                        return named;
+                    }
+                    Due::At(at) if at <= Instant::now() => {
+                        *due = Due::Idle;
+                        return false;
+                    }
+                    Due::At(at) => Some(at),
+                    Due::Idle => None,
+                }
+            };
+            match at {
+                Some(at) => {
+                    tokio::select! {
+                        () = tokio::time::sleep_until(at) => {}
+                        () = &mut notified => {}
+                    }
+                }
+                None => notified.await,
             }
         }
     }
@@ -508,6 +675,28 @@ impl Ticket<'_> {
         if refused.0 == messages {
             refused.1 = Some(refused.1.map_or(until, |earlier| earlier.min(until)));
         }
+    }
+
+    /// Forgets the release messages heard so far: the head is about to ask, and its
+    /// answer covers them.
+    pub(crate) fn asking(&self) {
+        *self.room.due.lock() = Due::Idle;
+    }
+
+    /// How many waiters of this client are in the room, this one included.
+    pub(crate) fn waiters(&self) -> usize {
+        *self.room.members.lock()
+    }
+
+    /// Records that a grant queued this client again for its other waiters.
+    pub(crate) fn queued_again(&self) {
+        self.room.queued.store(true, Ordering::Release);
+    }
+
+    /// Whether a grant queued this client again since the last call: the head then
+    /// waits for its name without asking first.
+    pub(crate) fn take_queued(&self) -> bool {
+        self.room.queued.swap(false, Ordering::AcqRel)
     }
 
     /// Has release messages that name `owner` wake the returned waiter (and no other

@@ -152,7 +152,14 @@ async fn held_locks_survive_their_slots_moving_to_another_primary() {
 
     let (renewed_source, renewed_target) = owner_and_other(cluster, &renewed_key);
     move_slot(cluster, renewed_source, renewed_target, &[&renewed_key]);
-    move_slot(cluster, waited_source, waited_target, &[&waited_key]);
+    // The lock and its queue of waiting clients (the waiter's refusal queued it).
+    let waited_clients = format!("{waited_key}:clients");
+    move_slot(
+        cluster,
+        waited_source,
+        waited_target,
+        &[&waited_key, &waited_clients],
+    );
     let moved_pttl = common::integer(&renewed_target.query(&["PTTL", &renewed_key]).unwrap());
     // Two renewal periods (lease / 3) and a slot check later...
     tokio::time::sleep(short * 2 / 3 + Duration::from_millis(500)).await;

@@ -32,6 +32,8 @@ const FAIR_LEAVE: &str = concat!(
 struct Lock {
     redis: fred::clients::Client,
     key: String,
+    /// The queue of waiting clients beside the lock (see `lua/acquire.lua`).
+    clients: String,
     token_key: String,
     channel: String,
 }
@@ -46,6 +48,7 @@ impl Lock {
         Self {
             redis: common::raw(url).await,
             key: common::key(&name),
+            clients: format!("{}:clients", common::key(&name)),
             token_key: common::token_key(&name),
             channel: common::release_channel(&name),
         }
@@ -53,12 +56,28 @@ impl Lock {
 
     /// `acquire.lua`: a fresh acquisition, drawing a token if `fenced`.
     async fn acquire(&self, owner: &str, lease_ms: i64, fenced: bool) -> Vec<i64> {
-        let mut keys = vec![self.key.clone()];
+        let mut keys = vec![self.key.clone(), self.clients.clone()];
         if fenced {
             keys.push(self.token_key.clone());
         }
         let args = vec![owner.to_owned(), lease_ms.to_string()];
         self.redis.eval(ACQUIRE, keys, args).await.unwrap()
+    }
+
+    /// `acquire.lua` for a waiting call with hand-off `hints` ("q", "f").
+    async fn acquire_hinted(&self, owner: &str, hints: &str) -> Vec<i64> {
+        let keys = vec![self.key.clone(), self.clients.clone()];
+        let args = vec![owner, "10000", "wait", "", hints];
+        self.redis.eval(ACQUIRE, keys, args).await.unwrap()
+    }
+
+    /// The queue of waiting clients, first first.
+    async fn queued(&self) -> Vec<String> {
+        let zrange = "return redis.call('zrange', KEYS[1], 0, -1)";
+        self.redis
+            .eval(zrange, self.clients.clone(), Vec::<String>::new())
+            .await
+            .unwrap()
     }
 
     /// `reenter.lua`; a lease of 0 is not sent, which leaves the lease alone.
@@ -80,10 +99,8 @@ impl Lock {
     /// `release.lua` with the caller's own count of its holds as the hint.
     async fn release_hinted(&self, owner: &str, held: u32) -> i64 {
         let args = vec![owner.to_owned(), "publish".to_owned(), held.to_string()];
-        self.redis
-            .eval(RELEASE, self.key.clone(), args)
-            .await
-            .unwrap()
+        let keys = vec![self.key.clone(), self.clients.clone()];
+        self.redis.eval(RELEASE, keys, args).await.unwrap()
     }
 
     async fn fields(&self) -> std::collections::HashMap<String, i64> {
@@ -146,11 +163,12 @@ async fn acquire_grants_and_reports_the_holders_ttl() {
         fields,
         [
             ("a".to_owned(), "2".to_owned()),
-            ("waiting".to_owned(), "b".to_owned())
+            ("waiting".to_owned(), "1".to_owned())
         ]
         .into(),
-        "the refusal left word that someone waits: b's client"
+        "the refusal left word that someone waits"
     );
+    assert_eq!(lock.queued().await, ["b"], "and queued b's client");
     let floor: i64 = lock.redis.exists(lock.token_key.as_str()).await.unwrap();
     assert_eq!(floor, 0, "no token key without fencing");
 }
@@ -246,7 +264,8 @@ async fn the_hot_paths_make_the_fewest_redis_calls() {
     };
     server.command(&["CONFIG", "RESETSTAT"]).unwrap();
     lock.acquire("a", 10_000, false).await;
-    calls(&[("pttl", 1), ("hset", 1), ("pexpire", 1)]);
+    // EXISTS: is a client queued, to be told of the release?
+    calls(&[("pttl", 1), ("hset", 1), ("pexpire", 1), ("exists", 1)]);
     assert_eq!(lock.reenter("a", 0).await, 2);
     calls(&[("hincrby", 1)]);
     assert_eq!(lock.release_hinted("a", 2).await, 1);
@@ -256,11 +275,39 @@ async fn the_hot_paths_make_the_fewest_redis_calls() {
 
     lock.acquire("a", 10_000, false).await;
     assert_eq!(lock.acquire("b", 10_000, false).await[0], 0);
-    calls(&[("pttl", 2), ("hset", 2), ("pexpire", 1), ("hgetall", 1)]);
+    let queued = [("zrange", 1), ("zadd", 1)];
+    calls(
+        &[
+            [
+                ("pttl", 2),
+                ("hset", 2),
+                ("pexpire", 2),
+                ("hgetall", 1),
+                ("exists", 1),
+            ]
+            .as_slice(),
+            &queued,
+        ]
+        .concat(),
+    );
     assert_eq!(lock.acquire("c", 10_000, false).await[0], 0);
-    calls(&[("pttl", 1), ("hgetall", 1)]); // the mark is written once
+    // The mark is written once; the client is queued (and the queue's expiry set).
+    calls(
+        &[
+            [("pttl", 1), ("hgetall", 1), ("pexpire", 1)].as_slice(),
+            &queued,
+        ]
+        .concat(),
+    );
     assert_eq!(lock.release_hinted("a", 1).await, 0);
-    calls(&[("hmget", 1), ("del", 1), ("publish", 1)]); // b waits: told
+    // b waits: told, its client taken off the queue.
+    calls(&[
+        ("hmget", 1),
+        ("del", 1),
+        ("zrange", 1),
+        ("zrem", 1),
+        ("publish", 1),
+    ]);
 }
 
 #[tokio::test]
@@ -299,44 +346,100 @@ async fn release_at_zero_publishes_on_the_channel() {
 }
 
 #[tokio::test]
-async fn the_mark_names_another_client_before_the_holders_own() {
-    // Owner ids are "<client>:<task>".
-    let lock = Lock::new("mark").await;
-    let mark = || async {
-        let mark: Option<String> = lock.redis.hget(lock.key.as_str(), "waiting").await.unwrap();
-        mark
-    };
+async fn waiting_clients_queue_once_each_and_a_release_names_the_first() {
+    use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
+    // Owner ids are "<client>:<task>"; the queue holds clients.
+    let lock = Lock::new("clients").await;
+    let config = fred::types::config::Config::from_url(&common::url()).unwrap();
+    let subscriber = fred::types::Builder::from_config(config)
+        .build_subscriber_client()
+        .unwrap();
+    subscriber.init().await.unwrap();
+    let mut messages = subscriber.message_rx();
+    subscriber.subscribe(lock.channel.as_str()).await.unwrap();
+    async fn next(messages: &mut tokio::sync::broadcast::Receiver<fred::types::Message>) -> String {
+        let message = tokio::time::timeout(std::time::Duration::from_secs(2), messages.recv());
+        message.await.unwrap().unwrap().value.as_string().unwrap()
+    }
+
     lock.acquire("x:1", 10_000, false).await;
     assert_eq!(lock.acquire("x:2", 10_000, false).await[0], 0);
-    assert_eq!(
-        mark().await.as_deref(),
-        Some("x"),
-        "the holder's own client"
-    );
     assert_eq!(lock.acquire("y:1", 10_000, false).await[0], 0);
-    assert_eq!(
-        mark().await.as_deref(),
-        Some("y"),
-        "another client replaces it"
-    );
     assert_eq!(lock.acquire("z:1", 10_000, false).await[0], 0);
     assert_eq!(lock.acquire("x:3", 10_000, false).await[0], 0);
-    assert_eq!(mark().await.as_deref(), Some("y"), "and keeps its place");
+    assert_eq!(lock.acquire("w:1", 10_000, false).await[0], 0);
+    assert_eq!(
+        lock.queued().await,
+        ["x", "y", "z", "w"],
+        "x keeps its place"
+    );
+    let ttl: i64 = lock.redis.pttl(lock.clients.as_str()).await.unwrap();
+    assert!(ttl > 20_000, "the queue outlives the hold: {ttl}");
     assert_eq!(lock.release("x:1").await, 0);
+    assert_eq!(
+        next(&mut messages).await,
+        "x,y,z",
+        "the first, then two backups"
+    );
+    assert_eq!(
+        lock.queued().await,
+        ["y", "z", "w"],
+        "the first is taken off"
+    );
 
-    // Another client refused first keeps its place too.
-    lock.acquire("x:1", 10_000, false).await;
-    assert_eq!(mark().await, None, "a fresh hold has no mark");
-    assert_eq!(lock.acquire("z:1", 10_000, false).await[0], 0);
-    assert_eq!(lock.acquire("x:2", 10_000, false).await[0], 0);
-    assert_eq!(lock.acquire("y:1", 10_000, false).await[0], 0);
-    assert_eq!(mark().await.as_deref(), Some("z"));
-    // A fenced hold's token is not taken for its holder.
-    assert_eq!(lock.release("x:1").await, 0);
-    lock.acquire("x:1", 10_000, true).await;
-    assert_eq!(lock.acquire("x:2", 10_000, false).await[0], 0);
-    assert_eq!(lock.acquire("y:1", 10_000, false).await[0], 0);
-    assert_eq!(mark().await.as_deref(), Some("y"));
+    // A single try is not queued.
+    lock.acquire("v:1", 10_000, false).await;
+    let keys = vec![lock.key.clone(), lock.clients.clone()];
+    let refused: Vec<i64> = lock
+        .redis
+        .eval(ACQUIRE, keys, vec!["u:1", "10000", "try"])
+        .await
+        .unwrap();
+    assert_eq!(refused[0], 0);
+    assert_eq!(lock.queued().await, ["y", "z", "w"]);
+
+    // A client named but beaten to the lock goes to the front.
+    assert_eq!(lock.acquire_hinted("x:2", "f").await[0], 0);
+    assert_eq!(lock.queued().await, ["x", "y", "z", "w"]);
+    assert_eq!(lock.release("v:1").await, 0);
+    assert_eq!(next(&mut messages).await, "x,y,z");
+
+    // A grant for a client with more waiters queues it again, at the back, and marks
+    // the lock so that its release names the next client.
+    assert_eq!(lock.acquire_hinted("x:2", "q").await, [1, 0]);
+    assert_eq!(lock.queued().await, ["y", "z", "w", "x"]);
+    assert_eq!(lock.release("x:2").await, 0);
+    assert_eq!(next(&mut messages).await, "y,z,w");
+
+    // A grant while clients are queued (one that was not named, say) marks the lock,
+    // so that its release names the next client queued: they sleep until named.
+    lock.acquire("v:1", 10_000, false).await;
+    assert_eq!(lock.release("v:1").await, 0);
+    assert_eq!(next(&mut messages).await, "z,w,x");
+    assert_eq!(lock.queued().await, ["w", "x"]);
+
+    // A grant for a client with no more waiters takes it off the queue (it may have
+    // been granted without being named).
+    assert_eq!(lock.acquire_hinted("w:1", "d").await, [1, 0]);
+    assert_eq!(lock.queued().await, ["x"]);
+    assert_eq!(lock.release("w:1").await, 0);
+    assert_eq!(next(&mut messages).await, "x");
+
+    // A release nobody waited for, with nobody queued, publishes nothing.
+    lock.acquire("y:1", 10_000, false).await;
+    assert_eq!(lock.release("y:1").await, 0);
+    let more = tokio::time::timeout(std::time::Duration::from_millis(200), messages.recv()).await;
+    assert!(more.is_err(), "published for a hold nobody waited for");
+
+    // An empty queue (expired) names nobody.
+    let _: i64 = lock.redis.del(lock.clients.as_str()).await.unwrap();
+    lock.acquire("y:1", 10_000, false).await;
+    lock.redis
+        .hset::<(), _, _>(lock.key.as_str(), ("waiting", "1"))
+        .await
+        .unwrap();
+    assert_eq!(lock.release("y:1").await, 0);
+    assert_eq!(next(&mut messages).await, "");
 }
 
 #[tokio::test]
@@ -497,13 +600,17 @@ async fn a_foreign_second_key_fails_the_script_before_anything_is_written() {
         .hset(lock.token_key.as_str(), ("someone", "else"))
         .await
         .unwrap();
-    let keys = vec![lock.key.clone(), lock.token_key.clone()];
+    let keys = vec![
+        lock.key.clone(),
+        lock.clients.clone(),
+        lock.token_key.clone(),
+    ];
     let error = lock
         .redis
         .eval::<Value, _, _, _>(ACQUIRE, keys, vec!["a", "10000"])
         .await
         .unwrap_err();
-    let named = format!("WRONGTYPE KEYS[2] {} ", lock.token_key);
+    let named = format!("WRONGTYPE KEYS[3] {} ", lock.token_key);
     assert!(error.details().starts_with(&named), "{error:?}");
     let exists: i64 = lock.redis.exists(lock.key.as_str()).await.unwrap();
     assert_eq!(exists, 0, "the fenced acquire wrote nothing");

@@ -310,3 +310,108 @@ async fn a_refused_try_leaves_no_mark_and_its_release_publishes_nothing() {
     assert!(marked, "a refused waiting call marks the lock");
     held.unlock().await.unwrap();
 }
+
+/// The scripts (EVAL and EVALSHA calls) `server` has run so far.
+fn scripts_run(server: &common::RedisServer) -> u64 {
+    server.command_calls("evalsha") + server.command_calls("eval")
+}
+
+/// Many clients of one process, a few tasks each, take one lock in turns: a release
+/// wakes only the client it names, so each acquisition costs its own script, the
+/// release's, and little more; not one attempt per waiting client (with every
+/// client's head asking on each release, this costs about ten times as much).
+#[tokio::test(flavor = "current_thread")]
+async fn many_clients_on_one_lock_cost_a_few_scripts_per_acquisition() {
+    const CLIENTS: usize = 24;
+    const TASKS: usize = 3;
+    const ROUNDS: usize = 5;
+    let server = common::RedisServer::start();
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        clients.push(LockClient::connect(&server.url()).await.unwrap());
+    }
+    let name = common::unique("crowd");
+    let before = scripts_run(&server);
+    let tasks: Vec<_> = clients
+        .iter()
+        .flat_map(|client| std::iter::repeat_n(client.clone(), TASKS))
+        .map(|client| {
+            let name = name.clone();
+            tokio::spawn(async move {
+                for _ in 0..ROUNDS {
+                    client.lock(&name).await.unwrap().unlock().await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(60), task)
+            .await
+            .expect("a task is stuck")
+            .unwrap();
+    }
+    let acquisitions = (CLIENTS * TASKS * ROUNDS) as f64;
+    let per_acquisition = (scripts_run(&server) - before) as f64 / acquisitions;
+    println!("{per_acquisition:.2} scripts per acquisition");
+    assert!(
+        per_acquisition <= 3.0,
+        "{per_acquisition:.2} scripts per acquisition (release included)"
+    );
+    for client in &clients {
+        client.shutdown().await;
+    }
+}
+
+/// Clients queued for a lock whose waiters then gave up are still named by releases
+/// (a client leaves the queue only when named): the clients queued behind them get
+/// the lock soon all the same, as backups or by the fallback, not once the holder's
+/// long lease would have run out.
+#[tokio::test(flavor = "multi_thread")]
+async fn clients_that_stopped_waiting_do_not_strand_the_others() {
+    let url = common::url();
+    for gone in [1, 4] {
+        let name = common::unique("gone");
+        let holder = LockClient::connect(&url).await.unwrap();
+        let held = holder.lock(&name).await.unwrap();
+        // `gone` clients queue, then give up.
+        let mut quitters = Vec::new();
+        for _ in 0..gone {
+            let quitter = LockClient::connect(&url).await.unwrap();
+            let waited = quitter
+                .lock_timeout(&name, Duration::from_millis(20))
+                .await
+                .unwrap();
+            assert!(waited.is_none());
+            quitters.push(quitter);
+        }
+        // One more queues behind them and keeps waiting.
+        let waiter = LockClient::connect(&url).await.unwrap();
+        let waiting = tokio::spawn({
+            let (waiter, name) = (waiter.clone(), name.clone());
+            async move {
+                let guard = waiter.lock(&name).await.unwrap();
+                (guard, Instant::now())
+            }
+        });
+        wait_for_subscribers(&holder, &name, 1).await;
+        // Its first attempt and subscription are done by now.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let released = Instant::now();
+        held.unlock().await.unwrap();
+        let (guard, granted) = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("the waiter was stranded")
+            .unwrap();
+        let waited = granted - released;
+        println!("behind {gone} gone: granted {waited:?} after the release");
+        assert!(
+            waited < Duration::from_millis(1_000),
+            "behind {gone} clients gone, granted {waited:?} after the release"
+        );
+        guard.unlock().await.unwrap();
+        for client in quitters.iter().chain([&holder, &waiter]) {
+            client.shutdown().await;
+        }
+    }
+}

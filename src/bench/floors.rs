@@ -55,7 +55,7 @@ impl ScriptsAlone {
             .acquire
             .evalsha(
                 &self.redis,
-                key,
+                vec![key.to_owned(), clients_key(key)],
                 vec![self.owner.as_str(), self.lease.as_str()],
             )
             .await?;
@@ -84,7 +84,7 @@ impl ScriptsAlone {
             .release
             .evalsha(
                 &self.redis,
-                key,
+                vec![key.to_owned(), clients_key(key)],
                 vec![self.owner.as_str(), "publish", hint.as_str()],
             )
             .await?;
@@ -94,6 +94,11 @@ impl ScriptsAlone {
             Err(format!("scripts alone: release left {remaining} of {held}").into())
         }
     }
+}
+
+/// The queue of waiting clients beside the lock `key` (as `src/keys.rs` names it).
+fn clients_key(key: &str) -> String {
+    format!("{key}:clients")
 }
 
 /// The tutorial lock: `SET NX PX` to take, compare-and-delete to release.

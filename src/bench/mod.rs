@@ -31,10 +31,11 @@
 //! - **W8 semaphore**: `workers` tasks over two clients on one semaphore of 5 permits,
 //!   each taking a permit `sections` times and holding it for `work`.
 //! - **W9 many clients** (by name only, not in [`Workload::ALL`]): 200 clients × 5
-//!   tasks on one lock, the mutex and the fair lock; scripts per acquisition.
+//!   tasks on one lock (on the bench's runtime, then on one `current_thread` runtime)
+//!   and 500 × 2, the mutex and the fair lock; scripts per acquisition.
 //!
 //! Files: `workloads.rs` runs W1–W4 (and W3f, W4f), `family.rs` W6, W7 and W1s,
-//! `fair.rs` W8, W9 and the lock kinds of W3/W3f and W4/W4f, `floors.rs` holds the
+//! `fair.rs` W8, `crowd.rs` W9, `exclusive.rs` the lock kinds of W3/W3f, W4/W4f and W9, `floors.rs` holds the
 //! bare lock and holdlock's scripts sent alone, `samples.rs` the timing helpers,
 //! `report.rs` the figures and their table and JSON.
 
@@ -46,9 +47,11 @@ use std::time::Duration;
 use fred::clients::Client;
 
 use crate::LockClient;
-use fair::Exclusive;
+use exclusive::Exclusive;
 use floors::BareLock;
 
+mod crowd;
+mod exclusive;
 mod fair;
 mod family;
 mod floors;

@@ -11,7 +11,7 @@ use fred::types::scripts::Script;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use super::fair::Exclusive;
+use super::exclusive::Exclusive;
 use super::floors::{BareLock, RELEASE_AND_PUBLISH, SCRIPTS_ALONE, ScriptsAlone, TRIVIAL};
 use super::samples::{Samples, alternate, millis, time_each};
 use super::{Bench, BenchError, BenchResult, Figure, Goal, Settings, Unit, Workload};

@@ -23,6 +23,7 @@ use crate::compat::Compat;
 use crate::error::{Cause, LockError, Result, classify};
 use crate::keys::LockNames;
 use crate::options::ResolvedOptions;
+use crate::waiting::HandOff;
 
 mod election;
 mod fair;
@@ -192,15 +193,13 @@ impl Scripts {
                 decimal(held.min(2)),
             ]
         };
-        // Redisson's release is told its channel, as Redisson's own unlock is.
-        let channel;
-        let keys = match self.compat {
-            Compat::Holdlock => KeyList::One([names.key.as_str()]),
-            Compat::Redisson => {
-                channel = names.release_channel();
-                KeyList::Two([names.key.as_str(), channel.as_str()])
-            }
+        // holdlock's release hands the lock to the first of the clients queued beside
+        // it; Redisson's is told its channel, as Redisson's own unlock is.
+        let second = match self.compat {
+            Compat::Holdlock => names.clients_key(),
+            Compat::Redisson => names.release_channel(),
         };
+        let keys = [names.key.as_str(), second.as_str()];
         let reply = self
             .eval(client, &self.release, &keys, &args, Delivery::AtMostOnce)
             .await?;
@@ -499,6 +498,9 @@ fn decimal(number: impl Into<u64>) -> Value {
 #[derive(Debug, Clone)]
 pub(crate) struct AcquireCall<'a> {
     key: &'a str,
+    /// The queue of waiting clients beside it (none in Redisson's layout, whose
+    /// waiters all ask at each release).
+    clients: Option<String>,
     /// Given only when a fencing token is to be drawn.
     token_key: Option<String>,
     owner: &'a str,
@@ -507,6 +509,8 @@ pub(crate) struct AcquireCall<'a> {
     waits: bool,
     /// Data to keep with a fresh hold.
     data: Option<&'a str>,
+    /// What the caller's client knows of the hand-off (see `lua/acquire.lua`).
+    hand_off: HandOff,
 }
 
 impl<'a> AcquireCall<'a> {
@@ -514,11 +518,13 @@ impl<'a> AcquireCall<'a> {
     pub(crate) fn of(names: &'a LockNames, owner: &'a str, options: &'a ResolvedOptions) -> Self {
         Self {
             key: &names.key,
+            clients: (names.compat == Compat::Holdlock).then(|| names.clients_key()),
             token_key: options.fenced.then(|| names.token_key()),
             owner,
             lease_ms: options.lease_ms,
             waits: !options.is_single_try(),
             data: options.data.as_deref(),
+            hand_off: options.hand_off,
         }
     }
 
@@ -527,9 +533,10 @@ impl<'a> AcquireCall<'a> {
     }
 
     fn keys(&self) -> KeyList<'_> {
-        match &self.token_key {
-            Some(token_key) => KeyList::Two([self.key, token_key]),
-            None => KeyList::One([self.key]),
+        match (&self.clients, &self.token_key) {
+            (Some(clients), Some(token_key)) => KeyList::Three([self.key, clients, token_key]),
+            (Some(other), None) | (None, Some(other)) => KeyList::Two([self.key, other]),
+            (None, None) => KeyList::One([self.key]),
         }
     }
 
@@ -539,11 +546,15 @@ impl<'a> AcquireCall<'a> {
             // A single try: a refusal need not have the next release publish.
             args.push(Value::from_static_str("try"));
         }
-        if let Some(data) = self.data {
+        let hints = self.hand_off.hints();
+        if self.data.is_some() || !hints.is_empty() {
             if self.waits {
                 args.push(Value::from_static_str("wait"));
             }
-            args.push(data.into());
+            args.push(data_argument(self.data));
+        }
+        if !hints.is_empty() {
+            args.push(Value::from_static_str(hints));
         }
         args
     }
@@ -553,6 +564,7 @@ impl<'a> AcquireCall<'a> {
 enum KeyList<'a> {
     One([&'a str; 1]),
     Two([&'a str; 2]),
+    Three([&'a str; 3]),
 }
 
 impl<'a> std::ops::Deref for KeyList<'a> {
@@ -562,6 +574,7 @@ impl<'a> std::ops::Deref for KeyList<'a> {
         match self {
             Self::One(keys) => keys,
             Self::Two(keys) => keys,
+            Self::Three(keys) => keys,
         }
     }
 }

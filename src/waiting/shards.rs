@@ -25,7 +25,7 @@ use fred::types::config::Server;
 use fred::util::redis_keyslot;
 use tokio::time::MissedTickBehavior;
 
-use super::{Room, Waiting};
+use super::{Due, Room, Waiting};
 
 /// How often the slot map is re-read while shard channels are subscribed.
 pub(super) const SLOT_CHECK: Duration = Duration::from_secs(1);
@@ -96,7 +96,7 @@ impl Waiting {
                 tracing::debug!(%error, %channel, "could not subscribe again");
             }
             drop(state);
-            room.wake(false);
+            room.wake(Due::Now { named: false });
         }
     }
 }
