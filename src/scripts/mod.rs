@@ -23,11 +23,14 @@ use crate::error::{Cause, LockError, Result, classify};
 use crate::keys::LockNames;
 use crate::options::ResolvedOptions;
 
+mod batch;
 mod election;
 mod fair;
 mod leases;
 mod operator;
 
+use batch::{RELEASE_MANY, RENEW_MANY};
+pub(crate) use batch::{Released, Renewed};
 pub(crate) use election::LeaderRecord;
 use fair::{FAIR_ACQUIRE, FAIR_LEAVE, FAIR_RELEASE};
 use leases::{LEASE_RENEW, RW_ACQUIRE, RW_RELEASE, SEM_ACQUIRE, SEM_AVAILABLE, SEM_RELEASE};
@@ -74,6 +77,8 @@ pub(crate) struct Scripts {
     reenter: Script,
     release: Script,
     renew: Script,
+    renew_many: Script,
+    release_many: Script,
     force_unlock: Script,
     fence: Script,
     inspect: Script,
@@ -108,6 +113,8 @@ impl Scripts {
             reenter: Script::from_lua(REENTER),
             release: Script::from_lua(RELEASE),
             renew: Script::from_lua(RENEW),
+            renew_many: Script::from_lua(RENEW_MANY),
+            release_many: Script::from_lua(RELEASE_MANY),
             force_unlock: Script::from_lua(FORCE_UNLOCK),
             fence: Script::from_lua(FENCE),
             inspect: Script::from_lua(INSPECT),
