@@ -47,79 +47,129 @@ use crate::protocol::Protocol;
 use crate::scripts::Renewed;
 
 /// How early a renewal may go out, to join others in one call: never late, at most
-/// this early.
-pub(crate) const EARLY: Duration = Duration::from_millis(50);
+/// this and a timer slot ([`TICK`]) early.
+pub(crate) const EARLY: Duration = Duration::from_millis(40);
 
 /// The most holds renewed in one script call.
 pub(crate) const BATCH: usize = 256;
 
-/// One hold's renewals, while the scheduler renews it.
+/// One hold's renewals, while the scheduler renews it. Kept small: a client holding a
+/// million locks keeps a million of these.
 #[derive(Debug)]
 struct Renewal {
     hold: Weak<Hold>,
     /// The hold's watchdog ticket (see `Hold::is_renewed_by`): a renewal whose hold was
     /// stopped, or booked again, is dropped.
     ticket: u64,
-    lease: Duration,
-    /// When the hold must be taken as lost unless a renewal lands first.
+    /// When the hold must be taken as lost unless a renewal lands first: a lost
+    /// deadline (see [`lost_deadline`]) after the exchange that set the lease Redis
+    /// has now was sent.
     expires: Instant,
-    /// When the exchange that set the lease Redis has now was sent.
-    renewed_at: Instant,
-    /// The hold reached its `max_hold`: it is not renewed again, and is marked lost
-    /// when this falls due (at `expires`).
-    stopping: bool,
+    /// The lease in milliseconds.
+    lease_ms: u64,
 }
 
 impl Renewal {
+    fn lease(&self) -> Duration {
+        Duration::from_millis(self.lease_ms)
+    }
+
+    /// When the exchange that set the lease Redis has now was sent.
+    fn renewed_at(&self) -> Instant {
+        let lease = self.lease();
+        self.expires
+            .checked_sub(lease - lease / 10)
+            .unwrap_or(self.expires)
+    }
+
     /// When the renewal falls due next: a period after `sent_at` (never before now),
     /// or at the deadline if that is sooner.
     fn next_due(&self, sent_at: Instant, now: Instant) -> Instant {
-        (sent_at + renewal_period(self.lease))
+        (sent_at + renewal_period(self.lease()))
             .max(now)
             .min(self.expires)
     }
 }
 
-/// The renewals waiting for their time, by when they fall due.
-#[derive(Debug, Default)]
+/// How finely the timers sort renewals: a renewal is filed in the slot of
+/// `TICK`-long time it falls due in, and goes out at that slot's start (early by less
+/// than a tick, never late).
+const TICK: Duration = Duration::from_millis(10);
+
+/// The renewals waiting for their time: a timing wheel of `TICK`-long slots (by slot
+/// number since `origin`), each a plain list. Filing and taking a renewal cost no
+/// search, and a million of them cost a list entry each.
+#[derive(Debug)]
 struct Timers {
-    due: BTreeMap<(Instant, u64), Renewal>,
-    /// Breaks ties between renewals due at the same instant.
-    sequence: u64,
+    origin: Instant,
+    slots: BTreeMap<u64, Vec<Renewal>>,
     /// When the scheduler is asleep, when it wakes: a renewal due before must wake it.
     sleeping_until: Option<Instant>,
 }
 
+impl Default for Timers {
+    fn default() -> Self {
+        Self {
+            origin: Instant::now(),
+            slots: BTreeMap::new(),
+            sleeping_until: None,
+        }
+    }
+}
+
 impl Timers {
-    /// Files `renewal` to fall due at `at`; whether the scheduler must wake for it.
-    fn insert(&mut self, at: Instant, renewal: Renewal) -> bool {
-        self.sequence += 1;
-        self.due.insert((at, self.sequence), renewal);
-        self.sleeping_until.is_some_and(|wake| at < wake)
+    /// The slot of `at` (the slot of `origin` for anything before it).
+    fn slot(&self, at: Instant) -> u64 {
+        let since = at.saturating_duration_since(self.origin);
+        u64::try_from(since.as_millis() / TICK.as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// Takes every renewal due by `by`.
+    /// When slot `slot` starts.
+    fn start_of(&self, slot: u64) -> Instant {
+        let ticks = u32::try_from(slot).unwrap_or(u32::MAX);
+        self.origin + TICK * ticks
+    }
+
+    /// Files `renewal` to go out at the start of the slot `at` falls in; whether the
+    /// scheduler must wake for it.
+    fn insert(&mut self, at: Instant, renewal: Renewal) -> bool {
+        let slot = self.slot(at);
+        self.slots.entry(slot).or_default().push(renewal);
+        self.sleeping_until
+            .is_some_and(|wake| self.start_of(slot) < wake)
+    }
+
+    /// Takes every renewal whose slot starts by `by`.
     fn take_due(&mut self, by: Instant) -> Vec<Renewal> {
         let mut taken = Vec::new();
-        while let Some(entry) = self.due.first_entry() {
-            if entry.key().0 > by {
+        let last = self.slot(by);
+        while let Some(entry) = self.slots.first_entry() {
+            if *entry.key() > last {
                 break;
             }
-            taken.push(entry.remove());
+            let slot = entry.remove();
+            if taken.is_empty() {
+                taken = slot;
+            } else {
+                taken.extend(slot);
+            }
         }
         taken
     }
 
     /// Makes every renewal due at `now`.
     fn all_due_now(&mut self, now: Instant) {
-        let all = std::mem::take(&mut self.due);
-        for renewal in all.into_values() {
-            self.insert(now, renewal);
-        }
+        let all: Vec<Renewal> = std::mem::take(&mut self.slots)
+            .into_values()
+            .flatten()
+            .collect();
+        self.slots.insert(self.slot(now), all);
     }
 
     fn next(&self) -> Option<Instant> {
-        self.due.first_key_value().map(|(&(at, _), _)| at)
+        self.slots
+            .first_key_value()
+            .map(|(&slot, _)| self.start_of(slot))
     }
 }
 
@@ -212,10 +262,8 @@ impl Watchdogs {
         let renewal = Renewal {
             hold: Arc::downgrade(hold),
             ticket,
-            lease,
             expires: lost_deadline(granted_at, lease),
-            renewed_at: granted_at,
-            stopping: false,
+            lease_ms: millis(lease),
         };
         self.file(first_renewal, renewal);
     }
@@ -246,7 +294,7 @@ impl Watchdogs {
         let epoch = self.reconnections.load(Ordering::Acquire);
         let clustered = self.renewer.redis().is_clustered();
         let mut by_slot: HashMap<u16, Vec<(Arc<Hold>, Renewal)>> = HashMap::new();
-        for mut renewal in due {
+        for renewal in due {
             let Some(hold) = renewal.hold.upgrade() else {
                 continue;
             };
@@ -254,26 +302,20 @@ impl Watchdogs {
                 continue;
             }
             if now >= renewal.expires {
-                let why = if renewal.stopping {
-                    "held longer than its max_hold; renewal stopped"
-                } else {
-                    "renewals failed until the lease was about to run out"
-                };
-                hold.mark_lost(why);
-                continue;
-            }
-            if renewal.stopping {
-                // Pulled early: it falls due at its deadline.
-                let at = renewal.expires;
-                self.file(at, renewal);
+                hold.mark_lost("renewals failed until the lease was about to run out");
                 continue;
             }
             if hold.renew_until().is_some_and(|until| now >= until) {
-                // Held for `max_hold`: let the lease run out, and say so before it does.
+                // Held for `max_hold`: let the lease run out, and say so before it does
+                // (at its deadline exactly, not a timer slot early or late).
                 tracing::warn!(lock = %hold.names.name, owner = %hold.owner, "held for its max_hold; the watchdog stops renewing it");
-                renewal.stopping = true;
-                let at = renewal.expires;
-                self.file(at, renewal);
+                let (expires, ticket) = (renewal.expires, renewal.ticket);
+                drop(tokio::spawn(async move {
+                    tokio::time::sleep_until(expires).await;
+                    if hold.is_renewed_by(ticket) {
+                        hold.mark_lost("held longer than its max_hold; renewal stopped");
+                    }
+                }));
                 continue;
             }
             let slot = if clustered {
@@ -302,14 +344,14 @@ impl Watchdogs {
         let sent_at = Instant::now();
         let deadline = batch
             .iter()
-            .map(|(_, renewal)| (sent_at + renewal_period(renewal.lease)).min(renewal.expires))
+            .map(|(_, renewal)| (sent_at + renewal_period(renewal.lease())).min(renewal.expires))
             .min()
             .unwrap_or(sent_at);
         let call = async {
             let _slot = self.slots.take().await;
             let holds: Vec<_> = batch
                 .iter()
-                .map(|(hold, renewal)| (&*hold.names, hold.owner.as_str(), millis(renewal.lease)))
+                .map(|(hold, renewal)| (&*hold.names, hold.owner.as_str(), renewal.lease_ms))
                 .collect();
             self.renewer.renew_many(&holds).await
         };
@@ -354,11 +396,12 @@ impl Watchdogs {
             Outcome::Landed(Renewed::WrongType) | Outcome::Failed(_) => "error",
             Outcome::TimedOut => "timeout",
         });
-        let lease = renewal.lease;
+        let lease = renewal.lease();
         match outcome {
             Outcome::Landed(Renewed::Extended) => {
                 // The lease left when this renewal landed, by the last one's clock.
-                let margin = (renewal.renewed_at + lease).saturating_duration_since(Instant::now());
+                let margin =
+                    (renewal.renewed_at() + lease).saturating_duration_since(Instant::now());
                 hold.record_margin(margin);
                 hold.lease_set_now(lease);
                 if margin < lease.mul_f64(self.at_risk_share) {
@@ -367,7 +410,6 @@ impl Watchdogs {
                          (the holder's runtime or Redis is too slow)"
                     ));
                 }
-                renewal.renewed_at = sent_at;
                 renewal.expires = lost_deadline(sent_at, lease);
             }
             // Released while the renewal was in flight: not a loss.

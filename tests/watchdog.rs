@@ -708,27 +708,43 @@ async fn every_kind_is_renewed_in_one_batch_and_a_broken_key_fails_only_its_own(
     let client = common::client_with_lease(&server.url(), lease).await;
     let first_grant = Instant::now();
     let mutex = client.lock(&common::unique("kinds-mutex")).await.unwrap();
-    let fair = client.fair_lock(&common::unique("kinds-fair")).await.unwrap();
+    let fair = client
+        .fair_lock(&common::unique("kinds-fair"))
+        .await
+        .unwrap();
     let permit = client
         .semaphore(common::unique("kinds-sem"), 2)
         .acquire()
         .await
         .unwrap();
     let read = client.read_lock(&common::unique("kinds-rw")).await.unwrap();
-    let write = client.write_lock(&common::unique("kinds-rw2")).await.unwrap();
+    let write = client
+        .write_lock(&common::unique("kinds-rw2"))
+        .await
+        .unwrap();
     let broken = client.lock(&common::unique("kinds-broken")).await.unwrap();
     assert!(first_grant.elapsed() < Duration::from_millis(300));
     server.query(&["CONFIG", "RESETSTAT"]).unwrap();
     assert_eq!(
         server
-            .query(&["SET", &common::key(broken.name()), "not a lock", "PX", "10000"])
+            .query(&[
+                "SET",
+                &common::key(broken.name()),
+                "not a lock",
+                "PX",
+                "10000"
+            ])
             .as_deref(),
         Ok("OK")
     );
     tokio::time::sleep_until((first_grant + Duration::from_millis(1_400)).into()).await;
     // (renewed, at risk, lost) of each hold of every kind.
     fn state<H: Held>(held: &H) -> (bool, bool, bool) {
-        (held.renewal_margin().is_some(), held.is_at_risk(), held.is_lost())
+        (
+            held.renewal_margin().is_some(),
+            held.is_at_risk(),
+            held.is_lost(),
+        )
     }
     let states = || {
         [
@@ -743,7 +759,10 @@ async fn every_kind_is_renewed_in_one_batch_and_a_broken_key_fails_only_its_own(
         assert!(renewed, "hold {index} was not renewed");
         assert!(!at_risk, "hold {index} is at risk");
     }
-    assert!(broken.is_at_risk(), "the broken hold's renewal did not fail");
+    assert!(
+        broken.is_at_risk(),
+        "the broken hold's renewal did not fail"
+    );
     assert!(!broken.is_lost(), "lost before its deadline");
     let calls = server.command_calls("evalsha");
     assert!(calls <= 2, "{calls} calls renewed 6 holds");
