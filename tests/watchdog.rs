@@ -735,7 +735,7 @@ async fn every_kind_is_renewed_in_one_batch_and_a_broken_key_fails_only_its_own(
                 "10000"
             ])
             .as_deref(),
-        Ok("OK")
+        Ok("+OK")
     );
     tokio::time::sleep_until((first_grant + Duration::from_millis(1_400)).into()).await;
     // (renewed, at risk, lost) of each hold of every kind.
