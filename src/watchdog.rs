@@ -362,6 +362,7 @@ impl Watchdogs {
                 Err(_) => Err(None),
             };
         let reconnected = self.reconnections.load(Ordering::Acquire) != epoch;
+        let mut next = Vec::with_capacity(batch.len());
         for (index, (hold, renewal)) in batch.into_iter().enumerate() {
             let outcome = match &replies {
                 Ok(replies) => match replies.get(index) {
@@ -371,12 +372,23 @@ impl Watchdogs {
                 Err(Some(error)) => Outcome::Failed(error.to_string()),
                 Err(None) => Outcome::TimedOut,
             };
-            self.landed(&hold, renewal, outcome, sent_at, reconnected);
+            next.extend(self.landed(&hold, renewal, outcome, sent_at, reconnected));
+        }
+        // Filed again together: one lock of the timers per batch.
+        let mut timers = self.timers.lock();
+        let mut wake = false;
+        for (at, renewal) in next {
+            wake |= timers.insert(at, renewal);
+        }
+        drop(timers);
+        if wake {
+            self.wake.notify_one();
         }
     }
 
     /// Records what one hold's renewal, sent at `sent_at`, came to, exactly as a
-    /// renewal of that hold alone would, and files its next one.
+    /// renewal of that hold alone would; returns its next renewal and when it is due,
+    /// unless the hold is renewed no more.
     fn landed(
         &self,
         hold: &Arc<Hold>,
@@ -384,10 +396,10 @@ impl Watchdogs {
         outcome: Outcome,
         sent_at: Instant,
         reconnected: bool,
-    ) {
+    ) -> Option<(Instant, Renewal)> {
         if !hold.is_renewed_by(renewal.ticket) {
             // Stopped (released, lost) while the renewal was in flight.
-            return;
+            return None;
         }
         #[cfg(feature = "metrics")]
         crate::observe::metrics::renewed(match &outcome {
@@ -413,12 +425,12 @@ impl Watchdogs {
                 renewal.expires = lost_deadline(sent_at, lease);
             }
             // Released while the renewal was in flight: not a loss.
-            Outcome::Landed(Renewed::Gone) if hold.is_releasing() => return,
+            Outcome::Landed(Renewed::Gone) if hold.is_releasing() => return None,
             Outcome::Landed(Renewed::Gone) => {
                 hold.mark_gone(
                     "the lock's key or owner field is gone (deleted, force-unlocked or expired)",
                 );
-                return;
+                return None;
             }
             Outcome::Landed(Renewed::WrongType) => {
                 let error = LockError::Protocol(format!(
@@ -440,7 +452,7 @@ impl Watchdogs {
         let now = Instant::now();
         if now >= renewal.expires {
             hold.mark_lost("renewals failed until the lease was about to run out");
-            return;
+            return None;
         }
         // A reconnection heard while this was in flight is answered by another renewal.
         let at = if reconnected {
@@ -448,7 +460,7 @@ impl Watchdogs {
         } else {
             renewal.next_due(sent_at, now)
         };
-        self.file(at, renewal);
+        Some((at, renewal))
     }
 }
 
