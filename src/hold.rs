@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::{Notify, OwnedMutexGuard};
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::keys::{Kind, LockNames};
@@ -353,12 +352,21 @@ impl Hold {
         matches!(*self.watchdog.lock(), Watchdog::Booked)
     }
 
-    /// Starts the booked watchdog with `start`; does nothing if it was stopped since.
-    pub(crate) fn start_booked_watchdog(&self, start: impl FnOnce() -> JoinHandle<()>) {
+    /// Starts the booked watchdog as renewal `ticket` (see `watchdog.rs`); returns
+    /// whether it did (not if it was stopped since).
+    pub(crate) fn start_booked_watchdog(&self, ticket: u64) -> bool {
         let mut watchdog = self.watchdog.lock();
         if matches!(*watchdog, Watchdog::Booked) {
-            *watchdog = Watchdog::Running(start());
+            *watchdog = Watchdog::Running(ticket);
+            return true;
         }
+        false
+    }
+
+    /// Whether renewal `ticket` still renews this hold: it was started and neither
+    /// stopped nor replaced by a later watchdog of the same hold since.
+    pub(crate) fn is_renewed_by(&self, ticket: u64) -> bool {
+        matches!(*self.watchdog.lock(), Watchdog::Running(running) if running == ticket)
     }
 
     /// Marks the last hold's release as sent; see [`Hold::is_releasing`].
@@ -377,15 +385,12 @@ impl Hold {
         self.releasing.load(Ordering::Acquire)
     }
 
-    /// Stops (or cancels the booking of) the renewal task. A renewal already written to
-    /// Redis may still run, but `renew.lua` only extends a hold whose owner field still
+    /// Stops (or cancels the booking of) the renewals: the scheduler drops the hold's
+    /// renewal when it next falls due or lands. A renewal already written to Redis may
+    /// still run, but the renewal scripts only extend a hold whose owner field still
     /// exists.
     pub(crate) fn stop_watchdog(&self) {
-        if let Watchdog::Running(task) =
-            std::mem::replace(&mut *self.watchdog.lock(), Watchdog::Off)
-        {
-            task.abort();
-        }
+        *self.watchdog.lock() = Watchdog::Off;
     }
 }
 
@@ -397,15 +402,15 @@ async fn sleep_until_some(at: Option<Instant>) {
     }
 }
 
-/// The renewal task of a hold.
+/// The renewals of a hold.
 #[derive(Debug)]
 pub(crate) enum Watchdog {
     /// None (a fixed lease, or not held).
     Off,
     /// Booked to start at the first renewal, if the hold lives that long.
     Booked,
-    /// Renewing.
-    Running(JoinHandle<()>),
+    /// Renewed by the client's scheduler, as the renewal with this ticket.
+    Running(u64),
 }
 
 /// Every hold of one client: by lock name, the holds of each owner (rarely more than

@@ -27,7 +27,7 @@ use crate::keys::{Kind, LockNames};
 use crate::lease::renewal_period;
 use crate::options::{MinReplicas, ResolvedOptions};
 use crate::replicas::Acknowledging;
-use crate::scripts::{Acquire, AcquireCall, Scripts, Snapshot, TOKEN_FIELD};
+use crate::scripts::{Acquire, AcquireCall, Released, Renewed, Scripts, Snapshot, TOKEN_FIELD};
 
 /// The connection and scripts of one client, and the exactly-once calls made over them.
 #[derive(Debug)]
@@ -89,6 +89,21 @@ impl Protocol {
                 Box::pin(scripts.lease_renew(redis, names, &field, lease_ms)).await
             }
         }
+    }
+
+    /// Extends the leases of many holds in one call (`renew_many.lua`); on a cluster,
+    /// every lock of `holds` must be in one slot. Says per hold what it found.
+    pub(crate) async fn renew_many(
+        &self,
+        holds: &[(&LockNames, &str, u64)],
+    ) -> Result<Vec<Renewed>> {
+        Box::pin(self.scripts.renew_many(&self.redis, holds)).await
+    }
+
+    /// Drops one hold each of many mutex holds in one call (`release_many.lua`), sent
+    /// at most once; on a cluster, every key of `holds` must be in one slot.
+    pub(crate) async fn release_many(&self, holds: &[(&LockNames, &str)]) -> Result<Vec<Released>> {
+        Box::pin(self.scripts.release_many(&self.redis, holds)).await
     }
 
     /// Ends `owner`'s `wait` in the queue of the fair lock `names` (handing on a lock

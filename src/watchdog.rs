@@ -1,178 +1,232 @@
-//! Lease renewal: one task per held lock and owner, however deeply it is nested.
+//! Lease renewal: one scheduler per client renews every held lock on its own schedule,
+//! and sends the renewals that fall due together in one script call.
 //!
-//! A hold books its watchdog when it is granted; the task is spawned only when the
-//! first renewal falls due, by one starter task per client. Most holds are released
-//! long before a third of their lease, and so never cost a task (spawning and
-//! aborting one per lock doubled the CPU time of a lock+unlock cycle).
+//! A hold books its watchdog when it is granted; it joins the scheduler's timers only
+//! when its first renewal nears. Most holds are released long before a third of their
+//! lease, and so never cost a timer.
 //!
-//! Every `lease / 3` the task runs `renew.lua`. If the owner's field is gone (the key
-//! was deleted or expired behind our back), or renewals keep failing until the lease
-//! is about to run out (see [`lost_deadline`](crate::lease::lost_deadline)), the hold is lost: the guard's
-//! [`lost`](crate::LockGuard::lost) signal fires and a warning is logged.
+//! Each hold is renewed `lease / 3` after the exchange that set its current lease. At
+//! each wake the scheduler takes every renewal due within [`EARLY`] (early, never
+//! late) and sends them in batches of up to [`BATCH`] holds (`renew_many.lua`; on a
+//! cluster, one batch per slot, as a script cannot span slots). Each hold's outcome is
+//! its own: if its owner's field is gone (the key was deleted or expired behind our
+//! back), or renewals keep failing until the lease is about to run out (see
+//! [`lost_deadline`](crate::lease::lost_deadline)), that hold is lost: its guard's
+//! [`lost`](crate::LockGuard::lost) signal fires and a warning is logged. A renewal
+//! that lands late, or fails, warns that hold at risk.
 //!
 //! Every hold is also renewed as soon as the command connection is re-established.
 //! The server the client reconnects to may not be the one it renewed on: after a
 //! Sentinel or Cluster failover the new primary keeps the expiry of the last renewal
 //! that reached it before the promotion, while the client may have gone on renewing
-//! on the old primary until it was demoted. Waiting for the next `lease / 3` tick
-//! would then lose any hold with less than that left on the new primary. The starter
-//! task hears fred's reconnection events, tells every running watchdog to renew now,
-//! and starts every booked one at once (see [`spawn_starter`]).
+//! on the old primary until it was demoted. Waiting for the next `lease / 3` would
+//! then lose any hold with less than that left on the new primary. The scheduler
+//! hears fred's reconnection events and renews every hold at once (see
+//! [`spawn_scheduler`]); a batch in flight across a reconnection is sent again when
+//! it lands.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use fred::interfaces::EventInterface;
+use fred::interfaces::{ClientLike, EventInterface};
 use fred::types::config::Server;
+use fred::util::redis_keyslot;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
-use tokio::sync::{Semaphore, SemaphorePermit, broadcast, watch};
+use tokio::sync::{Notify, Semaphore, SemaphorePermit, broadcast};
 use tokio::task::JoinHandle;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::Instant;
 
+use crate::error::{LockError, Result};
 use crate::hold::Hold;
 use crate::lease::{lost_deadline, renewal_period};
 use crate::protocol::Protocol;
+use crate::scripts::Renewed;
 
-/// Starts renewing `hold` every `lease / 3` from `first_renewal` (for a fresh grant,
-/// `granted_at + lease / 3`; now, after a reconnection), and after every
-/// reconnection; `granted_at` is when the acquire that set the current expiry was
-/// sent.
-fn spawn(
-    watchdogs: &Arc<Watchdogs>,
-    hold: &Arc<Hold>,
-    lease: Duration,
-    granted_at: Instant,
-    first_renewal: Instant,
-) -> JoinHandle<()> {
-    // Subscribed here, not in the task: a reconnection between this spawn and the
-    // task's first poll is not missed.
-    let mut reconnected = watchdogs.bookings.reconnections.subscribe();
-    let watchdogs = Arc::clone(watchdogs);
-    let hold = Arc::clone(hold);
-    let period = renewal_period(lease);
-    let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
-    let risky = lease.mul_f64(watchdogs.at_risk_share);
-    tokio::spawn(async move {
-        let mut expires = lost_deadline(granted_at, lease);
-        // When the exchange that set the lease Redis has now was sent.
-        let mut renewed_at = granted_at;
-        let mut ticks = tokio::time::interval_at(first_renewal, period);
-        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        loop {
-            // The deadline is watched while waiting for a tick and while a renewal is in
-            // flight: a holder cut off from Redis is told before its lease can run out.
-            tokio::select! {
-                _ = ticks.tick() => {}
-                // The client reconnected (maybe to another server): renew now, and a
-                // period from now. (The sender lives in `watchdogs`, so this never fails.)
-                Ok(()) = reconnected.changed() => ticks.reset(),
-                () = tokio::time::sleep_until(expires) => break,
-            }
-            // This renewal goes out after every reconnection heard so far; one heard
-            // while it is in flight is answered by another renewal.
-            reconnected.borrow_and_update();
-            if hold
-                .renew_until()
-                .is_some_and(|until| Instant::now() >= until)
-            {
-                // Held for `max_hold`: let the lease run out, and say so before it does.
-                tracing::warn!(lock = %hold.names.name, owner = %hold.owner, "held for its max_hold; the watchdog stops renewing it");
-                tokio::time::sleep_until(expires).await;
-                hold.mark_lost("held longer than its max_hold; renewal stopped");
-                return;
-            }
-            // Taken before the wait for a slot: the deadline errs early, never late.
-            let sent_at = Instant::now();
-            let renewal = async {
-                let _slot = watchdogs.slots.take().await;
-                // Boxed: the renewal's state lives only while it is in flight, not in
-                // every held lock's task (a third of the task's size).
-                let renew = watchdogs.renewer.renew(&hold.names, &hold.owner, lease_ms);
-                Box::pin(renew).await
-            };
-            let renewed = tokio::time::timeout_at((sent_at + period).min(expires), renewal).await;
-            #[cfg(feature = "metrics")]
-            crate::observe::metrics::renewed(match &renewed {
-                Ok(Ok(true)) => "ok",
-                Ok(Ok(false)) => "gone",
-                Ok(Err(_)) => "error",
-                Err(_) => "timeout",
-            });
-            match renewed {
-                Ok(Ok(true)) => {
-                    // The lease left when this renewal landed, by the last one's clock.
-                    let margin = (renewed_at + lease).saturating_duration_since(Instant::now());
-                    hold.record_margin(margin);
-                    hold.lease_set_now(lease);
-                    if margin < risky {
-                        hold.warn_at_risk(&format!(
-                            "a renewal landed with {margin:?} of the {lease:?} lease left \
-                             (the holder's runtime or Redis is too slow)"
-                        ));
-                    }
-                    renewed_at = sent_at;
-                    expires = lost_deadline(sent_at, lease);
-                }
-                // Released while the renewal was in flight: not a loss.
-                Ok(Ok(false)) if hold.is_releasing() => return,
-                Ok(Ok(false)) => {
-                    hold.mark_gone("the lock's key or owner field is gone (deleted, force-unlocked or expired)");
-                    return;
-                }
-                Ok(Err(error)) => {
-                    tracing::debug!(lock = %hold.names.name, %error, "renewal failed; will retry");
-                    hold.warn_at_risk(&format!("a renewal failed ({error}); retrying"));
-                }
-                Err(_) => {
-                    tracing::debug!(lock = %hold.names.name, "renewal timed out; will retry");
-                    hold.warn_at_risk("a renewal timed out; retrying");
-                }
-            }
-            if Instant::now() >= expires {
-                break;
-            }
-        }
-        hold.mark_lost("renewals failed until the lease was about to run out");
-    })
+/// How early a renewal may go out, to join others in one call: never late, at most
+/// this and a timer slot ([`TICK`]) early.
+pub(crate) const EARLY: Duration = Duration::from_millis(40);
+
+/// The most holds renewed in one script call.
+pub(crate) const BATCH: usize = 256;
+
+/// One hold's renewals, while the scheduler renews it. Kept small: a client holding a
+/// million locks keeps a million of these.
+#[derive(Debug)]
+struct Renewal {
+    hold: Weak<Hold>,
+    /// The hold's watchdog ticket (see `Hold::is_renewed_by`): a renewal whose hold was
+    /// stopped, or booked again, is dropped.
+    ticket: u64,
+    /// When the hold must be taken as lost unless a renewal lands first: a lost
+    /// deadline (see [`lost_deadline`]) after the exchange that set the lease Redis
+    /// has now was sent.
+    expires: Instant,
+    /// The lease in milliseconds.
+    lease_ms: u64,
 }
 
-/// The watchdogs of one client: bookings not yet started, the bound on renewals in
-/// flight, and the protocol they renew over. One starter task per client starts booked
-/// watchdogs when they fall due and renews every hold after a reconnection.
+impl Renewal {
+    fn lease(&self) -> Duration {
+        Duration::from_millis(self.lease_ms)
+    }
+
+    /// When the exchange that set the lease Redis has now was sent.
+    fn renewed_at(&self) -> Instant {
+        let lease = self.lease();
+        self.expires
+            .checked_sub(lease - lease / 10)
+            .unwrap_or(self.expires)
+    }
+
+    /// When the renewal falls due next: a period after `sent_at` (never before now),
+    /// or at the deadline if that is sooner.
+    fn next_due(&self, sent_at: Instant, now: Instant) -> Instant {
+        (sent_at + renewal_period(self.lease()))
+            .max(now)
+            .min(self.expires)
+    }
+}
+
+/// How finely the timers sort renewals: a renewal is filed in the slot of
+/// `TICK`-long time it falls due in, and goes out at that slot's start (early by less
+/// than a tick, never late).
+const TICK: Duration = Duration::from_millis(10);
+
+/// The renewals waiting for their time: a timing wheel of `TICK`-long slots (by slot
+/// number since `origin`), each a plain list. Filing and taking a renewal cost no
+/// search, and a million of them cost a list entry each.
+#[derive(Debug)]
+struct Timers {
+    origin: Instant,
+    slots: BTreeMap<u64, Vec<Renewal>>,
+    /// When the scheduler is asleep, when it wakes: a renewal due before must wake it.
+    sleeping_until: Option<Instant>,
+}
+
+impl Default for Timers {
+    fn default() -> Self {
+        Self {
+            origin: Instant::now(),
+            slots: BTreeMap::new(),
+            sleeping_until: None,
+        }
+    }
+}
+
+impl Timers {
+    /// The slot of `at` (the slot of `origin` for anything before it).
+    fn slot(&self, at: Instant) -> u64 {
+        let since = at.saturating_duration_since(self.origin);
+        u64::try_from(since.as_millis() / TICK.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// When slot `slot` starts.
+    fn start_of(&self, slot: u64) -> Instant {
+        let ticks = u32::try_from(slot).unwrap_or(u32::MAX);
+        self.origin + TICK * ticks
+    }
+
+    /// Files `renewal` to go out at the start of the slot `at` falls in; whether the
+    /// scheduler must wake for it.
+    fn insert(&mut self, at: Instant, renewal: Renewal) -> bool {
+        let slot = self.slot(at);
+        self.slots.entry(slot).or_default().push(renewal);
+        self.sleeping_until
+            .is_some_and(|wake| self.start_of(slot) < wake)
+    }
+
+    /// Takes every renewal whose slot starts by `by`.
+    fn take_due(&mut self, by: Instant) -> Vec<Renewal> {
+        let mut taken = Vec::new();
+        let last = self.slot(by);
+        while let Some(entry) = self.slots.first_entry() {
+            if *entry.key() > last {
+                break;
+            }
+            let slot = entry.remove();
+            if taken.is_empty() {
+                taken = slot;
+            } else {
+                taken.extend(slot);
+            }
+        }
+        taken
+    }
+
+    /// Makes every renewal due at `now`.
+    fn all_due_now(&mut self, now: Instant) {
+        let all: Vec<Renewal> = std::mem::take(&mut self.slots)
+            .into_values()
+            .flatten()
+            .collect();
+        self.slots.insert(self.slot(now), all);
+    }
+
+    fn next(&self) -> Option<Instant> {
+        self.slots
+            .first_key_value()
+            .map(|(&slot, _)| self.start_of(slot))
+    }
+}
+
+/// What one hold's renewal in a batch came to.
+enum Outcome {
+    Landed(Renewed),
+    Failed(String),
+    TimedOut,
+}
+
+/// The watchdogs of one client: bookings not yet started, the timers of the holds
+/// renewed, the bound on renewal calls in flight, and the protocol they renew over.
+/// One scheduler task per client starts booked watchdogs when they fall due, sends
+/// the renewals due, and renews every hold after a reconnection.
 #[derive(Debug)]
 pub(crate) struct Watchdogs {
     bookings: Bookings,
+    timers: Mutex<Timers>,
+    /// Wakes the scheduler for a renewal due before it planned to wake.
+    wake: Notify,
+    /// Tickets of started watchdogs (see `Hold::is_renewed_by`).
+    tickets: AtomicU64,
+    /// Bumped on each reconnection of the command client: a batch sent before one and
+    /// landing after it is due again at once.
+    reconnections: AtomicU64,
     slots: RenewalSlots,
     renewer: Arc<Protocol>,
     /// A renewal that lands with less than this share of the lease left warns that its
     /// hold is at risk (see `Hold::warn_at_risk`).
     at_risk_share: f64,
-    /// The starter task, until [`stop`](Self::stop).
+    /// The scheduler task, until [`stop`](Self::stop).
     starter: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Watchdogs {
-    /// Starts the starter task of a client whose holds are renewed over `renewer`,
-    /// with `lease` as its default lease (the starter wakes every sixth of it), warning
-    /// of a hold at risk when a renewal lands with less than `at_risk_share` of its
-    /// lease left.
+    /// Starts the scheduler of a client whose holds are renewed over `renewer`, with
+    /// `lease` as its default lease (the scheduler wakes at least every sixth of it),
+    /// warning of a hold at risk when a renewal lands with less than `at_risk_share` of
+    /// its lease left.
     pub(crate) fn start(renewer: Arc<Protocol>, lease: Duration, at_risk_share: f64) -> Arc<Self> {
         let watchdogs = Arc::new(Self {
             bookings: Bookings::default(),
+            timers: Mutex::default(),
+            wake: Notify::new(),
+            tickets: AtomicU64::new(0),
+            reconnections: AtomicU64::new(0),
             slots: RenewalSlots::default(),
             renewer,
             at_risk_share,
             starter: Mutex::new(None),
         });
-        *watchdogs.starter.lock() = Some(spawn_starter(&watchdogs, lease));
+        *watchdogs.starter.lock() = Some(spawn_scheduler(&watchdogs, lease));
         watchdogs
     }
 
     /// Books a watchdog for `hold`, granted at `granted_at`, unless it has one. The
-    /// renewal task itself starts only if the hold lives until its first renewal.
+    /// hold joins the timers only if it lives until near its first renewal.
     pub(crate) fn book(&self, hold: &Arc<Hold>, lease: Duration, granted_at: Instant) {
         self.bookings.book(hold, lease, granted_at);
     }
@@ -188,28 +242,240 @@ impl Watchdogs {
         first_renewal: Instant,
     ) {
         if hold.book_watchdog() {
-            hold.start_booked_watchdog(|| spawn(self, hold, lease, granted_at, first_renewal));
+            self.start_booked(hold, lease, granted_at, first_renewal);
         }
     }
 
-    /// Stops the starter task: booked watchdogs are never started. (Running ones are
-    /// stopped with their holds.)
+    /// Starts the booked watchdog of `hold` (unless it was stopped since): its first
+    /// renewal falls due at `first_renewal`.
+    fn start_booked(
+        &self,
+        hold: &Arc<Hold>,
+        lease: Duration,
+        granted_at: Instant,
+        first_renewal: Instant,
+    ) {
+        let ticket = self.tickets.fetch_add(1, Ordering::Relaxed) + 1;
+        if !hold.start_booked_watchdog(ticket) {
+            return;
+        }
+        let renewal = Renewal {
+            hold: Arc::downgrade(hold),
+            ticket,
+            expires: lost_deadline(granted_at, lease),
+            lease_ms: millis(lease),
+        };
+        self.file(first_renewal, renewal);
+    }
+
+    /// Files `renewal` to fall due at `at`, waking the scheduler if it sleeps past it.
+    fn file(&self, at: Instant, renewal: Renewal) {
+        if self.timers.lock().insert(at, renewal) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Stops the scheduler: booked watchdogs are never started, and nothing is renewed
+    /// again. (Holds are marked lost by the client's shutdown.)
     pub(crate) fn stop(&self) {
         if let Some(starter) = self.starter.lock().take() {
             starter.abort();
         }
     }
+
+    /// Takes the renewals due by `now` (and up to [`EARLY`] before they fall due), and
+    /// sends them in batches. Holds that reached their deadline are marked lost here;
+    /// a hold held for its `max_hold` is renewed no more.
+    fn send_due(self: &Arc<Self>, now: Instant) {
+        let due = self.timers.lock().take_due(now + EARLY);
+        if due.is_empty() {
+            return;
+        }
+        let epoch = self.reconnections.load(Ordering::Acquire);
+        let clustered = self.renewer.redis().is_clustered();
+        let mut by_slot: HashMap<u16, Vec<(Arc<Hold>, Renewal)>> = HashMap::new();
+        for renewal in due {
+            let Some(hold) = renewal.hold.upgrade() else {
+                continue;
+            };
+            if !hold.is_renewed_by(renewal.ticket) {
+                continue;
+            }
+            if now >= renewal.expires {
+                hold.mark_lost("renewals failed until the lease was about to run out");
+                continue;
+            }
+            if hold.renew_until().is_some_and(|until| now >= until) {
+                // Held for `max_hold`: let the lease run out, and say so before it does
+                // (at its deadline exactly, not a timer slot early or late).
+                tracing::warn!(lock = %hold.names.name, owner = %hold.owner, "held for its max_hold; the watchdog stops renewing it");
+                let (expires, ticket) = (renewal.expires, renewal.ticket);
+                drop(tokio::spawn(async move {
+                    tokio::time::sleep_until(expires).await;
+                    if hold.is_renewed_by(ticket) {
+                        hold.mark_lost("held longer than its max_hold; renewal stopped");
+                    }
+                }));
+                continue;
+            }
+            let slot = if clustered {
+                redis_keyslot(hold.names.key.as_bytes())
+            } else {
+                0
+            };
+            by_slot.entry(slot).or_default().push((hold, renewal));
+        }
+        for (_, mut holds) in by_slot {
+            while !holds.is_empty() {
+                let rest = holds.split_off(holds.len().min(BATCH));
+                let batch = std::mem::replace(&mut holds, rest);
+                let watchdogs = Arc::clone(self);
+                drop(tokio::spawn(async move {
+                    watchdogs.renew_batch(batch, epoch).await;
+                }));
+            }
+        }
+    }
+
+    /// Renews `batch` in one call (all its holds in one slot) and files each renewal
+    /// again by its own outcome; `epoch` is the reconnections heard when it was taken.
+    async fn renew_batch(self: Arc<Self>, batch: Vec<(Arc<Hold>, Renewal)>, epoch: u64) {
+        // Taken before the wait for a slot: the deadline errs early, never late.
+        let sent_at = Instant::now();
+        let deadline = batch
+            .iter()
+            .map(|(_, renewal)| (sent_at + renewal_period(renewal.lease())).min(renewal.expires))
+            .min()
+            .unwrap_or(sent_at);
+        let call = async {
+            let _slot = self.slots.take().await;
+            let holds: Vec<_> = batch
+                .iter()
+                .map(|(hold, renewal)| (&*hold.names, hold.owner.as_str(), renewal.lease_ms))
+                .collect();
+            self.renewer.renew_many(&holds).await
+        };
+        let replies: Result<Vec<Renewed>, Option<LockError>> =
+            match tokio::time::timeout_at(deadline, call).await {
+                Ok(Ok(replies)) => Ok(replies),
+                Ok(Err(error)) => Err(Some(error)),
+                Err(_) => Err(None),
+            };
+        let reconnected = self.reconnections.load(Ordering::Acquire) != epoch;
+        let mut next = Vec::with_capacity(batch.len());
+        for (index, (hold, renewal)) in batch.into_iter().enumerate() {
+            let outcome = match &replies {
+                Ok(replies) => match replies.get(index) {
+                    Some(&renewed) => Outcome::Landed(renewed),
+                    None => Outcome::Failed("a short reply".to_owned()),
+                },
+                Err(Some(error)) => Outcome::Failed(error.to_string()),
+                Err(None) => Outcome::TimedOut,
+            };
+            next.extend(self.landed(&hold, renewal, outcome, sent_at, reconnected));
+        }
+        // Filed again together: one lock of the timers per batch.
+        let mut timers = self.timers.lock();
+        let mut wake = false;
+        for (at, renewal) in next {
+            wake |= timers.insert(at, renewal);
+        }
+        drop(timers);
+        if wake {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Records what one hold's renewal, sent at `sent_at`, came to, exactly as a
+    /// renewal of that hold alone would; returns its next renewal and when it is due,
+    /// unless the hold is renewed no more.
+    fn landed(
+        &self,
+        hold: &Arc<Hold>,
+        mut renewal: Renewal,
+        outcome: Outcome,
+        sent_at: Instant,
+        reconnected: bool,
+    ) -> Option<(Instant, Renewal)> {
+        if !hold.is_renewed_by(renewal.ticket) {
+            // Stopped (released, lost) while the renewal was in flight.
+            return None;
+        }
+        #[cfg(feature = "metrics")]
+        crate::observe::metrics::renewed(match &outcome {
+            Outcome::Landed(Renewed::Extended) => "ok",
+            Outcome::Landed(Renewed::Gone) => "gone",
+            Outcome::Landed(Renewed::WrongType) | Outcome::Failed(_) => "error",
+            Outcome::TimedOut => "timeout",
+        });
+        let lease = renewal.lease();
+        match outcome {
+            Outcome::Landed(Renewed::Extended) => {
+                // The lease left when this renewal landed, by the last one's clock.
+                let margin =
+                    (renewal.renewed_at() + lease).saturating_duration_since(Instant::now());
+                hold.record_margin(margin);
+                hold.lease_set_now(lease);
+                if margin < lease.mul_f64(self.at_risk_share) {
+                    hold.warn_at_risk(&format!(
+                        "a renewal landed with {margin:?} of the {lease:?} lease left \
+                         (the holder's runtime or Redis is too slow)"
+                    ));
+                }
+                renewal.expires = lost_deadline(sent_at, lease);
+            }
+            // Released while the renewal was in flight: not a loss.
+            Outcome::Landed(Renewed::Gone) if hold.is_releasing() => return None,
+            Outcome::Landed(Renewed::Gone) => {
+                hold.mark_gone(
+                    "the lock's key or owner field is gone (deleted, force-unlocked or expired)",
+                );
+                return None;
+            }
+            Outcome::Landed(Renewed::WrongType) => {
+                let error = LockError::Protocol(format!(
+                    "the key `{}` holds another kind of value",
+                    hold.names.key
+                ));
+                tracing::debug!(lock = %hold.names.name, %error, "renewal failed; will retry");
+                hold.warn_at_risk(&format!("a renewal failed ({error}); retrying"));
+            }
+            Outcome::Failed(error) => {
+                tracing::debug!(lock = %hold.names.name, %error, "renewal failed; will retry");
+                hold.warn_at_risk(&format!("a renewal failed ({error}); retrying"));
+            }
+            Outcome::TimedOut => {
+                tracing::debug!(lock = %hold.names.name, "renewal timed out; will retry");
+                hold.warn_at_risk("a renewal timed out; retrying");
+            }
+        }
+        let now = Instant::now();
+        if now >= renewal.expires {
+            hold.mark_lost("renewals failed until the lease was about to run out");
+            return None;
+        }
+        // A reconnection heard while this was in flight is answered by another renewal.
+        let at = if reconnected {
+            now
+        } else {
+            renewal.next_due(sent_at, now)
+        };
+        Some((at, renewal))
+    }
 }
 
-/// How many renewals of one client may be in flight at once. Locks taken together fall
-/// due together, and each renewal in flight holds about 12 KiB of command buffers and
-/// futures in fred: unbounded, the first renewals of 10,000 locks taken at once raised
-/// the client's memory by 1.1 KiB per lock, against 0.85 KiB with this bound (W5 in
-/// docs/performance.md). 64 in flight renew 64,000 holds a second at a 1 ms round trip,
-/// 6,400 at 10 ms: 64,000 locks at the default 30 s lease.
+/// A lease in milliseconds, as the scripts take it.
+fn millis(lease: Duration) -> u64 {
+    u64::try_from(lease.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// How many renewal calls of one client may be in flight at once. Each call renews
+/// up to [`BATCH`] holds, so 64 in flight renew over a million holds a second at a
+/// 10 ms round trip; the bound keeps the command buffers of a reconnection's renewal
+/// of every hold from piling up in fred all at once.
 const RENEWALS_IN_FLIGHT: usize = 64;
 
-/// The slots that bound the renewals in flight (see [`RENEWALS_IN_FLIGHT`]).
+/// The slots that bound the renewal calls in flight (see [`RENEWALS_IN_FLIGHT`]).
 #[derive(Debug)]
 struct RenewalSlots(Semaphore);
 
@@ -227,23 +493,10 @@ impl RenewalSlots {
     }
 }
 
-/// Watchdogs booked and not yet started, in the order they fall due; and the signal
-/// that tells running watchdogs that the client reconnected.
-#[derive(Debug)]
+/// Watchdogs booked and not yet started, in the order they fall due.
+#[derive(Debug, Default)]
 struct Bookings {
     queue: Mutex<Queue>,
-    /// Bumped (by the starter task only) on each reconnection of the command client;
-    /// every running watchdog holds a receiver.
-    reconnections: watch::Sender<()>,
-}
-
-impl Default for Bookings {
-    fn default() -> Self {
-        Self {
-            queue: Mutex::default(),
-            reconnections: watch::channel(()).0,
-        }
-    }
 }
 
 #[derive(Debug, Default)]
@@ -255,9 +508,9 @@ struct Queue {
 
 #[derive(Debug)]
 struct Booking {
-    /// When the starter must spawn the task (half a renewal period after the grant,
-    /// so that the starter's own period of half a renewal period never makes the first
-    /// renewal late).
+    /// When the scheduler must file the hold's first renewal (half a renewal period
+    /// after the grant, so that the scheduler's own period of half a renewal period
+    /// never makes the first renewal late).
     start_by: Instant,
     hold: Weak<Hold>,
     lease: Duration,
@@ -310,23 +563,23 @@ impl Bookings {
         (due, next)
     }
 
-    /// After a reconnection: tells every running watchdog to renew now, and takes
-    /// every booking, due or not.
-    fn reconnected(&self) -> Vec<Booking> {
-        self.reconnections.send_replace(());
+    /// After a reconnection: takes every booking, due or not.
+    fn take_all(&self) -> Vec<Booking> {
         let mut queue = self.queue.lock();
         queue.entries.drain(..).collect()
     }
 }
 
-/// Starts booked watchdogs when they fall due, until the client is gone. It wakes at
-/// least every `lease / 6`, so a booking made while it sleeps is never started late
-/// (bookings fall due half a renewal period after their grant).
+/// The scheduler of a client, until the client is gone: starts booked watchdogs when
+/// they fall due, and sends the renewals due (see [`Watchdogs::send_due`]). It wakes
+/// at the next renewal due, and at least every `lease / 6`, so a booking made while it
+/// sleeps is never started late (bookings fall due half a renewal period after their
+/// grant).
 ///
-/// It also listens for reconnections of the command client: on each, every running
-/// watchdog renews at once and every booked one is started at once and renews. One
-/// task per client does both, so a booking is started by exactly one of the two.
-fn spawn_starter(watchdogs: &Arc<Watchdogs>, lease: Duration) -> JoinHandle<()> {
+/// It also listens for reconnections of the command client: on each, every booked
+/// watchdog is started, and every hold renewed, at once. One task per client does
+/// both, so a booking is started by exactly one of the two.
+fn spawn_scheduler(watchdogs: &Arc<Watchdogs>, lease: Duration) -> JoinHandle<()> {
     // Subscribed before the client is handed out: no reconnection after it is missed.
     // (fred also reports the first connection, but that happened in `init`, before this.)
     let mut reconnects = Some(watchdogs.renewer.redis().reconnect_rx());
@@ -339,39 +592,44 @@ fn spawn_starter(watchdogs: &Arc<Watchdogs>, lease: Duration) -> JoinHandle<()> 
             let Some(strong) = watchdogs.upgrade() else {
                 return;
             };
-            let (due, next) = strong.bookings.take_due(now);
-            let (due, renew_now) = if reconnected {
-                let mut all = due;
-                all.extend(strong.bookings.reconnected());
-                (all, true)
-            } else {
-                (due, false)
-            };
+            let (mut due, next) = strong.bookings.take_due(now);
+            if reconnected {
+                strong.reconnections.fetch_add(1, Ordering::AcqRel);
+                due.extend(strong.bookings.take_all());
+                strong.timers.lock().all_due_now(now);
+            }
             for booking in due {
                 if let Some(hold) = booking.hold.upgrade() {
-                    hold.start_booked_watchdog(|| {
-                        let first_renewal = if renew_now {
-                            now
-                        } else {
-                            booking.granted_at + renewal_period(booking.lease)
-                        };
-                        spawn(
-                            &strong,
-                            &hold,
-                            booking.lease,
-                            booking.granted_at,
-                            first_renewal,
-                        )
-                    });
+                    let first_renewal = if reconnected {
+                        now
+                    } else {
+                        booking.granted_at + renewal_period(booking.lease)
+                    };
+                    strong.start_booked(&hold, booking.lease, booking.granted_at, first_renewal);
                 }
             }
-            drop(strong);
-            let wake = next.map_or(now + nap, |next| next.min(now + nap));
-            let wake = wake.max(now + Duration::from_millis(1));
+            strong.send_due(now);
+            let wake = {
+                let mut timers = strong.timers.lock();
+                let now = Instant::now();
+                let wake = [next, timers.next()]
+                    .into_iter()
+                    .flatten()
+                    .fold(now + nap, Instant::min)
+                    .max(now + Duration::from_millis(1));
+                timers.sleeping_until = Some(wake);
+                wake
+            };
+            let woken = async {
+                strong.wake.notified().await;
+            };
             reconnected = tokio::select! {
                 () = tokio::time::sleep_until(wake) => false,
+                () = woken => false,
                 () = next_reconnection(&mut reconnects) => true,
             };
+            strong.timers.lock().sleeping_until = None;
+            drop(strong);
         }
     })
 }

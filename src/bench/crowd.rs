@@ -228,7 +228,7 @@ async fn phase(
 }
 
 /// The scripts the server has run so far (see [`count_scripts`]).
-async fn script_calls(redis: &Client) -> BenchResult<u64> {
+pub(super) async fn script_calls(redis: &Client) -> BenchResult<u64> {
     let stats: String = redis.info(Some(InfoKind::CommandStats)).await?;
     Ok(count_scripts(&stats))
 }

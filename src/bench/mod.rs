@@ -33,9 +33,14 @@
 //! - **W9 many clients** (by name only, not in [`Workload::ALL`]): 200 clients × 5
 //!   tasks on one lock (on the bench's runtime, then on one `current_thread` runtime)
 //!   and 500 × 2, the mutex and the fair lock; scripts per acquisition.
+//! - **W10 many locks held** (by name only): `held` locks taken by 16 tasks of one
+//!   client, watched for `watch`: memory per held lock, renewal scripts per renewal
+//!   due, CPU, the smallest sampled PTTL, locks lost, and how soon dropping every
+//!   guard frees every key (`held.rs`).
 //!
 //! Files: `workloads.rs` runs W1–W4 (and W3f, W4f), `family.rs` W6, W7 and W1s,
-//! `fair.rs` W8, `crowd.rs` W9, `exclusive.rs` the lock kinds of W3/W3f, W4/W4f and W9, `floors.rs` holds the
+//! `fair.rs` W8, `crowd.rs` W9, `held.rs` W10, `exclusive.rs` the lock kinds of W3/W3f, W4/W4f
+//! and W9, `floors.rs` holds the
 //! bare lock and holdlock's scripts sent alone, `samples.rs` the timing helpers,
 //! `report.rs` the figures and their table and JSON.
 
@@ -55,6 +60,7 @@ mod exclusive;
 mod fair;
 mod family;
 mod floors;
+mod held;
 mod proxy;
 mod report;
 mod samples;
@@ -97,6 +103,9 @@ pub enum Workload {
     W8,
     /// 200 clients on one lock: scripts per acquisition, the mutex and the fair lock.
     W9,
+    /// Many locks held by one client under the watchdog: memory, renewal scripts, CPU,
+    /// lateness, and how soon dropping them all frees them.
+    W10,
     /// The network-distance mode's own cost: a `PING` through the delay proxy.
     Net,
 }
@@ -119,7 +128,7 @@ impl Workload {
     ];
 
     /// Every workload, for parsing.
-    const EVERY: [Workload; 14] = [
+    const EVERY: [Workload; 15] = [
         Self::W1,
         Self::W1r,
         Self::W1s,
@@ -133,6 +142,7 @@ impl Workload {
         Self::W7,
         Self::W8,
         Self::W9,
+        Self::W10,
         Self::Net,
     ];
 
@@ -152,6 +162,7 @@ impl Workload {
             Self::W1s => "W1s",
             Self::W8 => "W8",
             Self::W9 => "W9",
+            Self::W10 => "W10",
             Self::Net => "net",
         }
     }
@@ -181,6 +192,10 @@ pub struct Settings {
     pub work: Duration,
     /// W4, W4f: hand-offs.
     pub handoffs: u64,
+    /// W10: locks held at once.
+    pub held: usize,
+    /// W10: how long the held locks are watched.
+    pub watch: Duration,
 }
 
 impl Default for Settings {
@@ -193,6 +208,8 @@ impl Default for Settings {
             sections: 200,
             work: Duration::from_millis(1),
             handoffs: 200,
+            held: 1_000_000,
+            watch: Duration::from_secs(60),
         }
     }
 }
@@ -209,6 +226,8 @@ impl Settings {
             sections: full.sections / 10,
             work: full.work,
             handoffs: full.handoffs / 4,
+            held: full.held / 10,
+            watch: full.watch / 3,
         }
     }
 }
@@ -257,6 +276,7 @@ impl Bench {
                 Workload::W1s => self.uncontended_sides().await?,
                 Workload::W8 => self.semaphore().await?,
                 Workload::W9 => self.crowd().await?,
+                Workload::W10 => self.many_held().await?,
                 Workload::Net => return Err("`net` is measured with the delay proxy".into()),
             });
         }
@@ -301,6 +321,7 @@ mod tests {
         }
         assert_eq!(Workload::parse(" w3F "), Some(Workload::W3f));
         assert!(Workload::ALL.iter().all(|w| Workload::EVERY.contains(w)));
-        assert_eq!(Workload::parse("W10"), None);
+        assert_eq!(Workload::parse("W10"), Some(Workload::W10));
+        assert_eq!(Workload::parse("W11"), None);
     }
 }

@@ -32,6 +32,7 @@ use crate::scripts::Acquire;
 use crate::waiting::Waiting;
 use crate::watchdog::Watchdogs;
 
+mod background;
 mod claim;
 mod in_flight;
 
@@ -55,6 +56,8 @@ pub(crate) struct Engine {
     /// finished; `shutdown` waits for them.
     background: AtomicUsize,
     background_done: Notify,
+    /// Background releases pending together, sent together (see `background.rs`).
+    pending: background::Pending,
 }
 
 /// What one acquire attempt came to.
@@ -91,6 +94,7 @@ impl Engine {
             shut_down: AtomicBool::new(false),
             background: AtomicUsize::new(0),
             background_done: Notify::new(),
+            pending: background::Pending::default(),
         })
     }
 
@@ -177,35 +181,6 @@ impl Engine {
         } else {
             Ok(())
         }
-    }
-
-    /// Releases one hold of `hold` in a background task: for a dropped guard, a
-    /// cancelled `unlock()`, and a release Redis refused (nothing changed, so the hold is
-    /// still owed). Retried, with a growing pause, until it succeeds, the hold is lost,
-    /// or the client shuts down; a release whose reply is lost is settled instead (see
-    /// [`settle`](Self::settle)).
-    fn release_in_background(self: &Arc<Self>, hold: Arc<Hold>) {
-        let engine = Arc::clone(self);
-        let runtime = self.background_runtime();
-        self.background.fetch_add(1, Ordering::AcqRel);
-        drop(runtime.spawn(async move {
-            let mut backoff = Backoff::default();
-            loop {
-                match engine.release_once(&hold, None).await {
-                    Ok(()) | Err(Unreleased::Final(_) | Unreleased::Settling(..)) => break,
-                    Err(Unreleased::Owed(error)) => {
-                        tracing::debug!(lock = %hold.names.name, %error, "background release refused; will retry");
-                        if hold.is_lost() || engine.check_running().is_err() {
-                            break;
-                        }
-                        backoff.wait().await;
-                    }
-                }
-            }
-            if engine.background.fetch_sub(1, Ordering::AcqRel) == 1 {
-                engine.background_done.notify_waiters();
-            }
-        }));
     }
 
     /// One acquire attempt: runs `acquire.lua` (or, for a re-entry, whose hold

@@ -25,11 +25,14 @@ use crate::keys::LockNames;
 use crate::options::ResolvedOptions;
 use crate::waiting::HandOff;
 
+mod batch;
 mod election;
 mod fair;
 mod leases;
 mod operator;
 
+use batch::{RELEASE_MANY, RENEW_MANY};
+pub(crate) use batch::{Released, Renewed};
 pub(crate) use election::LeaderRecord;
 use fair::{FAIR_ACQUIRE, FAIR_LEAVE, FAIR_RELEASE};
 use leases::{LEASE_RENEW, RW_ACQUIRE, RW_RELEASE, SEM_ACQUIRE, SEM_AVAILABLE, SEM_RELEASE};
@@ -45,7 +48,10 @@ const ACQUIRE: &str = concat!(
 const REDISSON_ACQUIRE: &str = include_str!("../../lua/redisson/acquire.lua");
 const REDISSON_RELEASE: &str = include_str!("../../lua/redisson/release.lua");
 const REENTER: &str = include_str!("../../lua/reenter.lua");
-const RELEASE: &str = include_str!("../../lua/release.lua");
+const RELEASE: &str = concat!(
+    include_str!("../../lua/release_hold.lua"),
+    include_str!("../../lua/release.lua")
+);
 const RENEW: &str = include_str!("../../lua/renew.lua");
 const FENCE: &str = include_str!("../../lua/fence.lua");
 const COMPLETE_PERIOD: &str = include_str!("../../lua/complete_period.lua");
@@ -80,6 +86,8 @@ pub(crate) struct Scripts {
     reenter: Script,
     release: Script,
     renew: Script,
+    renew_many: Script,
+    release_many: Script,
     force_unlock: Script,
     fence: Script,
     inspect: Script,
@@ -122,6 +130,8 @@ impl Scripts {
             reenter: Script::from_lua(REENTER),
             release: Script::from_lua(release),
             renew: Script::from_lua(RENEW),
+            renew_many: Script::from_lua(RENEW_MANY),
+            release_many: Script::from_lua(RELEASE_MANY),
             force_unlock: Script::from_lua(FORCE_UNLOCK),
             fence: Script::from_lua(FENCE),
             inspect: Script::from_lua(INSPECT),

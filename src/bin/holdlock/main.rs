@@ -129,7 +129,7 @@ enum Subcommands {
         #[arg(long)]
         json: bool,
     },
-    /// Measure lock throughput and hand-off latency on this Redis (workloads W1-W9),
+    /// Measure lock throughput and hand-off latency on this Redis (workloads W1-W10),
     /// each next to the floor the same Redis sets (see docs/performance.md).
     #[cfg(feature = "bench")]
     Bench(BenchArgs),

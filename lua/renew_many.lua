@@ -1,0 +1,50 @@
+-- renew_many.lua: extend the leases of many holds in one call, each as renew.lua or
+-- lease_renew.lua would (after leases.lua). The watchdog sends the renewals that fall
+-- due together in one call; on a cluster every key of one call is in one slot.
+--
+-- KEYS     the holds' keys, in order: one key (the lock's hash) for a hold whose key
+--          expires as a whole (mutex, fair lock), two (the hash and its leases, see
+--          leases.lua) for a holder that expires on its own (semaphore, read-write)
+-- ARGV     one triple per hold: layout ("h": one key, "l": two keys), holder field,
+--          lease in milliseconds
+--
+-- Returns one number per hold, in order: 1 if its lease was extended, 0 if the holder
+-- holds nothing, -1 if its keys hold another kind of value (nothing written for it;
+-- the other holds are renewed all the same).
+local replies = {}
+local k = 1
+local now
+for i = 1, #ARGV, 3 do
+  local layout, holder, lease = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local reply
+  if layout == 'h' then
+    local key = KEYS[k]
+    k = k + 1
+    local found = redis.pcall('hexists', key, holder)
+    if type(found) ~= 'number' then
+      reply = -1
+    elseif found == 1 then
+      redis.call('pexpire', key, lease)
+      reply = 1
+    else
+      reply = 0
+    end
+  else
+    local key, set = KEYS[k], KEYS[k + 1]
+    k = k + 2
+    if leases.wrong_type({key, set}) then
+      reply = -1
+    else
+      now = now or leases.now()
+      leases.drop_expired(key, set, now)
+      if redis.call('hexists', key, holder) == 0 then
+        reply = 0
+      else
+        leases.hold_until(key, set, holder, now + tonumber(lease))
+        reply = 1
+      end
+    end
+  end
+  replies[#replies + 1] = reply
+end
+return replies
