@@ -10,7 +10,10 @@ const ACQUIRE: &str = concat!(
     include_str!("../lua/acquire.lua")
 );
 const REENTER: &str = include_str!("../lua/reenter.lua");
-const RELEASE: &str = include_str!("../lua/release.lua");
+const RELEASE: &str = concat!(
+    include_str!("../lua/release_hold.lua"),
+    include_str!("../lua/release.lua")
+);
 const RENEW: &str = include_str!("../lua/renew.lua");
 const FORCE_UNLOCK: &str = concat!(
     include_str!("../lua/fair_queue.lua"),

@@ -38,7 +38,10 @@ impl ScriptsAlone {
         let scripts = Self {
             acquire: Script::from_lua(include_str!("../../lua/acquire.lua")),
             reenter: Script::from_lua(include_str!("../../lua/reenter.lua")),
-            release: Script::from_lua(include_str!("../../lua/release.lua")),
+            release: Script::from_lua(concat!(
+                include_str!("../../lua/release_hold.lua"),
+                include_str!("../../lua/release.lua")
+            )),
             owner: format!("{}:scripts-alone", uuid::Uuid::new_v4()),
             lease: BARE_LEASE_MS.to_string(),
             redis,
