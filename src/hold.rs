@@ -29,9 +29,11 @@ pub(crate) struct Hold {
     /// claim is being released and must not be re-entered (see
     /// [`is_being_released`](Self::is_being_released)).
     claims: AtomicU32,
-    /// Told when the count drops to 0 or a claim is added: when a hold stops being
-    /// released.
-    settled: Notify,
+    /// Told (all waiters) on every change a waiter may be waiting for: the count
+    /// dropping to 0, a claim added, the hold marked lost, the hold warned at risk.
+    /// Each waiter checks its own condition again (one signal instead of three keeps
+    /// a hold small: a client may hold a million).
+    changed: Notify,
     /// Calls in progress on this hold; it stays registered while any are.
     in_use: AtomicUsize,
     token: AtomicU64,
@@ -40,28 +42,17 @@ pub(crate) struct Hold {
     /// with the count): a late release has nothing to free. A hold lost otherwise (its
     /// lease about to run out, renewals failing) may still be in Redis.
     gone: AtomicBool,
-    /// Told once, when the hold is marked lost.
-    lost: Notify,
     /// Set once a renewal landed with less than the client's at-risk share of the lease
     /// left, or failed, while the hold was not lost: an early warning (see
     /// [`warn_at_risk`](Self::warn_at_risk)).
     at_risk_flag: AtomicBool,
-    /// Told once, when the hold is first found at risk.
-    at_risk: Notify,
     /// The lease left in Redis when the last renewal landed, in milliseconds
     /// (`u64::MAX`: no renewal has landed yet).
     margin_ms: AtomicU64,
-    /// For a fixed lease: when the hold counts as lost, a little before Redis expires
-    /// it (see `watchdog::lost_deadline`).
-    expires_at: Mutex<Option<Instant>>,
-    /// When Redis will have expired the hold at the latest, unless renewed again: a
-    /// lease after the last grant, renewal or extension was answered. A late release
-    /// waits no longer than this (after it, there is nothing left to release).
-    lease_ends_by: Mutex<Option<Instant>>,
-    watchdog: Mutex<Watchdog>,
-    /// When the grant that raised the count from 0 was sent, and when the watchdog
-    /// stops renewing (see `LockOptions::max_hold`; `None`: never).
-    times: Mutex<(Option<Instant>, Option<Instant>)>,
+    times: Mutex<Times>,
+    /// The renewals: [`WATCHDOG_OFF`], [`WATCHDOG_BOOKED`], or the ticket of the
+    /// running renewal plus [`WATCHDOG_RUNNING`] (see [`Hold::start_booked_watchdog`]).
+    watchdog: AtomicU64,
     /// Counted in the `holdlock_locks_held` gauge (feature `metrics`): from the count
     /// leaving 0 until it returns to 0 or the hold is lost, whichever comes first.
     #[cfg(feature = "metrics")]
@@ -72,8 +63,34 @@ pub(crate) struct Hold {
     releasing: AtomicBool,
     /// The hold's `holdlock.hold` span (see `LockClientBuilder::hold_spans`), from the
     /// grant that raised the count from 0 until it returns to 0 or the hold is lost.
-    span: Mutex<Option<tracing::Span>>,
+    /// Boxed: most holds never open one, and a span is five words.
+    span: Mutex<Option<Box<tracing::Span>>>,
 }
+
+/// A hold's times, under one lock.
+#[derive(Debug, Default)]
+struct Times {
+    /// For a fixed lease: when the hold counts as lost, a little before Redis expires
+    /// it (see `lease::lost_deadline`).
+    expires_at: Option<Instant>,
+    /// When Redis will have expired the hold at the latest, unless renewed again: a
+    /// lease after the last grant, renewal or extension was answered. A late release
+    /// waits no longer than this (after it, there is nothing left to release).
+    lease_ends_by: Option<Instant>,
+    /// When the grant that raised the count from 0 was sent.
+    granted_at: Option<Instant>,
+    /// When the watchdog stops renewing (see `LockOptions::max_hold`; `None`: never).
+    renew_until: Option<Instant>,
+}
+
+/// [`Hold::watchdog`]: no renewals (a fixed lease, or not held).
+const WATCHDOG_OFF: u64 = 0;
+/// [`Hold::watchdog`]: booked to start at the first renewal, if the hold lives that
+/// long.
+const WATCHDOG_BOOKED: u64 = 1;
+/// [`Hold::watchdog`]: renewed by the client's scheduler, as the renewal whose ticket
+/// is the value minus this.
+const WATCHDOG_RUNNING: u64 = 2;
 
 impl Hold {
     fn new(names: &Arc<LockNames>, owner: &str, count: u32) -> Self {
@@ -83,19 +100,15 @@ impl Hold {
             ops: Arc::new(tokio::sync::Mutex::new(count)),
             count: AtomicU32::new(count),
             claims: AtomicU32::new(0),
-            settled: Notify::new(),
+            changed: Notify::new(),
             in_use: AtomicUsize::new(0),
             token: AtomicU64::new(0),
             lost_flag: AtomicBool::new(false),
             gone: AtomicBool::new(false),
-            lost: Notify::new(),
             at_risk_flag: AtomicBool::new(false),
-            at_risk: Notify::new(),
             margin_ms: AtomicU64::new(u64::MAX),
-            expires_at: Mutex::new(None),
-            lease_ends_by: Mutex::new(None),
-            watchdog: Mutex::new(Watchdog::Off),
-            times: Mutex::new((None, None)),
+            times: Mutex::default(),
+            watchdog: AtomicU64::new(WATCHDOG_OFF),
             #[cfg(feature = "metrics")]
             counted: AtomicBool::new(false),
             releasing: AtomicBool::new(false),
@@ -122,7 +135,7 @@ impl Hold {
         *ops = count;
         self.count.store(count, Ordering::Release);
         if count == 0 {
-            self.settled.notify_waiters();
+            self.changed.notify_waiters();
             self.end_span("released");
         }
         #[cfg(feature = "metrics")]
@@ -150,20 +163,20 @@ impl Hold {
             &self.owner,
             self.token(),
         );
-        *self.span.lock() = Some(span);
+        *self.span.lock() = Some(Box::new(span));
     }
 
     /// Ends the hold's span, if it has one open, with `outcome`.
     fn end_span(&self, outcome: &'static str) {
         if let Some(span) = self.span.lock().take() {
-            crate::observe::end_hold_span(span, outcome);
+            crate::observe::end_hold_span(*span, outcome);
         }
     }
 
     /// Counts a guard's claim on a hold; call with `ops` locked, as the count rises.
     pub(crate) fn add_claim(&self) {
         self.claims.fetch_add(1, Ordering::AcqRel);
-        self.settled.notify_waiters();
+        self.changed.notify_waiters();
     }
 
     /// A guard's claim ended: its release is in flight, owed, or not needed.
@@ -183,15 +196,13 @@ impl Hold {
     /// down), or a new guard claimed it.
     pub(crate) async fn settled(&self) {
         loop {
-            let settled = self.settled.notified();
-            let lost = self.lost.notified();
+            let changed = self.changed.notified();
             if !self.is_being_released() {
                 return;
             }
             let expiry = self.expires_at();
             tokio::select! {
-                () = settled => {}
-                () = lost => {}
+                () = changed => {}
                 () = sleep_until_some(expiry) => {}
             }
         }
@@ -208,38 +219,44 @@ impl Hold {
     /// Records that Redis set the hold's lease to `lease` by now (a grant, renewal or
     /// extension just answered).
     pub(crate) fn lease_set_now(&self, lease: Duration) {
-        *self.lease_ends_by.lock() = Some(Instant::now() + lease);
+        self.times.lock().lease_ends_by = Some(Instant::now() + lease);
     }
 
     /// When Redis will have expired the hold at the latest (see
     /// [`lease_set_now`](Self::lease_set_now)); `None` if unknown.
     pub(crate) fn lease_ends_by(&self) -> Option<Instant> {
-        *self.lease_ends_by.lock()
+        self.times.lock().lease_ends_by
     }
 
     /// Records a fixed lease granted at `sent_at`, or clears it when a watchdog renews.
     pub(crate) fn set_expiry(&self, sent_at: Instant, lease: Option<Duration>) {
-        *self.expires_at.lock() = lease.map(|lease| crate::lease::lost_deadline(sent_at, lease));
+        self.times.lock().expires_at =
+            lease.map(|lease| crate::lease::lost_deadline(sent_at, lease));
     }
 
     /// Records a fresh hold granted at `granted_at`, whose watchdog stops renewing at
     /// `renew_until` (`None`: never).
     pub(crate) fn set_granted(&self, granted_at: Instant, renew_until: Option<Instant>) {
-        *self.times.lock() = (Some(granted_at), renew_until);
+        let mut times = self.times.lock();
+        times.granted_at = Some(granted_at);
+        times.renew_until = renew_until;
     }
 
     /// When the watchdog stops renewing, if ever.
     pub(crate) fn renew_until(&self) -> Option<Instant> {
-        self.times.lock().1
+        self.times.lock().renew_until
     }
 
     /// How long the hold has been held (since its fresh grant was sent).
     pub(crate) fn held_for(&self) -> Option<Duration> {
-        self.times.lock().0.map(|granted_at| granted_at.elapsed())
+        self.times
+            .lock()
+            .granted_at
+            .map(|granted_at| granted_at.elapsed())
     }
 
     pub(crate) fn expires_at(&self) -> Option<Instant> {
-        *self.expires_at.lock()
+        self.times.lock().expires_at
     }
 
     pub(crate) fn is_lost(&self) -> bool {
@@ -250,7 +267,7 @@ impl Hold {
     /// Resolves once the hold has been marked lost (at once if it already was).
     pub(crate) async fn marked_lost(&self) {
         loop {
-            let told = self.lost.notified();
+            let told = self.changed.notified();
             if self.lost_flag.load(Ordering::Acquire) {
                 return;
             }
@@ -286,7 +303,7 @@ impl Hold {
         }
         tracing::warn!(lock = %self.names.name, owner = %self.owner, "lock lost: {why}");
         self.end_span("lost");
-        self.lost.notify_waiters();
+        self.changed.notify_waiters();
     }
 
     /// Records the lease left in Redis when a renewal landed.
@@ -311,7 +328,7 @@ impl Hold {
             return;
         }
         tracing::warn!(lock = %self.names.name, owner = %self.owner, "lock at risk: {why}");
-        self.at_risk.notify_waiters();
+        self.changed.notify_waiters();
     }
 
     /// Whether the hold has been [warned at risk](Self::warn_at_risk).
@@ -322,7 +339,7 @@ impl Hold {
     /// Resolves once the hold has been warned at risk (at once if it was).
     pub(crate) async fn warned_at_risk(&self) {
         loop {
-            let told = self.at_risk.notified();
+            let told = self.changed.notified();
             if self.is_at_risk() {
                 return;
             }
@@ -331,42 +348,51 @@ impl Hold {
     }
 
     pub(crate) fn has_watchdog(&self) -> bool {
-        !matches!(*self.watchdog.lock(), Watchdog::Off)
+        self.watchdog.load(Ordering::Acquire) != WATCHDOG_OFF
     }
 
     /// Books a watchdog unless one is booked or running; returns whether it booked.
     /// The renewal task itself starts only if the hold lives until its first renewal
     /// (see `watchdog.rs`), so short holds never spawn one.
     pub(crate) fn book_watchdog(&self) -> bool {
-        let mut watchdog = self.watchdog.lock();
-        if !matches!(*watchdog, Watchdog::Off) {
-            return false;
+        let booked = self
+            .watchdog
+            .compare_exchange(
+                WATCHDOG_OFF,
+                WATCHDOG_BOOKED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok();
+        if booked {
+            self.releasing.store(false, Ordering::Release);
         }
-        *watchdog = Watchdog::Booked;
-        self.releasing.store(false, Ordering::Release);
-        true
+        booked
     }
 
     /// Whether a booked watchdog still waits to be started.
     pub(crate) fn is_watchdog_booked(&self) -> bool {
-        matches!(*self.watchdog.lock(), Watchdog::Booked)
+        self.watchdog.load(Ordering::Acquire) == WATCHDOG_BOOKED
     }
 
     /// Starts the booked watchdog as renewal `ticket` (see `watchdog.rs`); returns
     /// whether it did (not if it was stopped since).
     pub(crate) fn start_booked_watchdog(&self, ticket: u64) -> bool {
-        let mut watchdog = self.watchdog.lock();
-        if matches!(*watchdog, Watchdog::Booked) {
-            *watchdog = Watchdog::Running(ticket);
-            return true;
-        }
-        false
+        let running = ticket.saturating_add(WATCHDOG_RUNNING);
+        self.watchdog
+            .compare_exchange(
+                WATCHDOG_BOOKED,
+                running,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
     }
 
     /// Whether renewal `ticket` still renews this hold: it was started and neither
     /// stopped nor replaced by a later watchdog of the same hold since.
     pub(crate) fn is_renewed_by(&self, ticket: u64) -> bool {
-        matches!(*self.watchdog.lock(), Watchdog::Running(running) if running == ticket)
+        self.watchdog.load(Ordering::Acquire) == ticket.saturating_add(WATCHDOG_RUNNING)
     }
 
     /// Marks the last hold's release as sent; see [`Hold::is_releasing`].
@@ -390,7 +416,7 @@ impl Hold {
     /// still run, but the renewal scripts only extend a hold whose owner field still
     /// exists.
     pub(crate) fn stop_watchdog(&self) {
-        *self.watchdog.lock() = Watchdog::Off;
+        self.watchdog.store(WATCHDOG_OFF, Ordering::Release);
     }
 }
 
@@ -400,17 +426,6 @@ async fn sleep_until_some(at: Option<Instant>) {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
-}
-
-/// The renewals of a hold.
-#[derive(Debug)]
-pub(crate) enum Watchdog {
-    /// None (a fixed lease, or not held).
-    Off,
-    /// Booked to start at the first renewal, if the hold lives that long.
-    Booked,
-    /// Renewed by the client's scheduler, as the renewal with this ticket.
-    Running(u64),
 }
 
 /// Every hold of one client: by lock name, the holds of each owner (rarely more than
@@ -669,5 +684,37 @@ mod tests {
         let second = holds.enter(&names, "o:1");
         assert!(!Arc::ptr_eq(&first.hold, &second.hold));
         assert!(first.hold.lost_flag.load(Ordering::Acquire));
+    }
+
+    /// A client may hold a million locks (W10 in `holdlock bench`): the record stays
+    /// small (it was 336 bytes before its signals, times and watchdog state were
+    /// folded).
+    #[test]
+    fn a_hold_record_stays_small() {
+        assert!(
+            std::mem::size_of::<Hold>() <= 208,
+            "{} bytes",
+            std::mem::size_of::<Hold>()
+        );
+    }
+
+    #[test]
+    fn the_watchdog_state_follows_booking_start_and_stop() {
+        let names = Arc::new(ClientConfig::default().names("a").unwrap());
+        let hold = Hold::new(&names, "o:1", 1);
+        assert!(!hold.has_watchdog());
+        assert!(!hold.start_booked_watchdog(7), "not booked");
+        assert!(hold.book_watchdog());
+        assert!(!hold.book_watchdog(), "booked once");
+        assert!(hold.is_watchdog_booked());
+        assert!(!hold.is_renewed_by(7));
+        assert!(hold.start_booked_watchdog(7));
+        assert!(!hold.start_booked_watchdog(8), "started once");
+        assert!(hold.is_renewed_by(7) && !hold.is_renewed_by(8));
+        assert!(!hold.book_watchdog(), "running");
+        hold.stop_watchdog();
+        assert!(!hold.has_watchdog() && !hold.is_renewed_by(7));
+        assert!(hold.book_watchdog() && hold.start_booked_watchdog(9));
+        assert!(hold.is_renewed_by(9) && !hold.is_renewed_by(7));
     }
 }
