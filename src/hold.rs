@@ -432,7 +432,91 @@ async fn sleep_until_some(at: Option<Instant>) {
 /// one per lock: only one owner can hold a lock, others appear while they try).
 #[derive(Debug, Default)]
 pub(crate) struct Holds {
-    map: Mutex<HashMap<String, Vec<Arc<Hold>>>>,
+    map: Mutex<HashMap<RegistryKey, Holders>>,
+}
+
+/// A registry entry's key: the [registry key](LockNames::registry_key) of the names it
+/// holds, without a copy of it (a client may hold a million locks).
+#[derive(Debug, Clone)]
+struct RegistryKey(Arc<LockNames>);
+
+impl std::borrow::Borrow<str> for RegistryKey {
+    fn borrow(&self) -> &str {
+        self.0.registry_key()
+    }
+}
+
+impl std::hash::Hash for RegistryKey {
+    // As `str` hashes, which `Borrow<str>` requires.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.registry_key().hash(state);
+    }
+}
+
+impl PartialEq for RegistryKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.registry_key() == other.0.registry_key()
+    }
+}
+
+impl Eq for RegistryKey {}
+
+/// The holds registered under one lock: nearly always one, kept without an allocation
+/// of its own.
+#[derive(Debug)]
+enum Holders {
+    One(Arc<Hold>),
+    Many(Vec<Arc<Hold>>),
+}
+
+impl Default for Holders {
+    fn default() -> Self {
+        Self::Many(Vec::new())
+    }
+}
+
+impl Holders {
+    fn as_slice(&self) -> &[Arc<Hold>] {
+        match self {
+            Self::One(hold) => std::slice::from_ref(hold),
+            Self::Many(holds) => holds,
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [Arc<Hold>] {
+        match self {
+            Self::One(hold) => std::slice::from_mut(hold),
+            Self::Many(holds) => holds,
+        }
+    }
+
+    fn push(&mut self, hold: Arc<Hold>) {
+        match self {
+            Self::Many(holds) if holds.is_empty() => *self = Self::One(hold),
+            Self::Many(holds) => holds.push(hold),
+            Self::One(first) => *self = Self::Many(vec![Arc::clone(first), hold]),
+        }
+    }
+
+    /// Takes out `hold` if it is registered here.
+    fn remove(&mut self, hold: &Arc<Hold>) {
+        match self {
+            Self::One(only) if Arc::ptr_eq(only, hold) => *self = Self::default(),
+            Self::One(_) => {}
+            Self::Many(holds) => holds.retain(|current| !Arc::ptr_eq(current, hold)),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.as_slice().is_empty()
+    }
+
+    fn into_vec(self) -> Vec<Arc<Hold>> {
+        match self {
+            Self::One(hold) => vec![hold],
+            Self::Many(holds) => holds,
+        }
+    }
 }
 
 /// The answer of [`Holds::local_holder`].
@@ -466,8 +550,8 @@ impl Holds {
         let map = self.map.lock();
         let live = map
             .get(registry)
-            .into_iter()
-            .flatten()
+            .map_or(&[][..], Holders::as_slice)
+            .iter()
             .filter(|hold| hold.is_live());
         let mut holder = LocalHolder::Nobody;
         for hold in live {
@@ -487,9 +571,10 @@ impl Holds {
         let mut map = self.map.lock();
         let holds = match map.get_mut(names.registry_key()) {
             Some(holds) => holds,
-            None => map.entry(names.registry_key().to_owned()).or_default(),
+            None => map.entry(RegistryKey(Arc::clone(names))).or_default(),
         };
         let hold = match holds
+            .as_mut_slice()
             .iter_mut()
             .find(|hold| hold.owner == owner && hold.names.kind == names.kind)
         {
@@ -514,8 +599,12 @@ impl Holds {
     /// the owner has taken its place.
     pub(crate) fn is_current(&self, hold: &Arc<Hold>) -> bool {
         let map = self.map.lock();
-        map.get(hold.names.registry_key())
-            .is_some_and(|holds| holds.iter().any(|current| Arc::ptr_eq(current, hold)))
+        map.get(hold.names.registry_key()).is_some_and(|holds| {
+            holds
+                .as_slice()
+                .iter()
+                .any(|current| Arc::ptr_eq(current, hold))
+        })
     }
 
     /// Uses `hold`, a hold given up as lost, for a late release: registered again (so
@@ -524,10 +613,10 @@ impl Holds {
     /// (`None`: a late release would touch that hold's count).
     pub(crate) fn reenter_lost(self: &Arc<Self>, hold: &Arc<Hold>) -> Option<HoldUse> {
         let mut map = self.map.lock();
-        let holds = map.entry(hold.names.registry_key().to_owned()).or_default();
+        let holds = map.entry(RegistryKey(Arc::clone(&hold.names))).or_default();
         let same =
             |other: &Arc<Hold>| other.owner == hold.owner && other.names.kind == hold.names.kind;
-        match holds.iter().find(|other| same(other)) {
+        match holds.as_slice().iter().find(|other| same(other)) {
             Some(current) if !Arc::ptr_eq(current, hold) => return None,
             Some(_) => {}
             None => holds.push(Arc::clone(hold)),
@@ -557,6 +646,7 @@ impl Holds {
     pub(crate) fn being_released(&self, registry: &str, owner: &str) -> Option<Arc<Hold>> {
         let map = self.map.lock();
         map.get(registry)?
+            .as_slice()
             .iter()
             .find(|hold| hold.is_taken_by(owner) && hold.is_being_released())
             .cloned()
@@ -570,12 +660,12 @@ impl Holds {
         fresh.in_use.fetch_add(1, Ordering::AcqRel);
         let mut map = self.map.lock();
         let holds = map
-            .entry(stale.names.registry_key().to_owned())
+            .entry(RegistryKey(Arc::clone(&stale.names)))
             .or_default();
         let same = |hold: &&mut Arc<Hold>| {
             hold.owner == stale.owner && hold.names.kind == stale.names.kind
         };
-        match holds.iter_mut().find(same) {
+        match holds.as_mut_slice().iter_mut().find(same) {
             Some(slot) => *slot = Arc::clone(&fresh),
             None => holds.push(Arc::clone(&fresh)),
         }
@@ -591,7 +681,7 @@ impl Holds {
             .map
             .lock()
             .drain()
-            .flat_map(|(_, holds)| holds)
+            .flat_map(|(_, holds)| holds.into_vec())
             .collect();
         for hold in holds {
             if hold.count() > 0 {
@@ -610,9 +700,7 @@ impl Holds {
         let Some(holds) = map.get_mut(hold.names.registry_key()) else {
             return;
         };
-        if let Some(position) = holds.iter().position(|current| Arc::ptr_eq(current, hold)) {
-            holds.swap_remove(position);
-        }
+        holds.remove(hold);
         if holds.is_empty() {
             map.remove(hold.names.registry_key());
         }
@@ -620,7 +708,11 @@ impl Holds {
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.map.lock().values().map(Vec::len).sum()
+        self.map
+            .lock()
+            .values()
+            .map(|holds| holds.as_slice().len())
+            .sum()
     }
 }
 
@@ -684,6 +776,39 @@ mod tests {
         let second = holds.enter(&names, "o:1");
         assert!(!Arc::ptr_eq(&first.hold, &second.hold));
         assert!(first.hold.lost_flag.load(Ordering::Acquire));
+    }
+
+    #[tokio::test]
+    async fn several_owners_of_one_lock_are_registered_and_forgotten_one_by_one() {
+        let holds = Arc::new(Holds::default());
+        let names = Arc::new(ClientConfig::default().names("a").unwrap());
+        let uses: Vec<HoldUse> = ["o:1", "o:2", "o:3"]
+            .into_iter()
+            .map(|owner| holds.enter(&names, owner))
+            .collect();
+        assert_eq!(holds.len(), 3);
+        let again = holds.enter(&names, "o:2");
+        assert!(Arc::ptr_eq(&again.hold, &uses[1].hold), "the same owner's hold");
+        drop(again);
+        let mut uses = uses.into_iter();
+        let first = uses.next().unwrap();
+        let first_hold = Arc::clone(&first.hold);
+        drop(first);
+        assert_eq!(holds.len(), 2, "an unused, unheld hold is forgotten");
+        assert!(!holds.is_current(&first_hold));
+        let rest: Vec<HoldUse> = uses.collect();
+        assert!(rest.iter().all(|entry| holds.is_current(&entry.hold)));
+        // Registered again under a key whose first names were the forgotten hold's.
+        let other_names = Arc::new(ClientConfig::default().names("a").unwrap());
+        let fourth = holds.enter(&other_names, "o:4");
+        assert_eq!(holds.len(), 3);
+        drop(rest);
+        drop(fourth);
+        assert_eq!(holds.len(), 0);
+        assert!(matches!(
+            holds.local_holder("a", "o:2", Kind::Mutex),
+            LocalHolder::Nobody
+        ));
     }
 
     /// A client may hold a million locks (W10 in `holdlock bench`): the record stays
