@@ -1,0 +1,399 @@
+//! The registry of one client's holds: by lock, the hold of each owner, so that a
+//! re-entry finds its hold before any key is built and a new call never joins a hold
+//! being released.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use parking_lot::Mutex;
+
+use super::Hold;
+use crate::keys::{Kind, LockNames};
+
+/// Every hold of one client: by lock name, the holds of each owner (rarely more than
+/// one per lock: only one owner can hold a lock, others appear while they try).
+#[derive(Debug, Default)]
+pub(crate) struct Holds {
+    map: Mutex<HashMap<RegistryKey, Holders>>,
+}
+
+/// A registry entry's key: the [registry key](LockNames::registry_key) of the names it
+/// holds, without a copy of it (a client may hold a million locks).
+#[derive(Debug, Clone)]
+struct RegistryKey(Arc<LockNames>);
+
+impl std::borrow::Borrow<str> for RegistryKey {
+    fn borrow(&self) -> &str {
+        self.0.registry_key()
+    }
+}
+
+impl std::hash::Hash for RegistryKey {
+    // As `str` hashes, which `Borrow<str>` requires.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.registry_key().hash(state);
+    }
+}
+
+impl PartialEq for RegistryKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.registry_key() == other.0.registry_key()
+    }
+}
+
+impl Eq for RegistryKey {}
+
+/// The holds registered under one lock: nearly always one, kept without an allocation
+/// of its own.
+#[derive(Debug)]
+enum Holders {
+    One(Arc<Hold>),
+    Many(Vec<Arc<Hold>>),
+}
+
+impl Default for Holders {
+    fn default() -> Self {
+        Self::Many(Vec::new())
+    }
+}
+
+impl Holders {
+    fn as_slice(&self) -> &[Arc<Hold>] {
+        match self {
+            Self::One(hold) => std::slice::from_ref(hold),
+            Self::Many(holds) => holds,
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [Arc<Hold>] {
+        match self {
+            Self::One(hold) => std::slice::from_mut(hold),
+            Self::Many(holds) => holds,
+        }
+    }
+
+    fn push(&mut self, hold: Arc<Hold>) {
+        match self {
+            Self::Many(holds) if holds.is_empty() => *self = Self::One(hold),
+            Self::Many(holds) => holds.push(hold),
+            Self::One(first) => *self = Self::Many(vec![Arc::clone(first), hold]),
+        }
+    }
+
+    /// Takes out `hold` if it is registered here.
+    fn remove(&mut self, hold: &Arc<Hold>) {
+        match self {
+            Self::One(only) if Arc::ptr_eq(only, hold) => *self = Self::default(),
+            Self::One(_) => {}
+            Self::Many(holds) => holds.retain(|current| !Arc::ptr_eq(current, hold)),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.as_slice().is_empty()
+    }
+
+    fn into_vec(self) -> Vec<Arc<Hold>> {
+        match self {
+            Self::One(hold) => vec![hold],
+            Self::Many(holds) => holds,
+        }
+    }
+}
+
+/// The answer of [`Holds::local_holder`].
+#[derive(Debug)]
+pub(crate) enum LocalHolder {
+    /// The owner asking: a re-entry, with its hold in use.
+    Owner(HoldUse),
+    Other,
+    Nobody,
+}
+
+impl Hold {
+    /// Held (as far as this process knows) and not lost.
+    fn is_live(&self) -> bool {
+        self.count() > 0 && !self.is_lost()
+    }
+}
+
+impl Holds {
+    /// Who holds the lock filed under `registry` (see [`LockNames::registry_key`])
+    /// through this client, as far as it knows, for `owner` asking for a hold of
+    /// `kind`: `owner` itself (a re-entry: its hold is returned in use, so one lookup
+    /// serves the whole call), another owner whose hold excludes it (Redis would
+    /// refuse `owner` for certain), or nobody here.
+    pub(crate) fn local_holder(
+        self: &Arc<Self>,
+        registry: &str,
+        owner: &str,
+        kind: Kind,
+    ) -> LocalHolder {
+        let map = self.map.lock();
+        let live = map
+            .get(registry)
+            .map_or(&[][..], Holders::as_slice)
+            .iter()
+            .filter(|hold| hold.is_live());
+        let mut holder = LocalHolder::Nobody;
+        for hold in live {
+            if hold.owner == owner && hold.names.kind == kind {
+                return LocalHolder::Owner(self.use_registered(hold));
+            }
+            if hold.owner != owner && hold.names.kind.excludes(kind) {
+                holder = LocalHolder::Other;
+            }
+        }
+        holder
+    }
+
+    /// The registered hold of `owner` on this lock, created (with count 0) if there is
+    /// none or the registered one is lost. It stays registered while the use lives.
+    pub(crate) fn enter(self: &Arc<Self>, names: &Arc<LockNames>, owner: &str) -> HoldUse {
+        let mut map = self.map.lock();
+        let holds = match map.get_mut(names.registry_key()) {
+            Some(holds) => holds,
+            None => map.entry(RegistryKey(Arc::clone(names))).or_default(),
+        };
+        let hold = match holds
+            .as_mut_slice()
+            .iter_mut()
+            .find(|hold| hold.owner == owner && hold.names.kind == names.kind)
+        {
+            // A lost hold is replaced only once no call is at work on it (a late
+            // release of it may be in flight: it must not touch the new hold's field).
+            // The caller waits for that call, finds the hold lost and enters again.
+            Some(slot) if slot.is_lost() && slot.ops.try_lock().is_ok() => {
+                *slot = Arc::new(Hold::new(names, owner, 0));
+                Arc::clone(slot)
+            }
+            Some(slot) => Arc::clone(slot),
+            None => {
+                let hold = Arc::new(Hold::new(names, owner, 0));
+                holds.push(Arc::clone(&hold));
+                hold
+            }
+        };
+        self.use_registered(&hold)
+    }
+
+    /// Whether `hold` is the one registered for its owner and lock: no newer hold of
+    /// the owner has taken its place.
+    pub(crate) fn is_current(&self, hold: &Arc<Hold>) -> bool {
+        let map = self.map.lock();
+        map.get(hold.names.registry_key()).is_some_and(|holds| {
+            holds
+                .as_slice()
+                .iter()
+                .any(|current| Arc::ptr_eq(current, hold))
+        })
+    }
+
+    /// Uses `hold`, a hold given up as lost, for a late release: registered again (so
+    /// that the owner's next call waits for the release instead of replacing it while
+    /// the release is in flight), unless a newer hold of the owner has taken its place
+    /// (`None`: a late release would touch that hold's count).
+    pub(crate) fn reenter_lost(self: &Arc<Self>, hold: &Arc<Hold>) -> Option<HoldUse> {
+        let mut map = self.map.lock();
+        let holds = map.entry(RegistryKey(Arc::clone(&hold.names))).or_default();
+        let same =
+            |other: &Arc<Hold>| other.owner == hold.owner && other.names.kind == hold.names.kind;
+        match holds.as_slice().iter().find(|other| same(other)) {
+            Some(current) if !Arc::ptr_eq(current, hold) => return None,
+            Some(_) => {}
+            None => holds.push(Arc::clone(hold)),
+        }
+        drop(map);
+        Some(self.reenter(hold))
+    }
+
+    /// Uses a hold a guard already has, whether or not it is still registered.
+    pub(crate) fn reenter(self: &Arc<Self>, hold: &Arc<Hold>) -> HoldUse {
+        let _map = self.map.lock();
+        self.use_registered(hold)
+    }
+
+    /// Counts a use of `hold`; the caller holds the map's lock, so that `leave` cannot
+    /// unregister the hold meanwhile.
+    fn use_registered(self: &Arc<Self>, hold: &Arc<Hold>) -> HoldUse {
+        hold.in_use.fetch_add(1, Ordering::AcqRel);
+        HoldUse {
+            holds: Arc::clone(self),
+            hold: Arc::clone(hold),
+        }
+    }
+
+    /// A hold that `owner` took on the lock filed under `registry` (of any kind, or a
+    /// semaphore permit) and is [being released](Hold::is_being_released), if any.
+    pub(crate) fn being_released(&self, registry: &str, owner: &str) -> Option<Arc<Hold>> {
+        let map = self.map.lock();
+        map.get(registry)?
+            .as_slice()
+            .iter()
+            .find(|hold| hold.is_taken_by(owner) && hold.is_being_released())
+            .cloned()
+    }
+
+    /// Registers a new hold with `count` holds in place of `stale`, whose Redis state
+    /// has vanished.
+    pub(crate) fn replace(self: &Arc<Self>, stale: &Arc<Hold>, count: u32) -> HoldUse {
+        stale.mark_gone("the hold vanished from redis (expired or force-unlocked)");
+        let fresh = Arc::new(Hold::new(&stale.names, &stale.owner, count));
+        fresh.in_use.fetch_add(1, Ordering::AcqRel);
+        let mut map = self.map.lock();
+        let holds = map
+            .entry(RegistryKey(Arc::clone(&stale.names)))
+            .or_default();
+        let same = |hold: &&mut Arc<Hold>| {
+            hold.owner == stale.owner && hold.names.kind == stale.names.kind
+        };
+        match holds.as_mut_slice().iter_mut().find(same) {
+            Some(slot) => *slot = Arc::clone(&fresh),
+            None => holds.push(Arc::clone(&fresh)),
+        }
+        HoldUse {
+            holds: Arc::clone(self),
+            hold: fresh,
+        }
+    }
+
+    /// Empties the registry, marking every hold lost with `why`.
+    pub(crate) fn drain(&self, why: &str) {
+        let holds: Vec<_> = self
+            .map
+            .lock()
+            .drain()
+            .flat_map(|(_, holds)| holds.into_vec())
+            .collect();
+        for hold in holds {
+            if hold.count() > 0 {
+                hold.mark_lost(why);
+            }
+            hold.stop_watchdog();
+        }
+    }
+
+    fn leave(&self, hold: &Arc<Hold>) {
+        let mut map = self.map.lock();
+        let in_use = hold.in_use.fetch_sub(1, Ordering::AcqRel) - 1;
+        if in_use > 0 || hold.is_live() {
+            return;
+        }
+        let Some(holds) = map.get_mut(hold.names.registry_key()) else {
+            return;
+        };
+        holds.remove(hold);
+        if holds.is_empty() {
+            map.remove(hold.names.registry_key());
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.map
+            .lock()
+            .values()
+            .map(|holds| holds.as_slice().len())
+            .sum()
+    }
+}
+
+/// A call in progress on a [`Hold`]; unregisters the hold on drop once it is unused.
+#[derive(Debug)]
+pub(crate) struct HoldUse {
+    holds: Arc<Holds>,
+    pub(crate) hold: Arc<Hold>,
+}
+
+impl Drop for HoldUse {
+    fn drop(&mut self) {
+        self.holds.leave(&self.hold);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::ClientConfig;
+
+    #[tokio::test]
+    async fn registry_forgets_unused_holds() {
+        let holds = Arc::new(Holds::default());
+        let names = Arc::new(ClientConfig::default().names("a").unwrap());
+        let first = holds.enter(&names, "o:1");
+        {
+            let mut ops = first.hold.ops.lock().await;
+            first.hold.set_count(&mut ops, 1);
+        }
+        let hold = Arc::clone(&first.hold);
+        drop(first);
+        assert_eq!(holds.len(), 1, "a held lock stays registered");
+        match holds.local_holder("a", "o:1", Kind::Mutex) {
+            LocalHolder::Owner(entry) => assert!(Arc::ptr_eq(&entry.hold, &hold)),
+            other => panic!("the holder asked: {other:?}"),
+        }
+        assert!(matches!(
+            holds.local_holder("a", "o:2", Kind::Mutex),
+            LocalHolder::Other
+        ));
+        assert!(matches!(
+            holds.local_holder("b", "o:1", Kind::Mutex),
+            LocalHolder::Nobody
+        ));
+        let again = holds.reenter(&hold);
+        {
+            let mut ops = hold.ops.lock().await;
+            hold.set_count(&mut ops, 0);
+        }
+        drop(again);
+        assert_eq!(holds.len(), 0, "a released lock is forgotten");
+    }
+
+    #[test]
+    fn lost_holds_are_replaced_on_enter() {
+        let holds = Arc::new(Holds::default());
+        let names = Arc::new(ClientConfig::default().names("a").unwrap());
+        let first = holds.enter(&names, "o:1");
+        first.hold.mark_lost("test");
+        let second = holds.enter(&names, "o:1");
+        assert!(!Arc::ptr_eq(&first.hold, &second.hold));
+        assert!(first.hold.lost_flag.load(Ordering::Acquire));
+    }
+
+    #[tokio::test]
+    async fn several_owners_of_one_lock_are_registered_and_forgotten_one_by_one() {
+        let holds = Arc::new(Holds::default());
+        let names = Arc::new(ClientConfig::default().names("a").unwrap());
+        let uses: Vec<HoldUse> = ["o:1", "o:2", "o:3"]
+            .into_iter()
+            .map(|owner| holds.enter(&names, owner))
+            .collect();
+        assert_eq!(holds.len(), 3);
+        let again = holds.enter(&names, "o:2");
+        assert!(
+            Arc::ptr_eq(&again.hold, &uses[1].hold),
+            "the same owner's hold"
+        );
+        drop(again);
+        let mut uses = uses.into_iter();
+        let first = uses.next().unwrap();
+        let first_hold = Arc::clone(&first.hold);
+        drop(first);
+        assert_eq!(holds.len(), 2, "an unused, unheld hold is forgotten");
+        assert!(!holds.is_current(&first_hold));
+        let rest: Vec<HoldUse> = uses.collect();
+        assert!(rest.iter().all(|entry| holds.is_current(&entry.hold)));
+        // Registered again under a key whose first names were the forgotten hold's.
+        let other_names = Arc::new(ClientConfig::default().names("a").unwrap());
+        let fourth = holds.enter(&other_names, "o:4");
+        assert_eq!(holds.len(), 3);
+        drop(rest);
+        drop(fourth);
+        assert_eq!(holds.len(), 0);
+        assert!(matches!(
+            holds.local_holder("a", "o:2", Kind::Mutex),
+            LocalHolder::Nobody
+        ));
+    }
+}
