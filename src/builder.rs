@@ -412,13 +412,14 @@ impl LockClientBuilder {
                 ((redis, Ownership::Opened), (subscriber, Ownership::Opened))
             }
         };
+        let give_up = tokio::time::Instant::now() + timeout;
         let connecting = async {
             // A lent client may be connected already; holdlock connects what is not.
             if !redis.is_connected() {
-                connection::connect(&redis).await?;
+                connection::connect(&redis, give_up).await?;
             }
             if !subscriber.is_connected() {
-                connection::connect(&subscriber).await?;
+                connection::connect(&subscriber, give_up).await?;
             }
             Ok::<_, fred::error::Error>(())
         };

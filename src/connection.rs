@@ -52,13 +52,39 @@ pub(crate) async fn close(client: &impl ClientLike) {
 /// task is watched, and started again at once when it ends with an error; commands
 /// queued meanwhile are sent by the new one. The new connections are announced like
 /// any reconnection, so watchdogs renew and waiting rooms subscribe again.
-pub(crate) async fn connect<C>(client: &C) -> Result<(), fred::error::Error>
+///
+/// A Redis Cluster node that reports a `cluster_state` other than `ok` makes fred 10
+/// refuse the first connection ("Invalid or missing cluster state"): a client started
+/// during a failover, a restart or a reshard that left a slot uncovered for a moment.
+/// That refusal is tried again, with a growing pause, until `give_up` (the caller's
+/// connect timeout) is near; every other error is returned at once.
+pub(crate) async fn connect<C>(client: &C, give_up: Instant) -> Result<(), fred::error::Error>
 where
     C: ClientLike + Clone + Send + Sync + 'static,
 {
-    let task = client.init().await?;
+    let mut pause = Duration::from_millis(50);
+    let task = loop {
+        match client.init().await {
+            Ok(task) => break task,
+            Err(error) if is_cluster_not_ready(&error) && Instant::now() + pause < give_up => {
+                tracing::debug!(%error, "a cluster node is not ready; connecting again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(500));
+            }
+            Err(error) => return Err(error),
+        }
+    };
     tokio::spawn(keep_running(client.clone(), task));
     Ok(())
+}
+
+/// Whether fred refused a first connection because a cluster node's state was not
+/// `ok` (fred 10 says so only in the message of a protocol error).
+fn is_cluster_not_ready(error: &fred::error::Error) -> bool {
+    matches!(
+        error.kind(),
+        fred::error::ErrorKind::Protocol | fred::error::ErrorKind::Cluster
+    ) && error.details().contains("cluster state")
 }
 
 /// Restarts `client`'s connection task each time it ends with an error, pausing

@@ -45,7 +45,9 @@ impl Acknowledging {
         self.client
             .get_or_try_init(|| async {
                 let client = template.clone_new();
-                match tokio::time::timeout(timeout, crate::connection::connect(&client)).await {
+                let give_up = tokio::time::Instant::now() + timeout;
+                let connecting = crate::connection::connect(&client, give_up);
+                match tokio::time::timeout(timeout, connecting).await {
                     Ok(Ok(_)) => Ok(client),
                     failed => {
                         let _ = client.quit().await;

@@ -254,3 +254,68 @@ async fn a_replica_promoted_by_a_forced_failover() {
 async fn a_replica_promoted_by_a_takeover() {
     under_load_losing_latest_writes(|cluster| promote(cluster, "TAKEOVER")).await;
 }
+
+/// A client built while a node reports `cluster_state:fail` (here: a slot its primary
+/// gave up, as a node may report for a moment during a failover, a restart or a
+/// reshard) connects once the cluster is whole again, within its connect timeout,
+/// instead of failing at once; one whose timeout runs out first says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_built_while_a_node_is_not_ready_connects_once_it_is() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let cluster = RedisCluster::start(3);
+    let url = cluster.url();
+    let node = &cluster.nodes[0];
+    let nodes = node.query(&["CLUSTER", "NODES"]).unwrap();
+    let own = nodes
+        .lines()
+        .find(|line| line.contains("myself"))
+        .and_then(|line| line.split_whitespace().nth(8))
+        .expect("the node's own slots");
+    let slot = own.split('-').next().unwrap().to_owned();
+    assert_eq!(
+        node.command(&["CLUSTER", "DELSLOTS", &slot]).unwrap(),
+        "+OK"
+    );
+    common::wait_until(
+        "the node to report a failed state",
+        Duration::from_secs(10),
+        || {
+            node.query(&["CLUSTER", "INFO"])
+                .is_ok_and(|info| info.contains("cluster_state:fail"))
+        },
+    );
+
+    let refused = LockClient::builder(&url)
+        .connect_timeout(Duration::from_millis(400))
+        .build()
+        .await
+        .err()
+        .expect("no client while a node's state is fail");
+    assert!(refused.to_string().contains("cluster state"), "{refused}");
+
+    let started = Instant::now();
+    let building = tokio::spawn({
+        let url = url.clone();
+        async move {
+            LockClient::builder(&url)
+                .connect_timeout(Duration::from_secs(20))
+                .build()
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert!(!building.is_finished(), "built while a node was not ready");
+    assert_eq!(
+        node.command(&["CLUSTER", "ADDSLOTS", &slot]).unwrap(),
+        "+OK"
+    );
+    let client = building
+        .await
+        .unwrap()
+        .expect("connected once the cluster was whole");
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    let guard = client.lock("ready").await.unwrap();
+    guard.unlock().await.unwrap();
+    client.shutdown().await;
+}

@@ -264,8 +264,9 @@ impl Election {
         let messages = listener.subscriber.message_rx();
         let mut reconnects = listener.subscriber.reconnect_rx();
         let timeout = engine.config().connect_timeout;
+        let give_up = tokio::time::Instant::now() + timeout;
         let started = async {
-            crate::connection::connect(&listener.subscriber).await?;
+            crate::connection::connect(&listener.subscriber, give_up).await?;
             // The first connections, made before the subscription: nothing to restore.
             while reconnects.try_recv().is_ok() {}
             listener.listen().await?;
