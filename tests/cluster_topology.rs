@@ -289,8 +289,7 @@ async fn a_client_built_while_a_node_is_not_ready_connects_once_it_is() {
         .connect_timeout(Duration::from_millis(400))
         .build()
         .await
-        .err()
-        .expect("no client while a node's state is fail");
+        .expect_err("no client while a node's state is fail");
     assert!(refused.to_string().contains("cluster state"), "{refused}");
 
     let started = Instant::now();
