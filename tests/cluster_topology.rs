@@ -15,6 +15,10 @@
 //! Scenarios run one at a time (each starts its own cluster of six servers). Emptying
 //! a primary made fred end a client's connection task for good before holdlock
 //! restarted it (see `src/connection.rs`): every hold of that client was lost.
+//!
+//! Two more, on three primaries without replicas: a primary restarted with its data
+//! (holds on the other primaries keep renewing), and clients built while a node
+//! reports `cluster_state:fail`.
 
 mod common;
 
@@ -257,10 +261,13 @@ async fn a_replica_promoted_by_a_takeover() {
 
 /// A client built while a node reports `cluster_state:fail` (here: a slot its primary
 /// gave up, as a node may report for a moment during a failover, a restart or a
-/// reshard) connects once the cluster is whole again, within its connect timeout,
-/// instead of failing at once; one whose timeout runs out first says why.
+/// reshard). holdlock's own connections skip fred's check of each node's state: the
+/// client connects at once and serves the healthy nodes' slots. A lent fred client
+/// that keeps the check connects once the cluster is whole again, within the connect
+/// timeout, instead of failing at once; one whose timeout runs out first says why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_built_while_a_node_is_not_ready_connects_once_it_is() {
+async fn a_client_built_while_a_node_is_not_ready_connects() {
+    use fred::interfaces::ClientLike;
     let _one = ONE_AT_A_TIME.lock().await;
     let cluster = RedisCluster::start(3);
     let url = cluster.url();
@@ -284,37 +291,160 @@ async fn a_client_built_while_a_node_is_not_ready_connects_once_it_is() {
                 .is_ok_and(|info| info.contains("cluster_state:fail"))
         },
     );
+    let healthy = (0..)
+        .map(|i| format!("healthy:{i}"))
+        .find(|name| cluster.primary_of(&common::key(name)).port != node.port)
+        .unwrap();
 
-    let refused = LockClient::builder(&url)
+    // holdlock's own connections.
+    let started = Instant::now();
+    let client = LockClient::builder(&url)
+        .connect_timeout(Duration::from_secs(20))
+        .build()
+        .await
+        .expect("connected while a node was not ready");
+    client.lock(&healthy).await.unwrap().unlock().await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // A lent fred client with fred's defaults, which check every node's state.
+    let lent = || {
+        let config = fred::types::config::Config::from_url(&url).unwrap();
+        fred::types::Builder::from_config(config).build().unwrap()
+    };
+    let refused = LockClient::builder("redis://unused")
+        .fred_clients(lent(), None)
         .connect_timeout(Duration::from_millis(400))
         .build()
         .await
-        .expect_err("no client while a node's state is fail");
+        .expect_err("no lent client while a node's state is fail");
     assert!(refused.to_string().contains("cluster state"), "{refused}");
-
-    let started = Instant::now();
+    let waiting = lent();
     let building = tokio::spawn({
-        let url = url.clone();
+        let waiting = waiting.clone();
         async move {
-            LockClient::builder(&url)
+            LockClient::builder("redis://unused")
+                .fred_clients(waiting, None)
                 .connect_timeout(Duration::from_secs(20))
                 .build()
                 .await
         }
     });
     tokio::time::sleep(Duration::from_millis(1_500)).await;
-    assert!(!building.is_finished(), "built while a node was not ready");
+    assert!(
+        !building.is_finished(),
+        "connected while a node was not ready"
+    );
     assert_eq!(
         node.command(&["CLUSTER", "ADDSLOTS", &slot]).unwrap(),
         "+OK"
     );
-    let client = building
+    let lent_client = building
         .await
         .unwrap()
         .expect("connected once the cluster was whole");
-    let took = started.elapsed();
-    assert!(took < Duration::from_secs(10), "{took:?}");
-    let guard = client.lock("ready").await.unwrap();
-    guard.unlock().await.unwrap();
+    for client in [&client, &lent_client] {
+        let guard = client.lock("ready").await.unwrap();
+        guard.unlock().await.unwrap();
+    }
+    lent_client.shutdown().await;
+    client.shutdown().await;
+    let _ = waiting.quit().await;
+}
+
+/// A primary restarted with its data and no replica to take over: Redis keeps it in
+/// `cluster_state:fail` for its rejoin delay (5 s here), and its own holds with a
+/// lease shorter than that may be lost, but the holds on the other primaries keep
+/// renewing and calls on them go on. (With fred's check of each node's state, every
+/// command of the client waited out the rejoin delay, and the holds on every primary
+/// were lost.) fred still reconnects the client's nodes together, so calls elsewhere
+/// may wait while the restarted node is down (its restart, well under a second on an
+/// idle machine): the lease is 6 s here, and a turn may take up to 2.5 s (with the
+/// check, turns took 3.5 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_restarted_primary_leaves_the_other_primaries_locks_alone() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut cluster = RedisCluster::start(3);
+    let url = cluster.url();
+    let restarted = cluster
+        .nodes
+        .iter()
+        .position(|node| node.port == cluster.primary_of(&common::key("held:0")).port)
+        .unwrap();
+    let restarted_port = cluster.nodes[restarted].port;
+    let elsewhere = |name: &str, cluster: &RedisCluster| {
+        cluster.primary_of(&common::key(name)).port != restarted_port
+    };
+    let lease = LEASE * 2;
+    let client = LockClient::builder(&url)
+        .lease(lease)
+        .build()
+        .await
+        .unwrap();
+    let mut guards = Vec::new();
+    for i in 0..HELD {
+        guards.push(client.lock(&format!("held:{i}")).await.unwrap());
+    }
+    let turn_names: Vec<String> = (0..CONTENDED)
+        .map(|i| format!("turn:{i}"))
+        .filter(|name| elsewhere(name, &cluster))
+        .collect();
+    assert!(!turn_names.is_empty());
+    let stop = Arc::new(AtomicBool::new(false));
+    let turns = tokio::spawn({
+        let (client, stop) = (client.clone(), Arc::clone(&stop));
+        async move {
+            let (mut slowest, mut done) = (Duration::ZERO, 0u64);
+            while !stop.load(Ordering::Relaxed) {
+                for name in &turn_names {
+                    let began = Instant::now();
+                    let guard = client.lock(name).await.unwrap();
+                    guard.unlock().await.unwrap();
+                    slowest = slowest.max(began.elapsed());
+                    done += 1;
+                }
+            }
+            (slowest, done)
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    assert_eq!(cluster.nodes[restarted].command(&["SAVE"]).unwrap(), "+OK");
+    let cluster = tokio::task::spawn_blocking(move || {
+        cluster.nodes[restarted].restart();
+        common::wait_until(
+            "the cluster to be whole again",
+            Duration::from_secs(30),
+            || cluster.is_ok(),
+        );
+        cluster
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(lease * 2).await;
+    stop.store(true, Ordering::Relaxed);
+    let (slowest, done) = turns.await.unwrap();
+
+    let redis = common::raw(&cluster.url()).await;
+    let mut kept = 0;
+    for guard in &guards {
+        if !elsewhere(guard.name(), &cluster) {
+            continue;
+        }
+        assert!(!guard.is_lost(), "{} was lost", guard.name());
+        let count = common::hold_count(&redis, guard.name(), guard.owner()).await;
+        assert_eq!(count, Some(1), "{} is gone from redis", guard.name());
+        kept += 1;
+    }
+    assert!(kept > HELD / 3, "{kept} holds elsewhere");
+    assert!(done > 100, "the turns stalled: {done}");
+    assert!(
+        slowest < Duration::from_millis(2_500),
+        "a turn elsewhere took {slowest:?}"
+    );
+    drop(guards);
     client.shutdown().await;
 }
