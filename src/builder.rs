@@ -225,9 +225,9 @@ impl LockClientBuilder {
     /// cannot send a hold twice.
     ///
     /// On a Redis Cluster, consider `disable_cluster_health_check` in the lent
-    /// client's connection settings, as holdlock's own connections have it: with fred's
-    /// check, a restarted node makes every command of the client wait out its rejoin
-    /// delay (docs/deployments.md, "Topology changes").
+    /// client's connection settings, as every connection holdlock opens has it: with
+    /// fred's check, a restarted node makes every command of the client wait out its
+    /// rejoin delay (docs/deployments.md, "Topology changes").
     ///
     /// # Examples
     /// ```no_run
@@ -428,7 +428,7 @@ impl LockClientBuilder {
             }
             Ok::<_, fred::error::Error>(())
         };
-        match tokio::time::timeout(timeout, connecting).await {
+        match tokio::time::timeout_at(give_up, connecting).await {
             Ok(Ok(())) => {}
             failed => {
                 close_if_opened(&redis, opened).await;
@@ -475,11 +475,7 @@ impl LockClientBuilder {
         let timeout = self.config.connect_timeout;
         let mut builder = Builder::from_config(fred_config);
         builder
-            .with_connection_config(|connection| {
-                connection.connection_timeout = timeout;
-                connection.internal_command_timeout = timeout;
-                skip_cluster_health_check(connection);
-            })
+            .with_connection_config(|connection| connection::own_settings(connection, timeout))
             .with_performance_config(|performance| performance.default_command_timeout = timeout)
             .set_policy(
                 self.reconnect
@@ -499,11 +495,7 @@ fn subscriber_beside(redis: &Client, timeout: Duration) -> Result<SubscriberClie
     builder
         .set_performance_config(redis.perf_config())
         .set_connection_config(redis.connection_config().clone())
-        .with_connection_config(|connection| {
-            connection.connection_timeout = timeout;
-            connection.internal_command_timeout = timeout;
-            skip_cluster_health_check(connection);
-        });
+        .with_connection_config(|connection| connection::own_settings(connection, timeout));
     if let Some(policy) = redis.client_reconnect_policy() {
         builder.set_policy(policy);
     }
@@ -554,17 +546,4 @@ impl LockClientBuilder {
         self.tls = Some(crate::tls::TlsSetting::Connector(connector));
         self
     }
-}
-
-/// Lets fred connect to a Redis Cluster node whatever `cluster_state` it reports.
-///
-/// fred 10 checks each node's state when it connects, and refuses a node that is not
-/// `ok`. A restarted primary reports `fail` for its rejoin delay (up to 5 s), and a
-/// cluster client reconnects all its nodes together: with the check, every command of
-/// the client, on every primary, waited until the restarted node was `ok` again, and
-/// holds on primaries the restart never touched were lost. Without it, a node that
-/// is not ready answers `CLUSTERDOWN` for its own slots, which the scripts take as
-/// "not run" and send again within their time, and the other nodes serve as usual.
-fn skip_cluster_health_check(connection: &mut fred::types::config::ConnectionConfig) {
-    connection.disable_cluster_health_check = true;
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use fred::interfaces::ClientLike;
 use fred::types::ConnectHandle;
+use fred::types::config::ConnectionConfig;
 use tokio::time::Instant;
 
 /// Who closes a connection: holdlock, which opened it, or the application, which lent
@@ -41,6 +42,24 @@ pub(crate) async fn close(client: &impl ClientLike) {
     }
 }
 
+/// Sets up the connection settings of a connection holdlock opens (its command and
+/// subscriber clients, and those it opens beside a lent client): `timeout` to connect
+/// and for fred's own commands, and no check of each Redis Cluster node's state.
+///
+/// fred 10 checks each node's `cluster_state` when it connects, and refuses a node
+/// that is not `ok`. A restarted primary reports `fail` for its rejoin delay (up to
+/// 5 s), and a cluster client reconnects all its nodes together: with the check, every
+/// command of the client, on every primary, waited until the restarted node was `ok`
+/// again, and holds on primaries the restart never touched were lost. Without it, a
+/// node that is not ready answers `CLUSTERDOWN` for its own slots, which the scripts
+/// take as "not run" and send again within their time, and the other nodes serve as
+/// usual.
+pub(crate) fn own_settings(connection: &mut ConnectionConfig, timeout: Duration) {
+    connection.connection_timeout = timeout;
+    connection.internal_command_timeout = timeout;
+    connection.disable_cluster_health_check = true;
+}
+
 /// Connects `client` (fred's `init`: the first connections are made before this
 /// returns) and keeps its connection task running until the client is closed.
 ///
@@ -53,11 +72,13 @@ pub(crate) async fn close(client: &impl ClientLike) {
 /// queued meanwhile are sent by the new one. The new connections are announced like
 /// any reconnection, so watchdogs renew and waiting rooms subscribe again.
 ///
-/// A Redis Cluster node that reports a `cluster_state` other than `ok` makes fred 10
-/// refuse the first connection ("Invalid or missing cluster state"): a client started
-/// during a failover, a restart or a reshard that left a slot uncovered for a moment.
-/// That refusal is tried again, with a growing pause, until `give_up` (the caller's
-/// connect timeout) is near; every other error is returned at once.
+/// A lent client that keeps fred's check of each Redis Cluster node's state (see
+/// [`own_settings`]) is refused its first connection while a node reports a
+/// `cluster_state` other than `ok` ("Invalid or missing cluster state"): a client
+/// started during a failover, a restart or a reshard that left a slot uncovered for a
+/// moment. That refusal is tried again, with a growing pause, until `give_up` (the
+/// caller's connect deadline) is near; every other error is returned at once. The
+/// caller bounds the whole call by the same deadline (`tokio::time::timeout_at`).
 pub(crate) async fn connect<C>(client: &C, give_up: Instant) -> Result<(), fred::error::Error>
 where
     C: ClientLike + Clone + Send + Sync + 'static,

@@ -36,7 +36,8 @@ pub(crate) struct Acknowledging {
 }
 
 impl Acknowledging {
-    /// The dedicated client, connecting it (like `template`) on first use.
+    /// The dedicated client, connecting it (with `template`'s settings and holdlock's
+    /// own, see `connection::own_settings`) on first use.
     pub(crate) async fn client(
         &self,
         template: &Client,
@@ -44,10 +45,18 @@ impl Acknowledging {
     ) -> Result<&Client> {
         self.client
             .get_or_try_init(|| async {
-                let client = template.clone_new();
+                let mut connection = template.connection_config().clone();
+                crate::connection::own_settings(&mut connection, timeout);
+                let client = Client::new(
+                    template.client_config(),
+                    Some(template.perf_config()),
+                    Some(connection),
+                    // fred resets the policy's attempts when the client connects.
+                    template.client_reconnect_policy(),
+                );
                 let give_up = tokio::time::Instant::now() + timeout;
                 let connecting = crate::connection::connect(&client, give_up);
-                match tokio::time::timeout(timeout, connecting).await {
+                match tokio::time::timeout_at(give_up, connecting).await {
                     Ok(Ok(_)) => Ok(client),
                     failed => {
                         let _ = client.quit().await;

@@ -272,13 +272,7 @@ async fn a_client_built_while_a_node_is_not_ready_connects() {
     let cluster = RedisCluster::start(3);
     let url = cluster.url();
     let node = &cluster.nodes[0];
-    let nodes = node.query(&["CLUSTER", "NODES"]).unwrap();
-    let own = nodes
-        .lines()
-        .find(|line| line.contains("myself"))
-        .and_then(|line| line.split_whitespace().nth(8))
-        .expect("the node's own slots");
-    let slot = own.split('-').next().unwrap().to_owned();
+    let slot = cluster.first_slot(node).to_string();
     assert_eq!(
         node.command(&["CLUSTER", "DELSLOTS", &slot]).unwrap(),
         "+OK"
@@ -394,22 +388,31 @@ async fn a_restarted_primary_leaves_the_other_primaries_locks_alone() {
         .collect();
     assert!(!turn_names.is_empty());
     let stop = Arc::new(AtomicBool::new(false));
-    let turns = tokio::spawn({
-        let (client, stop) = (client.clone(), Arc::clone(&stop));
-        async move {
-            let (mut slowest, mut done) = (Duration::ZERO, 0u64);
-            while !stop.load(Ordering::Relaxed) {
-                for name in &turn_names {
-                    let began = Instant::now();
-                    let guard = client.lock(name).await.unwrap();
-                    guard.unlock().await.unwrap();
-                    slowest = slowest.max(began.elapsed());
-                    done += 1;
+    // Two clients take turns on the same names, each holding a few milliseconds: a
+    // waiter is woken by the other client's release message (its subscriber's
+    // connection is one holdlock opens, like the command client's).
+    let other = LockClient::builder(&url).build().await.unwrap();
+    let turn_names = Arc::new(turn_names);
+    let turns: Vec<_> = [client.clone(), other.clone()]
+        .into_iter()
+        .map(|client| {
+            let (stop, turn_names) = (Arc::clone(&stop), Arc::clone(&turn_names));
+            tokio::spawn(async move {
+                let (mut slowest, mut done) = (Duration::ZERO, 0u64);
+                while !stop.load(Ordering::Relaxed) {
+                    for name in turn_names.iter() {
+                        let began = Instant::now();
+                        let guard = client.lock(name).await.unwrap();
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        guard.unlock().await.unwrap();
+                        slowest = slowest.max(began.elapsed());
+                        done += 1;
+                    }
                 }
-            }
-            (slowest, done)
-        }
-    });
+                (slowest, done)
+            })
+        })
+        .collect();
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     assert_eq!(cluster.nodes[restarted].command(&["SAVE"]).unwrap(), "+OK");
@@ -426,7 +429,12 @@ async fn a_restarted_primary_leaves_the_other_primaries_locks_alone() {
     .unwrap();
     tokio::time::sleep(lease * 2).await;
     stop.store(true, Ordering::Relaxed);
-    let (slowest, done) = turns.await.unwrap();
+    let (mut slowest, mut done) = (Duration::ZERO, 0);
+    for turns in turns {
+        let (slowest_here, done_here) = turns.await.unwrap();
+        slowest = slowest.max(slowest_here);
+        done += done_here;
+    }
 
     let redis = common::raw(&cluster.url()).await;
     let mut kept = 0;
@@ -446,5 +454,6 @@ async fn a_restarted_primary_leaves_the_other_primaries_locks_alone() {
         "a turn elsewhere took {slowest:?}"
     );
     drop(guards);
+    other.shutdown().await;
     client.shutdown().await;
 }

@@ -250,11 +250,14 @@ impl Election {
         let key = election_names(&engine.config().prefix, &self.name)?.key;
         let channel = leader_channel(&key);
         let redis = engine.protocol().redis();
+        let timeout = engine.config().connect_timeout;
+        let mut connection = redis.connection_config().clone();
+        crate::connection::own_settings(&mut connection, timeout);
         let listener = Listener {
             subscriber: SubscriberClient::new(
                 redis.client_config(),
                 Some(redis.perf_config()),
-                Some(redis.connection_config().clone()),
+                Some(connection),
                 redis.client_reconnect_policy(),
             ),
             channel,
@@ -263,7 +266,6 @@ impl Election {
         // Taken before connecting, so that no message or reconnection goes unseen.
         let messages = listener.subscriber.message_rx();
         let mut reconnects = listener.subscriber.reconnect_rx();
-        let timeout = engine.config().connect_timeout;
         let give_up = tokio::time::Instant::now() + timeout;
         let started = async {
             crate::connection::connect(&listener.subscriber, give_up).await?;
@@ -272,7 +274,7 @@ impl Election {
             listener.listen().await?;
             read_leader(engine, &key).await
         };
-        let (now_us, record) = match tokio::time::timeout(timeout, started).await {
+        let (now_us, record) = match tokio::time::timeout_at(give_up, started).await {
             Ok(Ok(read)) => read,
             failed => {
                 listener.close().await;

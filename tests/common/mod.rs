@@ -474,6 +474,16 @@ impl RedisCluster {
             .expect("a primary serves every slot")
     }
 
+    /// The first slot `node` serves, by its own view of the cluster.
+    pub fn first_slot(&self, node: &RedisServer) -> u16 {
+        own_line(node)
+            .and_then(|line| {
+                let range = line.split(' ').nth(8)?.to_owned();
+                range.split('-').next()?.parse().ok()
+            })
+            .expect("the node serves a slot")
+    }
+
     /// Whether `node` serves `slot`, by its own view of the cluster.
     fn serves(&self, node: &RedisServer, slot: u16) -> bool {
         self.serves_in(&own_line(node), slot)
