@@ -5,7 +5,7 @@
 -- ARGV[1]  owner id
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  claim window in milliseconds: how long a waiter the lock was handed to has
---          to claim it, and how long a waiter stays queued without an attempt
+--          to claim it
 -- ARGV[4]  "wait" to queue when refused; anything else for a single try
 -- ARGV[5]  "spublish" to tell the release channel as a shard channel; else PUBLISH
 -- ARGV[6]  the caller's wait: a number no other wait of this client uses. The wait
@@ -16,6 +16,8 @@
 --          is one it gave up (as lost, or in an earlier wait), which goes to the first
 --          waiter
 -- ARGV[7]  data to keep with a fresh hold (field `data:<owner>`), or empty for none
+-- ARGV[8]  place window in milliseconds: how long the caller's client keeps all its
+--          places in the queue without an attempt of any of its waits
 --
 -- Waiters are served in the order their waits began (their first refused attempt):
 -- a free lock goes to the first live waiter, never to a later caller. A lock handed to
@@ -24,12 +26,15 @@
 -- A re-entry is `reenter.lua`, as for the mutex.
 --
 -- Granted:  { 1, fencing token or 0 }
--- Busy:     { 0, remaining PTTL of the lock in ms (-1 if it has none), and the
---             caller's place in the queue (its score, as Redis prints it) if queued }
+-- Busy:     { 0, remaining PTTL of the lock in ms (-1 if it has none) }, and if
+--           queued: { 0, PTTL, the caller's place in the queue (its score, as Redis
+--             prints it), this server's clock in ms, 1 if the caller's client was
+--             still alive here before this attempt else 0 (its other waits' places
+--             were dropped, if it had any: they must queue again) }
 -- Raises WRONGTYPE (naming the key) if a key holds another type.
 local key, queue, alive, owner = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local waiter = owner .. ' ' .. ARGV[6]
-local window = tonumber(ARGV[3])
+local window, place_window = tonumber(ARGV[3]), tonumber(ARGV[8])
 for i = 1, 3 do
   local found = redis.call('type', KEYS[i]).ok
   if found ~= 'none' and found ~= (i == 1 and 'hash' or 'zset') then
@@ -54,7 +59,6 @@ local function hold_afresh()
   end
   redis.call('pexpire', key, ARGV[2])
   redis.call('zrem', queue, waiter)
-  redis.call('zrem', alive, waiter)
   return { 1, floor and fencing.draw(key, KEYS[4], floor) or 0 }
 end
 local pttl = redis.call('pttl', key)
@@ -75,15 +79,17 @@ if pttl == -2 then
     return hold_afresh()
   end
   -- Someone has waited longer: the lock is theirs to claim.
-  fair.hand_to_first(ARGV[5], window)
+  fair.hand_to_first(ARGV[5], window, now_ms)
   pttl = window
 end
 if ARGV[4] == 'wait' then
+  local client = fair.client_of(owner)
+  local was_alive = redis.call('zscore', alive, client) and 1 or 0
   -- NX keeps the place of the first refused attempt.
   redis.call('zadd', queue, 'NX', now_us, waiter)
-  redis.call('zadd', alive, now_ms + window, waiter)
-  redis.call('pexpire', queue, window * 2)
-  redis.call('pexpire', alive, window * 2)
-  return { 0, pttl, redis.call('zscore', queue, waiter) }
+  redis.call('zadd', alive, now_ms + place_window, client)
+  redis.call('pexpire', queue, place_window * 2)
+  redis.call('pexpire', alive, place_window * 2)
+  return { 0, pttl, redis.call('zscore', queue, waiter), now_ms, was_alive }
 end
 return { 0, pttl }

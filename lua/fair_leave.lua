@@ -14,11 +14,11 @@
 -- Returns 1 if a lock handed to the wait was handed on, else 0.
 local key, waiter = KEYS[1], ARGV[1] .. ' ' .. ARGV[4]
 redis.call('zrem', KEYS[2], waiter)
-redis.call('zrem', KEYS[3], waiter)
 if redis.call('hget', key, 'claim') ~= waiter then
   return 0
 end
 redis.call('del', key)
-fair.drop_dead_waiters(fair.now())
-fair.hand_to_first(ARGV[2], ARGV[3])
+local now_ms = fair.now()
+fair.drop_dead_waiters(now_ms)
+fair.hand_to_first(ARGV[2], ARGV[3], now_ms)
 return 1

@@ -7,9 +7,11 @@
 -- KEYS[2]  the queue (sorted set: "<owner id> <wait>" -> when that wait began, in
 --          microseconds by this server's clock: its place). <wait> is a number the
 --          client gives each wait, so each wait of an owner is an entry of its own
--- KEYS[3]  the waiters' liveness (sorted set: "<owner id> <wait>" -> deadline in ms; a
---          wait refreshes it with every attempt, and one that stops is dropped after
---          it)
+-- KEYS[3]  the waiting clients' liveness (sorted set: client id -> deadline in ms).
+--          A client id is its owner ids' part before the first colon. Any attempt of
+--          any of a client's waits moves the deadline a place window on, for all of
+--          them: a client makes one attempt per third of that window for all its waits,
+--          and a client that stops (it died) has all its waits dropped after it
 if redis.replicate_commands then
   -- Redis < 5 must replicate these scripts' effects, as they read TIME.
   redis.replicate_commands()
@@ -23,31 +25,45 @@ function fair.now()
   return seconds * 1000 + math.floor(micros / 1000), seconds * 1000000 + micros
 end
 
--- Drops the waiters whose liveness deadline has passed (they died or left).
+-- The client an owner id (or a queue entry, "<owner id> <wait>") belongs to.
+function fair.client_of(owner)
+  return string.match(owner, '^[^:]*')
+end
+
+-- Drops the waits of the clients whose liveness deadline has passed (they died, or
+-- have not waited here since). Finding a dead client's waits reads the whole queue,
+-- which happens once per client that stops waiting.
 function fair.drop_dead_waiters(now_ms)
   local gone = redis.call('zrangebyscore', KEYS[3], '-inf', now_ms)
-  for _, waiter in ipairs(gone) do
-    redis.call('zrem', KEYS[2], waiter)
+  if #gone == 0 then
+    return
   end
-  if #gone > 0 then
-    redis.call('zremrangebyscore', KEYS[3], '-inf', now_ms)
+  redis.call('zremrangebyscore', KEYS[3], '-inf', now_ms)
+  local dead = {}
+  for _, client in ipairs(gone) do
+    dead[client] = true
+  end
+  for _, waiter in ipairs(redis.call('zrange', KEYS[2], 0, -1)) do
+    if dead[fair.client_of(waiter)] then
+      redis.call('zrem', KEYS[2], waiter)
+    end
   end
 end
 
 -- Hands the free lock to the first live wait, if any: its owner's field (count 1)
--- and `claim` are set, the key lives for the claim window, and the message names the
--- wait ("<owner id> <wait>"). The wait may take the lock on the message alone if its
--- last refused attempt reported it queued (see src/fair.rs); else its next attempt
--- claims it. Returns that wait, or nil.
-function fair.hand_to_first(publish, window)
+-- and `claim` are set, the key lives for the claim window from `now_ms` (this
+-- server's clock, read by the calling script), and the message names the wait and
+-- that time ("<owner id> <wait> <now_ms>"). The wait may take the lock on the message
+-- alone (see src/fair.rs); else its next attempt claims it. Returns that wait, or nil.
+function fair.hand_to_first(publish, window, now_ms)
   local head = redis.call('zrange', KEYS[2], 0, 0)[1]
   if head then
     local owner = string.match(head, '^(%S+) ') or head
     redis.call('hset', KEYS[1], owner, 1, 'claim', head)
     redis.call('pexpire', KEYS[1], window)
     redis.call('zrem', KEYS[2], head)
-    redis.call('zrem', KEYS[3], head)
-    redis.call(publish == 'spublish' and 'spublish' or 'publish', KEYS[1] .. ':released', head)
+    local message = head .. ' ' .. string.format('%d', now_ms)
+    redis.call(publish == 'spublish' and 'spublish' or 'publish', KEYS[1] .. ':released', message)
   end
   return head
 end

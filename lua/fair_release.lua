@@ -21,6 +21,7 @@ if count > 0 then
   return count
 end
 redis.call('del', key)
-fair.drop_dead_waiters(fair.now())
-fair.hand_to_first(ARGV[2], ARGV[3])
+local now_ms = fair.now()
+fair.drop_dead_waiters(now_ms)
+fair.hand_to_first(ARGV[2], ARGV[3], now_ms)
 return 0

@@ -30,8 +30,9 @@ if wrong then
 end
 if kind == 'fair' then
   local held = redis.call('del', key)
-  fair.drop_dead_waiters(fair.now())
-  fair.hand_to_first(publish, ARGV[3])
+  local now_ms = fair.now()
+  fair.drop_dead_waiters(now_ms)
+  fair.hand_to_first(publish, ARGV[3], now_ms)
   return held
 end
 if kind == 'mutex' then

@@ -317,7 +317,7 @@ impl LockClient {
             let mut named = false;
             loop {
                 let attempt = match busy.take() {
-                    Some(pttl) => Attempt::Busy { pttl, place: None },
+                    Some(pttl) => Attempt::Busy { pttl, queued: None },
                     None => {
                         ticket.asking();
                         if mutex {

@@ -27,7 +27,7 @@ use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::hold::LocalHolder;
 use crate::keys::{Kind, LockNames, fair_names};
-use crate::lease::CLAIM_WINDOW;
+use crate::lease::{CLAIM_WINDOW, PLACE_REFRESH};
 use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
 use crate::waiting::Listening;
@@ -219,50 +219,73 @@ impl LockClient {
             && !options.fenced
             && options.min_replicas.is_none()
             && options.data.is_none();
+        let places = ticket.places();
         let waiting = async {
             loop {
                 let sent_at = Instant::now();
-                // `refused_at`: when this refused attempt was sent, if it reported the
-                // wait queued.
-                let (pttl, refused_at) =
-                    match engine.acquire(&names, &owner, &options, None).await? {
-                        Attempt::Granted(claim) => {
-                            place.queued = false;
-                            return Ok(Ok(LockGuard::new(claim)));
+                let pttl = match engine.acquire(&names, &owner, &options, None).await? {
+                    Attempt::Granted(claim) => {
+                        place.queued = false;
+                        return Ok(Ok(LockGuard::new(claim)));
+                    }
+                    Attempt::Busy { pttl, queued } => {
+                        if let Some(queued) = queued {
+                            // The next attempt of this client's waits keeps their
+                            // places, or finds the lock free when its lease runs out.
+                            let next = pttl.unwrap_or(PLACE_REFRESH).min(PLACE_REFRESH);
+                            places.answered(sent_at, queued.server_ms, sent_at + next);
+                            if !queued.client_was_alive {
+                                // Its other waits' places were dropped: they queue again.
+                                woken.wake_others();
+                            }
                         }
-                        Attempt::Busy { pttl, place: at } => (pttl, at.map(|_| sent_at)),
-                    };
+                        pttl
+                    }
+                };
                 if let Some(gave_up) = give_up.passed() {
                     return Ok(Err(gave_up));
                 }
                 // Subscribe before sleeping; a hand-off between the attempt and the
                 // subscription went unheard, so a fresh subscription tries again first.
-                // The place in the queue is kept by an attempt every third of the claim
-                // window.
-                let mut nap = pttl.unwrap_or(CLAIM_WINDOW).min(CLAIM_WINDOW / 3);
+                let mut retry_at = None;
                 match give_up.until(ticket.subscribe()).await {
                     Ok(Ok(Listening::Now)) => continue,
                     Ok(Ok(Listening::Already)) => {}
-                    Ok(Ok(Listening::Not(retry))) => nap = nap.min(retry),
+                    Ok(Ok(Listening::Not(retry))) => retry_at = Some(Instant::now() + retry),
                     Ok(Err(error)) => return Err(error),
                     Err(gave_up) => return Ok(Err(gave_up)),
                 }
-                let wake = Instant::now() + nap.max(Duration::from_millis(1));
-                let handed_at = tokio::select! {
-                    handed_at = woken.named() => handed_at,
-                    () = tokio::time::sleep_until(give_up.cap(wake)) => None,
+                let fallback = Instant::now() + pttl.unwrap_or(PLACE_REFRESH).min(PLACE_REFRESH);
+                let handed = loop {
+                    let sooner = places.sooner();
+                    tokio::pin!(sooner);
+                    sooner.as_mut().enable();
+                    let due = places.due().unwrap_or(fallback);
+                    let wake = retry_at.map_or(due, |retry_at| due.min(retry_at));
+                    tokio::select! {
+                        handed = woken.named() => break handed,
+                        () = &mut sooner => {}
+                        () = tokio::time::sleep_until(give_up.cap(wake)) => {
+                            let now = Instant::now();
+                            // One wait of this client makes the attempt that is due.
+                            let retry = retry_at.is_some_and(|at| at <= now);
+                            if retry || give_up.passed().is_some() || places.take_due(now) {
+                                break None;
+                            }
+                        }
+                    }
                 };
-                // The message names this wait, and the last refused attempt reported it
-                // queued: the lock was handed to this wait after that attempt ran (an
-                // earlier hand-off would have been claimed by it), so Redis keeps it
-                // for the claim window from then. Taken on the message while at least
-                // half of that is left; else (or if the message names another wait)
-                // the next attempt claims or queues.
-                let fresh = |refused_at: Instant| {
-                    handed_at == Some(place.wait) && refused_at.elapsed() < CLAIM_WINDOW / 2
-                };
-                if let Some(refused_at) = refused_at.filter(|&at| may_adopt && fresh(at)) {
-                    let adopted = engine.adopt_handed(&names, &owner, &options, refused_at);
+                // The message names this wait and when Redis handed the lock to it, so
+                // Redis keeps it for the claim window from then. Taken on the message
+                // while at least half of that is left by the latest clock sample; else
+                // (or if the message names another wait, or no time) the next attempt
+                // claims or queues.
+                let handed_at = handed
+                    .filter(|handed| may_adopt && handed.wait == Some(place.wait))
+                    .and_then(|handed| places.local_time_of(handed.server_ms?))
+                    .filter(|at| at.elapsed() < CLAIM_WINDOW / 2);
+                if let Some(handed_at) = handed_at {
+                    let adopted = engine.adopt_handed(&names, &owner, &options, handed_at);
                     if let Some(claim) = adopted.await {
                         place.queued = false;
                         return Ok(Ok(LockGuard::new(claim)));

@@ -60,10 +60,12 @@ use crate::error::{LockError, Result};
 use crate::keys::keys_of_channel;
 
 mod hand_off;
+mod places;
 mod shards;
 
 use hand_off::Due;
 pub(crate) use hand_off::HandOff;
+pub(crate) use places::Places;
 
 /// How long an emptied waiting room keeps its subscription, for a waiter of this
 /// client that comes back soon.
@@ -116,6 +118,8 @@ struct Room {
     node: Mutex<Option<fred::types::config::Server>>,
     /// Waiters woken only by a message that names them (a fair lock's), by owner id.
     named: Mutex<Vec<(String, Arc<Named>)>>,
+    /// The named waiters' shared schedule of attempts in a fair lock's queue.
+    places: Places,
     /// Woken, all at once, by every release message: waiters who
     /// share the lock (the readers of a read-write lock) and so do not line up (see
     /// [`Ticket::any_release`]).
@@ -243,30 +247,33 @@ impl Waiting {
         }
     }
 
-    /// Hands a release message on in `room`: to the waiter it names (a fair lock hands
-    /// itself to one owner), else to the head waiter.
+    /// Hands a release message on in `room`: to the waiters of the owner it names (a
+    /// fair lock hands itself to one owner's wait), else to the head waiter.
     fn dispatch_in(&self, room: &Room, message: &fred::types::Value) {
-        // A fair lock's message is "<owner id> <wait>" (see `lua/fair_queue.lua`).
+        // A fair lock's message is "<owner id> <wait> <server ms>" (see
+        // `lua/fair_queue.lua`); a read-write lock's may be "writer <ms>".
         let text = message.as_bytes().unwrap_or_default();
-        let (owner, wait) = match text.iter().rposition(|&byte| byte == b' ') {
-            Some(space) => (&text[..space], parse_wait(&text[space + 1..])),
-            None => (text, None),
+        let mut parts = text.splitn(3, |&byte| byte == b' ');
+        let owner = parts.next().unwrap_or_default();
+        let wait = parts.next().and_then(parse_number);
+        let handed = Handed {
+            wait,
+            server_ms: parts.next().and_then(parse_number),
         };
-        let named = {
-            let named = room.named.lock();
-            named
-                .iter()
-                .find(|(id, _)| id.as_bytes() == owner)
-                .map(|(_, waiter)| Arc::clone(waiter))
-        };
-        match named {
-            Some(waiter) => waiter.hand(wait),
-            None => {
-                let now = Instant::now();
-                let step = room.step(now);
-                room.wake(Due::of_message(text, self.client, now, step));
-            }
+        let named: Vec<_> = room
+            .named
+            .lock()
+            .iter()
+            .filter(|(id, _)| id.as_bytes() == owner)
+            .map(|(_, waiter)| Arc::clone(waiter))
+            .collect();
+        if named.is_empty() {
+            let now = Instant::now();
+            let step = room.step(now);
+            room.wake(Due::of_message(text, self.client, now, step));
         }
+        // (Each wait of the owner checks whether the message names it.)
+        named.iter().for_each(|waiter| waiter.hand(handed));
         match wait.filter(|_| owner == FOR_WRITERS) {
             // A writer's mark keeps sharers out for `wait` ms more: they sleep on.
             Some(wait) => {
@@ -280,12 +287,14 @@ impl Waiting {
         }
     }
 
-    /// Wakes the head waiter of every lock, and every waiter who shares one.
+    /// Wakes the head waiter of every lock, every waiter who shares one, and every
+    /// named waiter.
     fn wake_all(&self) {
         let now = Due::Now { named: false };
         self.rooms.lock().values().for_each(|room| {
             room.wake(now);
             room.wake_sharers();
+            room.named.lock().iter().for_each(|(_, named)| named.wake());
         });
     }
 
@@ -542,8 +551,14 @@ impl Ticket<'_> {
         self.room.queued.swap(false, Ordering::AcqRel)
     }
 
-    /// Has release messages that name `owner` wake the returned waiter (and no other
-    /// waiter), until it is dropped.
+    /// The schedule of attempts shared by this client's named waiters (see
+    /// [`Places`]).
+    pub(crate) fn places(&self) -> &Places {
+        &self.room.places
+    }
+
+    /// Has release messages that name `owner` wake the returned waiter (and no waiter
+    /// of another owner), until it is dropped.
     pub(crate) fn named(&self, owner: &str) -> NamedWaiter {
         let named = Arc::new(Named::default());
         let entry = (owner.to_owned(), Arc::clone(&named));
@@ -562,21 +577,37 @@ impl Ticket<'_> {
     }
 }
 
-/// The wait a fair lock's message names, if it is a number.
-fn parse_wait(text: &[u8]) -> Option<u64> {
+/// A number in a release message (a fair lock's wait or time, a writer's delay).
+fn parse_number(text: &[u8]) -> Option<u64> {
     std::str::from_utf8(text).ok()?.parse().ok()
 }
 
-/// What a named waiter has heard: the wake-up, and the wait the last message named.
+/// What a release message naming a fair waiter's owner says (see
+/// `lua/fair_queue.lua`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Handed {
+    /// The wait the lock was handed to, if the message names one.
+    pub(crate) wait: Option<u64>,
+    /// When Redis handed it over, in milliseconds by the server's clock, if the
+    /// message says.
+    pub(crate) server_ms: Option<u64>,
+}
+
+/// What a named waiter has heard: the wake-up, and the last message naming it.
 #[derive(Debug, Default)]
 struct Named {
     notify: Notify,
-    wait: Mutex<Option<u64>>,
+    handed: Mutex<Option<Handed>>,
 }
 
 impl Named {
-    fn hand(&self, wait: Option<u64>) {
-        *self.wait.lock() = wait;
+    fn hand(&self, handed: Handed) {
+        *self.handed.lock() = Some(handed);
+        self.notify.notify_one();
+    }
+
+    /// Wakes the waiter to try again, keeping a message it has not read yet.
+    fn wake(&self) {
         self.notify.notify_one();
     }
 }
@@ -590,11 +621,21 @@ pub(crate) struct NamedWaiter {
 
 impl NamedWaiter {
     /// Resolves after a message naming the waiter's owner (at once for one that came
-    /// before), with the wait the message says the lock was handed to (`None` if it
-    /// names none).
-    pub(crate) async fn named(&self) -> Option<u64> {
+    /// before), with what it says; `None` when woken to try again without one (the
+    /// subscriber reconnected, or another wait of this client found their places gone).
+    pub(crate) async fn named(&self) -> Option<Handed> {
         self.named.notify.notified().await;
-        self.named.wait.lock().take()
+        self.named.handed.lock().take()
+    }
+
+    /// Wakes the other named waiters of the room to try again: their places in the
+    /// queue were dropped.
+    pub(crate) fn wake_others(&self) {
+        let named = self.room.named.lock();
+        named
+            .iter()
+            .filter(|(_, named)| !Arc::ptr_eq(named, &self.named))
+            .for_each(|(_, named)| named.wake());
     }
 }
 

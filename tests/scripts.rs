@@ -809,7 +809,7 @@ async fn a_fair_attempt_claims_only_a_grant_to_its_own_wait() {
     let key = format!("{}:fair", lock.key);
     let keys = vec![key.clone(), format!("{key}:queue"), format!("{key}:alive")];
     let attempt = |owner: &str, wait: &str| {
-        let args: Vec<String> = [owner, "30000", "2000", "wait", "publish", wait]
+        let args: Vec<String> = [owner, "30000", "2000", "wait", "publish", wait, "", "6000"]
             .map(str::to_owned)
             .into();
         lock.redis
@@ -881,7 +881,7 @@ async fn two_waits_of_one_owner_queue_as_two_entries() {
     let key = format!("{}:fair", lock.key);
     let keys = vec![key.clone(), format!("{key}:queue"), format!("{key}:alive")];
     let attempt = |owner: &str, wait: &str| {
-        let args: Vec<String> = [owner, "30000", "2000", "wait", "publish", wait]
+        let args: Vec<String> = [owner, "30000", "2000", "wait", "publish", wait, "", "6000"]
             .map(str::to_owned)
             .into();
         lock.redis

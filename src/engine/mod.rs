@@ -28,7 +28,7 @@ use crate::lease::{CLAIM_WINDOW, lost_deadline, renewal_period};
 use crate::options::{ClientConfig, ResolvedOptions};
 use crate::owner::local_owner;
 use crate::protocol::{CallFailed, Protocol};
-use crate::scripts::Acquire;
+use crate::scripts::{Acquire, Queued};
 use crate::waiting::Waiting;
 use crate::watchdog::Watchdogs;
 
@@ -66,10 +66,10 @@ pub(crate) enum Attempt {
     /// Granted: the claim on the hold, with its count raised, for a new guard.
     Granted(HoldClaim),
     /// Someone else holds the lock; their lease ends in `pttl` (if it has an end). A
-    /// fair lock's waiter is told its `place` in the queue.
+    /// fair lock's waiter is told that it is `queued`.
     Busy {
         pttl: Option<Duration>,
-        place: Option<u64>,
+        queued: Option<Queued>,
     },
 }
 
@@ -281,7 +281,7 @@ impl Engine {
             };
             let (entry, mut count) = in_flight.land();
             let (granted, token) = match reply {
-                Acquire::Busy { pttl, place } => return Ok(Attempt::Busy { pttl, place }),
+                Acquire::Busy { pttl, queued } => return Ok(Attempt::Busy { pttl, queued }),
                 Acquire::Granted { count, token } => (count, token),
                 Acquire::Vanished if held == 0 => continue, // a late grant expired: again
                 Acquire::Vanished => {
@@ -317,9 +317,10 @@ impl Engine {
     }
 
     /// Takes over, without a round trip, a fair lock that a release handed to `owner`
-    /// while it waited (the message named its wait). `refused_at` is when the
-    /// waiter's last refused attempt was sent: the hand-off came after that attempt ran,
-    /// so Redis keeps the hold for at least the claim window from then. The hold is
+    /// while it waited (the message named its wait). `handed_at` is the earliest
+    /// instant, by this process's clock, at which Redis can have handed it over (see
+    /// `Places::local_time_of`): Redis keeps the hold for at least the claim window
+    /// from then. The hold is
     /// taken as lost when a claim window's worth of lease (less its tenth of margin)
     /// has passed since then, unless its watchdog, which renews it to the owner's lease
     /// a third of a window after then, has been answered first.
@@ -333,11 +334,11 @@ impl Engine {
         names: &Arc<LockNames>,
         owner: &str,
         options: &ResolvedOptions,
-        refused_at: Instant,
+        handed_at: Instant,
     ) -> Option<HoldClaim> {
         let lease = options.lease();
         // The grant time that gives the watchdog that deadline for a full lease.
-        let known = lost_deadline(refused_at, CLAIM_WINDOW.min(lease));
+        let known = lost_deadline(handed_at, CLAIM_WINDOW.min(lease));
         let granted_at = known.checked_sub(lease - lease / 10)?;
         let entry = self.holds.enter(names, owner);
         let hold = Arc::clone(&entry.hold);
@@ -349,14 +350,14 @@ impl Engine {
         let claim = HoldClaim::new(self, Arc::clone(&hold));
         drop(count);
         hold.set_token(0);
-        hold.set_granted(refused_at, options.max_hold.map(|max| refused_at + max));
+        hold.set_granted(handed_at, options.max_hold.map(|max| handed_at + max));
         self.open_span(&hold);
         hold.set_expiry(granted_at, None);
         // The hand-off's lease, a claim window, was set before its message came.
         hold.lease_set_now(CLAIM_WINDOW.min(lease));
         // Renewed as a hold of a claim window's lease would be (a third of the way), so
         // a hand-off released soon after costs no renewal.
-        let first_renewal = refused_at + renewal_period(CLAIM_WINDOW.min(lease));
+        let first_renewal = handed_at + renewal_period(CLAIM_WINDOW.min(lease));
         self.watchdogs
             .start_now(&hold, lease, granted_at, first_renewal);
         Some(claim)

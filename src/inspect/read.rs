@@ -136,15 +136,18 @@ fn merge_owners<'a>(
     owners
 }
 
-/// The fair lock's queue (its first set; its second gives each wait's liveness
-/// deadline, and a wait past it is left out) and pending hand-off.
+/// The fair lock's queue (its first set; its second gives each waiting client's
+/// liveness deadline, and the waits of a client past it are left out) and pending
+/// hand-off.
 fn read_fair(snapshot: &Snapshot) -> Result<FairInfo> {
     let now_ms = snapshot.now_ms as f64;
     let alive = snapshot.set(1);
     let live = |member: &str| {
+        // A client's id is its owner ids' part before the first colon.
+        let client = member.split(':').next().unwrap_or(member);
         !alive
             .iter()
-            .any(|(waiter, deadline)| waiter == member && *deadline <= now_ms)
+            .any(|(waiter, deadline)| waiter == client && *deadline <= now_ms)
     };
     let now_us = snapshot.now_ms.saturating_mul(1000);
     let queue = snapshot

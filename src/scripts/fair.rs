@@ -8,12 +8,12 @@ use fred::types::Value;
 use fred::types::scripts::Script;
 
 use super::{
-    Acquire, Delivery, Scripts, acquire_reply, data_argument, decimal, integer, remaining_count,
-    unsigned,
+    Acquire, Delivery, Queued, Scripts, acquire_reply, data_argument, decimal, integer,
+    remaining_count, unsigned,
 };
 use crate::error::Result;
 use crate::keys::LockNames;
-use crate::lease::CLAIM_WINDOW_MS;
+use crate::lease::{CLAIM_WINDOW_MS, PLACE_WINDOW_MS};
 use crate::options::ResolvedOptions;
 
 pub(super) const FAIR_ACQUIRE: &str = concat!(
@@ -52,6 +52,7 @@ impl Scripts {
                     .fair_wait
                     .map_or_else(|| Value::from_static_str(""), decimal),
                 data_argument(options.data.as_deref()),
+                decimal(PLACE_WINDOW_MS),
             ]
         };
         let token_key = options.fenced.then(|| names.token_key());
@@ -134,14 +135,20 @@ impl Scripts {
     }
 }
 
-/// The reply of `fair_acquire.lua`: as `acquire.lua`'s, and a refused waiter's place.
+/// The reply of `fair_acquire.lua`: as `acquire.lua`'s, and for a refused waiter that
+/// it is queued (see [`Queued`]).
 fn fair_acquire_reply(reply: &Value) -> Result<Acquire> {
     match reply {
-        Value::Array(items) if items.len() == 3 && integer(&items[0])? == 0 => {
+        Value::Array(items) if items.len() == 5 && integer(&items[0])? == 0 => {
             let pttl = u64::try_from(integer(&items[1])?).ok();
+            let queued = Queued {
+                place: unsigned(&items[2])?,
+                server_ms: unsigned(&items[3])?,
+                client_was_alive: integer(&items[4])? == 1,
+            };
             Ok(Acquire::Busy {
                 pttl: pttl.map(Duration::from_millis),
-                place: Some(unsigned(&items[2])?),
+                queued: Some(queued),
             })
         }
         _ => acquire_reply(reply),

@@ -70,13 +70,25 @@ pub(crate) enum Acquire {
     /// The owner now holds the lock `count` times; `token` is 0 unless one was drawn.
     Granted { count: u32, token: u64 },
     /// Someone else holds it; their lease ends in `pttl` (None: the key has no expiry).
-    /// A fair lock's waiter learns its `place` in the queue (see `lua/fair_queue.lua`).
+    /// A fair lock's waiter learns that it is `queued` (see `lua/fair_queue.lua`).
     Busy {
         pttl: Option<Duration>,
-        place: Option<u64>,
+        queued: Option<Queued>,
     },
     /// A re-entry found that the owner no longer holds the lock.
     Vanished,
+}
+
+/// A fair lock's waiter, queued by its refused attempt (see `lua/fair_acquire.lua`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Queued {
+    /// Its place: when its wait began, in microseconds by the server's clock.
+    pub(crate) place: u64,
+    /// The server's clock when the attempt ran, in milliseconds.
+    pub(crate) server_ms: u64,
+    /// Whether the waiter's client was alive in the queue before the attempt. If not,
+    /// the places of its other waits there were dropped: they must queue again.
+    pub(crate) client_was_alive: bool,
 }
 
 /// The compiled scripts, with their SHA-1 computed once.
@@ -593,7 +605,7 @@ fn acquire_reply(reply: &Value) -> Result<Acquire> {
     match pair(reply)? {
         (0, pttl) => Ok(Acquire::Busy {
             pttl: u64::try_from(pttl).ok().map(Duration::from_millis),
-            place: None,
+            queued: None,
         }),
         (count, token) => Ok(Acquire::Granted {
             count: u32::try_from(count).map_err(|_| protocol(reply))?,
