@@ -53,8 +53,9 @@ end
 -- Hands the free lock to the first live wait, if any: its owner's field (count 1)
 -- and `claim` are set, the key lives for the claim window from `now_ms` (this
 -- server's clock, read by the calling script), and the message names the wait and
--- that time ("<owner id> <wait> <now_ms>"). The wait may take the lock on the message
--- alone (see src/fair.rs); else its next attempt claims it. Returns that wait, or nil.
+-- that time ("<owner id> <wait> <now_ms>"), on the channel of the wait's client alone
+-- ("<lock key>:released:<client id>"). The wait may take the lock on the message alone
+-- (see src/fair.rs); else its next attempt claims it. Returns that wait, or nil.
 function fair.hand_to_first(publish, window, now_ms)
   local head = redis.call('zrange', KEYS[2], 0, 0)[1]
   if head then
@@ -63,7 +64,8 @@ function fair.hand_to_first(publish, window, now_ms)
     redis.call('pexpire', KEYS[1], window)
     redis.call('zrem', KEYS[2], head)
     local message = head .. ' ' .. string.format('%d', now_ms)
-    redis.call(publish == 'spublish' and 'spublish' or 'publish', KEYS[1] .. ':released', message)
+    local channel = KEYS[1] .. ':released:' .. fair.client_of(head)
+    redis.call(publish == 'spublish' and 'spublish' or 'publish', channel, message)
   end
   return head
 end

@@ -202,7 +202,9 @@ impl LockClient {
                 return Ok(Ok(LockGuard::new(claim)));
             }
         }
-        let ticket = engine.waiting().join(&names.key, names.release_channel());
+        // Hand-offs to this client's waits come on a channel of its own.
+        let channel = names.hand_off_channel(engine.id());
+        let ticket = engine.waiting().join(&names.key, channel);
         let woken = ticket.named(&owner);
         let mut place = Place {
             engine: Arc::clone(engine),

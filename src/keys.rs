@@ -243,6 +243,14 @@ impl LockNames {
         }
     }
 
+    /// The channel on which the fair lock at this key hands itself to the waits of
+    /// `client` (see `lua/fair_queue.lua`): `<key>:released:<client id>`, in the
+    /// lock's Cluster slot. A hand-off reaches the one client it names, however many
+    /// clients wait.
+    pub(crate) fn hand_off_channel(&self, client: impl std::fmt::Display) -> String {
+        format!("{}{RELEASED}:{client}", self.key)
+    }
+
     /// A key of this lock's own beside its hash, in its Cluster slot:
     /// `<key>:<suffix>`.
     pub(crate) fn beside(&self, suffix: &str) -> String {
@@ -447,9 +455,17 @@ pub(crate) fn release_channel(key: &str) -> String {
     [key, RELEASED].concat()
 }
 
-/// The lock key whose release channel is `channel`.
+/// The lock key whose release channel (or a client's hand-off channel, see
+/// [`LockNames::hand_off_channel`]) is `channel`.
 pub(crate) fn key_of_channel(channel: &str) -> &str {
-    channel.strip_suffix(RELEASED).unwrap_or(channel)
+    if let Some(key) = channel.strip_suffix(RELEASED) {
+        return key;
+    }
+    match channel.rsplit_once(":released:") {
+        // A client id has no colon, and no brace (a name's hash tag ends before it).
+        Some((key, client)) if !client.contains([':', '{', '}']) => key,
+        _ => channel,
+    }
 }
 
 /// The keys of the locks whose releases are told on `channel` (Redisson's layout

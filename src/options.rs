@@ -551,6 +551,10 @@ mod tests {
             "holdlock:{account:42}:released"
         );
         assert_eq!(key_of_channel("holdlock:{account:42}:released"), names.key);
+        let fair = crate::keys::fair_names("holdlock:", "a:released:b").unwrap();
+        let channel = fair.hand_off_channel("c1d2");
+        assert_eq!(channel, "holdlock:{a:released:b}:fair:released:c1d2");
+        assert_eq!(key_of_channel(&channel), fair.key);
     }
 
     #[test]

@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::interfaces::{ClientLike, HashesInterface, KeysInterface, PubsubInterface};
+use fred::interfaces::{ClientLike, HashesInterface, KeysInterface, LuaInterface, PubsubInterface};
 use holdlock::{LockClient, LockError, LockOptions, fence};
 use parking_lot::Mutex;
 use tokio::time::Instant;
@@ -25,6 +25,7 @@ common::on_every_topology!(
     a_wait_right_after_an_abandoned_wait_keeps_its_turn,
     an_abandoned_wait_never_shares_the_lock_with_the_next_waiter,
     a_fenced_fair_lock_after_a_dropped_guard_is_a_new_hold,
+    a_client_whose_places_were_dropped_queues_all_its_waits_again,
 );
 
 /// A holder holds; waiters of three clients queue one after another; each release
@@ -366,8 +367,9 @@ async fn a_hand_off_is_taken_on_its_message_and_renewed_to_the_lease(url: &str) 
 }
 
 /// A message naming a waiter's owner with another wait than its own (a stale grant's,
-/// or a forged one), or with no wait, does not make it take the lock: it keeps
-/// waiting, and is served by the real release.
+/// or a forged one), or with no wait, or naming its wait but with a hand-off time
+/// more than half a claim window old, or with none, does not make it take the lock:
+/// it keeps waiting, and is served by the real release.
 async fn a_hand_off_message_for_another_wait_is_not_trusted(url: &str) {
     let name = common::unique("fair-stale");
     let lock_key = format!("{}:fair", common::key(&name));
@@ -388,19 +390,37 @@ async fn a_hand_off_message_for_another_wait_is_not_trusted(url: &str) {
     let (owner, wait) = entry.split_once(' ').expect("\"<owner> <wait>\"");
     let wait: u64 = wait.parse().unwrap();
     let owner = owner.to_owned();
-    let channel = format!("{lock_key}:released");
-    for message in [format!("{owner} {}", wait + 1), owner.clone()] {
+    // Hand-offs to a client come on its own channel.
+    let client = owner.split(':').next().unwrap();
+    let channel = format!("{lock_key}:released:{client}");
+    let server_ms: i64 = holder
+        .redis()
+        .eval(
+            "local t = redis.call('time') return t[1] * 1000 + math.floor(t[2] / 1000)",
+            lock_key.as_str(),
+            (),
+        )
+        .await
+        .unwrap();
+    let messages = [
+        format!("{owner} {} {server_ms}", wait + 1),
+        owner.clone(),
+        format!("{owner} {wait} {}", server_ms - 5_000),
+        format!("{owner} {wait}"),
+    ];
+    for message in messages {
         // A shard channel on a cluster, a plain one on a single server: send both.
-        let _: i64 = holder
+        let heard: i64 = holder
             .redis()
             .publish(channel.as_str(), message.as_str())
             .await
             .unwrap();
-        let _: i64 = holder
+        let heard_on_shard: i64 = holder
             .redis()
             .spublish(channel.as_str(), message.as_str())
             .await
             .unwrap();
+        assert_eq!(heard + heard_on_shard, 1, "{message:?} was not heard");
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!waiter.is_finished(), "the waiter took a lock still held");
@@ -546,5 +566,131 @@ async fn a_fenced_fair_lock_after_a_dropped_guard_is_a_new_hold(url: &str) {
         assert!(token > last, "round {round}: token {token} after {last}");
         last = token;
         again.unlock().await.unwrap();
+    }
+}
+
+/// The waits of one client on a fair lock's queue, in their order there.
+async fn queued_waits(redis: &fred::clients::Client, queue: &str) -> Vec<String> {
+    let zrange = "return redis.call('zrange', KEYS[1], 0, -1)";
+    redis.eval(zrange, queue, ()).await.unwrap()
+}
+
+/// Polls the queue `queue` until `done` says so, or `limit` passes.
+async fn poll_queue(
+    redis: &fred::clients::Client,
+    queue: &str,
+    limit: Duration,
+    done: impl Fn(&[String]) -> bool,
+) -> Vec<String> {
+    let give_up = Instant::now() + limit;
+    loop {
+        let queued = queued_waits(redis, queue).await;
+        if done(&queued) || Instant::now() > give_up {
+            return queued;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Spawns `count` tasks that take the fair lock `name` in `client` and release it.
+fn spawn_waits(client: &LockClient, name: &str, count: usize) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..count)
+        .map(|_| {
+            let (client, name) = (client.clone(), name.to_owned());
+            tokio::spawn(async move {
+                let guard = client.fair_lock(&name).await.unwrap();
+                guard.unlock().await.unwrap();
+            })
+        })
+        .collect()
+}
+
+/// A client whose places were dropped (its liveness ran out, as in a long pause)
+/// queues all its waits again with its next attempt, not only the wait that makes
+/// it: the others are told at once, rather than at their own next attempt (a refresh
+/// period later, or never if another wait always makes it).
+async fn a_client_whose_places_were_dropped_queues_all_its_waits_again(url: &str) {
+    let name = common::unique("fair-lapse");
+    let queue = format!("{}:fair:queue", common::key(&name));
+    let alive = format!("{}:fair:alive", common::key(&name));
+    let holder = common::connect(url).await;
+    let redis = holder.redis().clone();
+    let held = holder.fair_lock(&name).await.unwrap();
+    let paused = common::connect(url).await;
+    let paused_id = paused.owner_id();
+    let paused_client = paused_id.split(':').next().unwrap().to_owned();
+    let mut waits = spawn_waits(&paused, &name, 2);
+    let queued = poll_queue(&redis, &queue, Duration::from_secs(5), |q| q.len() == 2).await;
+    assert_eq!(queued.len(), 2, "{queued:?}");
+    let other = common::connect(url).await;
+    waits.extend(spawn_waits(&other, &name, 1));
+    let queued = poll_queue(&redis, &queue, Duration::from_secs(5), |q| q.len() == 3).await;
+    assert_eq!(queued.len(), 3, "{queued:?}");
+    // The paused client's liveness ran out: the next script drops both its places.
+    let zadd = "return redis.call('zadd', KEYS[1], 'XX', 1, ARGV[1])";
+    let _: i64 = redis
+        .eval(zadd, alive.as_str(), paused_client.as_str())
+        .await
+        .unwrap();
+    let of_paused = |queued: &[String]| {
+        queued
+            .iter()
+            .filter(|wait| wait.starts_with(&paused_client))
+            .count()
+    };
+    // Its next attempt (within a refresh period) queues one wait behind the other
+    // client's...
+    let requeued = poll_queue(&redis, &queue, Duration::from_secs(5), |q| {
+        q.first()
+            .is_some_and(|first| !first.starts_with(&paused_client))
+            && of_paused(q) > 0
+    })
+    .await;
+    assert!(of_paused(&requeued) > 0, "never queued again: {requeued:?}");
+    // ... and the other wait at once.
+    let both = poll_queue(&redis, &queue, Duration::from_millis(300), |q| {
+        of_paused(q) == 2
+    })
+    .await;
+    assert_eq!(of_paused(&both), 2, "one wait was left out: {both:?}");
+    held.unlock().await.unwrap();
+    for wait in waits {
+        tokio::time::timeout(Duration::from_secs(10), wait)
+            .await
+            .expect("served")
+            .unwrap();
+    }
+}
+
+/// One client with 20 waits on a held fair lock keeps all their places with one
+/// attempt per refresh period (2 s), not an attempt per wait: over 7 s, longer than
+/// the place window (6 s), Redis runs a handful of scripts, and all 20 are still
+/// queued. (Before, each wait made an attempt every 667 ms: 210 scripts.)
+#[tokio::test]
+async fn a_clients_waits_keep_their_places_with_one_attempt_between_them() {
+    let server = common::RedisServer::start();
+    let url = server.url();
+    let name = common::unique("fair-refresh");
+    let queue = format!("{}:fair:queue", common::key(&name));
+    let holder = common::connect(&url).await;
+    let redis = holder.redis().clone();
+    let held = holder.fair_lock(&name).await.unwrap();
+    let waiter = common::connect(&url).await;
+    let waits = spawn_waits(&waiter, &name, 20);
+    let queued = poll_queue(&redis, &queue, Duration::from_secs(5), |q| q.len() == 20).await;
+    assert_eq!(queued.len(), 20);
+    let scripts = || server.command_calls("evalsha") + server.command_calls("eval");
+    let before = scripts();
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let ran = scripts() - before;
+    let queued = queued_waits(&redis, &queue).await;
+    assert_eq!(queued.len(), 20, "places were lost");
+    assert!(ran <= 8, "{ran} scripts in 7 s");
+    held.unlock().await.unwrap();
+    for wait in waits {
+        tokio::time::timeout(Duration::from_secs(10), wait)
+            .await
+            .expect("served")
+            .unwrap();
     }
 }
