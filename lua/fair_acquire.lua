@@ -58,7 +58,7 @@ local function hold_afresh()
     redis.call('hset', key, 'data:' .. owner, ARGV[7])
   end
   redis.call('pexpire', key, ARGV[2])
-  redis.call('zrem', queue, waiter)
+  fair.unqueue(waiter)
   return { 1, floor and fencing.draw(key, KEYS[4], floor) or 0 }
 end
 local pttl = redis.call('pttl', key)

@@ -13,7 +13,7 @@
 -- may hold its own grant already. Idempotent.
 -- Returns 1 if a lock handed to the wait was handed on, else 0.
 local key, waiter = KEYS[1], ARGV[1] .. ' ' .. ARGV[4]
-redis.call('zrem', KEYS[2], waiter)
+fair.unqueue(waiter)
 if redis.call('hget', key, 'claim') ~= waiter then
   return 0
 end

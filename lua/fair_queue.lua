@@ -30,6 +30,15 @@ function fair.client_of(owner)
   return string.match(owner, '^[^:]*')
 end
 
+-- Takes `waiter` out of the queue. With nobody left queued, no client's liveness
+-- matters: it goes too, so an idle lock leaves no key behind.
+function fair.unqueue(waiter)
+  redis.call('zrem', KEYS[2], waiter)
+  if redis.call('zcard', KEYS[2]) == 0 then
+    redis.call('del', KEYS[3])
+  end
+end
+
 -- Drops the waits of the clients whose liveness deadline has passed (they died, or
 -- have not waited here since). Finding a dead client's waits reads the whole queue,
 -- which happens once per client that stops waiting.
@@ -44,8 +53,9 @@ function fair.drop_dead_waiters(now_ms)
     dead[client] = true
   end
   for _, waiter in ipairs(redis.call('zrange', KEYS[2], 0, -1)) do
-    if dead[fair.client_of(waiter)] then
-      redis.call('zrem', KEYS[2], waiter)
+    -- (An older version kept one deadline per wait, under the wait's own entry.)
+    if dead[fair.client_of(waiter)] or dead[waiter] then
+      fair.unqueue(waiter)
     end
   end
 end
@@ -62,7 +72,7 @@ function fair.hand_to_first(publish, window, now_ms)
     local owner = string.match(head, '^(%S+) ') or head
     redis.call('hset', KEYS[1], owner, 1, 'claim', head)
     redis.call('pexpire', KEYS[1], window)
-    redis.call('zrem', KEYS[2], head)
+    fair.unqueue(head)
     local message = head .. ' ' .. string.format('%d', now_ms)
     local channel = KEYS[1] .. ':released:' .. fair.client_of(head)
     redis.call(publish == 'spublish' and 'spublish' or 'publish', channel, message)

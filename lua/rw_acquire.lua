@@ -125,7 +125,11 @@ local function take(also)
   if solo then
     -- A second holder: the lone holder's deadline starts the set (its first write
     -- checks the set's type).
-    local solo_deadline = now + math.max(redis.call('pttl', key), 1)
+    -- Exactly the hash's expiry (Redis 7); from its PTTL, to a millisecond, before.
+    local solo_deadline = redis.pcall('pexpiretime', key)
+    if type(solo_deadline) ~= 'number' then
+      solo_deadline = now + math.max(redis.call('pttl', key), 1)
+    end
     local failed = leases.first_add(set, 2, solo_deadline, solo)
     if failed then
       return failed

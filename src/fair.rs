@@ -5,15 +5,17 @@
 //! queue in Redis (`lua/fair_queue.lua`). Every wait, of every client, queues itself
 //! with its first refused attempt, as an entry of its own (`<owner id> <wait>`: two
 //! waits of one owner never share an entry); a release hands the lock to the first
-//! live wait (its owner's field is set, with a claim window as TTL) and publishes that
-//! entry, which wakes exactly that waiter (see `Ticket::named`). A wait whose last
-//! refused attempt reported it queued takes the lock on the message, with no round
-//! trip, and its watchdog extends it to its lease; a fenced or fixed-lease waiter (or
-//! one whose message came late) claims it with its next attempt instead. Waiters
-//! refresh their place with an attempt every third of the claim window; one that died
-//! drops out of the queue, and a lock handed to it passes on, within the window. A
-//! wait that gives up or is cancelled leaves the queue at once, touching nothing of a
-//! later wait of the same owner.
+//! live wait (its owner's field is set, with a claim window as TTL) and tells that
+//! entry, with Redis's time of the hand-off, on the channel of the wait's client
+//! alone, which wakes exactly that waiter (see `Ticket::named`). The waiter takes the
+//! lock on the message, with no round trip, and its watchdog extends it to its lease;
+//! a fenced or fixed-lease waiter (or one whose message came late) claims it with its
+//! next attempt instead. Liveness is per client: one attempt of any of a client's
+//! waits keeps all their places for the place window (6 s), and the client makes one
+//! every third of it unless one of its waits did meanwhile (`waiting::Places`). A
+//! client that died drops out of the queue within the window, and a lock handed to
+//! it passes on within the claim window. A wait that gives up or is cancelled leaves
+//! the queue at once, touching nothing of a later wait of the same owner.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
