@@ -18,6 +18,8 @@
 -- ARGV[7]  data to keep with a fresh hold (field `data:<owner>`), or empty for none
 -- ARGV[8]  place window in milliseconds: how long the caller's client keeps all its
 --          places in the queue without an attempt of any of its waits
+-- ARGV[9..] (a client's refresh, for all its waits) the entries of the client's other
+--          waits that believe they are queued: the reply says which are not
 --
 -- Waiters are served in the order their waits began (their first refused attempt):
 -- a free lock goes to the first live waiter, never to a later caller. A lock handed to
@@ -30,7 +32,8 @@
 --           queued: { 0, PTTL, the caller's place in the queue (its score, as Redis
 --             prints it), this server's clock in ms, 1 if the caller's client was
 --             still alive here before this attempt else 0 (its other waits' places
---             were dropped, if it had any: they must queue again) }
+--             were dropped, if it had any: they must queue again), and the positions
+--             (from 1) of the entries of ARGV[9..] that are not queued }
 -- Raises WRONGTYPE (naming the key) if a key holds another type.
 local key, queue, alive, owner = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local waiter = owner .. ' ' .. ARGV[6]
@@ -90,6 +93,12 @@ if ARGV[4] == 'wait' then
   redis.call('zadd', alive, now_ms + place_window, client)
   redis.call('pexpire', queue, place_window * 2)
   redis.call('pexpire', alive, place_window * 2)
-  return { 0, pttl, redis.call('zscore', queue, waiter), now_ms, was_alive }
+  local reply = { 0, pttl, redis.call('zscore', queue, waiter), now_ms, was_alive }
+  for i = 9, #ARGV do
+    if not redis.call('zscore', queue, ARGV[i]) then
+      reply[#reply + 1] = i - 8
+    end
+  end
+  return reply
 end
 return { 0, pttl }

@@ -32,7 +32,7 @@ use crate::keys::{Kind, LockNames, fair_names};
 use crate::lease::{CLAIM_WINDOW, PLACE_REFRESH};
 use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
-use crate::waiting::Listening;
+use crate::waiting::{Listening, PlacesCheck};
 
 impl LockClient {
     /// Takes the fair lock `name`, waiting as long as it takes: waiters of every client
@@ -207,7 +207,7 @@ impl LockClient {
         // Hand-offs to this client's waits come on a channel of its own.
         let channel = names.hand_off_channel(engine.id());
         let ticket = engine.waiting().join(&names.key, channel);
-        let woken = ticket.named(&owner);
+        let woken = ticket.named(&owner, wait);
         let mut place = Place {
             engine: Arc::clone(engine),
             names: Arc::clone(&names),
@@ -225,15 +225,32 @@ impl LockClient {
             && options.data.is_none();
         let places = ticket.places();
         let waiting = async {
+            // Set when this wait's next attempt is its client's refresh: it checks the
+            // places of the client's other waits too.
+            let mut refresh: Option<PlacesCheck> = None;
             loop {
                 let sent_at = Instant::now();
-                let pttl = match engine.acquire(&names, &owner, &options, None).await? {
+                let checked;
+                let attempt_options = match &refresh {
+                    Some(check) => {
+                        checked = ResolvedOptions {
+                            fair_check: Some(Arc::clone(&check.entries)),
+                            ..options.clone()
+                        };
+                        &checked
+                    }
+                    None => &options,
+                };
+                let attempt = engine.acquire(&names, &owner, attempt_options, None);
+                let pttl = match attempt.await? {
                     Attempt::Granted(claim) => {
                         place.queued = false;
                         return Ok(Ok(LockGuard::new(claim)));
                     }
                     Attempt::Busy { pttl, queued } => {
+                        let check = refresh.take();
                         if let Some(queued) = queued {
+                            woken.queued();
                             // The next attempt of this client's waits keeps their
                             // places, or finds the lock free when its lease runs out.
                             let next = pttl.unwrap_or(PLACE_REFRESH).min(PLACE_REFRESH);
@@ -241,6 +258,10 @@ impl LockClient {
                             if !queued.client_was_alive {
                                 // Its other waits' places were dropped: they queue again.
                                 woken.wake_others();
+                            } else if let Some(check) = check {
+                                // Those no longer queued (passed over, say, as a
+                                // hand-off's message went unheard) queue again.
+                                check.wake(&queued.not_queued);
                             }
                         }
                         pttl
@@ -273,7 +294,11 @@ impl LockClient {
                             let now = Instant::now();
                             // One wait of this client makes the attempt that is due.
                             let retry = retry_at.is_some_and(|at| at <= now);
-                            if retry || give_up.passed().is_some() || places.take_due(now) {
+                            if retry || give_up.passed().is_some() {
+                                break None;
+                            }
+                            if places.take_due(now) {
+                                refresh = Some(woken.others_to_check());
                                 break None;
                             }
                         }

@@ -423,6 +423,7 @@ impl LockOptions {
                 None => client.max_hold,
             },
             fair_wait: None,
+            fair_check: None,
             hand_off: crate::waiting::HandOff::default(),
             data: match &self.data {
                 Some(data) if data.len() > MAX_DATA_LEN => {
@@ -457,6 +458,9 @@ pub(crate) struct ResolvedOptions {
     pub(crate) fair_wait: Option<u64>,
     /// Data to keep with a fresh hold (see [`LockOptions::data`]).
     pub(crate) data: Option<Arc<str>>,
+    /// A fair wait's attempt that refreshes its client's places: the queue entries of
+    /// the client's other waits, to learn which are no longer queued.
+    pub(crate) fair_check: Option<Arc<[String]>>,
     /// A mutex wait's attempt: what its client knows of the hand-off (set per attempt
     /// by `wait_in_line`, see `src/waiting.rs`).
     pub(crate) hand_off: crate::waiting::HandOff,

@@ -145,6 +145,14 @@ impl Room {
         self.released.notify_one();
     }
 
+    /// Wakes every waiter to try again, as after a release nobody may have heard: the
+    /// head waiter, every waiter who shares the lock, and every named waiter.
+    fn wake_everyone(&self) {
+        self.wake(Due::Now { named: false });
+        self.wake_sharers();
+        self.named.lock().iter().for_each(|(_, named)| named.wake());
+    }
+
     /// Wakes every waiter who shares the lock, to ask again.
     fn wake_sharers(&self) {
         let mut refused = self.sharers_refused.lock();
@@ -287,15 +295,12 @@ impl Waiting {
         }
     }
 
-    /// Wakes the head waiter of every lock, every waiter who shares one, and every
-    /// named waiter.
+    /// Wakes every waiter of every lock to try again.
     fn wake_all(&self) {
-        let now = Due::Now { named: false };
-        self.rooms.lock().values().for_each(|room| {
-            room.wake(now);
-            room.wake_sharers();
-            room.named.lock().iter().for_each(|(_, named)| named.wake());
-        });
+        self.rooms
+            .lock()
+            .values()
+            .for_each(|room| room.wake_everyone());
     }
 
     /// Enters the waiting room of the lock at `key`, whose releases are told on
@@ -558,9 +563,12 @@ impl Ticket<'_> {
     }
 
     /// Has release messages that name `owner` wake the returned waiter (and no waiter
-    /// of another owner), until it is dropped.
-    pub(crate) fn named(&self, owner: &str) -> NamedWaiter {
-        let named = Arc::new(Named::default());
+    /// of another owner), until it is dropped; `wait` is its wait's number.
+    pub(crate) fn named(&self, owner: &str, wait: u64) -> NamedWaiter {
+        let named = Arc::new(Named {
+            entry: format!("{owner} {wait}"),
+            ..Named::default()
+        });
         let entry = (owner.to_owned(), Arc::clone(&named));
         self.room.named.lock().push(entry);
         NamedWaiter {
@@ -596,6 +604,10 @@ pub(crate) struct Handed {
 /// What a named waiter has heard: the wake-up, and the last message naming it.
 #[derive(Debug, Default)]
 struct Named {
+    /// Its wait's entry in the fair lock's queue, `<owner id> <wait>`.
+    entry: String,
+    /// Whether its last attempt that was answered left it queued.
+    queued: AtomicBool,
     notify: Notify,
     handed: Mutex<Option<Handed>>,
 }
@@ -628,6 +640,25 @@ impl NamedWaiter {
         self.named.handed.lock().take()
     }
 
+    /// Records that the waiter's last answered attempt left it queued.
+    pub(crate) fn queued(&self) {
+        self.named.queued.store(true, Ordering::Release);
+    }
+
+    /// The other named waiters of the room that believe they are queued, for a refresh
+    /// of the client's places to check (see `lua/fair_acquire.lua`, `ARGV[9..]`).
+    pub(crate) fn others_to_check(&self) -> PlacesCheck {
+        let named = self.room.named.lock();
+        let waiters: Vec<Arc<Named>> = named
+            .iter()
+            .filter(|(_, named)| !Arc::ptr_eq(named, &self.named))
+            .filter(|(_, named)| named.queued.load(Ordering::Acquire))
+            .map(|(_, named)| Arc::clone(named))
+            .collect();
+        let entries = waiters.iter().map(|named| named.entry.clone()).collect();
+        PlacesCheck { entries, waiters }
+    }
+
     /// Wakes the other named waiters of the room to try again: their places in the
     /// queue were dropped.
     pub(crate) fn wake_others(&self) {
@@ -636,6 +667,26 @@ impl NamedWaiter {
             .iter()
             .filter(|(_, named)| !Arc::ptr_eq(named, &self.named))
             .for_each(|(_, named)| named.wake());
+    }
+}
+
+/// The queue entries a refresh of a client's places checks, and their waiters.
+#[derive(Debug)]
+pub(crate) struct PlacesCheck {
+    /// `<owner id> <wait>` of each waiter, in order.
+    pub(crate) entries: Arc<[String]>,
+    waiters: Vec<Arc<Named>>,
+}
+
+impl PlacesCheck {
+    /// Wakes the waiters at `positions` (in [`entries`](Self::entries)) to queue again:
+    /// the refresh found them no longer queued (handed the lock, which a message will
+    /// tell, or passed over, or dropped).
+    pub(crate) fn wake(&self, positions: &[usize]) {
+        for named in positions.iter().filter_map(|&at| self.waiters.get(at)) {
+            named.queued.store(false, Ordering::Release);
+            named.wake();
+        }
     }
 }
 

@@ -26,6 +26,7 @@ common::on_every_topology!(
     an_abandoned_wait_never_shares_the_lock_with_the_next_waiter,
     a_fenced_fair_lock_after_a_dropped_guard_is_a_new_hold,
     a_client_whose_places_were_dropped_queues_all_its_waits_again,
+    waits_passed_over_queue_again_at_their_clients_next_refresh,
 );
 
 /// A holder holds; waiters of three clients queue one after another; each release
@@ -686,6 +687,35 @@ async fn a_clients_waits_keep_their_places_with_one_attempt_between_them() {
     let queued = queued_waits(&redis, &queue).await;
     assert_eq!(queued.len(), 20, "places were lost");
     assert!(ran <= 8, "{ran} scripts in 7 s");
+    held.unlock().await.unwrap();
+    for wait in waits {
+        tokio::time::timeout(Duration::from_secs(10), wait)
+            .await
+            .expect("served")
+            .unwrap();
+    }
+}
+
+/// Waits of a client that are no longer queued while their client lives (passed over
+/// when a hand-off's message went unheard, say: here their entries are simply
+/// removed) queue again at the client's next refresh (within 2 s), whichever of the
+/// client's waits makes it: the refresh checks the places of all of them.
+async fn waits_passed_over_queue_again_at_their_clients_next_refresh(url: &str) {
+    let name = common::unique("fair-passed-over");
+    let queue = format!("{}:fair:queue", common::key(&name));
+    let holder = common::connect(url).await;
+    let redis = holder.redis().clone();
+    let held = holder.fair_lock(&name).await.unwrap();
+    let waiter = common::connect(url).await;
+    let waits = spawn_waits(&waiter, &name, 10);
+    let queued = poll_queue(&redis, &queue, Duration::from_secs(5), |q| q.len() == 10).await;
+    assert_eq!(queued.len(), 10, "{queued:?}");
+    let zrem = "return redis.call('zrem', KEYS[1], ARGV[1], ARGV[2], ARGV[3])";
+    let removed = (queued[2].as_str(), queued[5].as_str(), queued[8].as_str());
+    let gone: i64 = redis.eval(zrem, queue.as_str(), removed).await.unwrap();
+    assert_eq!(gone, 3);
+    let back = poll_queue(&redis, &queue, Duration::from_secs(3), |q| q.len() == 10).await;
+    assert_eq!(back.len(), 10, "not queued again: {back:?}");
     held.unlock().await.unwrap();
     for wait in waits {
         tokio::time::timeout(Duration::from_secs(10), wait)

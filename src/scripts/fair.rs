@@ -8,7 +8,7 @@ use fred::types::Value;
 use fred::types::scripts::Script;
 
 use super::{
-    Acquire, Delivery, Queued, Scripts, acquire_reply, data_argument, decimal, integer,
+    Acquire, Delivery, Queued, Scripts, acquire_reply, data_argument, decimal, integer, protocol,
     remaining_count, unsigned,
 };
 use crate::error::Result;
@@ -42,7 +42,7 @@ impl Scripts {
     ) -> Result<Acquire> {
         let waits = !options.is_single_try();
         let args = || {
-            vec![
+            let mut args = vec![
                 owner.into(),
                 decimal(options.lease_ms),
                 decimal(CLAIM_WINDOW_MS),
@@ -53,7 +53,11 @@ impl Scripts {
                     .map_or_else(|| Value::from_static_str(""), decimal),
                 data_argument(options.data.as_deref()),
                 decimal(PLACE_WINDOW_MS),
-            ]
+            ];
+            for entry in options.fair_check.iter().flat_map(|check| check.iter()) {
+                args.push(entry.as_str().into());
+            }
+            args
         };
         let token_key = options.fenced.then(|| names.token_key());
         let script = &self.fair_acquire;
@@ -139,12 +143,22 @@ impl Scripts {
 /// it is queued (see [`Queued`]).
 fn fair_acquire_reply(reply: &Value) -> Result<Acquire> {
     match reply {
-        Value::Array(items) if items.len() == 5 && integer(&items[0])? == 0 => {
+        Value::Array(items) if items.len() >= 5 && integer(&items[0])? == 0 => {
             let pttl = u64::try_from(integer(&items[1])?).ok();
+            let not_queued = items[5..]
+                .iter()
+                .map(|item| {
+                    let position = usize::try_from(unsigned(item)?).ok();
+                    position
+                        .and_then(|p| p.checked_sub(1))
+                        .ok_or_else(|| protocol(reply))
+                })
+                .collect::<Result<_>>()?;
             let queued = Queued {
                 place: unsigned(&items[2])?,
                 server_ms: unsigned(&items[3])?,
                 client_was_alive: integer(&items[4])? == 1,
+                not_queued,
             };
             Ok(Acquire::Busy {
                 pttl: pttl.map(Duration::from_millis),

@@ -65,7 +65,7 @@ pub(crate) enum Delivery {
 }
 
 /// The reply of `acquire.lua` or `reenter.lua`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Acquire {
     /// The owner now holds the lock `count` times; `token` is 0 unless one was drawn.
     Granted { count: u32, token: u64 },
@@ -80,7 +80,7 @@ pub(crate) enum Acquire {
 }
 
 /// A fair lock's waiter, queued by its refused attempt (see `lua/fair_acquire.lua`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Queued {
     /// Its place: when its wait began, in microseconds by the server's clock.
     pub(crate) place: u64,
@@ -89,6 +89,8 @@ pub(crate) struct Queued {
     /// Whether the waiter's client was alive in the queue before the attempt. If not,
     /// the places of its other waits there were dropped: they must queue again.
     pub(crate) client_was_alive: bool,
+    /// For a refresh: the positions in its `fair_check` of the entries not queued.
+    pub(crate) not_queued: Vec<usize>,
 }
 
 /// The compiled scripts, with their SHA-1 computed once.

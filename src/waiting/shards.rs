@@ -13,8 +13,8 @@
 //! shard subscriptions with an unsolicited `SUNSUBSCRIBE`, which fred 10 swallows. So
 //! on a cluster, while any shard channel is subscribed, the client re-reads the slot
 //! map every [`SLOT_CHECK`]; a channel whose slot now has another owner is subscribed
-//! again (on the new owner) and its head waiter is woken to try once, in case the
-//! release went by while nobody listened. A waiter also wakes when the holder's lease
+//! again (on the new owner) and its waiters are woken to try once, in case a release
+//! went by while nobody listened. A waiter also wakes when the holder's lease
 //! would end, so even without this a missed release costs at most one lease.
 
 use std::sync::{Arc, Weak};
@@ -25,7 +25,7 @@ use fred::types::config::Server;
 use fred::util::redis_keyslot;
 use tokio::time::MissedTickBehavior;
 
-use super::{Due, Room, Waiting};
+use super::{Room, Waiting};
 
 /// How often the slot map is re-read while shard channels are subscribed.
 pub(super) const SLOT_CHECK: Duration = Duration::from_secs(1);
@@ -96,7 +96,7 @@ impl Waiting {
                 tracing::debug!(%error, %channel, "could not subscribe again");
             }
             drop(state);
-            room.wake(Due::Now { named: false });
+            room.wake_everyone();
         }
     }
 }
