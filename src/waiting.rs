@@ -60,11 +60,14 @@ use crate::error::{LockError, Result};
 use crate::keys::keys_of_channel;
 
 mod hand_off;
+mod named;
 mod places;
 mod shards;
 
 use hand_off::Due;
 pub(crate) use hand_off::HandOff;
+use named::Named;
+pub(crate) use named::{Handed, NamedWaiter, PlacesCheck};
 pub(crate) use places::Places;
 
 /// How long an emptied waiting room keeps its subscription, for a waiter of this
@@ -565,16 +568,7 @@ impl Ticket<'_> {
     /// Has release messages that name `owner` wake the returned waiter (and no waiter
     /// of another owner), until it is dropped; `wait` is its wait's number.
     pub(crate) fn named(&self, owner: &str, wait: u64) -> NamedWaiter {
-        let named = Arc::new(Named {
-            entry: format!("{owner} {wait}"),
-            ..Named::default()
-        });
-        let entry = (owner.to_owned(), Arc::clone(&named));
-        self.room.named.lock().push(entry);
-        NamedWaiter {
-            room: Arc::clone(&self.room),
-            named,
-        }
+        NamedWaiter::register(&self.room, owner, wait)
     }
 
     /// Resolves once the client is shut down (at once if it is).
@@ -588,115 +582,6 @@ impl Ticket<'_> {
 /// A number in a release message (a fair lock's wait or time, a writer's delay).
 fn parse_number(text: &[u8]) -> Option<u64> {
     std::str::from_utf8(text).ok()?.parse().ok()
-}
-
-/// What a release message naming a fair waiter's owner says (see
-/// `lua/fair_queue.lua`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Handed {
-    /// The wait the lock was handed to, if the message names one.
-    pub(crate) wait: Option<u64>,
-    /// When Redis handed it over, in milliseconds by the server's clock, if the
-    /// message says.
-    pub(crate) server_ms: Option<u64>,
-}
-
-/// What a named waiter has heard: the wake-up, and the last message naming it.
-#[derive(Debug, Default)]
-struct Named {
-    /// Its wait's entry in the fair lock's queue, `<owner id> <wait>`.
-    entry: String,
-    /// Whether its last attempt that was answered left it queued.
-    queued: AtomicBool,
-    notify: Notify,
-    handed: Mutex<Option<Handed>>,
-}
-
-impl Named {
-    fn hand(&self, handed: Handed) {
-        *self.handed.lock() = Some(handed);
-        self.notify.notify_one();
-    }
-
-    /// Wakes the waiter to try again, keeping a message it has not read yet.
-    fn wake(&self) {
-        self.notify.notify_one();
-    }
-}
-
-/// A waiter woken by release messages that name it (see [`Ticket::named`]).
-#[derive(Debug)]
-pub(crate) struct NamedWaiter {
-    room: Arc<Room>,
-    named: Arc<Named>,
-}
-
-impl NamedWaiter {
-    /// Resolves after a message naming the waiter's owner (at once for one that came
-    /// before), with what it says; `None` when woken to try again without one (the
-    /// subscriber reconnected, or another wait of this client found their places gone).
-    pub(crate) async fn named(&self) -> Option<Handed> {
-        self.named.notify.notified().await;
-        self.named.handed.lock().take()
-    }
-
-    /// Records that the waiter's last answered attempt left it queued.
-    pub(crate) fn queued(&self) {
-        self.named.queued.store(true, Ordering::Release);
-    }
-
-    /// The other named waiters of the room that believe they are queued, for a refresh
-    /// of the client's places to check (see `lua/fair_acquire.lua`, `ARGV[9..]`).
-    pub(crate) fn others_to_check(&self) -> PlacesCheck {
-        let named = self.room.named.lock();
-        let waiters: Vec<Arc<Named>> = named
-            .iter()
-            .filter(|(_, named)| !Arc::ptr_eq(named, &self.named))
-            .filter(|(_, named)| named.queued.load(Ordering::Acquire))
-            .map(|(_, named)| Arc::clone(named))
-            .collect();
-        let entries = waiters.iter().map(|named| named.entry.clone()).collect();
-        PlacesCheck { entries, waiters }
-    }
-
-    /// Wakes the other named waiters of the room to try again: their places in the
-    /// queue were dropped.
-    pub(crate) fn wake_others(&self) {
-        let named = self.room.named.lock();
-        named
-            .iter()
-            .filter(|(_, named)| !Arc::ptr_eq(named, &self.named))
-            .for_each(|(_, named)| named.wake());
-    }
-}
-
-/// The queue entries a refresh of a client's places checks, and their waiters.
-#[derive(Debug)]
-pub(crate) struct PlacesCheck {
-    /// `<owner id> <wait>` of each waiter, in order.
-    pub(crate) entries: Arc<[String]>,
-    waiters: Vec<Arc<Named>>,
-}
-
-impl PlacesCheck {
-    /// Wakes the waiters at `positions` (in [`entries`](Self::entries)) to queue again:
-    /// the refresh found them no longer queued (handed the lock, which a message will
-    /// tell, or passed over, or dropped).
-    pub(crate) fn wake(&self, positions: &[usize]) {
-        for named in positions.iter().filter_map(|&at| self.waiters.get(at)) {
-            named.queued.store(false, Ordering::Release);
-            named.wake();
-        }
-    }
-}
-
-impl Drop for NamedWaiter {
-    fn drop(&mut self) {
-        self.room
-            .named
-            .lock()
-            .retain(|(_, named)| !Arc::ptr_eq(named, &self.named));
-    }
 }
 
 impl Drop for Ticket<'_> {
