@@ -554,10 +554,11 @@ async fn final_state(lab: &Lab, hung_workers: Vec<u32>) -> Result<Final, BoxErro
     resource.shutdown().await;
 
     // Killed or paused workers' holds expire within a lease; give them two, and a fair
-    // lock's queue the 4 s its keys outlive the last waiter.
+    // lock's queue the 12 s its keys outlive the last attempt of a waiting client (twice
+    // the place window, see src/lease.rs): a killed worker never leaves the queue.
     let url = lab.locks.url();
     let locks = LockClient::connect(&url).await?;
-    let deadline = tokio::time::Instant::now() + lab.plan.lease * 2 + Duration::from_millis(4_500);
+    let deadline = tokio::time::Instant::now() + lab.plan.lease * 2 + Duration::from_millis(12_500);
     let keys_left = loop {
         let mut left = Vec::new();
         for lock in locks.list("*").await? {
