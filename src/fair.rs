@@ -230,17 +230,11 @@ impl LockClient {
             let mut refresh: Option<PlacesCheck> = None;
             loop {
                 let sent_at = Instant::now();
-                let checked;
-                let attempt_options = match &refresh {
-                    Some(check) => {
-                        checked = ResolvedOptions {
-                            fair_check: Some(Arc::clone(&check.entries)),
-                            ..options.clone()
-                        };
-                        &checked
-                    }
-                    None => &options,
-                };
+                let checking = refresh.as_ref().map(|check| ResolvedOptions {
+                    fair_check: Some(Arc::clone(&check.entries)),
+                    ..options.clone()
+                });
+                let attempt_options = checking.as_ref().unwrap_or(&options);
                 let attempt = engine.acquire(&names, &owner, attempt_options, None);
                 let pttl = match attempt.await? {
                     Attempt::Granted(claim) => {
@@ -251,10 +245,8 @@ impl LockClient {
                         let check = refresh.take();
                         if let Some(queued) = queued {
                             woken.queued();
-                            // The next attempt of this client's waits keeps their
-                            // places, or finds the lock free when its lease runs out.
-                            let next = pttl.unwrap_or(PLACE_REFRESH).min(PLACE_REFRESH);
-                            places.answered(sent_at, queued.server_ms, sent_at + next);
+                            let next = sent_at + next_attempt_in(pttl);
+                            places.answered(sent_at, queued.server_ms, next);
                             if !queued.client_was_alive {
                                 // Its other waits' places were dropped: they queue again.
                                 woken.wake_others();
@@ -280,7 +272,7 @@ impl LockClient {
                     Ok(Err(error)) => return Err(error),
                     Err(gave_up) => return Ok(Err(gave_up)),
                 }
-                let fallback = Instant::now() + pttl.unwrap_or(PLACE_REFRESH).min(PLACE_REFRESH);
+                let fallback = Instant::now() + next_attempt_in(pttl);
                 let handed = loop {
                     let sooner = places.sooner();
                     tokio::pin!(sooner);
@@ -328,6 +320,13 @@ impl LockClient {
             result = waiting => result,
         }
     }
+}
+
+/// How soon after an attempt that found the lock held for `pttl` the next attempt of
+/// the client's waits is due: it keeps their places, or finds the lock free when its
+/// lease runs out.
+fn next_attempt_in(pttl: Option<Duration>) -> Duration {
+    pttl.map_or(PLACE_REFRESH, |pttl| pttl.min(PLACE_REFRESH))
 }
 
 /// The waits of this process, numbered: a wait's number with its owner id names its

@@ -119,8 +119,8 @@ struct Room {
     channel: tokio::sync::Mutex<Channel>,
     /// For a shard channel: the cluster node it was subscribed on.
     node: Mutex<Option<fred::types::config::Server>>,
-    /// Waiters woken only by a message that names them (a fair lock's), by owner id.
-    named: Mutex<Vec<(String, Arc<Named>)>>,
+    /// Waiters woken only by a message that names them (a fair lock's waits).
+    named: Mutex<Vec<Arc<Named>>>,
     /// The named waiters' shared schedule of attempts in a fair lock's queue.
     places: Places,
     /// Woken, all at once, by every release message: waiters who
@@ -153,7 +153,7 @@ impl Room {
     fn wake_everyone(&self) {
         self.wake(Due::Now { named: false });
         self.wake_sharers();
-        self.named.lock().iter().for_each(|(_, named)| named.wake());
+        self.named.lock().iter().for_each(|named| named.wake());
     }
 
     /// Wakes every waiter who shares the lock, to ask again.
@@ -271,20 +271,17 @@ impl Waiting {
             wait,
             server_ms: parts.next().and_then(parse_number),
         };
-        let named: Vec<_> = room
-            .named
-            .lock()
-            .iter()
-            .filter(|(id, _)| id.as_bytes() == owner)
-            .map(|(_, waiter)| Arc::clone(waiter))
-            .collect();
-        if named.is_empty() {
+        // Each wait of the owner checks whether the message names it.
+        let mut named = false;
+        for waiter in room.named.lock().iter().filter(|n| n.owner() == owner) {
+            waiter.hand(handed);
+            named = true;
+        }
+        if !named {
             let now = Instant::now();
             let step = room.step(now);
             room.wake(Due::of_message(text, self.client, now, step));
         }
-        // (Each wait of the owner checks whether the message names it.)
-        named.iter().for_each(|waiter| waiter.hand(handed));
         match wait.filter(|_| owner == FOR_WRITERS) {
             // A writer's mark keeps sharers out for `wait` ms more: they sleep on.
             Some(wait) => {

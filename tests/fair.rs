@@ -606,6 +606,16 @@ fn spawn_waits(client: &LockClient, name: &str, count: usize) -> Vec<tokio::task
         .collect()
 }
 
+/// Waits for each of `waits` to be served and done, within 10 s.
+async fn all_served(waits: Vec<tokio::task::JoinHandle<()>>) {
+    for wait in waits {
+        tokio::time::timeout(Duration::from_secs(10), wait)
+            .await
+            .expect("served")
+            .unwrap();
+    }
+}
+
 /// A client whose places were dropped (its liveness ran out, as in a long pause)
 /// queues all its waits again with its next attempt, not only the wait that makes
 /// it: the others are told at once, rather than at their own next attempt (a refresh
@@ -655,12 +665,7 @@ async fn a_client_whose_places_were_dropped_queues_all_its_waits_again(url: &str
     .await;
     assert_eq!(of_paused(&both), 2, "one wait was left out: {both:?}");
     held.unlock().await.unwrap();
-    for wait in waits {
-        tokio::time::timeout(Duration::from_secs(10), wait)
-            .await
-            .expect("served")
-            .unwrap();
-    }
+    all_served(waits).await;
 }
 
 /// One client with 20 waits on a held fair lock keeps all their places with one
@@ -688,12 +693,7 @@ async fn a_clients_waits_keep_their_places_with_one_attempt_between_them() {
     assert_eq!(queued.len(), 20, "places were lost");
     assert!(ran <= 8, "{ran} scripts in 7 s");
     held.unlock().await.unwrap();
-    for wait in waits {
-        tokio::time::timeout(Duration::from_secs(10), wait)
-            .await
-            .expect("served")
-            .unwrap();
-    }
+    all_served(waits).await;
 }
 
 /// Waits of a client that are no longer queued while their client lives (passed over
@@ -717,10 +717,27 @@ async fn waits_passed_over_queue_again_at_their_clients_next_refresh(url: &str) 
     let back = poll_queue(&redis, &queue, Duration::from_secs(3), |q| q.len() == 10).await;
     assert_eq!(back.len(), 10, "not queued again: {back:?}");
     held.unlock().await.unwrap();
-    for wait in waits {
-        tokio::time::timeout(Duration::from_secs(10), wait)
-            .await
-            .expect("served")
-            .unwrap();
-    }
+    all_served(waits).await;
+}
+
+/// A hand-off told while the waiter's subscriber connection is down goes unheard; the
+/// reconnection wakes the waiter, which subscribes again and asks at once, rather
+/// than at its client's next refresh (2 s later).
+#[tokio::test]
+async fn a_waiter_whose_subscriber_reconnects_is_served_at_once() {
+    let server = common::RedisServer::start();
+    let url = server.url();
+    let name = common::unique("fair-reconnect");
+    let holder = common::connect(&url).await;
+    let held = holder.fair_lock(&name).await.unwrap();
+    let waiter = queue_in_a_client_of_its_own(&url, &name).await;
+    server
+        .command(&["CLIENT", "KILL", "TYPE", "pubsub"])
+        .unwrap();
+    let (guard, after) = release_and_time_the_hand_off(held, waiter).await;
+    assert!(
+        after < Duration::from_secs(1),
+        "served {after:?} after the release"
+    );
+    guard.unlock().await.unwrap();
 }

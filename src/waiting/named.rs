@@ -32,6 +32,13 @@ pub(super) struct Named {
 }
 
 impl Named {
+    /// The owner id its entry names, as release messages name it.
+    pub(super) fn owner(&self) -> &[u8] {
+        let entry = self.entry.as_bytes();
+        let space = entry.iter().rposition(|&byte| byte == b' ');
+        &entry[..space.unwrap_or(entry.len())]
+    }
+
     pub(super) fn hand(&self, handed: Handed) {
         *self.handed.lock() = Some(handed);
         self.notify.notify_one();
@@ -57,8 +64,7 @@ impl NamedWaiter {
             entry: format!("{owner} {wait}"),
             ..Named::default()
         });
-        let entry = (owner.to_owned(), Arc::clone(&named));
-        room.named.lock().push(entry);
+        room.named.lock().push(Arc::clone(&named));
         Self {
             room: Arc::clone(room),
             named,
@@ -81,13 +87,12 @@ impl NamedWaiter {
     /// The other named waiters of the room that believe they are queued, for a refresh
     /// of the client's places to check (see `lua/fair_acquire.lua`, `ARGV[9..]`).
     pub(crate) fn others_to_check(&self) -> PlacesCheck {
-        let named = self.room.named.lock();
-        let waiters: Vec<Arc<Named>> = named
-            .iter()
-            .filter(|(_, named)| !Arc::ptr_eq(named, &self.named))
-            .filter(|(_, named)| named.queued.load(Ordering::Acquire))
-            .map(|(_, named)| Arc::clone(named))
-            .collect();
+        let mut waiters = Vec::new();
+        self.for_others(|named| {
+            if named.queued.load(Ordering::Acquire) {
+                waiters.push(Arc::clone(named));
+            }
+        });
         let entries = waiters.iter().map(|named| named.entry.clone()).collect();
         PlacesCheck { entries, waiters }
     }
@@ -95,11 +100,16 @@ impl NamedWaiter {
     /// Wakes the other named waiters of the room to try again: their places in the
     /// queue were dropped.
     pub(crate) fn wake_others(&self) {
+        self.for_others(|named| named.wake());
+    }
+
+    /// Calls `each` with every other named waiter of the room.
+    fn for_others(&self, mut each: impl FnMut(&Arc<Named>)) {
         let named = self.room.named.lock();
         named
             .iter()
-            .filter(|(_, named)| !Arc::ptr_eq(named, &self.named))
-            .for_each(|(_, named)| named.wake());
+            .filter(|named| !Arc::ptr_eq(named, &self.named))
+            .for_each(&mut each);
     }
 }
 
@@ -128,6 +138,6 @@ impl Drop for NamedWaiter {
         self.room
             .named
             .lock()
-            .retain(|(_, named)| !Arc::ptr_eq(named, &self.named));
+            .retain(|named| !Arc::ptr_eq(named, &self.named));
     }
 }
