@@ -174,6 +174,8 @@ struct Channel {
     /// The subscriber connection (see [`Waiting::connection`]) on which the server
     /// confirmed the subscription.
     confirmed: Option<u64>,
+    /// When the server confirmed it: a release told before then went unheard.
+    confirmed_at: Option<Instant>,
 }
 
 /// Whether a waiter listens to its lock's release channel, from [`Ticket::subscribe`].
@@ -353,6 +355,7 @@ impl Waiting {
         state.confirmed = None;
         Box::pin(self.subscribe(&room.release_channel, room)).await?;
         state.confirmed = Some(connection);
+        state.confirmed_at = Some(Instant::now());
         Ok(())
     }
 
@@ -532,6 +535,13 @@ impl Ticket<'_> {
         if refused.0 == messages {
             refused.1 = Some(refused.1.map_or(until, |earlier| earlier.min(until)));
         }
+    }
+
+    /// Whether the release channel's subscription was confirmed after `at` (by another
+    /// waiter of this client, say): a release told between `at` and then went unheard.
+    pub(crate) async fn subscribed_after(&self, at: Instant) -> bool {
+        let state = self.room.channel.lock().await;
+        state.confirmed_at.is_some_and(|confirmed| confirmed > at)
     }
 
     /// Forgets the release messages heard so far: the head is about to ask, and its
