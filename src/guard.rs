@@ -259,7 +259,7 @@ impl LockGuard {
     pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
         self.engine().check_running()?;
         let redis = self.engine().protocol().redis();
-        let pttl: i64 = redis.pttl(self.hold().names.key.as_str()).await?;
+        let pttl: i64 = redis.pttl(&*self.hold().names.key).await?;
         Ok(u64::try_from(pttl).ok().map(Duration::from_millis))
     }
 

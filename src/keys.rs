@@ -5,22 +5,30 @@
 //! is `P{N}:token`, its release channel `P{N}:released`. The braces are a Redis Cluster
 //! hash tag, so every name of one lock is in one slot.
 
+use fred::bytes_utils::Str;
+
 use crate::compat::{self, Compat};
 use crate::error::{LockError, Result};
 
 /// The keys and channel of the lock called `name`, or an error if `name` is unusable.
 pub(crate) fn lock_names(prefix: &str, name: &str) -> Result<LockNames> {
+    names_of(prefix, name, "", Kind::Mutex)
+}
+
+/// The names of the lock of `kind` called `name`, whose hash is `P{N}` and `suffix`.
+fn names_of(prefix: &str, name: &str, suffix: &str, kind: Kind) -> Result<LockNames> {
     validate_name(name)?;
     // Built on every lock call: plain appends, not `format!`.
-    let mut key = String::with_capacity(prefix.len() + name.len() + 2);
+    let mut key = String::with_capacity(prefix.len() + name.len() + 2 + suffix.len());
     key.push_str(prefix);
     key.push('{');
     key.push_str(name);
     key.push('}');
+    key.push_str(suffix);
     Ok(LockNames {
         name: name.to_owned(),
-        key,
-        kind: Kind::Mutex,
+        key: key.into(),
+        kind,
         compat: Compat::Holdlock,
     })
 }
@@ -36,7 +44,7 @@ pub(crate) fn redisson_names(prefix: &str, name: &str) -> Result<LockNames> {
     }
     Ok(LockNames {
         name: name.to_owned(),
-        key: [prefix, name].concat(),
+        key: [prefix, name].concat().into(),
         kind: Kind::Mutex,
         compat: Compat::Redisson,
     })
@@ -46,10 +54,7 @@ pub(crate) fn redisson_names(prefix: &str, name: &str) -> Result<LockNames> {
 /// hash is `P{N}:sem`, beside the mutex `P{N}` of the same name but never the same
 /// key, and its holders' deadlines are the sorted set `P{N}:sem:leases`.
 pub(crate) fn semaphore_names(prefix: &str, name: &str, permits: u32) -> Result<LockNames> {
-    let mut names = lock_names(prefix, name)?;
-    names.key.push_str(SEMAPHORE);
-    names.kind = Kind::Semaphore { permits };
-    Ok(names)
+    names_of(prefix, name, SEMAPHORE, Kind::Semaphore { permits })
 }
 
 /// What follows a semaphore's name in its key.
@@ -59,10 +64,7 @@ const SEMAPHORE: &str = ":sem";
 /// (beside the mutex `P{N}`, never the same key), its queue `P{N}:fair:queue` and its
 /// waiters' liveness `P{N}:fair:alive`.
 pub(crate) fn fair_names(prefix: &str, name: &str) -> Result<LockNames> {
-    let mut names = lock_names(prefix, name)?;
-    names.key.push_str(FAIR);
-    names.kind = Kind::Fair;
-    Ok(names)
+    names_of(prefix, name, FAIR, Kind::Fair)
 }
 
 /// What follows a fair lock's name in its key.
@@ -72,10 +74,7 @@ const FAIR: &str = ":fair";
 /// hash `P{N}:rw` (beside the mutex `P{N}`, never the same key) for both sides, and
 /// the holders' deadlines in `P{N}:rw:leases`.
 pub(crate) fn rw_names(prefix: &str, name: &str, kind: Kind) -> Result<LockNames> {
-    let mut names = lock_names(prefix, name)?;
-    names.key.push_str(READ_WRITE);
-    names.kind = kind;
-    Ok(names)
+    names_of(prefix, name, READ_WRITE, kind)
 }
 
 /// What follows a read-write lock's name in its key.
@@ -86,10 +85,7 @@ const READ_WRITE: &str = ":rw";
 /// keeps the leader's record, with the fair lock's queue, liveness and token floor
 /// after it (`P{N}:election:queue`, ...).
 pub(crate) fn election_names(prefix: &str, name: &str) -> Result<LockNames> {
-    let mut names = lock_names(prefix, name)?;
-    names.key.push_str(ELECTION);
-    names.kind = Kind::Fair;
-    Ok(names)
+    names_of(prefix, name, ELECTION, Kind::Fair)
 }
 
 /// What follows an election's name in its key.
@@ -192,8 +188,8 @@ pub(crate) fn scan_pattern(prefix: &str, pattern: &str) -> String {
 pub(crate) struct LockNames {
     pub(crate) name: String,
     /// `<prefix>{<name>}`: the lock's hash (with a suffix for kinds other than the
-    /// mutex).
-    pub(crate) key: String,
+    /// mutex). Shared bytes: the watchdog's renewals send it without a copy.
+    pub(crate) key: Str,
     pub(crate) kind: Kind,
     /// The layout the key is in: holdlock's, or (a mutex only) Redisson's.
     pub(crate) compat: Compat,
@@ -230,7 +226,7 @@ impl LockNames {
     /// in Redisson's layout, `RFencedLock`'s counter).
     pub(crate) fn token_key(&self) -> String {
         match self.compat {
-            Compat::Holdlock => [self.key.as_str(), ":token"].concat(),
+            Compat::Holdlock => [&*self.key, ":token"].concat(),
             Compat::Redisson => compat::token_key(&self.key),
         }
     }
@@ -255,7 +251,7 @@ impl LockNames {
     /// `<key>:<suffix>`.
     pub(crate) fn beside(&self, suffix: &str) -> String {
         match self.compat {
-            Compat::Holdlock => [self.key.as_str(), ":", suffix].concat(),
+            Compat::Holdlock => [&*self.key, ":", suffix].concat(),
             Compat::Redisson => compat::beside(&self.key, suffix),
         }
     }

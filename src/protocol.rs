@@ -14,6 +14,7 @@
 
 use std::time::Duration;
 
+use fred::bytes_utils::Str;
 use fred::clients::Client;
 use fred::error::ErrorKind;
 use fred::interfaces::{EventInterface, HashesInterface, KeysInterface};
@@ -95,14 +96,14 @@ impl Protocol {
     /// every lock of `holds` must be in one slot. Says per hold what it found.
     pub(crate) async fn renew_many(
         &self,
-        holds: &[(&LockNames, &str, u64)],
+        holds: &[(&LockNames, &Str, u64)],
     ) -> Result<Vec<Renewed>> {
         Box::pin(self.scripts.renew_many(&self.redis, holds)).await
     }
 
     /// Drops one hold each of many mutex holds in one call (`release_many.lua`), sent
     /// at most once; on a cluster, every key of `holds` must be in one slot.
-    pub(crate) async fn release_many(&self, holds: &[(&LockNames, &str)]) -> Result<Vec<Released>> {
+    pub(crate) async fn release_many(&self, holds: &[(&LockNames, &Str)]) -> Result<Vec<Released>> {
         Box::pin(self.scripts.release_many(&self.redis, holds)).await
     }
 
@@ -311,9 +312,7 @@ impl Protocol {
             // Kept in the hold's hash, or in Redisson's layout its counter, which
             // nobody else can draw from while this hold lasts.
             let token: Option<u64> = match names.compat {
-                Compat::Holdlock => {
-                    Box::pin(self.redis.hget(names.key.as_str(), TOKEN_FIELD)).await?
-                }
+                Compat::Holdlock => Box::pin(self.redis.hget(&*names.key, TOKEN_FIELD)).await?,
                 Compat::Redisson => Box::pin(self.redis.get(names.token_key())).await?,
             };
             token.unwrap_or(0)
@@ -385,7 +384,7 @@ impl Protocol {
     /// The owner's hold count as Redis has it (0 if none).
     pub(crate) async fn count(&self, names: &LockNames, owner: &str) -> Result<u32> {
         let field = names.kind.field(owner);
-        let value: Value = Box::pin(self.redis.hget(names.key.as_str(), field.as_ref()))
+        let value: Value = Box::pin(self.redis.hget(&*names.key, field.as_ref()))
             .await
             .map_err(|error| LockError::from_redis(error, &names.key))?;
         match value {

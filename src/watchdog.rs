@@ -351,7 +351,7 @@ impl Watchdogs {
             let _slot = self.slots.take().await;
             let holds: Vec<_> = batch
                 .iter()
-                .map(|(hold, renewal)| (&*hold.names, hold.owner.as_str(), renewal.lease_ms))
+                .map(|(hold, renewal)| (&*hold.names, &hold.owner, renewal.lease_ms))
                 .collect();
             self.renewer.renew_many(&holds).await
         };
@@ -362,6 +362,8 @@ impl Watchdogs {
                 Err(_) => Err(None),
             };
         let reconnected = self.reconnections.load(Ordering::Acquire) != epoch;
+        // One reading of the clock for the whole batch: they all landed together.
+        let landed_at = Instant::now();
         let mut next = Vec::with_capacity(batch.len());
         for (index, (hold, renewal)) in batch.into_iter().enumerate() {
             let outcome = match &replies {
@@ -372,7 +374,7 @@ impl Watchdogs {
                 Err(Some(error)) => Outcome::Failed(error.to_string()),
                 Err(None) => Outcome::TimedOut,
             };
-            next.extend(self.landed(&hold, renewal, outcome, sent_at, reconnected));
+            next.extend(self.landed(&hold, renewal, outcome, sent_at, landed_at, reconnected));
         }
         // Filed again together: one lock of the timers per batch.
         let mut timers = self.timers.lock();
@@ -386,15 +388,17 @@ impl Watchdogs {
         }
     }
 
-    /// Records what one hold's renewal, sent at `sent_at`, came to, exactly as a
-    /// renewal of that hold alone would; returns its next renewal and when it is due,
-    /// unless the hold is renewed no more.
+    /// Records what one hold's renewal, sent at `sent_at` and answered by `now` (one
+    /// reading of the clock for its whole batch), came to, exactly as a renewal of that
+    /// hold alone would; returns its next renewal and when it is due, unless the hold
+    /// is renewed no more.
     fn landed(
         &self,
         hold: &Arc<Hold>,
         mut renewal: Renewal,
         outcome: Outcome,
         sent_at: Instant,
+        now: Instant,
         reconnected: bool,
     ) -> Option<(Instant, Renewal)> {
         if !hold.is_renewed_by(renewal.ticket) {
@@ -412,10 +416,9 @@ impl Watchdogs {
         match outcome {
             Outcome::Landed(Renewed::Extended) => {
                 // The lease left when this renewal landed, by the last one's clock.
-                let margin =
-                    (renewal.renewed_at() + lease).saturating_duration_since(Instant::now());
+                let margin = (renewal.renewed_at() + lease).saturating_duration_since(now);
                 hold.record_margin(margin);
-                hold.lease_set_now(lease);
+                hold.lease_set_by(now, lease);
                 if margin < lease.mul_f64(self.at_risk_share) {
                     hold.warn_at_risk(&format!(
                         "a renewal landed with {margin:?} of the {lease:?} lease left \
@@ -449,7 +452,6 @@ impl Watchdogs {
                 hold.warn_at_risk("a renewal timed out; retrying");
             }
         }
-        let now = Instant::now();
         if now >= renewal.expires {
             hold.mark_lost("renewals failed until the lease was about to run out");
             return None;

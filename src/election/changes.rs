@@ -4,6 +4,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use fred::bytes_utils::Str;
 use fred::clients::SubscriberClient;
 use fred::interfaces::{ClientLike, ClusterInterface, PubsubInterface};
 use fred::types::Value;
@@ -129,7 +130,7 @@ impl Listener {
 pub(super) struct Watch {
     pub(super) engine: Arc<Engine>,
     /// The election's hash.
-    pub(super) key: String,
+    pub(super) key: Str,
     pub(super) listener: Listener,
     pub(super) tracker: Tracker,
     pub(super) sender: mpsc::UnboundedSender<Result<LeaderChange>>,
@@ -143,7 +144,7 @@ impl Watch {
         mut reconnects: tokio::sync::broadcast::Receiver<fred::types::config::Server>,
     ) {
         // A waiting room that is never subscribed, only for the shutdown signal.
-        let room = [self.key.as_str(), ":observed"].concat();
+        let room = [&*self.key, ":observed"].concat();
         let engine = Arc::clone(&self.engine);
         let ticket = engine
             .waiting()

@@ -4,6 +4,8 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
+use fred::bytes_utils::Str;
+
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::guard::LockGuard;
@@ -190,7 +192,7 @@ impl fmt::Debug for Leadership {
 /// with it.
 pub(super) struct Term {
     /// The election's hash.
-    pub(super) key: String,
+    pub(super) key: Str,
     /// Where its changes are announced.
     pub(super) channel: String,
     /// `None` once released.

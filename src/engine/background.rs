@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use fred::bytes_utils::Str;
 use fred::interfaces::ClientLike;
 use fred::util::redis_keyslot;
 use parking_lot::Mutex;
@@ -149,9 +150,9 @@ impl Engine {
 
     /// Sends the releases of `batch` (one slot) in one call, and records each.
     async fn release_batch(self: Arc<Self>, batch: Vec<Ready>) {
-        let holds: Vec<(&LockNames, &str)> = batch
+        let holds: Vec<(&LockNames, &Str)> = batch
             .iter()
-            .map(|ready| (&*ready.hold.names, ready.hold.owner.as_str()))
+            .map(|ready| (&*ready.hold.names, &ready.hold.owner))
             .collect();
         let replies = self.protocol.release_many(&holds).await;
         drop(holds);

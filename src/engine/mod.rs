@@ -442,7 +442,7 @@ impl Engine {
         let not_held = || {
             Unreleased::Final(LockError::NotHeld {
                 name: hold.names.name.clone(),
-                owner: hold.owner.clone(),
+                owner: hold.owner.to_string(),
             })
         };
         if let Err(error) = self.check_running() {
@@ -540,7 +540,7 @@ impl Engine {
         }
         let not_held = || LockError::NotHeld {
             name: hold.names.name.clone(),
-            owner: hold.owner.clone(),
+            owner: hold.owner.to_string(),
         };
         let _entry = self.holds.reenter(hold);
         let mut count = hold.lock_ops().await;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use fred::bytes_utils::Str;
 use parking_lot::Mutex;
 use tokio::sync::{Notify, OwnedMutexGuard};
 use tokio::time::Instant;
@@ -20,7 +21,8 @@ pub(crate) use registry::{HoldUse, Holds, LocalHolder};
 #[derive(Debug)]
 pub(crate) struct Hold {
     pub(crate) names: Arc<LockNames>,
-    pub(crate) owner: String,
+    /// Shared bytes: the watchdog's renewals send it without a copy.
+    pub(crate) owner: Str,
     /// The authoritative local hold count. Holding this lock serialises this owner's
     /// scripts on this lock, which is what lets an unanswered script be resolved by
     /// reading the owner's field (see `Engine::settle` in `engine.rs`).
@@ -100,7 +102,7 @@ impl Hold {
     fn new(names: &Arc<LockNames>, owner: &str, count: u32) -> Self {
         Self {
             names: Arc::clone(names),
-            owner: owner.to_owned(),
+            owner: Str::from(owner),
             ops: Arc::new(tokio::sync::Mutex::new(count)),
             count: AtomicU32::new(count),
             claims: AtomicU32::new(0),
@@ -223,7 +225,13 @@ impl Hold {
     /// Records that Redis set the hold's lease to `lease` by now (a grant, renewal or
     /// extension just answered).
     pub(crate) fn lease_set_now(&self, lease: Duration) {
-        self.times.lock().lease_ends_by = Some(Instant::now() + lease);
+        self.lease_set_by(Instant::now(), lease);
+    }
+
+    /// Records that Redis set the hold's lease to `lease` by `answered` (a reading of
+    /// the clock taken once the answer was in, shared by a batch of renewals).
+    pub(crate) fn lease_set_by(&self, answered: Instant, lease: Duration) {
+        self.times.lock().lease_ends_by = Some(answered + lease);
     }
 
     /// When Redis will have expired the hold at the latest (see

@@ -269,7 +269,7 @@ impl LockClient {
     pub async fn is_locked(&self, name: &str) -> Result<bool> {
         self.engine().check_running()?;
         let names = self.engine().config().names(name)?;
-        let exists: i64 = self.redis().exists(names.key.as_str()).await?;
+        let exists: i64 = self.redis().exists(&*names.key).await?;
         Ok(exists == 1)
     }
 }

@@ -3,6 +3,7 @@
 //! dropped guards, that fall due together. On a cluster every key of one call must be
 //! in one slot; the callers group them so.
 
+use fred::bytes_utils::Str;
 use fred::clients::Client;
 use fred::types::Value;
 
@@ -43,36 +44,31 @@ pub(crate) enum Released {
 
 impl Scripts {
     /// Extends the lease of each `(names, owner, lease_ms)` hold, in one call; says per
-    /// hold what it found, in order. Idempotent, so sent with retries.
+    /// hold what it found, in order. Idempotent, so sent with retries. The keys and
+    /// owners go out as shared bytes, without a copy.
     pub(crate) async fn renew_many(
         &self,
         client: &Client,
-        holds: &[(&LockNames, &str, u64)],
+        holds: &[(&LockNames, &Str, u64)],
     ) -> Result<Vec<Renewed>> {
-        let mut leases = Vec::new();
+        let expires_whole = |names: &LockNames| matches!(names.kind, Kind::Mutex | Kind::Fair);
+        let mut keys: Vec<Str> = Vec::with_capacity(holds.len());
         for (names, _, _) in holds {
-            if !matches!(names.kind, Kind::Mutex | Kind::Fair) {
-                leases.push(names.leases_key());
-            }
-        }
-        let mut keys: Vec<&str> = Vec::with_capacity(holds.len() + leases.len());
-        let mut leases_of = leases.iter();
-        for (names, _, _) in holds {
-            keys.push(&names.key);
-            if !matches!(names.kind, Kind::Mutex | Kind::Fair) {
-                keys.extend(leases_of.next().map(String::as_str));
+            keys.push(names.key.clone());
+            if !expires_whole(names) {
+                keys.push(names.leases_key().into());
             }
         }
         let args = || {
             let mut args = Vec::with_capacity(holds.len() * 3);
-            for (names, owner, lease_ms) in holds {
-                let layout = match names.kind {
-                    Kind::Mutex | Kind::Fair => "h",
-                    _ => "l",
-                };
+            for &(names, owner, lease_ms) in holds {
+                let layout = if expires_whole(names) { "h" } else { "l" };
                 args.push(Value::from_static_str(layout));
-                args.push(names.kind.field(owner).as_ref().into());
-                args.push(decimal(*lease_ms));
+                args.push(match names.kind {
+                    Kind::Write => names.kind.field(owner).as_ref().into(),
+                    _ => Value::String(owner.clone()),
+                });
+                args.push(decimal(lease_ms));
             }
             args
         };
@@ -94,18 +90,20 @@ impl Scripts {
     pub(crate) async fn release_many(
         &self,
         client: &Client,
-        holds: &[(&LockNames, &str)],
+        holds: &[(&LockNames, &Str)],
     ) -> Result<Vec<Released>> {
-        let queues: Vec<String> = holds.iter().map(|(names, _)| names.clients_key()).collect();
-        let keys: Vec<&str> = holds
+        let keys: Vec<Str> = holds
             .iter()
-            .zip(&queues)
-            .flat_map(|((names, _), queue)| [names.key.as_str(), queue.as_str()])
+            .flat_map(|(names, _)| [names.key.clone(), names.clients_key().into()])
             .collect();
         let args = || {
             let mut args = Vec::with_capacity(holds.len() + 1);
             args.push(Value::from_static_str(self.publish));
-            args.extend(holds.iter().map(|(_, owner)| Value::from(*owner)));
+            args.extend(
+                holds
+                    .iter()
+                    .map(|(_, owner)| Value::String((*owner).clone())),
+            );
             args
         };
         let reply = self

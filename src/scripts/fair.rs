@@ -133,7 +133,7 @@ impl Scripts {
         delivery: Delivery,
     ) -> Result<Value> {
         let [queue, alive] = names.queue_keys();
-        let mut keys = vec![names.key.as_str(), queue.as_str(), alive.as_str()];
+        let mut keys = vec![&*names.key, queue.as_str(), alive.as_str()];
         keys.extend(token_key.as_deref());
         Box::pin(self.eval(client, script, &keys, args, delivery)).await
     }

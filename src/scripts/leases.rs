@@ -46,7 +46,7 @@ impl Scripts {
         (waits, data): (bool, Option<&str>),
     ) -> Result<Acquire> {
         let leases = names.leases_key();
-        let keys = [names.key.as_str(), leases.as_str()];
+        let keys = [&*names.key, leases.as_str()];
         let args = || {
             vec![
                 id.into(),
@@ -87,7 +87,7 @@ impl Scripts {
         id: &str,
     ) -> Result<bool> {
         let leases = names.leases_key();
-        let keys = [names.key.as_str(), leases.as_str()];
+        let keys = [&*names.key, leases.as_str()];
         let args = || vec![id.into(), Value::from_static_str(self.publish)];
         let script = &self.sem_release;
         let reply = self
@@ -101,7 +101,13 @@ impl Scripts {
         let leases = names.leases_key();
         let script = &self.sem_available;
         let reply = self
-            .eval(client, script, &[&leases], &Vec::new, Delivery::Retried)
+            .eval(
+                client,
+                script,
+                &[leases.as_str()],
+                &Vec::new,
+                Delivery::Retried,
+            )
             .await?;
         u32::try_from(integer(&reply)?).map_err(|_| protocol(&reply))
     }
@@ -116,7 +122,7 @@ impl Scripts {
         lease_ms: u64,
     ) -> Result<bool> {
         let leases = names.leases_key();
-        let keys = [names.key.as_str(), leases.as_str()];
+        let keys = [&*names.key, leases.as_str()];
         let args = || vec![holder.into(), decimal(lease_ms)];
         let script = &self.lease_renew;
         let reply = self
@@ -139,7 +145,7 @@ impl Scripts {
     ) -> Result<Acquire> {
         let leases = names.leases_key();
         let token_key = (fenced && names.kind == Kind::Write).then(|| names.token_key());
-        let mut keys = vec![names.key.as_str(), leases.as_str()];
+        let mut keys = vec![&*names.key, leases.as_str()];
         keys.extend(token_key.as_deref());
         let side = if names.kind == Kind::Write {
             "write"
@@ -180,7 +186,7 @@ impl Scripts {
         field: &str,
     ) -> Result<Option<u32>> {
         let leases = names.leases_key();
-        let keys = [names.key.as_str(), leases.as_str()];
+        let keys = [&*names.key, leases.as_str()];
         let args = || vec![field.into(), Value::from_static_str(self.publish)];
         let script = &self.rw_release;
         let reply = self

@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use fred::bytes_utils::Str;
 use fred::clients::Client;
 use fred::interfaces::ClientLike;
 use fred::types::config::Options;
@@ -223,7 +224,7 @@ impl Scripts {
             Compat::Holdlock => names.clients_key(),
             Compat::Redisson => names.release_channel(),
         };
-        let keys = [names.key.as_str(), second.as_str()];
+        let keys = [&*names.key, second.as_str()];
         let reply = self
             .eval(client, &self.release, &keys, &args, Delivery::AtMostOnce)
             .await?;
@@ -393,11 +394,11 @@ impl Scripts {
     ///
     /// Sent as a custom command because fred's per-command options (`max_attempts`)
     /// are not offered on its Lua interface; routing uses the first key's slot.
-    async fn eval(
+    async fn eval<K: ScriptKey>(
         &self,
         client: &Client,
         script: &Script,
-        keys: &[&str],
+        keys: &[K],
         args: &(dyn Fn() -> Vec<Value> + Sync),
         delivery: Delivery,
     ) -> Result<Value> {
@@ -426,7 +427,12 @@ impl Scripts {
                 Err(error) if classify(&error) == Cause::TryAgain && again.pause().await => {
                     tracing::debug!(%error, "not run; sending the script again");
                 }
-                reply => return reply.map_err(|error| LockError::from_script(error, keys)),
+                reply => {
+                    return reply.map_err(|error| {
+                        let keys: Vec<&str> = keys.iter().map(ScriptKey::as_str).collect();
+                        LockError::from_script(error, &keys)
+                    });
+                }
             }
         }
     }
@@ -488,21 +494,50 @@ fn slot_of(key: &str) -> ClusterHash {
     ClusterHash::Custom(redis_keyslot(key.as_bytes()))
 }
 
+/// A key as a script takes it: borrowed (copied into the command), or shared bytes
+/// (sent without a copy: the watchdog's renewals of a million holds).
+pub(crate) trait ScriptKey: Sync {
+    fn as_str(&self) -> &str;
+
+    /// The key as an argument of `EVALSHA`.
+    fn to_value(&self) -> Value;
+}
+
+impl ScriptKey for &str {
+    fn as_str(&self) -> &str {
+        self
+    }
+
+    fn to_value(&self) -> Value {
+        Value::from(*self)
+    }
+}
+
+impl ScriptKey for Str {
+    fn as_str(&self) -> &str {
+        self
+    }
+
+    fn to_value(&self) -> Value {
+        Value::String(self.clone())
+    }
+}
+
 /// `EVALSHA`, routed by the first of `keys` (only a cluster needs its slot).
-fn evalsha_command(client: &Client, keys: &[&str]) -> CustomCommand {
+fn evalsha_command(client: &Client, keys: &[impl ScriptKey]) -> CustomCommand {
     let route = match keys.first() {
-        Some(key) if client.is_clustered() => slot_of(key),
+        Some(key) if client.is_clustered() => slot_of(key.as_str()),
         _ => ClusterHash::Random,
     };
     CustomCommand::new_static("EVALSHA", route, false)
 }
 
 /// The arguments of `EVALSHA` for `script`: its SHA-1, the keys and `args`.
-fn evalsha_arguments(script: &Script, keys: &[&str], args: Vec<Value>) -> Vec<Value> {
+fn evalsha_arguments(script: &Script, keys: &[impl ScriptKey], args: Vec<Value>) -> Vec<Value> {
     let mut arguments: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
     arguments.push(script.sha1().clone().into());
     arguments.push(decimal(keys.len() as u64));
-    arguments.extend(keys.iter().map(|key| Value::from(*key)));
+    arguments.extend(keys.iter().map(ScriptKey::to_value));
     arguments.extend(args);
     arguments
 }

@@ -65,7 +65,7 @@ impl Scripts {
         names: &LockNames,
     ) -> Result<Option<Snapshot>> {
         let (kind, companions) = lock_keys(names)?;
-        let mut keys = vec![names.key.as_str()];
+        let mut keys = vec![&*names.key];
         keys.extend(companions.iter().map(String::as_str));
         let reply = self
             .eval(client, &self.inspect, &keys, &Vec::new, Delivery::Retried)
@@ -101,7 +101,7 @@ impl Scripts {
     /// held.
     pub(crate) async fn force_unlock(&self, client: &Client, names: &LockNames) -> Result<bool> {
         let (kind, companions) = lock_keys(names)?;
-        let mut keys = vec![names.key.as_str()];
+        let mut keys = vec![&*names.key];
         keys.extend(companions.iter().map(String::as_str));
         let args = || {
             let mut args = vec![
