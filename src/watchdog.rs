@@ -25,7 +25,7 @@
 //! [`spawn_scheduler`]); a batch in flight across a reconnection is sent again when
 //! it lands.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -34,7 +34,6 @@ use parking_lot::Mutex;
 
 use fred::interfaces::{ClientLike, EventInterface};
 use fred::types::config::Server;
-use fred::util::redis_keyslot;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::{Notify, Semaphore, SemaphorePermit, broadcast};
 use tokio::task::JoinHandle;
@@ -44,7 +43,7 @@ use crate::error::{LockError, Result};
 use crate::hold::Hold;
 use crate::lease::{lost_deadline, renewal_period};
 use crate::protocol::Protocol;
-use crate::scripts::Renewed;
+use crate::scripts::{Renewed, into_calls};
 
 /// How early a renewal may go out, to join others in one call: never late, at most
 /// this and a timer slot ([`TICK`]) early.
@@ -82,6 +81,24 @@ impl Renewal {
             .unwrap_or(self.expires)
     }
 
+    /// What the renewal of `hold`, due at `now`, comes to.
+    fn fate(&self, hold: &Hold, now: Instant) -> Fate {
+        if !hold.is_renewed_by(self.ticket) || hold.is_being_released() {
+            // Stopped, booked again, or every guard let go and the release is queued
+            // or in flight: no guard owns the hold, and none ever will (a new call
+            // takes a new hold). Its lease is left to run: at worst it frees the lock,
+            // which the release was to do. (A million dropped guards are released,
+            // not renewed as well.)
+            Fate::Stopped
+        } else if now >= self.expires {
+            Fate::Lost
+        } else if hold.renew_until().is_some_and(|until| now >= until) {
+            Fate::HeldLongEnough
+        } else {
+            Fate::Renew
+        }
+    }
+
     /// When the renewal falls due next: a period after `sent_at` (never before now),
     /// or at the deadline if that is sooner.
     fn next_due(&self, sent_at: Instant, now: Instant) -> Instant {
@@ -89,6 +106,20 @@ impl Renewal {
             .max(now)
             .min(self.expires)
     }
+}
+
+/// What a renewal that fell due comes to (see [`Renewal::fate`]).
+#[derive(Debug, PartialEq, Eq)]
+enum Fate {
+    /// Sent.
+    Renew,
+    /// Dropped: the hold is renewed no more (released, lost, renewed under another
+    /// ticket, or being released).
+    Stopped,
+    /// Renewals failed until the lease was about to run out: the hold is lost.
+    Lost,
+    /// Held for its `max_hold`: the lease is left to run out.
+    HeldLongEnough,
 }
 
 /// How finely the timers sort renewals: a renewal is filed in the slot of
@@ -293,47 +324,39 @@ impl Watchdogs {
         }
         let epoch = self.reconnections.load(Ordering::Acquire);
         let clustered = self.renewer.redis().is_clustered();
-        let mut by_slot: HashMap<u16, Vec<(Arc<Hold>, Renewal)>> = HashMap::new();
+        let mut ready = Vec::with_capacity(due.len());
         for renewal in due {
             let Some(hold) = renewal.hold.upgrade() else {
                 continue;
             };
-            if !hold.is_renewed_by(renewal.ticket) {
-                continue;
+            match renewal.fate(&hold, now) {
+                Fate::Renew => {}
+                Fate::Stopped => continue,
+                Fate::Lost => {
+                    hold.mark_lost("renewals failed until the lease was about to run out");
+                    continue;
+                }
+                Fate::HeldLongEnough => {
+                    // Let the lease run out, and say so before it does (at its deadline
+                    // exactly, not a timer slot early or late).
+                    tracing::warn!(lock = %hold.names.name, owner = %hold.owner, "held for its max_hold; the watchdog stops renewing it");
+                    let (expires, ticket) = (renewal.expires, renewal.ticket);
+                    drop(tokio::spawn(async move {
+                        tokio::time::sleep_until(expires).await;
+                        if hold.is_renewed_by(ticket) {
+                            hold.mark_lost("held longer than its max_hold; renewal stopped");
+                        }
+                    }));
+                    continue;
+                }
             }
-            if now >= renewal.expires {
-                hold.mark_lost("renewals failed until the lease was about to run out");
-                continue;
-            }
-            if hold.renew_until().is_some_and(|until| now >= until) {
-                // Held for `max_hold`: let the lease run out, and say so before it does
-                // (at its deadline exactly, not a timer slot early or late).
-                tracing::warn!(lock = %hold.names.name, owner = %hold.owner, "held for its max_hold; the watchdog stops renewing it");
-                let (expires, ticket) = (renewal.expires, renewal.ticket);
-                drop(tokio::spawn(async move {
-                    tokio::time::sleep_until(expires).await;
-                    if hold.is_renewed_by(ticket) {
-                        hold.mark_lost("held longer than its max_hold; renewal stopped");
-                    }
-                }));
-                continue;
-            }
-            let slot = if clustered {
-                redis_keyslot(hold.names.key.as_bytes())
-            } else {
-                0
-            };
-            by_slot.entry(slot).or_default().push((hold, renewal));
+            ready.push((hold, renewal));
         }
-        for (_, mut holds) in by_slot {
-            while !holds.is_empty() {
-                let rest = holds.split_off(holds.len().min(BATCH));
-                let batch = std::mem::replace(&mut holds, rest);
-                let watchdogs = Arc::clone(self);
-                drop(tokio::spawn(async move {
-                    watchdogs.renew_batch(batch, epoch).await;
-                }));
-            }
+        for batch in into_calls(ready, key_of, clustered, BATCH) {
+            let watchdogs = Arc::clone(self);
+            drop(tokio::spawn(async move {
+                watchdogs.renew_batch(batch, epoch).await;
+            }));
         }
     }
 
@@ -464,6 +487,11 @@ impl Watchdogs {
         };
         Some((at, renewal))
     }
+}
+
+/// The key of a renewal's hold, by which renewals are grouped into calls.
+fn key_of((hold, _): &(Arc<Hold>, Renewal)) -> &str {
+    &hold.names.key
 }
 
 /// A lease in milliseconds, as the scripts take it.
@@ -693,5 +721,53 @@ mod tests {
         assert_eq!(due.len(), 1);
         assert!(Arc::ptr_eq(&due[0].hold.upgrade().unwrap(), &second.hold));
         assert_eq!(next, None);
+    }
+
+    #[test]
+    fn a_due_renewal_is_sent_only_for_a_hold_a_guard_still_owns() {
+        let holds = Arc::new(Holds::default());
+        let names = Arc::new(ClientConfig::default().names("a").unwrap());
+        let entry = holds.enter(&names, "o:1");
+        let hold = &entry.hold;
+        let mut ops = hold.ops.try_lock().unwrap();
+        hold.set_count(&mut ops, 1);
+        hold.add_claim();
+        assert!(hold.book_watchdog() && hold.start_booked_watchdog(7));
+        let now = Instant::now();
+        let lease = Duration::from_secs(3);
+        let renewal = Renewal {
+            hold: Arc::downgrade(hold),
+            ticket: 7,
+            expires: now + lease,
+            lease_ms: millis(lease),
+        };
+        assert_eq!(renewal.fate(hold, now), Fate::Renew);
+        assert_eq!(
+            renewal.fate(hold, now + lease),
+            Fate::Lost,
+            "past its deadline"
+        );
+        hold.set_granted(now, Some(now));
+        assert_eq!(renewal.fate(hold, now), Fate::HeldLongEnough);
+        hold.set_granted(now, None);
+
+        // The guard let go: its release is pending, and no guard will own the hold again.
+        hold.drop_claim();
+        assert!(hold.is_being_released());
+        assert_eq!(
+            renewal.fate(hold, now),
+            Fate::Stopped,
+            "not renewed while released"
+        );
+        hold.add_claim();
+        assert_eq!(renewal.fate(hold, now), Fate::Renew);
+        // Booked again under another ticket, or stopped.
+        let stale = Renewal {
+            ticket: 6,
+            ..renewal
+        };
+        assert_eq!(stale.fate(hold, now), Fate::Stopped);
+        hold.stop_watchdog();
+        assert_eq!(stale.fate(hold, now), Fate::Stopped);
     }
 }

@@ -8,13 +8,11 @@
 //! is busy, late releases of lost holds and releases Redis refused take the one-by-one
 //! path ([`Engine::release_one_in_background`]).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use fred::bytes_utils::Str;
 use fred::interfaces::ClientLike;
-use fred::util::redis_keyslot;
 use parking_lot::Mutex;
 use tokio::sync::{OwnedMutexGuard, Semaphore};
 
@@ -23,7 +21,7 @@ use super::{Backoff, Engine, Unreleased};
 use crate::compat::Compat;
 use crate::hold::{Hold, HoldUse};
 use crate::keys::{Kind, LockNames};
-use crate::scripts::Released;
+use crate::scripts::{Released, into_calls};
 
 /// The most holds released in one script call.
 const BATCH: usize = 256;
@@ -53,6 +51,12 @@ struct Ready {
     hold: Arc<Hold>,
     in_flight: InFlight,
     held: u32,
+}
+
+impl Ready {
+    fn key(&self) -> &str {
+        &self.hold.names.key
+    }
 }
 
 impl Engine {
@@ -88,36 +92,25 @@ impl Engine {
                 queue.0.split_off(keep)
             };
             let clustered = self.protocol.redis().is_clustered();
-            let mut by_slot: HashMap<u16, Vec<Ready>> = HashMap::new();
+            let mut ready = Vec::with_capacity(taken.len());
             for hold in taken {
                 match self.ready_to_batch(&hold) {
-                    Some(ready) => {
-                        let slot = if clustered {
-                            redis_keyslot(hold.names.key.as_bytes())
-                        } else {
-                            0
-                        };
-                        by_slot.entry(slot).or_default().push(ready);
-                    }
+                    Some(batched) => ready.push(batched),
                     None => {
                         self.release_one_in_background(hold);
                         self.background_finished();
                     }
                 }
             }
-            for (_, mut ready) in by_slot {
-                while !ready.is_empty() {
-                    let rest = ready.split_off(ready.len().min(BATCH));
-                    let batch = std::mem::replace(&mut ready, rest);
-                    let Ok(call) = Arc::clone(&self.pending.calls).acquire_owned().await else {
-                        return;
-                    };
-                    let engine = Arc::clone(&self);
-                    drop(tokio::spawn(async move {
-                        engine.release_batch(batch).await;
-                        drop(call);
-                    }));
-                }
+            for batch in into_calls(ready, Ready::key, clustered, BATCH) {
+                let Ok(call) = Arc::clone(&self.pending.calls).acquire_owned().await else {
+                    return;
+                };
+                let engine = Arc::clone(&self);
+                drop(tokio::spawn(async move {
+                    engine.release_batch(batch).await;
+                    drop(call);
+                }));
             }
         }
     }

@@ -3,9 +3,11 @@
 //! being released.
 
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use fred::bytes_utils::Str;
 use parking_lot::Mutex;
 
 use super::Hold;
@@ -16,6 +18,36 @@ use crate::keys::{Kind, LockNames};
 #[derive(Debug, Default)]
 pub(crate) struct Holds {
     map: Mutex<HashMap<RegistryKey, Holders>>,
+    owners: Mutex<Owners>,
+}
+
+/// The owner ids of recent new holds, so that the holds of one owner share one copy
+/// (a task holding many locks): a small table by hash, where a newer owner takes an
+/// older one's place.
+#[derive(Debug)]
+struct Owners([Option<Str>; OWNERS]);
+
+impl Default for Owners {
+    fn default() -> Self {
+        Self(std::array::from_fn(|_| None))
+    }
+}
+
+/// How many owner ids [`Owners`] keeps.
+const OWNERS: usize = 64;
+
+impl Owners {
+    /// `owner` as shared bytes: the kept copy if there is one, else a new one, kept.
+    fn share(&mut self, owner: &str) -> Str {
+        let mut hasher = std::hash::DefaultHasher::new();
+        owner.hash(&mut hasher);
+        // The remainder is below `OWNERS`: it fits.
+        let index = (hasher.finish() % OWNERS as u64) as usize;
+        match &mut self.0[index] {
+            Some(kept) if &**kept == owner => kept.clone(),
+            slot => slot.insert(Str::from(owner)).clone(),
+        }
+    }
 }
 
 /// A registry entry's key: the [registry key](LockNames::registry_key) of the names it
@@ -165,11 +197,12 @@ impl Holds {
             // release of it may be in flight: it must not touch the new hold's field).
             // The caller waits for that call, finds the hold lost and enters again.
             Some(slot) if slot.is_lost() && slot.ops.try_lock().is_ok() => {
-                *slot = Arc::new(Hold::new(names, owner, 0));
+                *slot = Arc::new(Hold::new(names, slot.owner.clone(), 0));
                 Arc::clone(slot)
             }
             Some(slot) => Arc::clone(slot),
             None => {
+                let owner = self.owners.lock().share(owner);
                 let hold = Arc::new(Hold::new(names, owner, 0));
                 holds.push(Arc::clone(&hold));
                 hold
@@ -239,7 +272,7 @@ impl Holds {
     /// has vanished.
     pub(crate) fn replace(self: &Arc<Self>, stale: &Arc<Hold>, count: u32) -> HoldUse {
         stale.mark_gone("the hold vanished from redis (expired or force-unlocked)");
-        let fresh = Arc::new(Hold::new(&stale.names, &stale.owner, count));
+        let fresh = Arc::new(Hold::new(&stale.names, stale.owner.clone(), count));
         fresh.in_use.fetch_add(1, Ordering::AcqRel);
         let mut map = self.map.lock();
         let holds = map

@@ -1,11 +1,12 @@
 //! The scripts that renew or release many holds in one call (`lua/renew_many.lua`,
 //! `lua/release_many.lua`): the watchdog's renewals, and the background releases of
 //! dropped guards, that fall due together. On a cluster every key of one call must be
-//! in one slot; the callers group them so.
+//! in one slot; the callers group them so ([`into_calls`]).
 
 use fred::bytes_utils::Str;
 use fred::clients::Client;
 use fred::types::Value;
+use fred::util::redis_keyslot;
 
 use super::{Delivery, Scripts, decimal, integer, protocol};
 use crate::error::{LockError, Result};
@@ -123,6 +124,46 @@ impl Scripts {
     }
 }
 
+/// Splits `items` into the calls of a batch script: at most `size` to a call and, on a
+/// cluster, the keys of one slot to a call (a script cannot span slots); `key_of` names
+/// an item's key.
+pub(crate) fn into_calls<T>(
+    items: Vec<T>,
+    key_of: impl Fn(&T) -> &str,
+    clustered: bool,
+    size: usize,
+) -> Vec<Vec<T>> {
+    let mut items: Vec<(u16, T)> = items
+        .into_iter()
+        .map(|item| {
+            let slot = if clustered {
+                redis_keyslot(key_of(&item).as_bytes())
+            } else {
+                0
+            };
+            (slot, item)
+        })
+        .collect();
+    // Stable, and linear on a single server, where every slot is 0.
+    items.sort_by_key(|&(slot, _)| slot);
+    let mut calls = Vec::with_capacity(items.len().div_ceil(size.max(1)));
+    let mut call: Vec<T> = Vec::new();
+    let mut call_slot = None;
+    for (slot, item) in items {
+        if call_slot != Some(slot) || call.len() >= size {
+            if !call.is_empty() {
+                calls.push(std::mem::take(&mut call));
+            }
+            call_slot = Some(slot);
+        }
+        call.push(item);
+    }
+    if !call.is_empty() {
+        calls.push(call);
+    }
+    calls
+}
+
 /// Reads a reply of `len` numbers, each read by `read`.
 fn each<T>(reply: &Value, len: usize, read: impl Fn(i64) -> Option<T>) -> Result<Vec<T>> {
     match reply {
@@ -135,5 +176,49 @@ fn each<T>(reply: &Value, len: usize, read: impl Fn(i64) -> Option<T>) -> Result
         _ => Err(LockError::Protocol(format!(
             "expected {len} replies, got {reply:?}"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_hold_at_most_their_size_in_order() {
+        let keys: Vec<String> = (0..600).map(|i| format!("k{{{i}}}")).collect();
+        let calls = into_calls(keys.clone(), |key| key.as_str(), false, 256);
+        let sizes: Vec<usize> = calls.iter().map(Vec::len).collect();
+        assert_eq!(sizes, [256, 256, 88]);
+        assert_eq!(calls.concat(), keys, "nothing lost, nothing reordered");
+        assert!(into_calls(Vec::<String>::new(), |key| key.as_str(), true, 256).is_empty());
+    }
+
+    #[test]
+    fn on_a_cluster_each_call_is_one_slot() {
+        // Three hash tags, interleaved: each call must hold keys of one slot only.
+        let keys: Vec<String> = (0..30).map(|i| format!("x{{{}}}:{i}", i % 3)).collect();
+        let calls = into_calls(keys.clone(), |key| key.as_str(), true, 4);
+        let slot = |key: &String| redis_keyslot(key.as_bytes());
+        for call in &calls {
+            assert!(call.len() <= 4);
+            assert!(
+                call.iter().all(|key| slot(key) == slot(&call[0])),
+                "{call:?}"
+            );
+        }
+        assert_eq!(calls.iter().map(Vec::len).sum::<usize>(), 30);
+        // Within a slot, the order the items came in.
+        for tag in 0..3 {
+            let wanted: Vec<&String> = keys
+                .iter()
+                .filter(|key| key.starts_with(&format!("x{{{tag}}}")))
+                .collect();
+            let got: Vec<&String> = calls
+                .iter()
+                .flatten()
+                .filter(|key| key.starts_with(&format!("x{{{tag}}}")))
+                .collect();
+            assert_eq!(got, wanted);
+        }
     }
 }
