@@ -83,15 +83,18 @@ impl Renewal {
 
     /// What the renewal of `hold`, due at `now`, comes to.
     fn fate(&self, hold: &Hold, now: Instant) -> Fate {
-        if !hold.is_renewed_by(self.ticket) || hold.is_being_released() {
-            // Stopped, booked again, or every guard let go and the release is queued
-            // or in flight: no guard owns the hold, and none ever will (a new call
-            // takes a new hold). Its lease is left to run: at worst it frees the lock,
-            // which the release was to do. (A million dropped guards are released,
-            // not renewed as well.)
+        if !hold.is_renewed_by(self.ticket) {
             Fate::Stopped
         } else if now >= self.expires {
             Fate::Lost
+        } else if hold.is_being_released() {
+            // Every guard let go and the release is queued or in flight: no guard
+            // owns the hold, and none ever will (a new call takes a new hold). Its
+            // lease is left to run, which at worst frees the lock as the release was
+            // to (a million dropped guards are released, not renewed as well); if the
+            // release has not landed by the lost deadline, the hold is lost there as
+            // before, which ends the release's retries and lets the owner go on.
+            Fate::Released
         } else if hold.renew_until().is_some_and(|until| now >= until) {
             Fate::HeldLongEnough
         } else {
@@ -113,9 +116,11 @@ impl Renewal {
 enum Fate {
     /// Sent.
     Renew,
-    /// Dropped: the hold is renewed no more (released, lost, renewed under another
-    /// ticket, or being released).
+    /// Dropped: the hold is renewed no more (released, lost, or renewed under another
+    /// ticket).
     Stopped,
+    /// Not sent: the hold is being released. Filed again for its lost deadline.
+    Released,
     /// Renewals failed until the lease was about to run out: the hold is lost.
     Lost,
     /// Held for its `max_hold`: the lease is left to run out.
@@ -325,6 +330,7 @@ impl Watchdogs {
         let epoch = self.reconnections.load(Ordering::Acquire);
         let clustered = self.renewer.redis().is_clustered();
         let mut ready = Vec::with_capacity(due.len());
+        let mut released = Vec::new();
         for renewal in due {
             let Some(hold) = renewal.hold.upgrade() else {
                 continue;
@@ -332,6 +338,14 @@ impl Watchdogs {
             match renewal.fate(&hold, now) {
                 Fate::Renew => {}
                 Fate::Stopped => continue,
+                Fate::Released => {
+                    released.push((renewal.expires, renewal));
+                    continue;
+                }
+                Fate::Lost if hold.is_being_released() => {
+                    hold.mark_lost("its release did not land before its lease ran out");
+                    continue;
+                }
                 Fate::Lost => {
                     hold.mark_lost("renewals failed until the lease was about to run out");
                     continue;
@@ -351,6 +365,12 @@ impl Watchdogs {
                 }
             }
             ready.push((hold, renewal));
+        }
+        if !released.is_empty() {
+            let mut timers = self.timers.lock();
+            for (at, renewal) in released {
+                timers.insert(at, renewal);
+            }
         }
         for batch in into_calls(ready, key_of, clustered, BATCH) {
             let watchdogs = Arc::clone(self);
@@ -754,11 +774,13 @@ mod tests {
         // The guard let go: its release is pending, and no guard will own the hold again.
         hold.drop_claim();
         assert!(hold.is_being_released());
+        // Not renewed; lost at its deadline all the same if the release has not landed.
         assert_eq!(
             renewal.fate(hold, now),
-            Fate::Stopped,
+            Fate::Released,
             "not renewed while released"
         );
+        assert_eq!(renewal.fate(hold, now + lease), Fate::Lost);
         hold.add_claim();
         assert_eq!(renewal.fate(hold, now), Fate::Renew);
         // Booked again under another ticket, or stopped.

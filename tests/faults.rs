@@ -228,6 +228,56 @@ async fn a_refused_release_keeps_the_counts_and_is_done_later() {
     guard.unlock().await.unwrap();
 }
 
+/// A guard dropped while Redis refuses writes (no replicas to write to): its release
+/// cannot land, and the hold is renewed no more. It is given up at its lost deadline
+/// (before the lease runs out), so the owner's next call, which waits for the release,
+/// goes on; the lease runs out in Redis, and once writes are allowed the lock is free.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dropped_guard_whose_release_is_refused_is_given_up_by_its_deadline() {
+    let server = RedisServer::start();
+    let lease = Duration::from_secs(2);
+    let client = common::client_with_lease(&server.url(), lease).await;
+    let name = common::unique("refused-drop");
+    let guard = client.lock(&name).await.unwrap();
+    server
+        .command(&["CONFIG", "SET", "min-replicas-to-write", "1"])
+        .unwrap();
+    let dropped = Instant::now();
+    drop(guard);
+    // The same task (the same owner) asks again: it waits for the release to settle,
+    // which it does when the hold is given up, before the lease runs out.
+    let next = tokio::time::timeout(lease * 2, client.lock(&name)).await;
+    let waited = dropped.elapsed();
+    assert!(
+        next.is_ok(),
+        "the owner's next call still waited after {waited:?}"
+    );
+    assert!(
+        waited < lease,
+        "given up only after {waited:?}, past the {lease:?} lease"
+    );
+    // Nothing renewed it: the lease ran out in Redis while writes were refused.
+    tokio::time::sleep((lease + Duration::from_millis(200)).saturating_sub(dropped.elapsed()))
+        .await;
+    let pttl = server.command(&["PTTL", &common::key(&name)]).unwrap();
+    assert_eq!(pttl, ":-2", "the key outlived its lease");
+    server
+        .command(&["CONFIG", "SET", "min-replicas-to-write", "0"])
+        .unwrap();
+    let other = common::connect(&server.url()).await;
+    let taken = loop {
+        if let Some(guard) = other.try_lock(&name).await.unwrap() {
+            break guard;
+        }
+        assert!(
+            dropped.elapsed() < lease + Duration::from_secs(1),
+            "the lock was kept past its lease"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    taken.unlock().await.unwrap();
+}
+
 /// A grant whose reply comes later than a third of the lease (the server slept through
 /// it) is renewed before its guard is handed out: the guard is not lost, and releasing
 /// it frees the lock.
