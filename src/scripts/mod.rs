@@ -497,6 +497,7 @@ fn slot_of(key: &str) -> ClusterHash {
 /// A key as a script takes it: borrowed (copied into the command), or shared bytes
 /// (sent without a copy: the watchdog's renewals of a million holds).
 pub(crate) trait ScriptKey: Sync {
+    /// The key's text (for its slot, and to name it in an error).
     fn as_str(&self) -> &str;
 
     /// The key as an argument of `EVALSHA`.
