@@ -25,7 +25,7 @@
 //! [`spawn_scheduler`]); a batch in flight across a reconnection is sent again when
 //! it lands.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -44,6 +44,10 @@ use crate::hold::Hold;
 use crate::lease::{lost_deadline, renewal_period};
 use crate::protocol::Protocol;
 use crate::scripts::{Renewed, into_calls};
+
+mod bookings;
+
+use bookings::Bookings;
 
 /// How early a renewal may go out, to join others in one call: never late, at most
 /// this and a timer slot ([`TICK`]) early.
@@ -543,83 +547,6 @@ impl RenewalSlots {
     }
 }
 
-/// Watchdogs booked and not yet started, in the order they fall due.
-#[derive(Debug, Default)]
-struct Bookings {
-    queue: Mutex<Queue>,
-}
-
-#[derive(Debug, Default)]
-struct Queue {
-    entries: VecDeque<Booking>,
-    /// Sweep out cancelled bookings once the queue grows past this.
-    sweep_at: usize,
-}
-
-#[derive(Debug)]
-struct Booking {
-    /// When the scheduler must file the hold's first renewal (half a renewal period
-    /// after the grant, so that the scheduler's own period of half a renewal period
-    /// never makes the first renewal late).
-    start_by: Instant,
-    hold: Weak<Hold>,
-    lease: Duration,
-    granted_at: Instant,
-}
-
-impl Booking {
-    fn is_cancelled(&self) -> bool {
-        self.hold
-            .upgrade()
-            .is_none_or(|hold| !hold.is_watchdog_booked())
-    }
-}
-
-impl Bookings {
-    /// Books a watchdog for `hold`, granted at `granted_at`, unless it has one.
-    fn book(&self, hold: &Arc<Hold>, lease: Duration, granted_at: Instant) {
-        if !hold.book_watchdog() {
-            return;
-        }
-        let booking = Booking {
-            start_by: granted_at + renewal_period(lease) / 2,
-            hold: Arc::downgrade(hold),
-            lease,
-            granted_at,
-        };
-        let mut queue = self.queue.lock();
-        while queue.entries.front().is_some_and(Booking::is_cancelled) {
-            queue.entries.pop_front();
-        }
-        queue.entries.push_back(booking);
-        if queue.entries.len() > queue.sweep_at {
-            queue.entries.retain(|booking| !booking.is_cancelled());
-            queue.sweep_at = (queue.entries.len() * 2).max(1_024);
-        }
-    }
-
-    /// Takes the bookings due by `now`, and says when the next one is.
-    fn take_due(&self, now: Instant) -> (Vec<Booking>, Option<Instant>) {
-        let mut queue = self.queue.lock();
-        let mut due = Vec::new();
-        while queue
-            .entries
-            .front()
-            .is_some_and(|booking| booking.start_by <= now)
-        {
-            due.extend(queue.entries.pop_front());
-        }
-        let next = queue.entries.front().map(|booking| booking.start_by);
-        (due, next)
-    }
-
-    /// After a reconnection: takes every booking, due or not.
-    fn take_all(&self) -> Vec<Booking> {
-        let mut queue = self.queue.lock();
-        queue.entries.drain(..).collect()
-    }
-}
-
 /// The scheduler of a client, until the client is gone: starts booked watchdogs when
 /// they fall due, and sends the renewals due (see [`Watchdogs::send_due`]). It wakes
 /// at the next renewal due, and at least every `lease / 6`, so a booking made while it
@@ -711,37 +638,6 @@ mod tests {
     use super::*;
     use crate::hold::Holds;
     use crate::options::ClientConfig;
-
-    #[test]
-    fn bookings_fall_due_half_a_period_after_the_grant_unless_cancelled() {
-        let holds = Arc::new(Holds::default());
-        let names = Arc::new(ClientConfig::default().names("a").unwrap());
-        let bookings = Bookings::default();
-        let lease = Duration::from_secs(3);
-        let granted = Instant::now();
-
-        let first = holds.enter(&names, "o:1");
-        bookings.book(&first.hold, lease, granted);
-        bookings.book(&first.hold, lease, granted);
-        assert_eq!(bookings.queue.lock().entries.len(), 1, "booked once");
-        let (due, next) = bookings.take_due(granted);
-        assert!(due.is_empty());
-        assert_eq!(next, Some(granted + Duration::from_millis(500)));
-
-        // Released before its first renewal: the booking is cancelled and swept.
-        first.hold.stop_watchdog();
-        let second = holds.enter(&names, "o:2");
-        bookings.book(&second.hold, lease, granted);
-        assert_eq!(
-            bookings.queue.lock().entries.len(),
-            1,
-            "cancelled one swept"
-        );
-        let (due, next) = bookings.take_due(granted + lease);
-        assert_eq!(due.len(), 1);
-        assert!(Arc::ptr_eq(&due[0].hold.upgrade().unwrap(), &second.hold));
-        assert_eq!(next, None);
-    }
 
     #[test]
     fn a_due_renewal_is_sent_only_for_a_hold_a_guard_still_owns() {
