@@ -288,6 +288,8 @@ impl LockClient {
         // watch registration.
         let first_turn = ticket.try_turn();
         let mut busy = None;
+        // When the attempt that the next sleep rests on was sent.
+        let mut attempted_at = Instant::now();
         if first_turn.is_some() {
             // What a room kept from earlier waiters heard is answered by this attempt.
             ticket.asking();
@@ -320,6 +322,7 @@ impl LockClient {
                     Some(pttl) => Attempt::Busy { pttl, queued: None },
                     None => {
                         ticket.asking();
+                        attempted_at = Instant::now();
                         if mutex {
                             options.hand_off = HandOff::Waited {
                                 requeue: ticket.waiters() > 1,
@@ -346,7 +349,7 @@ impl LockClient {
                 // first. One lost in transit is tried again soon.
                 let mut nap = pttl.unwrap_or(options.lease());
                 named = false;
-                match give_up.until(ticket.subscribe()).await {
+                match give_up.until(ticket.subscribe(attempted_at)).await {
                     Ok(Ok(Listening::Now)) => continue,
                     Ok(Ok(Listening::Already)) => {}
                     Ok(Ok(Listening::Not(retry))) => nap = nap.min(retry),

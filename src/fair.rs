@@ -263,15 +263,10 @@ impl LockClient {
                     return Ok(Err(gave_up));
                 }
                 // Subscribe before sleeping; a hand-off between the attempt and the
-                // subscription went unheard, so a fresh subscription tries again first,
-                // as does a wait whose attempt went out before another wait of this
-                // client had the subscription confirmed.
+                // subscription went unheard, so a fresh subscription tries again first.
                 let mut retry_at = None;
-                match give_up.until(ticket.subscribe()).await {
+                match give_up.until(ticket.subscribe(sent_at)).await {
                     Ok(Ok(Listening::Now)) => continue,
-                    Ok(Ok(Listening::Already)) if ticket.subscribed_after(sent_at).await => {
-                        continue;
-                    }
                     Ok(Ok(Listening::Already)) => {}
                     Ok(Ok(Listening::Not(retry))) => retry_at = Some(Instant::now() + retry),
                     Ok(Err(error)) => return Err(error),

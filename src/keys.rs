@@ -159,6 +159,15 @@ impl Kind {
             _ => std::borrow::Cow::Borrowed(owner),
         }
     }
+
+    /// [`field`](Self::field) for an owner id kept as shared bytes: the same bytes
+    /// where the field is the owner id, without a copy.
+    pub(crate) fn shared_field(self, owner: &Str) -> Str {
+        match self.field(owner) {
+            std::borrow::Cow::Borrowed(_) => owner.clone(),
+            std::borrow::Cow::Owned(field) => field.into(),
+        }
+    }
 }
 
 /// The lock name inside a lock key built by [`lock_names`], if `key` is one.

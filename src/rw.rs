@@ -378,6 +378,7 @@ impl LockClient {
                     }
                     continue;
                 }
+                let attempted_at = Instant::now();
                 let pttl = match engine.acquire(names, owner, &options, None).await? {
                     Attempt::Granted(claim) => return Ok(Ok(claim)),
                     Attempt::Busy { pttl, .. } => pttl,
@@ -386,7 +387,7 @@ impl LockClient {
                     return Ok(Err(gave_up));
                 }
                 let mut nap = pttl.unwrap_or(options.lease());
-                match give_up.until(ticket.subscribe()).await {
+                match give_up.until(ticket.subscribe(attempted_at)).await {
                     Ok(Ok(Listening::Now)) => continue,
                     Ok(Ok(Listening::Already)) => {}
                     Ok(Ok(Listening::Not(retry))) => nap = nap.min(retry),

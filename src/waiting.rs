@@ -172,18 +172,17 @@ struct Channel {
     /// server may have it, so leaving the room unsubscribes.
     sent: bool,
     /// The subscriber connection (see [`Waiting::connection`]) on which the server
-    /// confirmed the subscription.
-    confirmed: Option<u64>,
-    /// When the server confirmed it: a release told before then went unheard.
-    confirmed_at: Option<Instant>,
+    /// confirmed the subscription, and when: a release told before then went unheard.
+    confirmed: Option<(u64, Instant)>,
 }
 
 /// Whether a waiter listens to its lock's release channel, from [`Ticket::subscribe`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Listening {
-    /// Subscribed just now: a release may have gone by unheard, so try again first.
+    /// Subscribed just now, or (by another waiter of this client) after the caller's
+    /// attempt was sent: a release may have gone by unheard, so try again first.
     Now,
-    /// Subscribed before, on the current connection.
+    /// Subscribed before the caller's attempt, on the current connection.
     Already,
     /// Not subscribed: the subscription failed in transit (the subscriber connection
     /// was lost, or is being restored). Sleep no longer than this, then try again.
@@ -354,8 +353,7 @@ impl Waiting {
         state.sent = true;
         state.confirmed = None;
         Box::pin(self.subscribe(&room.release_channel, room)).await?;
-        state.confirmed = Some(connection);
-        state.confirmed_at = Some(Instant::now());
+        state.confirmed = Some((connection, Instant::now()));
         Ok(())
     }
 
@@ -443,18 +441,23 @@ impl Ticket<'_> {
     }
 
     /// Subscribes to the release channel unless it is subscribed on the subscriber's
-    /// current connection.
+    /// current connection; `attempted_at` is when the caller's last attempt was sent.
     ///
     /// # Errors
     /// Only a definite refusal ([`LockError::PermissionDenied`]). A subscription that
     /// failed in transit is [`Listening::Not`]: after a lost connection fred answers
     /// `SSUBSCRIBE` with an I/O error, or, while it restores its own subscriptions,
     /// with a reply meant for another command.
-    pub(crate) async fn subscribe(&self) -> Result<Listening> {
+    pub(crate) async fn subscribe(&self, attempted_at: Instant) -> Result<Listening> {
         let mut state = self.room.channel.lock().await;
         let connection = self.waiting.connection.load(Ordering::Acquire);
-        if state.confirmed == Some(connection) {
-            return Ok(Listening::Already);
+        match state.confirmed {
+            // Confirmed since the attempt: a release told in between went unheard.
+            Some((on, at)) if on == connection && at > attempted_at => {
+                return Ok(Listening::Now);
+            }
+            Some((on, _)) if on == connection => return Ok(Listening::Already),
+            _ => {}
         }
         let subscribed = self.waiting.subscribe_room(&self.room, &mut state).await;
         match subscribed.map_err(LockError::from) {
@@ -535,13 +538,6 @@ impl Ticket<'_> {
         if refused.0 == messages {
             refused.1 = Some(refused.1.map_or(until, |earlier| earlier.min(until)));
         }
-    }
-
-    /// Whether the release channel's subscription was confirmed after `at` (by another
-    /// waiter of this client, say): a release told between `at` and then went unheard.
-    pub(crate) async fn subscribed_after(&self, at: Instant) -> bool {
-        let state = self.room.channel.lock().await;
-        state.confirmed_at.is_some_and(|confirmed| confirmed > at)
     }
 
     /// Forgets the release messages heard so far: the head is about to ask, and its

@@ -89,8 +89,6 @@ impl Renewal {
     fn fate(&self, hold: &Hold, now: Instant) -> Fate {
         if !hold.is_renewed_by(self.ticket) {
             Fate::Stopped
-        } else if now >= self.expires {
-            Fate::Lost
         } else if hold.is_being_released() {
             // Every guard let go and the release is queued or in flight: no guard
             // owns the hold, and none ever will (a new call takes a new hold). Its
@@ -98,7 +96,13 @@ impl Renewal {
             // to (a million dropped guards are released, not renewed as well); if the
             // release has not landed by the lost deadline, the hold is lost there as
             // before, which ends the release's retries and lets the owner go on.
-            Fate::Released
+            if now >= self.expires {
+                Fate::Lost("its release did not land before its lease ran out")
+            } else {
+                Fate::Released
+            }
+        } else if now >= self.expires {
+            Fate::Lost("renewals failed until the lease was about to run out")
         } else if hold.renew_until().is_some_and(|until| now >= until) {
             Fate::HeldLongEnough
         } else {
@@ -125,8 +129,9 @@ enum Fate {
     Stopped,
     /// Not sent: the hold is being released. Filed again for its lost deadline.
     Released,
-    /// Renewals failed until the lease was about to run out: the hold is lost.
-    Lost,
+    /// The lease is about to run out (renewals failed, or the release did not land):
+    /// the hold is lost, for the reason given.
+    Lost(&'static str),
     /// Held for its `max_hold`: the lease is left to run out.
     HeldLongEnough,
 }
@@ -346,12 +351,8 @@ impl Watchdogs {
                     released.push((renewal.expires, renewal));
                     continue;
                 }
-                Fate::Lost if hold.is_being_released() => {
-                    hold.mark_lost("its release did not land before its lease ran out");
-                    continue;
-                }
-                Fate::Lost => {
-                    hold.mark_lost("renewals failed until the lease was about to run out");
+                Fate::Lost(why) => {
+                    hold.mark_lost(why);
                     continue;
                 }
                 Fate::HeldLongEnough => {
@@ -371,6 +372,8 @@ impl Watchdogs {
             ready.push((hold, renewal));
         }
         if !released.is_empty() {
+            // Filed during the scheduler's own pass: it reads the timers before it
+            // sleeps, so no wake-up is needed.
             let mut timers = self.timers.lock();
             for (at, renewal) in released {
                 timers.insert(at, renewal);
@@ -660,7 +663,7 @@ mod tests {
         assert_eq!(renewal.fate(hold, now), Fate::Renew);
         assert_eq!(
             renewal.fate(hold, now + lease),
-            Fate::Lost,
+            Fate::Lost("renewals failed until the lease was about to run out"),
             "past its deadline"
         );
         hold.set_granted(now, Some(now));
@@ -676,7 +679,10 @@ mod tests {
             Fate::Released,
             "not renewed while released"
         );
-        assert_eq!(renewal.fate(hold, now + lease), Fate::Lost);
+        assert_eq!(
+            renewal.fate(hold, now + lease),
+            Fate::Lost("its release did not land before its lease ran out")
+        );
         hold.add_claim();
         assert_eq!(renewal.fate(hold, now), Fate::Renew);
         // Booked again under another ticket, or stopped.

@@ -627,6 +627,38 @@ fn spawn_waits(client: &LockClient, name: &str, count: usize) -> Vec<tokio::task
         .collect()
 }
 
+/// A fair lock held by a client of its own, and `count` waits of another client
+/// queued behind it.
+struct Queued {
+    queue: String,
+    redis: fred::clients::Client,
+    held: holdlock::LockGuard,
+    waits: Vec<tokio::task::JoinHandle<()>>,
+    /// The waits' entries, in queue order.
+    queued: Vec<String>,
+}
+
+/// Holds a fair lock named after `tag` and queues `count` waits of another client
+/// behind it (all in the queue within 5 s).
+async fn held_with_waits(url: &str, tag: &str, count: usize) -> Queued {
+    let name = common::unique(tag);
+    let queue = format!("{}:fair:queue", common::key(&name));
+    let holder = common::connect(url).await;
+    let redis = holder.redis().clone();
+    let held = holder.fair_lock(&name).await.unwrap();
+    let waiter = common::connect(url).await;
+    let waits = spawn_waits(&waiter, &name, count);
+    let queued = poll_queue(&redis, &queue, Duration::from_secs(5), |q| q.len() == count).await;
+    assert_eq!(queued.len(), count, "{queued:?}");
+    Queued {
+        queue,
+        redis,
+        held,
+        waits,
+        queued,
+    }
+}
+
 /// Waits for each of `waits` to be served and done, within 10 s.
 async fn all_served(waits: Vec<tokio::task::JoinHandle<()>>) {
     for wait in waits {
@@ -696,16 +728,13 @@ async fn a_client_whose_places_were_dropped_queues_all_its_waits_again(url: &str
 #[tokio::test]
 async fn a_clients_waits_keep_their_places_with_one_attempt_between_them() {
     let server = common::RedisServer::start();
-    let url = server.url();
-    let name = common::unique("fair-refresh");
-    let queue = format!("{}:fair:queue", common::key(&name));
-    let holder = common::connect(&url).await;
-    let redis = holder.redis().clone();
-    let held = holder.fair_lock(&name).await.unwrap();
-    let waiter = common::connect(&url).await;
-    let waits = spawn_waits(&waiter, &name, 20);
-    let queued = poll_queue(&redis, &queue, Duration::from_secs(5), |q| q.len() == 20).await;
-    assert_eq!(queued.len(), 20);
+    let Queued {
+        queue,
+        redis,
+        held,
+        waits,
+        queued: _,
+    } = held_with_waits(&server.url(), "fair-refresh", 20).await;
     let scripts = || server.command_calls("evalsha") + server.command_calls("eval");
     let before = scripts();
     tokio::time::sleep(Duration::from_secs(7)).await;
@@ -722,15 +751,13 @@ async fn a_clients_waits_keep_their_places_with_one_attempt_between_them() {
 /// removed) queue again at the client's next refresh (within 2 s), whichever of the
 /// client's waits makes it: the refresh checks the places of all of them.
 async fn waits_passed_over_queue_again_at_their_clients_next_refresh(url: &str) {
-    let name = common::unique("fair-passed-over");
-    let queue = format!("{}:fair:queue", common::key(&name));
-    let holder = common::connect(url).await;
-    let redis = holder.redis().clone();
-    let held = holder.fair_lock(&name).await.unwrap();
-    let waiter = common::connect(url).await;
-    let waits = spawn_waits(&waiter, &name, 10);
-    let queued = poll_queue(&redis, &queue, Duration::from_secs(5), |q| q.len() == 10).await;
-    assert_eq!(queued.len(), 10, "{queued:?}");
+    let Queued {
+        queue,
+        redis,
+        held,
+        waits,
+        queued,
+    } = held_with_waits(url, "fair-passed-over", 10).await;
     let zrem = "return redis.call('zrem', KEYS[1], ARGV[1], ARGV[2], ARGV[3])";
     let removed = (queued[2].as_str(), queued[5].as_str(), queued[8].as_str());
     let gone: i64 = redis.eval(zrem, queue.as_str(), removed).await.unwrap();

@@ -65,10 +65,7 @@ impl Scripts {
             for &(names, owner, lease_ms) in holds {
                 let layout = if expires_whole(names) { "h" } else { "l" };
                 args.push(Value::from_static_str(layout));
-                args.push(match names.kind {
-                    Kind::Write => names.kind.field(owner).as_ref().into(),
-                    _ => Value::String(owner.clone()),
-                });
+                args.push(Value::String(names.kind.shared_field(owner)));
                 args.push(decimal(lease_ms));
             }
             args
