@@ -417,6 +417,11 @@ impl LockClientBuilder {
                 ((redis, Ownership::Opened), (subscriber, Ownership::Opened))
             }
         };
+        // On a cluster, scripts go over a client of their own (see `Protocol::scripting`).
+        let scripting = match redis.is_clustered() {
+            true => Some(scripting_beside(&redis, timeout)?),
+            false => None,
+        };
         let give_up = tokio::time::Instant::now() + timeout;
         let connecting = async {
             // A lent client may be connected already; holdlock connects what is not.
@@ -426,6 +431,9 @@ impl LockClientBuilder {
             if !subscriber.is_connected() {
                 connection::connect(&subscriber, give_up).await?;
             }
+            if let Some(scripting) = &scripting {
+                connection::connect(scripting, give_up).await?;
+            }
             Ok::<_, fred::error::Error>(())
         };
         match tokio::time::timeout_at(give_up, connecting).await {
@@ -433,6 +441,9 @@ impl LockClientBuilder {
             failed => {
                 close_if_opened(&redis, opened).await;
                 close_if_opened(&subscriber, subscriber_opened).await;
+                if let Some(scripting) = &scripting {
+                    connection::close(scripting).await;
+                }
                 return Err(match failed {
                     Ok(Err(error)) => LockError::from(error),
                     _ => LockError::ConnectTimeout { timeout },
@@ -449,7 +460,13 @@ impl LockClientBuilder {
             .server_version()
             .is_none_or(|version| version.major >= 7)
             && (self.config.compat == Compat::Holdlock || redis.is_clustered());
-        let protocol = Protocol::new((redis, opened), sharded, timeout, self.config.compat);
+        let protocol = Protocol::new(
+            (redis, opened),
+            scripting,
+            sharded,
+            timeout,
+            self.config.compat,
+        );
         let id = uuid::Uuid::new_v4();
         let waiting = Waiting::start((subscriber, subscriber_opened), sharded, id);
         let engine = Engine::start(id, self.config, Arc::new(protocol), waiting);
@@ -488,9 +505,24 @@ impl LockClientBuilder {
     }
 }
 
-/// A subscriber client beside the application's command client `redis`: the same
-/// server, settings and reconnect policy, with holdlock's timeouts. Not yet connected.
+/// A subscriber client beside the application's command client `redis` (see
+/// [`builder_beside`]). Not yet connected.
 fn subscriber_beside(redis: &Client, timeout: Duration) -> Result<SubscriberClient> {
+    Ok(builder_beside(redis, timeout).build_subscriber_client()?)
+}
+
+/// The client holdlock's scripts go over on a cluster, beside the command client
+/// `redis` (see [`builder_beside`]): it follows no redirection (see
+/// `connection::scripting_settings`). Not yet connected.
+fn scripting_beside(redis: &Client, timeout: Duration) -> Result<Client> {
+    let mut builder = builder_beside(redis, timeout);
+    builder.with_connection_config(connection::scripting_settings);
+    Ok(builder.build()?)
+}
+
+/// A client of the same server, settings and reconnect policy as `redis`, with
+/// holdlock's timeouts.
+fn builder_beside(redis: &Client, timeout: Duration) -> Builder {
     let mut builder = Builder::from_config(redis.client_config());
     builder
         .set_performance_config(redis.perf_config())
@@ -499,7 +531,7 @@ fn subscriber_beside(redis: &Client, timeout: Duration) -> Result<SubscriberClie
     if let Some(policy) = redis.client_reconnect_policy() {
         builder.set_policy(policy);
     }
-    Ok(builder.build_subscriber_client()?)
+    builder
 }
 
 /// TLS settings (feature `tls-rustls`).

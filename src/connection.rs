@@ -60,6 +60,26 @@ pub(crate) fn own_settings(connection: &mut ConnectionConfig, timeout: Duration)
     connection.disable_cluster_health_check = true;
 }
 
+/// Sets up the client holdlock sends its scripts on over a Redis Cluster (see
+/// `Protocol::scripting`): no redirection is followed by fred, for any command.
+///
+/// A script sent at most once has one write attempt, and fred 10 follows an `ASK`
+/// (a script on a fresh key whose slot is being migrated: a routine reshard) only
+/// with a write attempt left: for such a script it ends the client's connection task.
+/// Asking for no redirection per command does not help: fred reads a command's
+/// `max_redirections` of 0 as "the client's default". A client whose default is 0
+/// answers a redirection with an error instead (after refreshing its slot map on
+/// `MOVED`), and the script is sent again by `scripts::eval`.
+///
+/// Ending the task is not harmless, even though [`connect`] starts it again: the
+/// commands queued at that moment are cancelled without being taken off fred's count
+/// of queued commands, and while that count is above zero fred does not flush what it
+/// writes. Every call of the client then waited for its timeout (5 s in
+/// `tests/cluster_topology.rs`, emptying a primary).
+pub(crate) fn scripting_settings(connection: &mut ConnectionConfig) {
+    connection.max_redirections = 0;
+}
+
 /// Connects `client` (fred's `init`: the first connections are made before this
 /// returns) and keeps its connection task running until the client is closed.
 ///

@@ -36,6 +36,9 @@ pub(crate) struct Protocol {
     redis: Client,
     /// Whether `redis` is closed at shutdown (holdlock opened it) or the application's.
     ownership: Ownership,
+    /// On a cluster, the client the scripts go over (holdlock's own, see
+    /// [`scripting`](Self::scripting)).
+    scripting: Option<Client>,
     scripts: Scripts,
     /// The connection for replica-acknowledged acquisitions.
     acknowledging: Acknowledging,
@@ -44,10 +47,12 @@ pub(crate) struct Protocol {
 }
 
 impl Protocol {
-    /// The protocol over `redis` (connected; closed at shutdown if holdlock opened it),
-    /// publishing releases on shard channels if `sharded`.
+    /// The protocol over `redis` (connected; closed at shutdown if holdlock opened it)
+    /// and, on a cluster, `scripting` (connected; closed at shutdown), publishing
+    /// releases on shard channels if `sharded`.
     pub(crate) fn new(
         (redis, ownership): (Client, Ownership),
+        scripting: Option<Client>,
         sharded: bool,
         connect_timeout: Duration,
         compat: Compat,
@@ -55,6 +60,7 @@ impl Protocol {
         Self {
             redis,
             ownership,
+            scripting,
             scripts: Scripts::new(sharded, connect_timeout, compat),
             acknowledging: Acknowledging::default(),
             connect_timeout,
@@ -64,6 +70,14 @@ impl Protocol {
     /// The command connection, for calls that are not scripts.
     pub(crate) fn redis(&self) -> &Client {
         &self.redis
+    }
+
+    /// The connection the scripts go over: on a cluster, a client of holdlock's own that
+    /// follows no redirection (`MOVED` and `ASK` come back to `scripts::eval`, which
+    /// sends the script again; see `connection::scripting_settings` for why); elsewhere
+    /// the command connection.
+    pub(crate) fn scripting(&self) -> &Client {
+        self.scripting.as_ref().unwrap_or(&self.redis)
     }
 
     /// The scripts, for calls that change no hold (an election's record).
@@ -78,7 +92,7 @@ impl Protocol {
         owner: &str,
         lease_ms: u64,
     ) -> Result<bool> {
-        let (redis, scripts) = (&self.redis, &self.scripts);
+        let (redis, scripts) = (self.scripting(), &self.scripts);
         match names.kind {
             Kind::Mutex => Box::pin(scripts.renew(redis, &names.key, owner, lease_ms)).await,
             Kind::Semaphore { .. } => {
@@ -98,13 +112,13 @@ impl Protocol {
         &self,
         holds: &[(&LockNames, &Str, u64)],
     ) -> Result<Vec<Renewed>> {
-        Box::pin(self.scripts.renew_many(&self.redis, holds)).await
+        Box::pin(self.scripts.renew_many(self.scripting(), holds)).await
     }
 
     /// Drops one hold each of many mutex holds in one call (`release_many.lua`), sent
     /// at most once; on a cluster, every key of `holds` must be in one slot.
     pub(crate) async fn release_many(&self, holds: &[(&LockNames, &Str)]) -> Result<Vec<Released>> {
-        Box::pin(self.scripts.release_many(&self.redis, holds)).await
+        Box::pin(self.scripts.release_many(self.scripting(), holds)).await
     }
 
     /// Ends `owner`'s `wait` in the queue of the fair lock `names` (handing on a lock
@@ -115,22 +129,26 @@ impl Protocol {
         owner: &str,
         wait: u64,
     ) -> Result<()> {
-        Box::pin(self.scripts.fair_leave(&self.redis, names, owner, wait)).await
+        Box::pin(
+            self.scripts
+                .fair_leave(self.scripting(), names, owner, wait),
+        )
+        .await
     }
 
     /// How many permits of the semaphore `names` are held now (`sem_available.lua`).
     pub(crate) async fn semaphore_held(&self, names: &LockNames) -> Result<u32> {
-        Box::pin(self.scripts.sem_held(&self.redis, names)).await
+        Box::pin(self.scripts.sem_held(self.scripting(), names)).await
     }
 
     /// Reads a lock's owners, TTL and token (`inspect.lua`); `None` if it is free.
     pub(crate) async fn inspect(&self, names: &LockNames) -> Result<Option<Snapshot>> {
-        self.scripts.inspect(&self.redis, names).await
+        self.scripts.inspect(self.scripting(), names).await
     }
 
     /// Deletes the lock at `key` whoever holds it; whether there was one.
     pub(crate) async fn force_unlock(&self, names: &LockNames) -> Result<bool> {
-        self.scripts.force_unlock(&self.redis, names).await
+        self.scripts.force_unlock(self.scripting(), names).await
     }
 
     /// Reads or writes a fenced value (`fence.lua`): the value after the call, or
@@ -141,7 +159,9 @@ impl Protocol {
         token: u64,
         value: Option<Value>,
     ) -> Result<Result<Option<String>, u64>> {
-        self.scripts.fence(&self.redis, key, token, value).await
+        self.scripts
+            .fence(self.scripting(), key, token, value)
+            .await
     }
 
     /// Marks a period done if `owner` still holds the lock at `key`; whether it did.
@@ -153,12 +173,15 @@ impl Protocol {
         keep_ms: u64,
     ) -> Result<bool> {
         let scripts = &self.scripts;
-        Box::pin(scripts.complete_period(&self.redis, key, marker, owner, keep_ms)).await
+        Box::pin(scripts.complete_period(self.scripting(), key, marker, owner, keep_ms)).await
     }
 
-    /// Closes both connections (see [`close`](crate::connection::close)).
+    /// Closes the connections holdlock opened (see [`close`](crate::connection::close)).
     pub(crate) async fn quit(&self) {
         self.acknowledging.quit().await;
+        if let Some(scripting) = &self.scripting {
+            crate::connection::close(scripting).await;
+        }
         close_if_opened(&self.redis, self.ownership).await;
     }
 
@@ -218,13 +241,13 @@ impl Protocol {
                 Some(min) => self.acquire_acknowledged(names, owner, options, min).await,
                 None if held > 0 && !matches!(names.kind, Kind::Read | Kind::Write) => {
                     let lease_ms = (!keep_lease).then_some(options.lease_ms);
-                    let reenter = self
-                        .scripts
-                        .reenter(&self.redis, &names.key, owner, lease_ms);
+                    let reenter =
+                        self.scripts
+                            .reenter(self.scripting(), &names.key, owner, lease_ms);
                     reenter.await.map_err(CallFailed::from)
                 }
                 None => {
-                    let acquire = self.acquire_script(&self.redis, names, owner, options);
+                    let acquire = self.acquire_script(self.scripting(), names, owner, options);
                     acquire.await.map_err(CallFailed::from)
                 }
             };
@@ -332,7 +355,7 @@ impl Protocol {
     ) -> Result<Option<u32>> {
         let give_up = Instant::now() + self.connect_timeout;
         loop {
-            let (redis, scripts) = (&self.redis, &self.scripts);
+            let (redis, scripts) = (self.scripting(), &self.scripts);
             let released = match names.kind {
                 Kind::Mutex => scripts.release(redis, names, owner, held).await,
                 Kind::Fair => Box::pin(scripts.fair_release(redis, names, owner)).await,
@@ -408,7 +431,7 @@ impl Protocol {
     ) -> Result<Acquire, CallFailed> {
         let client = self
             .acknowledging
-            .client(&self.redis, self.connect_timeout)
+            .client(self.scripting(), self.connect_timeout)
             .await?;
         let reconnects = client.reconnect_rx();
         let reroutes = client.cluster_change_rx();

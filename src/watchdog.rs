@@ -556,13 +556,13 @@ impl RenewalSlots {
 /// sleeps is never started late (bookings fall due half a renewal period after their
 /// grant).
 ///
-/// It also listens for reconnections of the command client: on each, every booked
-/// watchdog is started, and every hold renewed, at once. One task per client does
-/// both, so a booking is started by exactly one of the two.
+/// It also listens for reconnections of the client the scripts go over: on each, every
+/// booked watchdog is started, and every hold renewed, at once. One task per client
+/// does both, so a booking is started by exactly one of the two.
 fn spawn_scheduler(watchdogs: &Arc<Watchdogs>, lease: Duration) -> JoinHandle<()> {
     // Subscribed before the client is handed out: no reconnection after it is missed.
     // (fred also reports the first connection, but that happened in `init`, before this.)
-    let mut reconnects = Some(watchdogs.renewer.redis().reconnect_rx());
+    let mut reconnects = Some(watchdogs.renewer.scripting().reconnect_rx());
     let watchdogs = Arc::downgrade(watchdogs);
     let nap = renewal_period(lease) / 2;
     tokio::spawn(async move {

@@ -202,7 +202,7 @@ pub(super) struct Term {
 impl Term {
     /// Deletes `owner`'s record and announces that it resigned, if the record is its.
     pub(super) async fn clear(&self, engine: &Engine, owner: &str) -> Result<()> {
-        let (redis, scripts) = (engine.protocol().redis(), engine.protocol().scripts());
+        let (redis, scripts) = (engine.protocol().scripting(), engine.protocol().scripts());
         scripts
             .resign(redis, &self.key, &self.channel, owner)
             .await

@@ -152,7 +152,7 @@ impl Election {
             });
         };
         let owner = guard.owner().to_owned();
-        let (redis, scripts) = (engine.protocol().redis(), engine.protocol().scripts());
+        let (redis, scripts) = (engine.protocol().scripting(), engine.protocol().scripts());
         let recorded = scripts.elect(redis, &term.key, &term.channel, &owner, &data);
         let Some((since_us, token)) = recorded.await? else {
             return Err(LockError::Lost {
@@ -333,7 +333,7 @@ fn since_of(since_us: u64) -> SystemTime {
 /// The server's clock and the leader of the election whose hash is `key`.
 async fn read_leader(engine: &Engine, key: &str) -> Result<(u64, Option<LeaderRecord>)> {
     let protocol = engine.protocol();
-    protocol.scripts().leader(protocol.redis(), key).await
+    protocol.scripts().leader(protocol.scripting(), key).await
 }
 
 /// Who leads an election, and since when (from [`Election::leader`],
