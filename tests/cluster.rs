@@ -189,3 +189,95 @@ async fn held_locks_survive_their_slots_moving_to_another_primary() {
     println!("woke {:?} after the release", woke - released);
     guard.unlock().await.unwrap();
 }
+
+/// A slot in the middle of a migration (IMPORTING on the target, MIGRATING on the
+/// source, as `redis-cli --cluster reshard` leaves it between its steps, or for good
+/// if it stops half way): the source answers `ASK` for a key it does not have (a
+/// held lock's key already carried over, or a fresh one), and both nodes answer
+/// `TRYAGAIN` to a call on several keys that are not all there.
+///
+/// fred 10 followed `ASK` for a script it may send only once by ending the client's
+/// connection task, and the restarted task left every later call of the client
+/// waiting for its timeout. Now holdlock follows it itself: the carried hold keeps
+/// renewing on the target, the client's other calls go on undisturbed, and a fresh
+/// lock (several keys, none there yet) is taken on the target once the slot has
+/// moved.
+#[tokio::test(flavor = "multi_thread")]
+async fn locks_in_a_slot_being_migrated_renew_on_its_target_and_disturb_no_other_call() {
+    let cluster = cluster();
+    let lease = Duration::from_secs(2);
+    let client = common::client_with_lease(&cluster.url(), lease).await;
+    let held_name = common::unique("migrating-held");
+    let slot = fred::util::redis_keyslot(common::key(&held_name).as_bytes());
+    // A fresh name in the same slot.
+    let fresh_name = (0..)
+        .map(|i| format!("{held_name}-{i}"))
+        .find(|name| fred::util::redis_keyslot(common::key(name).as_bytes()) == slot)
+        .unwrap();
+    let (held_key, fresh_key) = (common::key(&held_name), common::key(&fresh_name));
+    let held = client.lock(&held_name).await.unwrap();
+
+    let source = cluster.primary_of(&held_key);
+    let target = cluster
+        .primaries()
+        .into_iter()
+        .find(|node| node.port != source.port)
+        .unwrap();
+    let slot_number = slot;
+    let slot = slot.to_string();
+    let ok = |reply: Result<String, String>| assert_eq!(reply.as_deref(), Ok("+OK"));
+    let (source_id, target_id) = (common::node_id(source), common::node_id(target));
+    ok(target.query(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &source_id]));
+    ok(source.query(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &target_id]));
+    let port = target.port.to_string();
+    ok(source.query(&["MIGRATE", "127.0.0.1", &port, &held_key, "0", "5000"]));
+    let migrating_since = Instant::now();
+
+    let fresh = {
+        let (client, name) = (client.clone(), fresh_name.clone());
+        tokio::spawn(async move { client.lock(&name).await })
+    };
+    // Meanwhile the same client takes and releases locks in other slots (a fresh
+    // lock in the migrating slot waits, as above)...
+    let (mut slowest, mut turns) = (Duration::ZERO, 0);
+    while migrating_since.elapsed() < lease + lease / 2 {
+        let started = Instant::now();
+        let other = common::unique("beside-the-migration");
+        if fred::util::redis_keyslot(common::key(&other).as_bytes()) == slot_number {
+            continue;
+        }
+        let guard = client.lock(&other).await.unwrap();
+        guard.unlock().await.unwrap();
+        slowest = slowest.max(started.elapsed());
+        turns += 1;
+    }
+    println!("{turns} turns beside the migration, the slowest {slowest:?}");
+    assert!(
+        slowest < Duration::from_millis(250),
+        "a call beside the migration took {slowest:?}"
+    );
+    // ...and the carried hold, past its lease, is renewed on the target (checked once
+    // the target serves the slot: without `ASKING` it refuses every read of it).
+    assert!(!held.is_lost(), "the carried hold was lost");
+    assert!(!fresh.is_finished(), "a fresh lock taken in the middle");
+
+    for node in [target, source] {
+        ok(node.query(&["CLUSTER", "SETSLOT", &slot, "NODE", &target_id]));
+    }
+    for node in &cluster.nodes {
+        if node.port != source.port && node.port != target.port {
+            let _ = node.query(&["CLUSTER", "SETSLOT", &slot, "NODE", &target_id]);
+        }
+    }
+    let pttl = common::integer(&target.query(&["PTTL", &held_key]).unwrap());
+    assert!(pttl > 1000, "the carried hold was not renewed: PTTL {pttl}");
+    let fresh = tokio::time::timeout(Duration::from_secs(2), fresh)
+        .await
+        .expect("the fresh lock was not taken after the move")
+        .unwrap()
+        .unwrap();
+    assert_eq!(target.query(&["EXISTS", &fresh_key]).as_deref(), Ok(":1"));
+    fresh.unlock().await.unwrap();
+    held.unlock().await.unwrap();
+    assert_eq!(target.query(&["EXISTS", &held_key]).as_deref(), Ok(":0"));
+}

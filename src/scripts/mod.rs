@@ -26,6 +26,7 @@ use crate::keys::LockNames;
 use crate::options::ResolvedOptions;
 use crate::waiting::HandOff;
 
+mod asking;
 mod batch;
 mod election;
 mod fair;
@@ -409,15 +410,22 @@ impl Scripts {
         let deadline = Instant::now() + self.timeout;
         let mut again = TryAgain::new(deadline);
         let mut loaded = false;
+        // Redirections in a row, and the node to send to after `ASKING` (see `asking`).
+        let (mut redirected, mut importing) = (0, None);
         loop {
             let options = send_options(delivery, deadline);
+            let arguments = evalsha_arguments(script, keys, args());
             // fred's futures are large; boxing them keeps every lock future small.
-            let sent =
-                Box::pin(client.with_options(&options).custom::<Value, Value>(
-                    command.clone(),
-                    evalsha_arguments(script, keys, args()),
-                ))
-                .await;
+            let sent = match importing.clone() {
+                Some(node) => {
+                    let call = (command.clone(), arguments);
+                    Box::pin(asking::send_asking(client, node, call, &options)).await
+                }
+                None => {
+                    let sender = client.with_options(&options);
+                    Box::pin(sender.custom::<Value, Value>(command.clone(), arguments)).await
+                }
+            };
             match sent {
                 Err(error) if !loaded && classify(&error) == Cause::NoScript => {
                     tracing::debug!("script cache flushed on the server; loading the script again");
@@ -426,6 +434,19 @@ impl Scripts {
                 }
                 Err(error) if classify(&error) == Cause::TryAgain && again.pause().await => {
                     tracing::debug!(%error, "not run; sending the script again");
+                    // The first redirection may be a `MOVED`, after which fred routes
+                    // anew; a second in a row (also one after `ASKING`) asks where the
+                    // slot is going. A `TRYAGAIN` (keys of a call half migrated) is sent
+                    // where it was, until the migration ends.
+                    if !asking::is_unfollowed_redirection(&error) {
+                        redirected = 0;
+                    } else if redirected == 0 {
+                        redirected = 1;
+                    } else {
+                        let key = keys[0].as_str();
+                        let left = deadline.saturating_duration_since(Instant::now());
+                        importing = Box::pin(asking::importing_node(client, key, left)).await;
+                    }
                 }
                 reply => {
                     return reply.map_err(|error| {
