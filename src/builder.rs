@@ -218,7 +218,9 @@ impl LockClientBuilder {
     /// - a subscriber connection, if `subscriber` is `None` (pub/sub takes a
     ///   connection to itself: subscribed, it can send nothing else);
     /// - a connection for replica acknowledgement, on first use of `min_replicas`
-    ///   (`WAIT` blocks its connection until the replicas answer).
+    ///   (`WAIT` blocks its connection until the replicas answer);
+    /// - on a Redis Cluster, a client for holdlock's scripts, which follows no
+    ///   redirection by itself (docs/deployments.md, "Slots that move").
     ///
     /// Scripts are sent with fred's per-command options (at most once, and with the
     /// connect timeout as their timeout), so the lent client's `max_command_attempts`

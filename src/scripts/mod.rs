@@ -26,13 +26,14 @@ use crate::keys::LockNames;
 use crate::options::ResolvedOptions;
 use crate::waiting::HandOff;
 
-mod asking;
+mod again;
 mod batch;
 mod election;
 mod fair;
 mod leases;
 mod operator;
 
+use again::SendAgain;
 use batch::{RELEASE_MANY, RENEW_MANY};
 pub(crate) use batch::{Released, Renewed, into_calls};
 pub(crate) use election::LeaderRecord;
@@ -408,55 +409,44 @@ impl Scripts {
         }
         let command = evalsha_command(client, keys);
         let deadline = Instant::now() + self.timeout;
-        let mut again = TryAgain::new(deadline);
+        let mut again = SendAgain::new(deadline);
         let mut loaded = false;
-        // Redirections in a row, and the node to send to after `ASKING` (see `asking`).
-        let (mut redirected, mut importing) = (0, None);
         loop {
             let options = send_options(delivery, deadline);
             let arguments = evalsha_arguments(script, keys, args());
             // fred's futures are large; boxing them keeps every lock future small.
-            let sent = match importing.clone() {
+            let sent = match again.importing_node() {
                 Some(node) => {
                     let call = (command.clone(), arguments);
-                    Box::pin(asking::send_asking(client, node, call, &options)).await
+                    Box::pin(again::send_asking(client, node, call, &options)).await
                 }
                 None => {
                     let sender = client.with_options(&options);
                     Box::pin(sender.custom::<Value, Value>(command.clone(), arguments)).await
                 }
             };
-            match sent {
+            let error = match sent {
                 Err(error) if !loaded && classify(&error) == Cause::NoScript => {
                     tracing::debug!("script cache flushed on the server; loading the script again");
                     Box::pin(script.load(client)).await?;
                     loaded = true;
+                    continue;
                 }
-                Err(error) if classify(&error) == Cause::TryAgain && again.pause().await => {
-                    tracing::debug!(%error, "not run; sending the script again");
-                    // The first redirection may be a `MOVED`, after which fred routes
-                    // anew; a second in a row (also one after `ASKING`) asks where the
-                    // slot is going. A `TRYAGAIN` (keys of a call half migrated) is sent
-                    // where it was, until the migration ends.
-                    if !asking::is_unfollowed_redirection(&error) {
-                        redirected = 0;
-                    } else if redirected == 0 {
-                        redirected = 1;
-                    } else {
-                        let key = keys[0].as_str();
-                        let left = deadline.saturating_duration_since(Instant::now());
-                        importing = Box::pin(asking::importing_node(client, key, left)).await;
-                    }
-                }
-                reply => {
-                    return reply.map_err(|error| {
-                        let keys: Vec<&str> = keys.iter().map(ScriptKey::as_str).collect();
-                        LockError::from_script(error, &keys)
-                    });
-                }
+                Err(error) if classify(&error) == Cause::TryAgain => error,
+                reply => return reply.map_err(|error| script_error(error, keys)),
+            };
+            if !Box::pin(again.prepare(client, keys[0].as_str(), &error)).await {
+                return Err(script_error(error, keys));
             }
+            tracing::debug!(%error, "not run; sending the script again");
         }
     }
+}
+
+/// The error of a script on `keys` (see [`LockError::from_script`]).
+fn script_error(error: fred::error::Error, keys: &[impl ScriptKey]) -> LockError {
+    let keys: Vec<&str> = keys.iter().map(ScriptKey::as_str).collect();
+    LockError::from_script(error, &keys)
 }
 
 /// How a script is sent: `delivery`'s attempts, no redirection followed by fred, and
@@ -483,32 +473,6 @@ fn send_options(delivery: Delivery, deadline: Instant) -> Options {
 /// The shortest timeout a command is sent with (one sent with none left would wait
 /// forever: fred reads a zero timeout as none).
 const MIN_SEND_TIMEOUT: Duration = Duration::from_millis(1);
-
-/// Pauses between the sends of a script that Redis did not run but would shortly
-/// (see [`Cause::TryAgain`]): 1 ms, doubling to 50 ms, until `deadline`.
-struct TryAgain {
-    pause: Duration,
-    deadline: Instant,
-}
-
-impl TryAgain {
-    fn new(deadline: Instant) -> Self {
-        Self {
-            pause: Duration::from_millis(1),
-            deadline,
-        }
-    }
-
-    /// Sleeps before the next send; `false` (at once) if it would end past the deadline.
-    async fn pause(&mut self) -> bool {
-        if Instant::now() + self.pause >= self.deadline {
-            return false;
-        }
-        tokio::time::sleep(self.pause).await;
-        self.pause = (self.pause * 2).min(Duration::from_millis(50));
-        true
-    }
-}
 
 /// Routes a command to the slot of `key` (the lock's hash tag).
 fn slot_of(key: &str) -> ClusterHash {

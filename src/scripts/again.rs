@@ -1,5 +1,10 @@
-//! Following an `ASK` for a script: sent again to the node importing its slot, after
-//! `ASKING`.
+//! A script that Redis did not run, sent again: after a pause, and after `ASK` to the
+//! node importing its slot, right after `ASKING`.
+//!
+//! Redis says that it did not run a script but would (`Cause::TryAgain`) with
+//! `TRYAGAIN` (keys of the call half migrated), `CLUSTERDOWN` and `LOADING`: the script
+//! is sent again where it was, 1 ms later, doubling to 50 ms, until the call's
+//! deadline.
 //!
 //! Scripts go over a client that follows no redirection (see
 //! `connection::scripting_settings`), so fred answers a redirection with an error that
@@ -20,13 +25,64 @@ use fred::prelude::Server;
 use fred::types::config::Options;
 use fred::types::{ClusterHash, CustomCommand, Value};
 use fred::util::redis_keyslot;
+use tokio::time::Instant;
 
 /// How fred answers a redirection it did not follow.
 const UNFOLLOWED: &str = "Too many redirections.";
 
-/// Whether `error` is a redirection fred did not follow (`MOVED` or `ASK`).
-pub(super) fn is_unfollowed_redirection(error: &fred::error::Error) -> bool {
-    error.details() == UNFOLLOWED
+/// The sends of one script that Redis did not run: how long to pause, and where to.
+pub(super) struct SendAgain {
+    pause: Duration,
+    deadline: Instant,
+    /// Redirections in a row.
+    redirected: u32,
+    /// The node to send to after `ASKING`.
+    importing: Option<Server>,
+}
+
+impl SendAgain {
+    /// Sends until `deadline`.
+    pub(super) fn new(deadline: Instant) -> Self {
+        Self {
+            pause: Duration::from_millis(1),
+            deadline,
+            redirected: 0,
+            importing: None,
+        }
+    }
+
+    /// Where to send next: `Some` node to send to after `ASKING`, or `None` for where
+    /// the slot map says.
+    pub(super) fn importing_node(&self) -> Option<Server> {
+        self.importing.clone()
+    }
+
+    /// Takes in `error` (Redis did not run the script on `key`), pauses, and says
+    /// whether to send again; `false` (at once) if the send would be past the deadline.
+    pub(super) async fn prepare(
+        &mut self,
+        client: &Client,
+        key: &str,
+        error: &fred::error::Error,
+    ) -> bool {
+        if Instant::now() + self.pause >= self.deadline {
+            return false;
+        }
+        // The first redirection may be a `MOVED`, after which fred routes anew; a
+        // second in a row (also one after `ASKING`) asks where the slot is going. A
+        // `TRYAGAIN` is sent where it was, until the migration ends.
+        if error.details() != UNFOLLOWED {
+            self.redirected = 0;
+        } else if self.redirected == 0 {
+            self.redirected = 1;
+        } else {
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            self.importing = Box::pin(importing_node(client, key, left)).await;
+        }
+        tokio::time::sleep(self.pause).await;
+        self.pause = (self.pause * 2).min(Duration::from_millis(50));
+        true
+    }
 }
 
 /// The node importing the slot of `key`, if its source says one is: asked of the
