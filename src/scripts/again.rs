@@ -36,17 +36,21 @@ pub(super) struct SendAgain {
     deadline: Instant,
     /// Redirections in a row.
     redirected: u32,
+    /// Whether an `ASK` is followed (not for an acquisition, see
+    /// `Delivery::Acquisition`).
+    follows_ask: bool,
     /// The node to send to after `ASKING`.
     importing: Option<Server>,
 }
 
 impl SendAgain {
-    /// Sends until `deadline`.
-    pub(super) fn new(deadline: Instant) -> Self {
+    /// Sends until `deadline`; after `ASKING` too if `follows_ask`.
+    pub(super) fn new(deadline: Instant, follows_ask: bool) -> Self {
         Self {
             pause: Duration::from_millis(1),
             deadline,
             redirected: 0,
+            follows_ask,
             importing: None,
         }
     }
@@ -73,7 +77,7 @@ impl SendAgain {
         // `TRYAGAIN` is sent where it was, until the migration ends.
         if error.details() != UNFOLLOWED {
             self.redirected = 0;
-        } else if self.redirected == 0 {
+        } else if self.redirected == 0 || !self.follows_ask {
             self.redirected = 1;
         } else {
             let left = self.deadline.saturating_duration_since(Instant::now());

@@ -68,7 +68,7 @@ impl Scripts {
                 names,
                 token_key,
                 &args,
-                Delivery::AtMostOnce,
+                Delivery::Acquisition,
             )
             .await?;
         fair_acquire_reply(&reply)

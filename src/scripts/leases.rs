@@ -58,7 +58,7 @@ impl Scripts {
         };
         let script = &self.sem_acquire;
         match self
-            .eval(client, script, &keys, &args, Delivery::AtMostOnce)
+            .eval(client, script, &keys, &args, Delivery::Acquisition)
             .await
         {
             Ok(reply) => acquire_reply(&reply),
@@ -164,7 +164,7 @@ impl Scripts {
         };
         let script = &self.rw_acquire;
         match self
-            .eval(client, script, &keys, &args, Delivery::AtMostOnce)
+            .eval(client, script, &keys, &args, Delivery::Acquisition)
             .await
         {
             Ok(reply) => acquire_reply(&reply),

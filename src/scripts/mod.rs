@@ -65,6 +65,12 @@ pub(crate) enum Delivery {
     Retried,
     /// Not idempotent: written at most once; the caller resolves a failure itself.
     AtMostOnce,
+    /// An acquisition: as `AtMostOnce`, and sent only to the node the slot map names,
+    /// never to a node importing its slot (after `ASKING`). Its keys are new, which a
+    /// half migrated slot refuses on that node too (`TRYAGAIN`) until the migration
+    /// ends; and a `WAIT` after it (`min_replicas`) counts the replicas of the node the
+    /// slot map names.
+    Acquisition,
 }
 
 /// The reply of `acquire.lua` or `reenter.lua`.
@@ -166,13 +172,14 @@ impl Scripts {
     }
 
     pub(crate) async fn acquire(&self, client: &Client, call: &AcquireCall<'_>) -> Result<Acquire> {
+        let keys = call.keys();
         let reply = self
             .eval(
                 client,
                 &self.acquire,
-                &call.keys(),
+                &keys,
                 &|| call.args(),
-                Delivery::AtMostOnce,
+                Delivery::Acquisition,
             )
             .await?;
         acquire_reply(&reply)
@@ -320,7 +327,7 @@ impl Scripts {
         let deadline = Instant::now() + timeout;
         let mut loaded = false;
         loop {
-            let options = send_options(Delivery::AtMostOnce, deadline);
+            let options = send_options(Delivery::Acquisition, deadline);
             let pipeline = client.pipeline();
             let sender = pipeline.with_options(&options);
             let arguments = evalsha_arguments(&self.acquire, &keys, call.args());
@@ -409,7 +416,7 @@ impl Scripts {
         }
         let command = evalsha_command(client, keys);
         let deadline = Instant::now() + self.timeout;
-        let mut again = SendAgain::new(deadline);
+        let mut again = SendAgain::new(deadline, delivery != Delivery::Acquisition);
         let mut loaded = false;
         loop {
             let options = send_options(delivery, deadline);
@@ -449,18 +456,15 @@ fn script_error(error: fred::error::Error, keys: &[impl ScriptKey]) -> LockError
     LockError::from_script(error, &keys)
 }
 
-/// How a script is sent: `delivery`'s attempts, no redirection followed by fred, and
-/// what is left of the call's time.
+/// How a script is sent: `delivery`'s attempts and what is left of the call's time.
 ///
-/// fred follows `MOVED` and `ASK` by writing the command again, which takes one of
-/// its write attempts; a command sent at most once has none left, and fred 10 ends
-/// the client's connection task for good when it meets an `ASK` for such a command.
-/// So no script lets fred follow a redirection: fred still refreshes its slot map on
-/// `MOVED`, and the script is sent again here (a redirection means it did not run).
+/// No redirection is asked for here: fred reads a command's `max_redirections` of 0
+/// as the client's default. On a cluster the scripts' client follows none (see
+/// `connection::scripting_settings`), and [`SendAgain`] sends a redirected script
+/// again (a redirection means it did not run).
 fn send_options(delivery: Delivery, deadline: Instant) -> Options {
     Options {
-        max_attempts: (delivery == Delivery::AtMostOnce).then_some(1),
-        max_redirections: Some(0),
+        max_attempts: (delivery != Delivery::Retried).then_some(1),
         timeout: Some(
             deadline
                 .saturating_duration_since(Instant::now())
