@@ -17,7 +17,7 @@ use std::time::Duration;
 use fred::bytes_utils::Str;
 use fred::clients::Client;
 use fred::error::ErrorKind;
-use fred::interfaces::{EventInterface, HashesInterface, KeysInterface};
+use fred::interfaces::EventInterface;
 use fred::types::Value;
 use tokio::time::Instant;
 
@@ -334,10 +334,13 @@ impl Protocol {
         let token = if options.fenced && count == 1 {
             // Kept in the hold's hash, or in Redisson's layout its counter, which
             // nobody else can draw from while this hold lasts.
-            let token: Option<u64> = match names.compat {
-                Compat::Holdlock => Box::pin(self.redis.hget(&*names.key, TOKEN_FIELD)).await?,
-                Compat::Redisson => Box::pin(self.redis.get(names.token_key())).await?,
+            let token_key = names.token_key();
+            let (command, key, field) = match names.compat {
+                Compat::Holdlock => ("HGET", &*names.key, Some(TOKEN_FIELD)),
+                Compat::Redisson => ("GET", token_key.as_str(), None),
             };
+            let read = self.scripts.read(self.scripting(), command, key, field);
+            let token: Option<u64> = Box::pin(read).await?.convert()?;
             token.unwrap_or(0)
         } else {
             0
@@ -404,12 +407,14 @@ impl Protocol {
         }
     }
 
-    /// The owner's hold count as Redis has it (0 if none).
+    /// The owner's hold count as Redis has it (0 if none), read over the scripts'
+    /// connection (see [`Scripts::read`]).
     pub(crate) async fn count(&self, names: &LockNames, owner: &str) -> Result<u32> {
         let field = names.kind.field(owner);
-        let value: Value = Box::pin(self.redis.hget(&*names.key, field.as_ref()))
-            .await
-            .map_err(|error| LockError::from_redis(error, &names.key))?;
+        let read = self
+            .scripts
+            .read(self.scripting(), "HGET", &names.key, Some(field.as_ref()));
+        let value = Box::pin(read).await?;
         match value {
             Value::Null => Ok(0),
             other => other

@@ -27,11 +27,50 @@ use fred::types::{ClusterHash, CustomCommand, Value};
 use fred::util::redis_keyslot;
 use tokio::time::Instant;
 
+use super::{Delivery, send_options};
+use crate::error::{Cause, classify};
+
+/// Sends `command` (its arguments built by `arguments`, routed by `key`) as `delivery`
+/// says, and again as long as Redis did not run it but would (see the module docs),
+/// until `deadline`: its reply, or the error that ended the sends.
+pub(super) async fn send(
+    client: &Client,
+    command: &CustomCommand,
+    key: &str,
+    arguments: &(dyn Fn() -> Vec<Value> + Sync),
+    delivery: Delivery,
+    deadline: Instant,
+) -> Result<Value, fred::error::Error> {
+    let mut again = SendAgain::new(deadline, delivery != Delivery::Acquisition);
+    loop {
+        let options = send_options(delivery, deadline);
+        // fred's futures are large; boxing them keeps every lock future small.
+        let sent = match again.importing.clone() {
+            Some(node) => {
+                let call = (command.clone(), arguments());
+                Box::pin(send_asking(client, node, call, &options)).await
+            }
+            None => {
+                let sender = client.with_options(&options);
+                Box::pin(sender.custom::<Value, Value>(command.clone(), arguments())).await
+            }
+        };
+        let error = match sent {
+            Err(error) if classify(&error) == Cause::TryAgain => error,
+            reply => return reply,
+        };
+        if !Box::pin(again.prepare(client, key, &error)).await {
+            return Err(error);
+        }
+        tracing::debug!(%error, "not run; sending it again");
+    }
+}
+
 /// How fred answers a redirection it did not follow.
 const UNFOLLOWED: &str = "Too many redirections.";
 
 /// The sends of one script that Redis did not run: how long to pause, and where to.
-pub(super) struct SendAgain {
+struct SendAgain {
     pause: Duration,
     deadline: Instant,
     /// Redirections in a row.
@@ -45,7 +84,7 @@ pub(super) struct SendAgain {
 
 impl SendAgain {
     /// Sends until `deadline`; after `ASKING` too if `follows_ask`.
-    pub(super) fn new(deadline: Instant, follows_ask: bool) -> Self {
+    fn new(deadline: Instant, follows_ask: bool) -> Self {
         Self {
             pause: Duration::from_millis(1),
             deadline,
@@ -55,20 +94,9 @@ impl SendAgain {
         }
     }
 
-    /// Where to send next: `Some` node to send to after `ASKING`, or `None` for where
-    /// the slot map says.
-    pub(super) fn importing_node(&self) -> Option<Server> {
-        self.importing.clone()
-    }
-
     /// Takes in `error` (Redis did not run the script on `key`), pauses, and says
     /// whether to send again; `false` (at once) if the send would be past the deadline.
-    pub(super) async fn prepare(
-        &mut self,
-        client: &Client,
-        key: &str,
-        error: &fred::error::Error,
-    ) -> bool {
+    async fn prepare(&mut self, client: &Client, key: &str, error: &fred::error::Error) -> bool {
         if Instant::now() + self.pause >= self.deadline {
             return false;
         }
@@ -137,7 +165,7 @@ fn importing_address(nodes: &str, slot: u16) -> Option<(&str, u16)> {
 
 /// Sends `command` to `node` right after `ASKING`, on one connection, with `options`
 /// (the script's attempts and time); the command's reply.
-pub(super) async fn send_asking(
+async fn send_asking(
     client: &Client,
     node: Server,
     (command, arguments): (CustomCommand, Vec<Value>),

@@ -33,7 +33,6 @@ mod fair;
 mod leases;
 mod operator;
 
-use again::SendAgain;
 use batch::{RELEASE_MANY, RENEW_MANY};
 pub(crate) use batch::{Released, Renewed, into_calls};
 pub(crate) use election::LeaderRecord;
@@ -416,37 +415,54 @@ impl Scripts {
         }
         let command = evalsha_command(client, keys);
         let deadline = Instant::now() + self.timeout;
-        let mut again = SendAgain::new(deadline, delivery != Delivery::Acquisition);
-        let mut loaded = false;
-        loop {
-            let options = send_options(delivery, deadline);
-            let arguments = evalsha_arguments(script, keys, args());
-            // fred's futures are large; boxing them keeps every lock future small.
-            let sent = match again.importing_node() {
-                Some(node) => {
-                    let call = (command.clone(), arguments);
-                    Box::pin(again::send_asking(client, node, call, &options)).await
-                }
-                None => {
-                    let sender = client.with_options(&options);
-                    Box::pin(sender.custom::<Value, Value>(command.clone(), arguments)).await
-                }
-            };
-            let error = match sent {
-                Err(error) if !loaded && classify(&error) == Cause::NoScript => {
-                    tracing::debug!("script cache flushed on the server; loading the script again");
-                    Box::pin(script.load(client)).await?;
-                    loaded = true;
-                    continue;
-                }
-                Err(error) if classify(&error) == Cause::TryAgain => error,
-                reply => return reply.map_err(|error| script_error(error, keys)),
-            };
-            if !Box::pin(again.prepare(client, keys[0].as_str(), &error)).await {
-                return Err(script_error(error, keys));
-            }
-            tracing::debug!(%error, "not run; sending the script again");
+        let key = keys[0].as_str();
+        let arguments = || evalsha_arguments(script, keys, args());
+        let send = || again::send(client, &command, key, &arguments, delivery, deadline);
+        let mut sent = Box::pin(send()).await;
+        if matches!(&sent, Err(error) if classify(error) == Cause::NoScript) {
+            tracing::debug!("script cache flushed on the server; loading the script again");
+            Box::pin(script.load(client)).await?;
+            sent = Box::pin(send()).await;
         }
+        sent.map_err(|error| script_error(error, keys))
+    }
+
+    /// `command key [field]` (`HGET`, `GET`) on `client`, sent again like a script when
+    /// Redis did not run it (see `again`). Read over the connection the scripts go
+    /// over, it sees what a script sent before it did, even one whose reply was lost
+    /// (a connection runs its commands in order; another one may overtake it, and
+    /// under `CLIENT PAUSE WRITE` a read does).
+    pub(crate) async fn read(
+        &self,
+        client: &Client,
+        command: &'static str,
+        key: &str,
+        field: Option<&str>,
+    ) -> Result<Value> {
+        let route = match client.is_clustered() {
+            true => slot_of(key),
+            false => ClusterHash::Random,
+        };
+        let command = CustomCommand::new_static(command, route, false);
+        let arguments = || {
+            [Some(key), field]
+                .into_iter()
+                .flatten()
+                .map(Value::from)
+                .collect()
+        };
+        let deadline = Instant::now() + self.timeout;
+        let send = again::send(
+            client,
+            &command,
+            key,
+            &arguments,
+            Delivery::Retried,
+            deadline,
+        );
+        Box::pin(send)
+            .await
+            .map_err(|error| LockError::from_redis(error, key))
     }
 }
 
@@ -462,7 +478,7 @@ fn script_error(error: fred::error::Error, keys: &[impl ScriptKey]) -> LockError
 /// as the client's default. On a cluster the scripts' client follows none (see
 /// `connection::scripting_settings`), and [`SendAgain`] sends a redirected script
 /// again (a redirection means it did not run).
-fn send_options(delivery: Delivery, deadline: Instant) -> Options {
+pub(super) fn send_options(delivery: Delivery, deadline: Instant) -> Options {
     Options {
         max_attempts: (delivery != Delivery::Retried).then_some(1),
         timeout: Some(
