@@ -281,3 +281,52 @@ async fn locks_in_a_slot_being_migrated_renew_on_its_target_and_disturb_no_other
     held.unlock().await.unwrap();
     assert_eq!(target.query(&["EXISTS", &held_key]).as_deref(), Ok(":0"));
 }
+
+/// A lock whose primary holds writes back (`CLIENT PAUSE WRITE`) past the call's
+/// time: the acquisition waits in the server, the call fails, and its settling reads
+/// the owner's count. Read over another connection than the script's (the
+/// application's client), the count overtook the waiting script, said "not run", and
+/// the script ran after the pause: a hold no guard owns, for a whole lease. Read over
+/// the scripts' connection, it waits its turn, and the grant is undone.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lock_that_times_out_while_writes_are_paused_leaves_nothing_behind() {
+    // A cluster of its own: the pause would stall the other tests' writes.
+    let cluster = RedisCluster::start(3);
+    let client = LockClient::builder(&cluster.url())
+        .connect_timeout(Duration::from_secs(1))
+        .build()
+        .await
+        .unwrap();
+    let name = common::unique("paused");
+    let key = common::key(&name);
+    let node = cluster.primary_of(&key);
+    // The scripts are loaded (a fresh server answers `NOSCRIPT` after the pause).
+    client.lock(&name).await.unwrap().unlock().await.unwrap();
+    let pause = Duration::from_millis(2500);
+    let millis = pause.as_millis().to_string();
+    let paused_at = Instant::now();
+    assert_eq!(
+        node.query(&["CLIENT", "PAUSE", &millis, "WRITE"])
+            .as_deref(),
+        Ok("+OK")
+    );
+    let locked = client.lock(&name).await;
+    assert!(locked.is_err(), "granted while writes were paused");
+    assert!(paused_at.elapsed() < pause, "the call outlasted the pause");
+
+    // The pause ends (Redis lifts it on its next tick), the waiting script runs.
+    let lifted = pause + Duration::from_millis(300);
+    tokio::time::sleep(lifted.saturating_sub(paused_at.elapsed())).await;
+    let after = Instant::now();
+    while node.query(&["EXISTS", &key]).as_deref() == Ok(":1") {
+        assert!(
+            after.elapsed() < Duration::from_secs(3),
+            "the failed lock's hold stayed after the pause: {:?}",
+            node.query(&["HGETALL", &key])
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let other = LockClient::connect(&cluster.url()).await.unwrap();
+    let guard = other.try_lock(&name).await.unwrap();
+    assert!(guard.is_some(), "the name is still held");
+}
