@@ -30,6 +30,13 @@ use crate::options::{MinReplicas, ResolvedOptions};
 use crate::replicas::Acknowledging;
 use crate::scripts::{Acquire, AcquireCall, Released, Renewed, Scripts, Snapshot, TOKEN_FIELD};
 
+/// Whether an acquisition of `owner`, who holds it `held` times, must be acknowledged
+/// by replicas (a fresh hold under `min_replicas`, see `replicas.rs`), and by how many.
+/// Such an acquisition goes over the acknowledging connection.
+pub(crate) fn acknowledged(options: &ResolvedOptions, held: u32) -> Option<MinReplicas> {
+    options.min_replicas.filter(|_| held == 0)
+}
+
 /// The connection and scripts of one client, and the exactly-once calls made over them.
 #[derive(Debug)]
 pub(crate) struct Protocol {
@@ -234,8 +241,7 @@ impl Protocol {
             }));
         }
         let give_up = Instant::now() + self.connect_timeout;
-        // Replicas acknowledge fresh acquisitions (see `replicas.rs`).
-        let acknowledged = options.min_replicas.filter(|_| held == 0);
+        let acknowledged = acknowledged(options, held);
         loop {
             let reply = match acknowledged {
                 Some(min) => self.acquire_acknowledged(names, owner, options, min).await,
@@ -256,7 +262,8 @@ impl Protocol {
                 done => return done,
             };
             tracing::debug!(lock = %names.name, %error, "acquire reply lost; checking whether it ran");
-            match self.count_patiently(names, owner, give_up).await {
+            let read = self.count_patiently(names, owner, acknowledged.is_some(), give_up);
+            match read.await {
                 Some(count) if count == held + 1 => {
                     if let Some(min) = acknowledged {
                         // It ran, but nobody counted the replicas that have it.
@@ -375,7 +382,7 @@ impl Protocol {
                 done => return done,
             };
             tracing::debug!(lock = %names.name, %error, "release reply lost; checking whether it ran");
-            match self.count_patiently(names, owner, give_up).await {
+            match self.count_patiently(names, owner, false, give_up).await {
                 Some(count) if count + 1 == held => return Ok(Some(count)),
                 Some(count) if count != held => return Ok(None),
                 // It did not run: send it again.
@@ -393,10 +400,11 @@ impl Protocol {
         &self,
         names: &LockNames,
         owner: &str,
+        acknowledged: bool,
         give_up: Instant,
     ) -> Option<u32> {
         loop {
-            match self.count(names, owner).await {
+            match self.count(names, owner, acknowledged).await {
                 Ok(count) => return Some(count),
                 Err(error) if Instant::now() < give_up => {
                     tracing::debug!(lock = %names.name, %error, "reading the count after a lost reply failed; reading again");
@@ -407,13 +415,30 @@ impl Protocol {
         }
     }
 
-    /// The owner's hold count as Redis has it (0 if none), read over the scripts'
-    /// connection (see [`Scripts::read`]).
-    pub(crate) async fn count(&self, names: &LockNames, owner: &str) -> Result<u32> {
+    /// The owner's hold count as Redis has it (0 if none), read over the connection the
+    /// call being settled went over: the acknowledging one after an `acknowledged`
+    /// acquisition, the scripts' otherwise. A connection runs its commands in order; a
+    /// read on another one may overtake a script still waiting in the server (see
+    /// [`Scripts::read`]).
+    pub(crate) async fn count(
+        &self,
+        names: &LockNames,
+        owner: &str,
+        acknowledged: bool,
+    ) -> Result<u32> {
+        let client = match acknowledged {
+            true => {
+                let opening = self
+                    .acknowledging
+                    .client(self.scripting(), self.connect_timeout);
+                Box::pin(opening).await?
+            }
+            false => self.scripting(),
+        };
         let field = names.kind.field(owner);
         let read = self
             .scripts
-            .read(self.scripting(), "HGET", &names.key, Some(field.as_ref()));
+            .read(client, "HGET", &names.key, Some(field.as_ref()));
         let value = Box::pin(read).await?;
         match value {
             Value::Null => Ok(0),

@@ -292,7 +292,7 @@ async fn locks_in_a_slot_being_migrated_renew_on_its_target_and_disturb_no_other
 async fn a_lock_that_times_out_while_writes_are_paused_leaves_nothing_behind() {
     // A cluster of its own: the pause would stall the other tests' writes.
     let cluster = RedisCluster::start(3);
-    let client = LockClient::builder(&cluster.url())
+    let client = LockClient::builder(cluster.url())
         .connect_timeout(Duration::from_secs(1))
         .build()
         .await

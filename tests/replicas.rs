@@ -259,3 +259,45 @@ async fn killed_connections_leave_acknowledged_holds_exactly_once() {
     println!("granted, refused, failed: {outcomes:?} with {kills} connection kills");
     assert!(outcomes[0] > 0, "nothing was ever granted: {outcomes:?}");
 }
+
+/// An acknowledged acquisition whose server holds writes back (`CLIENT PAUSE WRITE`)
+/// past the call's time: the script waits in the server on the acknowledging
+/// connection, and the call's settling reads the owner's count. Read over another
+/// connection, the count would overtake the waiting script, say "not run", and the
+/// script would run after the pause: a hold no guard owns, for a whole lease.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_acknowledged_lock_that_times_out_while_writes_are_paused_leaves_nothing_behind() {
+    let master = RedisServer::start();
+    let _replica = master.start_streaming_replica();
+    let client = LockClient::builder(master.url())
+        .min_replicas(1, Duration::from_millis(250))
+        .connect_timeout(Duration::from_secs(1))
+        .build()
+        .await
+        .unwrap();
+    let name = common::unique("acknowledged-paused");
+    let key = common::key(&name);
+    // The scripts are loaded and the acknowledging connection is open.
+    client.lock(&name).await.unwrap().unlock().await.unwrap();
+    let pause = Duration::from_millis(2500);
+    let millis = pause.as_millis().to_string();
+    let paused_at = std::time::Instant::now();
+    let paused = master.query(&["CLIENT", "PAUSE", &millis, "WRITE"]);
+    assert_eq!(paused.as_deref(), Ok("+OK"));
+    let locked = client.lock(&name).await;
+    assert!(locked.is_err(), "granted while writes were paused");
+    assert!(paused_at.elapsed() < pause, "the call outlasted the pause");
+
+    // The pause ends (Redis lifts it on its next tick), the waiting script runs.
+    let lifted = pause + Duration::from_millis(300);
+    tokio::time::sleep(lifted.saturating_sub(paused_at.elapsed())).await;
+    let after = std::time::Instant::now();
+    while master.query(&["EXISTS", &key]).as_deref() == Ok(":1") {
+        assert!(
+            after.elapsed() < Duration::from_secs(3),
+            "the failed lock's hold stayed after the pause: {:?}",
+            master.query(&["HGETALL", &key])
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

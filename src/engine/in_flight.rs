@@ -13,7 +13,10 @@ use crate::hold::HoldUse;
 /// Which script an [`InFlight`] call sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Op {
-    Acquire,
+    /// An acquisition; `acknowledged` if it went over the acknowledging connection.
+    Acquire {
+        acknowledged: bool,
+    },
     Release,
 }
 
@@ -110,7 +113,9 @@ impl Engine {
         tracing::debug!(lock = %hold.names.name, ?op, held, "settling a call whose caller went away or whose reply was lost");
         let mut backoff = Backoff::default();
         let owed = loop {
-            let now = match self.protocol.count(&hold.names, &hold.owner).await {
+            let acknowledged = matches!(op, Op::Acquire { acknowledged: true });
+            let read = self.protocol.count(&hold.names, &hold.owner, acknowledged);
+            let now = match read.await {
                 Ok(now) => now,
                 Err(error) => {
                     tracing::debug!(lock = %hold.names.name, %error, "settling a cancelled call: reading its count failed");
@@ -127,11 +132,11 @@ impl Engine {
             // An acquire that ran is undone, a release that did not run is completed:
             // either way one release of the `now` holds Redis has.
             let settled = match op {
-                Op::Acquire => now == held,
+                Op::Acquire { .. } => now == held,
                 Op::Release => now + 1 == held,
             };
             let undone = match op {
-                Op::Acquire => now == held + 1,
+                Op::Acquire { .. } => now == held + 1,
                 Op::Release => now == held,
             };
             if settled {

@@ -240,7 +240,9 @@ impl Engine {
             // it alone (one that wants a watchdog need not set it again, and a fixed
             // lease must not cut short the lease the watchdog counts on).
             let keep_lease = held > 0 && hold.has_watchdog();
-            let in_flight = InFlight::new(self, Op::Acquire, entry, count, options.lease(), None);
+            let acknowledged = crate::protocol::acknowledged(options, held).is_some();
+            let op = Op::Acquire { acknowledged };
+            let in_flight = InFlight::new(self, op, entry, count, options.lease(), None);
             let mut sent_at = Instant::now();
             let mut reply = self
                 .protocol
