@@ -87,6 +87,13 @@ impl Protocol {
         self.scripting.as_ref().unwrap_or(&self.redis)
     }
 
+    /// The connection of acquisitions that replicas acknowledge (see `replicas.rs`),
+    /// opened beside the scripts' on first use.
+    async fn acknowledging(&self) -> Result<&Client> {
+        let timeout = self.connect_timeout;
+        self.acknowledging.client(self.scripting(), timeout).await
+    }
+
     /// The scripts, for calls that change no hold (an election's record).
     pub(crate) fn scripts(&self) -> &Scripts {
         &self.scripts
@@ -427,12 +434,7 @@ impl Protocol {
         acknowledged: bool,
     ) -> Result<u32> {
         let client = match acknowledged {
-            true => {
-                let opening = self
-                    .acknowledging
-                    .client(self.scripting(), self.connect_timeout);
-                Box::pin(opening).await?
-            }
+            true => Box::pin(self.acknowledging()).await?,
             false => self.scripting(),
         };
         let field = names.kind.field(owner);
@@ -459,10 +461,7 @@ impl Protocol {
         options: &ResolvedOptions,
         min: MinReplicas,
     ) -> Result<Acquire, CallFailed> {
-        let client = self
-            .acknowledging
-            .client(self.scripting(), self.connect_timeout)
-            .await?;
+        let client = self.acknowledging().await?;
         let reconnects = client.reconnect_rx();
         let reroutes = client.cluster_change_rx();
         let wait = (min.replicas, min.timeout_ms());

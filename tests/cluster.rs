@@ -199,9 +199,9 @@ async fn held_locks_survive_their_slots_moving_to_another_primary() {
 /// fred 10 followed `ASK` for a script it may send only once by ending the client's
 /// connection task, and the restarted task left every later call of the client
 /// waiting for its timeout. Now holdlock follows it itself: the carried hold keeps
-/// renewing on the target, the client's other calls go on undisturbed, and a fresh
-/// lock (several keys, none there yet) is taken on the target once the slot has
-/// moved.
+/// renewing and is re-entered on the target, the client's other calls go on
+/// undisturbed, and a fresh lock (several keys, none there yet) is taken on the target
+/// once the slot has moved.
 #[tokio::test(flavor = "multi_thread")]
 async fn locks_in_a_slot_being_migrated_renew_on_its_target_and_disturb_no_other_call() {
     let cluster = cluster();
@@ -233,6 +233,13 @@ async fn locks_in_a_slot_being_migrated_renew_on_its_target_and_disturb_no_other
     ok(source.query(&["MIGRATE", "127.0.0.1", &port, &held_key, "0", "5000"]));
     let migrating_since = Instant::now();
 
+    // The carried hold is re-entered on the target (`reenter.lua`, its one key there).
+    let reentry = client.lock(&held_name);
+    let nested = tokio::time::timeout(Duration::from_secs(2), reentry)
+        .await
+        .expect("the re-entry waited for the migration to end")
+        .unwrap();
+    assert_eq!(nested.hold_count(), 2);
     let fresh = {
         let (client, name) = (client.clone(), fresh_name.clone());
         tokio::spawn(async move { client.lock(&name).await })
@@ -278,6 +285,7 @@ async fn locks_in_a_slot_being_migrated_renew_on_its_target_and_disturb_no_other
         .unwrap();
     assert_eq!(target.query(&["EXISTS", &fresh_key]).as_deref(), Ok(":1"));
     fresh.unlock().await.unwrap();
+    nested.unlock().await.unwrap();
     held.unlock().await.unwrap();
     assert_eq!(target.query(&["EXISTS", &held_key]).as_deref(), Ok(":0"));
 }
@@ -298,34 +306,8 @@ async fn a_lock_that_times_out_while_writes_are_paused_leaves_nothing_behind() {
         .await
         .unwrap();
     let name = common::unique("paused");
-    let key = common::key(&name);
-    let node = cluster.primary_of(&key);
-    // The scripts are loaded (a fresh server answers `NOSCRIPT` after the pause).
-    client.lock(&name).await.unwrap().unlock().await.unwrap();
-    let pause = Duration::from_millis(2500);
-    let millis = pause.as_millis().to_string();
-    let paused_at = Instant::now();
-    assert_eq!(
-        node.query(&["CLIENT", "PAUSE", &millis, "WRITE"])
-            .as_deref(),
-        Ok("+OK")
-    );
-    let locked = client.lock(&name).await;
-    assert!(locked.is_err(), "granted while writes were paused");
-    assert!(paused_at.elapsed() < pause, "the call outlasted the pause");
-
-    // The pause ends (Redis lifts it on its next tick), the waiting script runs.
-    let lifted = pause + Duration::from_millis(300);
-    tokio::time::sleep(lifted.saturating_sub(paused_at.elapsed())).await;
-    let after = Instant::now();
-    while node.query(&["EXISTS", &key]).as_deref() == Ok(":1") {
-        assert!(
-            after.elapsed() < Duration::from_secs(3),
-            "the failed lock's hold stayed after the pause: {:?}",
-            node.query(&["HGETALL", &key])
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let node = cluster.primary_of(&common::key(&name));
+    common::lock_through_a_write_pause(&client, node, &name).await;
     let other = LockClient::connect(&cluster.url()).await.unwrap();
     let guard = other.try_lock(&name).await.unwrap();
     assert!(guard.is_some(), "the name is still held");

@@ -276,28 +276,5 @@ async fn an_acknowledged_lock_that_times_out_while_writes_are_paused_leaves_noth
         .await
         .unwrap();
     let name = common::unique("acknowledged-paused");
-    let key = common::key(&name);
-    // The scripts are loaded and the acknowledging connection is open.
-    client.lock(&name).await.unwrap().unlock().await.unwrap();
-    let pause = Duration::from_millis(2500);
-    let millis = pause.as_millis().to_string();
-    let paused_at = std::time::Instant::now();
-    let paused = master.query(&["CLIENT", "PAUSE", &millis, "WRITE"]);
-    assert_eq!(paused.as_deref(), Ok("+OK"));
-    let locked = client.lock(&name).await;
-    assert!(locked.is_err(), "granted while writes were paused");
-    assert!(paused_at.elapsed() < pause, "the call outlasted the pause");
-
-    // The pause ends (Redis lifts it on its next tick), the waiting script runs.
-    let lifted = pause + Duration::from_millis(300);
-    tokio::time::sleep(lifted.saturating_sub(paused_at.elapsed())).await;
-    let after = std::time::Instant::now();
-    while master.query(&["EXISTS", &key]).as_deref() == Ok(":1") {
-        assert!(
-            after.elapsed() < Duration::from_secs(3),
-            "the failed lock's hold stayed after the pause: {:?}",
-            master.query(&["HGETALL", &key])
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    common::lock_through_a_write_pause(&client, &master, &name).await;
 }

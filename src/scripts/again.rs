@@ -73,8 +73,8 @@ const UNFOLLOWED: &str = "Too many redirections.";
 struct SendAgain {
     pause: Duration,
     deadline: Instant,
-    /// Redirections in a row.
-    redirected: u32,
+    /// Whether the last send was redirected too.
+    redirected: bool,
     /// Whether an `ASK` is followed (not for an acquisition, see
     /// `Delivery::Acquisition`).
     follows_ask: bool,
@@ -88,7 +88,7 @@ impl SendAgain {
         Self {
             pause: Duration::from_millis(1),
             deadline,
-            redirected: 0,
+            redirected: false,
             follows_ask,
             importing: None,
         }
@@ -103,14 +103,12 @@ impl SendAgain {
         // The first redirection may be a `MOVED`, after which fred routes anew; a
         // second in a row (also one after `ASKING`) asks where the slot is going. A
         // `TRYAGAIN` is sent where it was, until the migration ends.
-        if error.details() != UNFOLLOWED {
-            self.redirected = 0;
-        } else if self.redirected == 0 || !self.follows_ask {
-            self.redirected = 1;
-        } else {
+        let redirected = error.details() == UNFOLLOWED;
+        if redirected && self.redirected && self.follows_ask {
             let left = self.deadline.saturating_duration_since(Instant::now());
             self.importing = Box::pin(importing_node(client, key, left)).await;
         }
+        self.redirected = redirected;
         tokio::time::sleep(self.pause).await;
         self.pause = (self.pause * 2).min(Duration::from_millis(50));
         true
@@ -119,11 +117,7 @@ impl SendAgain {
 
 /// The node importing the slot of `key`, if its source says one is: asked of the
 /// node fred routes the slot to, within `timeout`.
-pub(super) async fn importing_node(
-    client: &Client,
-    key: &str,
-    timeout: Duration,
-) -> Option<Server> {
+async fn importing_node(client: &Client, key: &str, timeout: Duration) -> Option<Server> {
     let slot = redis_keyslot(key.as_bytes());
     let routing = client.cached_cluster_state()?;
     let source = routing.get_server(slot)?.clone();

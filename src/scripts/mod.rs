@@ -171,12 +171,11 @@ impl Scripts {
     }
 
     pub(crate) async fn acquire(&self, client: &Client, call: &AcquireCall<'_>) -> Result<Acquire> {
-        let keys = call.keys();
         let reply = self
             .eval(
                 client,
                 &self.acquire,
-                &keys,
+                &call.keys(),
                 &|| call.args(),
                 Delivery::Acquisition,
             )
@@ -418,11 +417,12 @@ impl Scripts {
         let key = keys[0].as_str();
         let arguments = || evalsha_arguments(script, keys, args());
         let send = || again::send(client, &command, key, &arguments, delivery, deadline);
-        let mut sent = Box::pin(send()).await;
+        // One allocation per send: `again::send` boxes fred's future itself.
+        let mut sent = send().await;
         if matches!(&sent, Err(error) if classify(error) == Cause::NoScript) {
             tracing::debug!("script cache flushed on the server; loading the script again");
             Box::pin(script.load(client)).await?;
-            sent = Box::pin(send()).await;
+            sent = send().await;
         }
         sent.map_err(|error| script_error(error, keys))
     }
@@ -439,11 +439,7 @@ impl Scripts {
         key: &str,
         field: Option<&str>,
     ) -> Result<Value> {
-        let route = match client.is_clustered() {
-            true => slot_of(key),
-            false => ClusterHash::Random,
-        };
-        let command = CustomCommand::new_static(command, route, false);
+        let command = keyed_command(client, command, key);
         let arguments = || {
             [Some(key), field]
                 .into_iter()
@@ -531,11 +527,17 @@ impl ScriptKey for Str {
 
 /// `EVALSHA`, routed by the first of `keys` (only a cluster needs its slot).
 fn evalsha_command(client: &Client, keys: &[impl ScriptKey]) -> CustomCommand {
-    let route = match keys.first() {
-        Some(key) if client.is_clustered() => slot_of(key.as_str()),
-        _ => ClusterHash::Random,
+    let key = keys.first().map_or("", ScriptKey::as_str);
+    keyed_command(client, "EVALSHA", key)
+}
+
+/// `command`, routed by `key` (only a cluster needs its slot).
+fn keyed_command(client: &Client, command: &'static str, key: &str) -> CustomCommand {
+    let route = match client.is_clustered() {
+        true => slot_of(key),
+        false => ClusterHash::Random,
     };
-    CustomCommand::new_static("EVALSHA", route, false)
+    CustomCommand::new_static(command, route, false)
 }
 
 /// The arguments of `EVALSHA` for `script`: its SHA-1, the keys and `args`.

@@ -178,6 +178,38 @@ pub async fn wait_until_free(client: &LockClient, name: &str, limit: Duration) -
 }
 
 /// Starts `tracing` output for a test when `RUST_LOG` is set.
+/// Runs `client.lock(name)` while `server` (the lock's primary) holds writes back
+/// (`CLIENT PAUSE WRITE`) past the call's time (the client's connect timeout must be
+/// well under 2.5 s): the call fails, its script waits in the server, and once the
+/// pause is lifted the failed call's settling must leave no hold behind.
+pub async fn lock_through_a_write_pause(client: &LockClient, server: &RedisServer, name: &str) {
+    let key = key(name);
+    // The scripts are loaded (a fresh server answers `NOSCRIPT` after the pause), and
+    // any connection of the client's own is open.
+    client.lock(name).await.unwrap().unlock().await.unwrap();
+    let pause = Duration::from_millis(2500);
+    let millis = pause.as_millis().to_string();
+    let paused_at = Instant::now();
+    let paused = server.query(&["CLIENT", "PAUSE", &millis, "WRITE"]);
+    assert_eq!(paused.as_deref(), Ok("+OK"));
+    let locked = client.lock(name).await;
+    assert!(locked.is_err(), "granted while writes were paused");
+    assert!(paused_at.elapsed() < pause, "the call outlasted the pause");
+
+    // The pause ends (Redis lifts it on its next tick), the waiting script runs.
+    let lifted = pause + Duration::from_millis(300);
+    tokio::time::sleep(lifted.saturating_sub(paused_at.elapsed())).await;
+    let after = Instant::now();
+    while server.query(&["EXISTS", &key]).as_deref() == Ok(":1") {
+        assert!(
+            after.elapsed() < Duration::from_secs(3),
+            "the failed lock's hold stayed after the pause: {:?}",
+            server.query(&["HGETALL", &key])
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 pub fn trace() {
     if std::env::var_os("RUST_LOG").is_some() {
         let _ = tracing_subscriber::fmt()
