@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use fred::interfaces::KeysInterface;
 use holdlock::{LockClient, LockGuard};
 
 use common::RedisCluster;
@@ -51,8 +52,21 @@ struct Load {
 }
 
 impl Load {
-    async fn start(url: &str) -> Load {
-        let client = || LockClient::builder(url).lease(LEASE).build();
+    /// Starts the load: with `lent`, every client is built over a fred client of the
+    /// application's own (`fred_clients`, fred's default settings), and each turn also
+    /// sends the application's own command over it.
+    async fn start(url: &str, lent: bool) -> Load {
+        let client = || async {
+            let builder = match lent {
+                false => LockClient::builder(url),
+                true => {
+                    let config = fred::types::config::Config::from_url(url).unwrap();
+                    let application = fred::types::Builder::from_config(config).build().unwrap();
+                    LockClient::builder("redis://unused").fred_clients(application, None)
+                }
+            };
+            builder.lease(LEASE).build().await
+        };
         let holder = client().await.unwrap();
         let mut guards = Vec::new();
         for i in 0..HELD {
@@ -99,7 +113,16 @@ impl Load {
                             }
                             Err(error) => Some(format!("lock: {error}")),
                         };
-                        if let Some(failed) = failed {
+                        let application = match lent {
+                            true => client
+                                .redis()
+                                .incr::<u64, _>(format!("application:{which}"))
+                                .await
+                                .err()
+                                .map(|e| format!("application's INCR: {e}")),
+                            false => None,
+                        };
+                        for failed in [failed, application].into_iter().flatten() {
                             *errors.lock().entry(failed).or_insert(0) += 1;
                         }
                         slowest = slowest.max(began.elapsed());
@@ -174,7 +197,13 @@ impl Load {
 
 /// Runs `change` on a fresh cluster under load, then checks the load.
 async fn under_load(change: impl FnOnce(&mut RedisCluster) + Send + 'static) {
-    changed_under_load(change, false).await;
+    changed_under_load(change, false, false).await;
+}
+
+/// [`under_load`], with every client built over a fred client the application lends
+/// (`fred_clients`), which also carries the application's own commands.
+async fn under_load_with_lent_clients(change: impl FnOnce(&mut RedisCluster) + Send + 'static) {
+    changed_under_load(change, false, true).await;
 }
 
 /// [`under_load`], for a failover that does not wait for the replica to catch up
@@ -183,17 +212,18 @@ async fn under_load(change: impl FnOnce(&mut RedisCluster) + Send + 'static) {
 /// that moment another owner may be let in: docs/deployments.md says how
 /// `min_replicas` and fencing cover it). Holds older than the failover survive.
 async fn under_load_losing_latest_writes(change: impl FnOnce(&mut RedisCluster) + Send + 'static) {
-    changed_under_load(change, true).await;
+    changed_under_load(change, true, false).await;
 }
 
 async fn changed_under_load(
     change: impl FnOnce(&mut RedisCluster) + Send + 'static,
     loses_latest_writes: bool,
+    lent: bool,
 ) {
     let _one = ONE_AT_A_TIME.lock().await;
     common::trace();
     let mut cluster = RedisCluster::start_with_replicas(3, 1);
-    let load = Load::start(&cluster.url()).await;
+    let load = Load::start(&cluster.url(), lent).await;
     let cluster = tokio::task::spawn_blocking(move || {
         change(&mut cluster);
         cluster
@@ -216,15 +246,25 @@ async fn a_partial_reshard() {
     .await;
 }
 
+/// Moves every slot of the first primary to the second.
+fn empty_a_primary(cluster: &mut RedisCluster) {
+    let primaries = cluster.primaries();
+    let (emptied, to) = (primaries[0], primaries[1]);
+    cluster.reshard(emptied, to, cluster.slot_count(emptied));
+    assert_eq!(cluster.slot_count(emptied), 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn emptying_a_primary() {
-    under_load(|cluster| {
-        let primaries = cluster.primaries();
-        let (emptied, to) = (primaries[0], primaries[1]);
-        cluster.reshard(emptied, to, cluster.slot_count(emptied));
-        assert_eq!(cluster.slot_count(emptied), 0);
-    })
-    .await;
+    under_load(empty_a_primary).await;
+}
+
+/// The same, with the clients over fred clients the application lends: holdlock's
+/// scripts go over a client of its own beside each lent one (which follows
+/// redirections for the application's commands).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn emptying_a_primary_under_lent_clients() {
+    under_load_with_lent_clients(empty_a_primary).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

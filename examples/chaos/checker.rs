@@ -20,8 +20,8 @@
 //!    one that began more than [`FIFO_TIE`] later must not be granted first, unless
 //!    the earlier one's worker was paused, partitioned or reset while it waited (or
 //!    was still reconnecting from such a fault: [`RECONNECTING`]), or every
-//!    connection was killed, the server restarted, or (cluster mode) slots moved or a
-//!    replica took over meanwhile (each of which may cost a waiter its place, or
+//!    connection was killed, the server restarted, or (cluster mode) slots moved, a
+//!    replica took over or a node restarted meanwhile (each of which may cost a waiter its place, or
 //!    delay its first attempt).
 //! 5. **Nothing hangs, nothing is left.** Every lock call of a worker that was not
 //!    killed ended; every worker exited when asked; no lock key remains at the end.
@@ -197,13 +197,17 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
                     Fault::ClientKill { t } => everyone_displaced.push((t, t + RECONNECTING)),
                     Fault::ScriptFlush { .. } => {}
                     // A moving slot refuses scripts on its keys (TRYAGAIN, ASK) until its
-                    // keys have all moved, and a failover sends every client to the new
-                    // primary: a waiter may lose its place meanwhile. (No excuse for an
-                    // overlap or a lost update: those must not happen.)
+                    // keys have all moved, a failover sends every client to the new
+                    // primary, and a restarted primary refuses every call until it has
+                    // rejoined: a waiter may lose its place meanwhile. (No excuse for an
+                    // overlap or a lost update: no acknowledged write is lost, so those
+                    // must not happen; a hold its primary could not renew in time ends
+                    // with its lost signal.)
                     Fault::Reshard { t, until, .. }
                     | Fault::Empty { t, until, .. }
                     | Fault::Rebalance { t, until, .. }
-                    | Fault::Failover { t, until, .. } => {
+                    | Fault::Failover { t, until, .. }
+                    | Fault::NodeRestart { t, until, .. } => {
                         everyone_displaced.push((t, until + RECONNECTING));
                     }
                 }

@@ -152,6 +152,26 @@ pub enum Fault {
     /// Cluster mode: a coordinated `CLUSTER FAILOVER` on a replica, from `t` until the
     /// replica was the primary and every node reported ok at `until`.
     Failover { t: u64, until: u64, ok: bool },
+    /// Cluster mode: a node stopped and started again on its port, `how`, from `t`
+    /// until every node reported ok at `until`.
+    NodeRestart {
+        t: u64,
+        until: u64,
+        how: Restarted,
+        ok: bool,
+    },
+}
+
+/// Which node a cluster-mode restart stopped, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Restarted {
+    /// A replica, without saving: it copies its primary again.
+    Replica,
+    /// A primary, by `SHUTDOWN SAVE`: it comes back with its keys, as the primary.
+    PrimaryWithItsData,
+    /// A primary, after a coordinated failover made it a replica of its old replica.
+    PrimaryAfterFailover,
 }
 
 impl Fault {
@@ -172,6 +192,14 @@ impl Fault {
             Fault::Rebalance { ok: false, .. } => "rebalance FAILED",
             Fault::Failover { ok: true, .. } => "failover (coordinated)",
             Fault::Failover { ok: false, .. } => "failover FAILED",
+            Fault::NodeRestart { ok: false, .. } => "node restart FAILED",
+            Fault::NodeRestart { how, .. } => match how {
+                Restarted::Replica => "node restart: a replica",
+                Restarted::PrimaryWithItsData => "node restart: a primary, with its data",
+                Restarted::PrimaryAfterFailover => {
+                    "node restart: a primary, after its replica took over"
+                }
+            },
         }
     }
 }

@@ -57,10 +57,11 @@ pub enum FaultKind {
     Reshard,
     Empty,
     Failover,
+    NodeRestart,
 }
 
 impl FaultKind {
-    const ALL: [(FaultKind, &'static str); 10] = [
+    const ALL: [(FaultKind, &'static str); 11] = [
         (FaultKind::Pause, "pause"),
         (FaultKind::Kill, "kill"),
         (FaultKind::ClientKill, "client-kill"),
@@ -71,16 +72,21 @@ impl FaultKind {
         (FaultKind::Reshard, "reshard"),
         (FaultKind::Empty, "empty"),
         (FaultKind::Failover, "failover"),
+        (FaultKind::NodeRestart, "node-restart"),
     ];
 
     /// Whether the fault can be injected on one lock server (`cluster` false) or on
-    /// the lock cluster. A cluster is not restarted (a primary that comes back empty
-    /// loses acknowledged writes by design), and its workers have no proxy to cut:
-    /// the cluster's redirects name the nodes' own addresses.
+    /// the lock cluster. A cluster's nodes are restarted only in the ways that keep
+    /// every acknowledged write (`node-restart`; a primary that comes back empty loses
+    /// them by design), and its workers have no proxy to cut: the cluster's redirects
+    /// name the nodes' own addresses.
     fn offered(self, cluster: bool) -> bool {
         match self {
             FaultKind::Restart | FaultKind::BlackHole | FaultKind::Reset => !cluster,
-            FaultKind::Reshard | FaultKind::Empty | FaultKind::Failover => cluster,
+            FaultKind::Reshard
+            | FaultKind::Empty
+            | FaultKind::Failover
+            | FaultKind::NodeRestart => cluster,
             FaultKind::Pause | FaultKind::Kill | FaultKind::ClientKill | FaultKind::ScriptFlush => {
                 true
             }
@@ -91,7 +97,7 @@ impl FaultKind {
     fn is_topology(self) -> bool {
         matches!(
             self,
-            FaultKind::Reshard | FaultKind::Empty | FaultKind::Failover
+            FaultKind::Reshard | FaultKind::Empty | FaultKind::Failover | FaultKind::NodeRestart
         )
     }
 
@@ -137,10 +143,7 @@ enum LockServer {
     /// their proxies.
     Single { redis: Arc<Mutex<Redis>>, port: u16 },
     /// A cluster; workers connect to its nodes directly.
-    Cluster {
-        cluster: Cluster,
-        topology: Topology,
-    },
+    Cluster(Topology),
 }
 
 impl LockServer {
@@ -148,7 +151,7 @@ impl LockServer {
     fn ports(&self) -> Vec<u16> {
         match self {
             LockServer::Single { port, .. } => vec![*port],
-            LockServer::Cluster { cluster, .. } => cluster.ports(),
+            LockServer::Cluster(topology) => topology.ports().to_vec(),
         }
     }
 
@@ -156,7 +159,7 @@ impl LockServer {
     fn url(&self) -> String {
         match self {
             LockServer::Single { redis, .. } => redis.lock().unwrap().url().to_owned(),
-            LockServer::Cluster { cluster, .. } => cluster.url(),
+            LockServer::Cluster(topology) => topology.url().to_owned(),
         }
     }
 }
@@ -333,8 +336,11 @@ impl Lab {
                     _ => Fault::Reset { t, until, w },
                 });
             }
-            FaultKind::Reshard | FaultKind::Empty | FaultKind::Failover => {
-                let LockServer::Cluster { topology, .. } = &self.locks else {
+            FaultKind::Reshard
+            | FaultKind::Empty
+            | FaultKind::Failover
+            | FaultKind::NodeRestart => {
+                let LockServer::Cluster(topology) = &self.locks else {
                     return Ok(());
                 };
                 // Seconds long: it runs in a task of its own while other faults go on.
@@ -404,8 +410,7 @@ pub async fn run(plan: Plan) -> Result<Summary, BoxError> {
             Cluster::start(3, 1, &["--cluster-allow-replica-migration", "no"])
         })
         .await??;
-        let topology = Topology::new(cluster.ports());
-        LockServer::Cluster { cluster, topology }
+        LockServer::Cluster(Topology::new(cluster))
     } else {
         let redis = Redis::start()?;
         let port = redis.port().ok_or("no port")?;
@@ -422,7 +427,7 @@ pub async fn run(plan: Plan) -> Result<Summary, BoxError> {
                 let upstream: SocketAddr = ([127, 0, 0, 1], *port).into();
                 Some(Proxy::start(upstream).await?)
             }
-            LockServer::Cluster { .. } => None,
+            LockServer::Cluster(_) => None,
         };
         slots.push(Slot {
             proxy,

@@ -1,20 +1,23 @@
 //! Cluster mode's topology faults: slots moved between primaries (`reshard`), a primary
-//! emptied and the slots spread again (`empty`, then a rebalance), and a replica taking
-//! over from its primary by a coordinated `CLUSTER FAILOVER` (`failover`).
+//! emptied and the slots spread again (`empty`, then a rebalance), a replica taking
+//! over from its primary by a coordinated `CLUSTER FAILOVER` (`failover`), and a node
+//! restarted (`node-restart`: a replica, a primary with its data, or a primary after
+//! its replica took over).
 //!
-//! Each is a `redis-cli --cluster` run or one command, then a wait until every node
-//! reports `cluster_state:ok` and all of them agree on who serves which slots. Each
-//! takes seconds; the nemesis runs them in a task of their own (one at a time), and
-//! a fault that fails is recorded as failed and logged, never fatal to the run. No
-//! `FORCE` or `TAKEOVER` failover and no restart of a primary: those lose acknowledged
-//! writes by design (docs/deployments.md).
+//! Each is a `redis-cli --cluster` run, a command or a restart, then a wait until every
+//! node reports `cluster_state:ok` and all of them agree on who serves which slots.
+//! Each takes seconds; the nemesis runs them in a task of their own (one at a time),
+//! and a fault that fails is recorded as failed and logged, never fatal to the run. No
+//! `FORCE` or `TAKEOVER` failover and no restart of a primary without its data: those
+//! lose acknowledged writes by design (docs/deployments.md).
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::process::Command;
 
-use crate::history::{Fault, now_us};
-use crate::support::{self, BoxError};
+use crate::history::{Fault, Restarted, now_us};
+use crate::support::{self, BoxError, Cluster};
 use crate::{Rng, nemesis::FaultKind};
 
 /// The longest a `redis-cli --cluster` run may take before it is killed.
@@ -41,15 +44,31 @@ struct Node {
     ranges: String,
 }
 
-/// The lock cluster's nodes, by their loopback ports.
+/// The lock cluster, and its nodes' loopback ports.
 #[derive(Debug, Clone)]
 pub struct Topology {
+    cluster: Arc<Mutex<Cluster>>,
     ports: Vec<u16>,
+    url: String,
 }
 
 impl Topology {
-    pub fn new(ports: Vec<u16>) -> Self {
-        Topology { ports }
+    pub fn new(cluster: Cluster) -> Self {
+        Topology {
+            ports: cluster.ports(),
+            url: cluster.url(),
+            cluster: Arc::new(Mutex::new(cluster)),
+        }
+    }
+
+    /// Every node's port (a restarted node keeps its port).
+    pub fn ports(&self) -> &[u16] {
+        &self.ports
+    }
+
+    /// The `redis-cluster://` URL naming every node.
+    pub fn url(&self) -> &str {
+        &self.url
     }
 
     /// Injects the topology fault `kind`, passing each finished change to `record`
@@ -73,6 +92,7 @@ impl Topology {
                 record(self.rebalance().await);
             }
             FaultKind::Failover => record(self.failover(rng).await),
+            FaultKind::NodeRestart => record(self.restart(rng).await),
             _ => {}
         }
     }
@@ -146,42 +166,98 @@ impl Topology {
     /// and every node reports ok.
     async fn failover(&self, rng: &mut Rng) -> Fault {
         let t = now_us();
-        let result = async {
-            let nodes = self.view().await?;
-            let primaries: Vec<&Node> = nodes.iter().filter(|node| node.primary).collect();
-            let primary = pick(&primaries, rng).ok_or("no primary")?;
-            let replica = nodes
-                .iter()
-                .find(|node| node.primary_id.as_deref() == Some(primary.id.as_str()))
-                .ok_or_else(|| format!("no replica of the primary on port {}", primary.port))?;
-            let (old, new) = (primary.port, replica.port);
-            for _ in 0..4 {
-                let reply = blocking(move || {
-                    support::command(new, &["CLUSTER", "FAILOVER"]).map_err(|e| e.to_string())
-                })
-                .await?;
-                if reply != "OK" {
-                    return Err(format!("CLUSTER FAILOVER: {reply}").into());
-                }
-                let asked = tokio::time::Instant::now();
-                while asked.elapsed() < FAILOVER_ATTEMPT {
-                    if role(new).await.as_deref() == Some("master")
-                        && role(old).await.as_deref() == Some("slave")
-                    {
-                        return Ok(());
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            }
-            Err::<(), BoxError>("the failover did not complete in 4 attempts of 8 s".into())
-        }
-        .await;
-        let ok = self.finish("failover", result.as_ref().copied()).await;
+        let result = self.fail_over_some_primary(rng).await;
+        let ok = self.finish("failover", result.as_ref().map(drop)).await;
         Fault::Failover {
             t,
             until: now_us(),
             ok,
         }
+    }
+
+    /// Restarts one node, in one of the three ways that lose no acknowledged write: a
+    /// random replica (without saving: it copies its primary again); a random primary
+    /// with its data (`SHUTDOWN SAVE`, back well within the node timeout, so its
+    /// replica does not take over); or a random primary after a coordinated failover
+    /// made it a replica (the order docs/deployments.md gives operators).
+    async fn restart(&self, rng: &mut Rng) -> Fault {
+        let t = now_us();
+        let how = match rng.below(3) {
+            0 => Restarted::Replica,
+            1 => Restarted::PrimaryWithItsData,
+            _ => Restarted::PrimaryAfterFailover,
+        };
+        let result = async {
+            let nodes = self.view().await?;
+            let port = match how {
+                Restarted::Replica => {
+                    let replicas: Vec<&Node> = nodes.iter().filter(|node| !node.primary).collect();
+                    pick(&replicas, rng).ok_or("no replica")?.port
+                }
+                Restarted::PrimaryWithItsData => {
+                    let primaries: Vec<&Node> = nodes
+                        .iter()
+                        .filter(|node| node.primary && node.slots > 0)
+                        .collect();
+                    pick(&primaries, rng).ok_or("no primary with slots")?.port
+                }
+                Restarted::PrimaryAfterFailover => {
+                    let old_primary = self.fail_over_some_primary(rng).await?;
+                    self.settle().await?;
+                    old_primary
+                }
+            };
+            let cluster = Arc::clone(&self.cluster);
+            let keep_data = how == Restarted::PrimaryWithItsData;
+            blocking(move || {
+                let mut cluster = cluster
+                    .lock()
+                    .map_err(|_| "the cluster's lock is poisoned")?;
+                cluster.restart(port, keep_data).map_err(|e| e.to_string())
+            })
+            .await
+        }
+        .await;
+        let ok = self.finish("node restart", result.as_ref().copied()).await;
+        Fault::NodeRestart {
+            t,
+            until: now_us(),
+            how,
+            ok,
+        }
+    }
+
+    /// Fails a random primary over to its replica by a coordinated `CLUSTER FAILOVER`,
+    /// asked up to four times, and returns the old primary's port once the replica is
+    /// the primary and the old primary its replica.
+    async fn fail_over_some_primary(&self, rng: &mut Rng) -> Result<u16, BoxError> {
+        let nodes = self.view().await?;
+        let primaries: Vec<&Node> = nodes.iter().filter(|node| node.primary).collect();
+        let primary = pick(&primaries, rng).ok_or("no primary")?;
+        let replica = nodes
+            .iter()
+            .find(|node| node.primary_id.as_deref() == Some(primary.id.as_str()))
+            .ok_or_else(|| format!("no replica of the primary on port {}", primary.port))?;
+        let (old, new) = (primary.port, replica.port);
+        for _ in 0..4 {
+            let reply = blocking(move || {
+                support::command(new, &["CLUSTER", "FAILOVER"]).map_err(|e| e.to_string())
+            })
+            .await?;
+            if reply != "OK" {
+                return Err(format!("CLUSTER FAILOVER: {reply}").into());
+            }
+            let asked = tokio::time::Instant::now();
+            while asked.elapsed() < FAILOVER_ATTEMPT {
+                if role(new).await.as_deref() == Some("master")
+                    && role(old).await.as_deref() == Some("slave")
+                {
+                    return Ok(old);
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        Err("the failover did not complete in 4 attempts of 8 s".into())
     }
 
     /// `redis-cli --cluster reshard` of `slots` slots from `from` to `to`.
@@ -224,7 +300,7 @@ impl Topology {
     }
 
     /// Waits until every node reports `cluster_state:ok` and lists the same primaries
-    /// with the same slots.
+    /// with the same slots, and every replica's link to its primary is up.
     async fn settle(&self) -> Result<(), BoxError> {
         let started = tokio::time::Instant::now();
         loop {
@@ -241,9 +317,16 @@ impl Topology {
     async fn settled(&self) -> bool {
         let mut agreed: Option<Vec<String>> = None;
         for &port in &self.ports {
+            // A replica counts once it is in sync (a restarted one copies its primary
+            // first): a failover of its shard right after would be refused.
             let ok = bulk(port, &["CLUSTER", "INFO"])
                 .await
-                .is_some_and(|info| info.contains("cluster_state:ok"));
+                .is_some_and(|info| info.contains("cluster_state:ok"))
+                && bulk(port, &["INFO", "replication"])
+                    .await
+                    .is_some_and(|info| {
+                        info.contains("role:master") || info.contains("master_link_status:up")
+                    });
             let Some(nodes) = bulk(port, &["CLUSTER", "NODES"]).await else {
                 return false;
             };

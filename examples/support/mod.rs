@@ -160,6 +160,38 @@ impl Cluster {
         self.nodes.iter().map(|node| node.port).collect()
     }
 
+    /// Stops the node on loopback `port` and starts it again on the same port, as the
+    /// same node (its `nodes.conf` is kept). With `keep_data` it is stopped by
+    /// `SHUTDOWN SAVE`, so it comes back with every write it acknowledged; without, it
+    /// is stopped without saving (a replica then copies its primary again). Returns once
+    /// the new process answers.
+    pub fn restart(&mut self, port: u16, keep_data: bool) -> Result<(), BoxError> {
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|node| node.port == port)
+            .ok_or_else(|| format!("no node of the cluster on port {port}"))?;
+        if keep_data {
+            // The connection closes instead of a reply when the server exits; an error
+            // reply means it refused to stop.
+            let reply = server::send(port, &["SHUTDOWN", "SAVE"])
+                .and_then(|mut reply| server::read_reply(&mut reply));
+            if let Ok(Reply::Line(line)) = reply
+                && line.starts_with('-')
+            {
+                return Err(format!("SHUTDOWN SAVE on port {port}: {line}").into());
+            }
+            let started = std::time::Instant::now();
+            while server::ping(port) {
+                if started.elapsed() > Duration::from_secs(15) {
+                    return Err(format!("the node on port {port} did not stop within 15 s").into());
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        Ok(node.restart(Duration::from_secs(10))?)
+    }
+
     /// The `redis-cluster://` URL naming every node.
     pub fn url(&self) -> String {
         let ports = self.ports();
