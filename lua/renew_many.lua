@@ -2,33 +2,49 @@
 -- lease_renew.lua would (after leases.lua). The watchdog sends the renewals that fall
 -- due together in one call; on a cluster every key of one call is in one slot.
 --
--- KEYS     the holds' keys, in order: one key (the lock's hash) for a hold whose key
---          expires as a whole (mutex, fair lock), two (the hash and its leases, see
---          leases.lua) for a holder that expires on its own (semaphore, read-write)
--- ARGV     one triple per hold: layout ("h": one key, "l": two keys), holder field,
---          lease in milliseconds
+-- Two forms of arguments:
+--
+-- * The common one, when every hold's key expires as a whole (mutex, fair lock) and
+--   all have one lease: KEYS the holds' keys; ARGV[1] "*h", ARGV[2] the lease in
+--   milliseconds, then one holder field per key, in order.
+-- * Any mix: KEYS the holds' keys, in order: one key (the lock's hash) for a hold whose
+--   key expires as a whole, two (the hash and its leases, see leases.lua) for a holder
+--   that expires on its own (semaphore, read-write); ARGV one triple per hold: layout
+--   ("h": one key, "l": two keys), holder field, lease in milliseconds.
 --
 -- Returns one number per hold, in order: 1 if its lease was extended, 0 if the holder
 -- holds nothing, -1 if its keys hold another kind of value (nothing written for it;
 -- the other holds are renewed all the same).
+
+-- A hold whose key expires as a whole.
+local function renew_whole(key, holder, lease)
+  local found = redis.pcall('hexists', key, holder)
+  if type(found) ~= 'number' then
+    return -1
+  elseif found == 1 then
+    redis.call('pexpire', key, lease)
+    return 1
+  end
+  return 0
+end
+
 local replies = {}
+if ARGV[1] == '*h' then
+  local lease = ARGV[2]
+  for i = 1, #KEYS do
+    replies[i] = renew_whole(KEYS[i], ARGV[i + 2], lease)
+  end
+  return replies
+end
+
 local k = 1
 local now
 for i = 1, #ARGV, 3 do
   local layout, holder, lease = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local reply
   if layout == 'h' then
-    local key = KEYS[k]
+    reply = renew_whole(KEYS[k], holder, lease)
     k = k + 1
-    local found = redis.pcall('hexists', key, holder)
-    if type(found) ~= 'number' then
-      reply = -1
-    elseif found == 1 then
-      redis.call('pexpire', key, lease)
-      reply = 1
-    else
-      reply = 0
-    end
   else
     local key, set = KEYS[k], KEYS[k + 1]
     k = k + 2

@@ -60,15 +60,36 @@ impl Scripts {
                 keys.push(names.leases_key().into());
             }
         }
-        let args = || {
-            let mut args = Vec::with_capacity(holds.len() * 3);
-            for &(names, owner, lease_ms) in holds {
-                let layout = if expires_whole(names) { "h" } else { "l" };
-                args.push(Value::from_static_str(layout));
-                args.push(Value::String(names.kind.shared_field(owner)));
+        // The usual batch (every key expiring whole, one lease) names the lease once
+        // and each hold by its holder alone: a third of the arguments.
+        let uniform = holds.first().and_then(|&(_, _, first)| {
+            holds
+                .iter()
+                .all(|&(names, _, lease_ms)| expires_whole(names) && lease_ms == first)
+                .then_some(first)
+        });
+        let args = || match uniform {
+            Some(lease_ms) => {
+                let mut args = Vec::with_capacity(holds.len() + 2);
+                args.push(Value::from_static_str("*h"));
                 args.push(decimal(lease_ms));
+                args.extend(
+                    holds
+                        .iter()
+                        .map(|&(names, owner, _)| Value::String(names.kind.shared_field(owner))),
+                );
+                args
             }
-            args
+            None => {
+                let mut args = Vec::with_capacity(holds.len() * 3);
+                for &(names, owner, lease_ms) in holds {
+                    let layout = if expires_whole(names) { "h" } else { "l" };
+                    args.push(Value::from_static_str(layout));
+                    args.push(Value::String(names.kind.shared_field(owner)));
+                    args.push(decimal(lease_ms));
+                }
+                args
+            }
         };
         let reply = self
             .eval(client, &self.renew_many, &keys, &args, Delivery::Retried)
