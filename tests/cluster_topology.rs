@@ -187,7 +187,7 @@ impl Load {
         );
         // The application's own commands over a lent client are fred's: with fred's
         // default of 3 write attempts some may run out of them while a node changes
-        // role (in about 1 run of 4, up to a few dozen of some thousands). holdlock
+        // role (more than 3 of some thousands in 2 runs of 6). holdlock
         // must leave the lent client working: its commands go on after the change.
         let application_failed = self.application.1.load(Ordering::Relaxed);
         if application_failed > 0 {
