@@ -47,8 +47,11 @@ struct Load {
     stop: Arc<AtomicBool>,
     turns: Arc<AtomicU64>,
     errors: Arc<parking_lot::Mutex<HashMap<String, u64>>>,
-    /// The application's own commands over lent clients: done, and failed.
-    application: Arc<(AtomicU64, AtomicU64)>,
+    /// Whether the clients are lent (and the turns send the application's commands).
+    lent: bool,
+    /// The application's own commands over lent clients that succeeded, and failed.
+    application_done: Arc<AtomicU64>,
+    application_failed: Arc<AtomicU64>,
     overlaps: Arc<AtomicU64>,
     workers: Vec<tokio::task::JoinHandle<Duration>>,
 }
@@ -77,7 +80,8 @@ impl Load {
         let stop = Arc::new(AtomicBool::new(false));
         let turns = Arc::new(AtomicU64::new(0));
         let errors = Arc::new(parking_lot::Mutex::new(HashMap::new()));
-        let application = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
+        let application_done = Arc::new(AtomicU64::new(0));
+        let application_failed = Arc::new(AtomicU64::new(0));
         let overlaps = Arc::new(AtomicU64::new(0));
         let inside: Arc<Vec<AtomicU32>> =
             Arc::new((0..CONTENDED).map(|_| AtomicU32::new(0)).collect());
@@ -89,7 +93,8 @@ impl Load {
             for worker in 0..4u64 {
                 let (client, stop, turns) = (client.clone(), stop.clone(), turns.clone());
                 let (errors, overlaps, inside) = (errors.clone(), overlaps.clone(), inside.clone());
-                let application = application.clone();
+                let (application_done, application_failed) =
+                    (application_done.clone(), application_failed.clone());
                 workers.push(tokio::spawn(async move {
                     let mut slowest = Duration::ZERO;
                     let mut n = worker * 5 + client_no;
@@ -124,10 +129,11 @@ impl Load {
                             let incr = client
                                 .redis()
                                 .incr::<u64, _>(format!("application:{which}"));
-                            match incr.await {
-                                Ok(_) => application.0.fetch_add(1, Ordering::Relaxed),
-                                Err(_) => application.1.fetch_add(1, Ordering::Relaxed),
+                            let counter = match incr.await {
+                                Ok(_) => &application_done,
+                                Err(_) => &application_failed,
                             };
+                            counter.fetch_add(1, Ordering::Relaxed);
                         }
                         slowest = slowest.max(began.elapsed());
                         turns.fetch_add(1, Ordering::Relaxed);
@@ -144,7 +150,9 @@ impl Load {
             stop,
             turns,
             errors,
-            application,
+            lent,
+            application_done,
+            application_failed,
             overlaps,
             workers,
         }
@@ -155,10 +163,11 @@ impl Load {
     /// whose text contains one of them).
     async fn check(self, cluster: &RedisCluster, refusals: &[&str]) {
         let turns_at_change = self.turns.load(Ordering::Relaxed);
-        let application_at_change = self.application.0.load(Ordering::Relaxed);
+        let application_at_change = self.application_done.load(Ordering::Relaxed);
         tokio::time::sleep(LEASE * 2).await;
         let turns_after = self.turns.load(Ordering::Relaxed) - turns_at_change;
-        let application_after = self.application.0.load(Ordering::Relaxed) - application_at_change;
+        let application_after =
+            self.application_done.load(Ordering::Relaxed) - application_at_change;
         self.stop.store(true, Ordering::Relaxed);
         let mut slowest = Duration::ZERO;
         for worker in self.workers {
@@ -187,13 +196,13 @@ impl Load {
         );
         // The application's own commands over a lent client are fred's: with fred's
         // default of 3 write attempts some may run out of them while a node changes
-        // role (more than 3 of some thousands in 2 runs of 6). holdlock
-        // must leave the lent client working: its commands go on after the change.
-        let application_failed = self.application.1.load(Ordering::Relaxed);
-        if application_failed > 0 {
-            eprintln!("{application_failed} of the application's own commands failed in fred");
-        }
-        if self.application.0.load(Ordering::Relaxed) > 0 {
+        // role (more than 3 of some thousands in 2 runs of 6). holdlock must leave the
+        // lent client working: its commands go on after the change.
+        if self.lent {
+            let application_failed = self.application_failed.load(Ordering::Relaxed);
+            if application_failed > 0 {
+                eprintln!("{application_failed} of the application's own commands failed in fred");
+            }
             assert!(
                 application_after > 100,
                 "the application's commands stalled after the change: {application_after}"

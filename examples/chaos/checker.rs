@@ -21,8 +21,8 @@
 //!    the earlier one's worker was paused, partitioned or reset while it waited (or
 //!    was still reconnecting from such a fault: [`RECONNECTING`]), or every
 //!    connection was killed, the server restarted, or (cluster mode) slots moved, a
-//!    replica took over or a node restarted meanwhile (each of which may cost a waiter its place, or
-//!    delay its first attempt).
+//!    replica took over or a node restarted meanwhile (each of which may cost a
+//!    waiter its place, or delay its first attempt).
 //! 5. **Nothing hangs, nothing is left.** Every lock call of a worker that was not
 //!    killed ended; every worker exited when asked; no lock key remains at the end.
 

@@ -322,11 +322,8 @@ impl Topology {
             let ok = bulk(port, &["CLUSTER", "INFO"])
                 .await
                 .is_some_and(|info| info.contains("cluster_state:ok"))
-                && bulk(port, &["INFO", "replication"])
-                    .await
-                    .is_some_and(|info| {
-                        info.contains("role:master") || info.contains("master_link_status:up")
-                    });
+                && (role(port).await.as_deref() == Some("master")
+                    || replication(port, "master_link_status").await.as_deref() == Some("up"));
             let Some(nodes) = bulk(port, &["CLUSTER", "NODES"]).await else {
                 return false;
             };
@@ -460,10 +457,15 @@ async fn bulk(port: u16, args: &'static [&'static str]) -> Option<String> {
         .flatten()
 }
 
-/// The node's `role` (`master` or `slave`), by its `INFO`.
-async fn role(port: u16) -> Option<String> {
+/// The node's `INFO replication` field `name` (`role`: `master` or `slave`;
+/// `master_link_status`: `up` or `down`).
+async fn replication(port: u16, name: &str) -> Option<String> {
     let info = bulk(port, &["INFO", "replication"]).await?;
     info.lines()
-        .find_map(|line| line.strip_prefix("role:"))
-        .map(|role| role.trim().to_owned())
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+        .map(|value| value.trim().to_owned())
+}
+
+async fn role(port: u16) -> Option<String> {
+    replication(port, "role").await
 }
