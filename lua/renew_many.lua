@@ -5,8 +5,9 @@
 -- Two forms of arguments:
 --
 -- * The common one, when every hold's key expires as a whole (mutex, fair lock) and
---   all have one lease: KEYS the holds' keys; ARGV[1] "*h", ARGV[2] the lease in
---   milliseconds, then one holder field per key, in order.
+--   all have one lease: KEYS the holds' keys, the holds of one holder next to each
+--   other; ARGV[1] "*h", ARGV[2] the lease in milliseconds, then one pair per run of
+--   keys with one holder, in order: the holder field and how many keys it holds.
 -- * Any mix: KEYS the holds' keys, in order: one key (the lock's hash) for a hold whose
 --   key expires as a whole, two (the hash and its leases, see leases.lua) for a holder
 --   that expires on its own (semaphore, read-write); ARGV one triple per hold: layout
@@ -31,8 +32,13 @@ end
 local replies = {}
 if ARGV[1] == '*h' then
   local lease = ARGV[2]
-  for i = 1, #KEYS do
-    replies[i] = renew_whole(KEYS[i], ARGV[i + 2], lease)
+  local k = 1
+  for i = 3, #ARGV, 2 do
+    local holder = ARGV[i]
+    for _ = 1, tonumber(ARGV[i + 1]) do
+      replies[k] = renew_whole(KEYS[k], holder, lease)
+      k = k + 1
+    end
   end
   return replies
 end

@@ -26,8 +26,8 @@
 //! it lands.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -58,9 +58,14 @@ pub(crate) const BATCH: usize = 256;
 
 /// One hold's renewals, while the scheduler renews it. Kept small: a client holding a
 /// million locks keeps a million of these.
+///
+/// It owns a reference to its hold, so that a renewal moves its hold through the
+/// timers and the call without touching the hold's reference count (with a million
+/// holds, each count is a cache miss): a hold released or lost stays in memory until
+/// its renewal next falls due, finds it stopped, and drops it.
 #[derive(Debug)]
 struct Renewal {
-    hold: Weak<Hold>,
+    hold: Arc<Hold>,
     /// The hold's watchdog ticket (see `Hold::is_renewed_by`): a renewal whose hold was
     /// stopped, or booked again, is dropped.
     ticket: u64,
@@ -85,8 +90,9 @@ impl Renewal {
             .unwrap_or(self.expires)
     }
 
-    /// What the renewal of `hold`, due at `now`, comes to.
-    fn fate(&self, hold: &Hold, now: Instant) -> Fate {
+    /// What the renewal, due at `now`, comes to.
+    fn fate(&self, now: Instant) -> Fate {
+        let hold = &self.hold;
         if !hold.is_renewed_by(self.ticket) {
             Fate::Stopped
         } else if hold.is_being_released() {
@@ -305,7 +311,7 @@ impl Watchdogs {
             return;
         }
         let renewal = Renewal {
-            hold: Arc::downgrade(hold),
+            hold: Arc::clone(hold),
             ticket,
             expires: lost_deadline(granted_at, lease),
             lease_ms: millis(lease),
@@ -341,10 +347,8 @@ impl Watchdogs {
         let mut ready = Vec::with_capacity(due.len());
         let mut released = Vec::new();
         for renewal in due {
-            let Some(hold) = renewal.hold.upgrade() else {
-                continue;
-            };
-            match renewal.fate(&hold, now) {
+            let hold = &renewal.hold;
+            match renewal.fate(now) {
                 Fate::Renew => {}
                 Fate::Stopped => continue,
                 Fate::Released => {
@@ -359,7 +363,12 @@ impl Watchdogs {
                     // Let the lease run out, and say so before it does (at its deadline
                     // exactly, not a timer slot early or late).
                     tracing::warn!(lock = %hold.names.name, owner = %hold.owner, "held for its max_hold; the watchdog stops renewing it");
-                    let (expires, ticket) = (renewal.expires, renewal.ticket);
+                    let Renewal {
+                        hold,
+                        expires,
+                        ticket,
+                        ..
+                    } = renewal;
                     drop(tokio::spawn(async move {
                         tokio::time::sleep_until(expires).await;
                         if hold.is_renewed_by(ticket) {
@@ -369,7 +378,7 @@ impl Watchdogs {
                     continue;
                 }
             }
-            ready.push((hold, renewal));
+            ready.push(renewal);
         }
         if !released.is_empty() {
             // Filed during the scheduler's own pass: it reads the timers before it
@@ -379,6 +388,8 @@ impl Watchdogs {
                 timers.insert(at, renewal);
             }
         }
+        // The holds of one owner next to each other: a batch names each owner once.
+        ready.sort_by_cached_key(|renewal| renewal.hold.owner.as_ptr());
         for batch in into_calls(ready, key_of, clustered, BATCH) {
             let watchdogs = Arc::clone(self);
             drop(tokio::spawn(async move {
@@ -389,19 +400,19 @@ impl Watchdogs {
 
     /// Renews `batch` in one call (all its holds in one slot) and files each renewal
     /// again by its own outcome; `epoch` is the reconnections heard when it was taken.
-    async fn renew_batch(self: Arc<Self>, batch: Vec<(Arc<Hold>, Renewal)>, epoch: u64) {
+    async fn renew_batch(self: Arc<Self>, batch: Vec<Renewal>, epoch: u64) {
         // Taken before the wait for a slot: the deadline errs early, never late.
         let sent_at = Instant::now();
         let deadline = batch
             .iter()
-            .map(|(_, renewal)| (sent_at + renewal_period(renewal.lease())).min(renewal.expires))
+            .map(|renewal| (sent_at + renewal_period(renewal.lease())).min(renewal.expires))
             .min()
             .unwrap_or(sent_at);
         let call = async {
             let _slot = self.slots.take().await;
             let holds: Vec<_> = batch
                 .iter()
-                .map(|(hold, renewal)| (&*hold.names, &hold.owner, renewal.lease_ms))
+                .map(|Renewal { hold, lease_ms, .. }| (&*hold.names, &hold.owner, *lease_ms))
                 .collect();
             self.renewer.renew_many(&holds).await
         };
@@ -415,7 +426,7 @@ impl Watchdogs {
         // One reading of the clock for the whole batch: they all landed together.
         let landed_at = Instant::now();
         let mut next = Vec::with_capacity(batch.len());
-        for (index, (hold, renewal)) in batch.into_iter().enumerate() {
+        for (index, renewal) in batch.into_iter().enumerate() {
             let outcome = match &replies {
                 Ok(replies) => match replies.get(index) {
                     Some(&renewed) => Outcome::Landed(renewed),
@@ -424,7 +435,7 @@ impl Watchdogs {
                 Err(Some(error)) => Outcome::Failed(error.to_string()),
                 Err(None) => Outcome::TimedOut,
             };
-            next.extend(self.landed(&hold, renewal, outcome, sent_at, landed_at, reconnected));
+            next.extend(self.landed(renewal, outcome, sent_at, landed_at, reconnected));
         }
         // Filed again together: one lock of the timers per batch.
         let mut timers = self.timers.lock();
@@ -444,13 +455,13 @@ impl Watchdogs {
     /// is renewed no more.
     fn landed(
         &self,
-        hold: &Arc<Hold>,
         mut renewal: Renewal,
         outcome: Outcome,
         sent_at: Instant,
         now: Instant,
         reconnected: bool,
     ) -> Option<(Instant, Renewal)> {
+        let hold = &renewal.hold;
         if !hold.is_renewed_by(renewal.ticket) {
             // Stopped (released, lost) while the renewal was in flight.
             return None;
@@ -517,8 +528,8 @@ impl Watchdogs {
 }
 
 /// The key of a renewal's hold, by which renewals are grouped into calls.
-fn key_of((hold, _): &(Arc<Hold>, Renewal)) -> &str {
-    &hold.names.key
+fn key_of(renewal: &Renewal) -> &str {
+    &renewal.hold.names.key
 }
 
 /// A lease in milliseconds, as the scripts take it.
@@ -655,19 +666,19 @@ mod tests {
         let now = Instant::now();
         let lease = Duration::from_secs(3);
         let renewal = Renewal {
-            hold: Arc::downgrade(hold),
+            hold: Arc::clone(hold),
             ticket: 7,
             expires: now + lease,
             lease_ms: millis(lease),
         };
-        assert_eq!(renewal.fate(hold, now), Fate::Renew);
+        assert_eq!(renewal.fate(now), Fate::Renew);
         assert_eq!(
-            renewal.fate(hold, now + lease),
+            renewal.fate(now + lease),
             Fate::Lost("renewals failed until the lease was about to run out"),
             "past its deadline"
         );
         hold.set_granted(now, Some(now));
-        assert_eq!(renewal.fate(hold, now), Fate::HeldLongEnough);
+        assert_eq!(renewal.fate(now), Fate::HeldLongEnough);
         hold.set_granted(now, None);
 
         // The guard let go: its release is pending, and no guard will own the hold again.
@@ -675,23 +686,23 @@ mod tests {
         assert!(hold.is_being_released());
         // Not renewed; lost at its deadline all the same if the release has not landed.
         assert_eq!(
-            renewal.fate(hold, now),
+            renewal.fate(now),
             Fate::Released,
             "not renewed while released"
         );
         assert_eq!(
-            renewal.fate(hold, now + lease),
+            renewal.fate(now + lease),
             Fate::Lost("its release did not land before its lease ran out")
         );
         hold.add_claim();
-        assert_eq!(renewal.fate(hold, now), Fate::Renew);
+        assert_eq!(renewal.fate(now), Fate::Renew);
         // Booked again under another ticket, or stopped.
         let stale = Renewal {
             ticket: 6,
             ..renewal
         };
-        assert_eq!(stale.fate(hold, now), Fate::Stopped);
+        assert_eq!(stale.fate(now), Fate::Stopped);
         hold.stop_watchdog();
-        assert_eq!(stale.fate(hold, now), Fate::Stopped);
+        assert_eq!(stale.fate(now), Fate::Stopped);
     }
 }

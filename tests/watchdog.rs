@@ -376,6 +376,67 @@ async fn renewals_that_fall_due_together_go_out_together_and_survive_a_pause() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn holds_of_many_owners_due_together_are_each_renewed_for_their_own_owner() {
+    // Four tasks (four owners) take their locks at once, so their renewals fall due
+    // together and go out in shared calls, which name each owner once per run of its
+    // holds: a hold renewed under another owner's field would be found gone and lost.
+    const TASKS: usize = 4;
+    const EACH: usize = 40;
+    let server = common::RedisServer::start();
+    let lease = Duration::from_secs(3); // renewed at 1 s
+    let client = common::client_with_lease(&server.url(), lease).await;
+    let first_grant = Instant::now();
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let names: Vec<String> = (0..EACH).map(|_| common::unique("many-owners")).collect();
+                let taken =
+                    futures::future::join_all(names.iter().map(|name| client.lock(name))).await;
+                taken.into_iter().map(Result::unwrap).collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut guards = Vec::with_capacity(TASKS * EACH);
+    for task in tasks {
+        guards.extend(task.await.unwrap());
+    }
+    assert!(
+        first_grant.elapsed() < Duration::from_millis(700),
+        "taking the locks took {:?}: they would not fall due together",
+        first_grant.elapsed()
+    );
+    let owners: std::collections::HashSet<&str> = guards.iter().map(|g| g.owner()).collect();
+    assert_eq!(owners.len(), TASKS, "one owner per task");
+    server.query(&["CONFIG", "RESETSTAT"]).unwrap();
+
+    tokio::time::sleep_until((first_grant + Duration::from_millis(1_600)).into()).await;
+    for guard in &guards {
+        assert!(!guard.is_lost(), "{} reports lost", guard.name());
+        assert!(
+            guard.renewal_margin().is_some(),
+            "{} was not renewed",
+            guard.name()
+        );
+        let ttl = common::integer(&server.query(&["PTTL", &common::key(guard.name())]).unwrap());
+        assert!(
+            ttl > 2_000,
+            "{} was not renewed: {ttl} ms left",
+            guard.name()
+        );
+    }
+    let calls = server.command_calls("evalsha");
+    assert!(
+        calls <= (TASKS * EACH / 20) as u64,
+        "{calls} script calls renewed {} holds",
+        TASKS * EACH
+    );
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_hold_gone_from_a_batch_fires_only_its_own_lost() {
     const HOLDS: usize = 50;
     let server = common::RedisServer::start();

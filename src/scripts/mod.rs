@@ -11,7 +11,6 @@
 
 use std::time::Duration;
 
-use fred::bytes_utils::Str;
 use fred::clients::Client;
 use fred::interfaces::ClientLike;
 use fred::types::config::Options;
@@ -495,8 +494,8 @@ fn slot_of(key: &str) -> ClusterHash {
     ClusterHash::Custom(redis_keyslot(key.as_bytes()))
 }
 
-/// A key as a script takes it: borrowed (copied into the command), or shared bytes
-/// (sent without a copy: the watchdog's renewals of a million holds).
+/// A key as a script takes it: borrowed (copied into the command), or a slice of one
+/// buffer shared by a batch call's keys (see `batch::PackedKeys`).
 pub(crate) trait ScriptKey: Sync {
     /// The key's text (for its slot, and to name it in an error).
     fn as_str(&self) -> &str;
@@ -512,16 +511,6 @@ impl ScriptKey for &str {
 
     fn to_value(&self) -> Value {
         Value::from(*self)
-    }
-}
-
-impl ScriptKey for Str {
-    fn as_str(&self) -> &str {
-        self
-    }
-
-    fn to_value(&self) -> Value {
-        Value::String(self.clone())
     }
 }
 
