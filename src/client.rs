@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fred::clients::Client;
+use futures::FutureExt;
 use tokio::time::Instant;
 
 use crate::engine::{Attempt, Engine, HoldClaim};
@@ -191,8 +192,11 @@ impl LockClient {
             None => Ok(self.wait_for(name, options, Forever).await?.ok()),
             Some(deadline) => {
                 let answer_by = options.answer_by(deadline);
-                let call = self.wait_for(name, options, deadline);
-                Ok(within_budget(answer_by, call).await?.ok())
+                Ok(
+                    within_budget(answer_by, self.wait_for(name, options, deadline))
+                        .await?
+                        .ok(),
+                )
             }
         }
     }
@@ -237,8 +241,11 @@ impl LockClient {
         let (holder, names, tried) = match holder {
             LocalHolder::Owner(entry) => {
                 let names = Arc::clone(&entry.hold.names);
-                let attempt = self.engine.acquire(&names, &owner, &options, Some(entry));
-                match attempt.await? {
+                match self
+                    .engine
+                    .acquire(&names, &owner, &options, Some(entry))
+                    .await?
+                {
                     Attempt::Granted(claim) => return Ok(Ok(LockGuard::new(claim))),
                     Attempt::Busy { .. } => (LocalHolder::Nobody, names, true),
                 }
@@ -248,8 +255,10 @@ impl LockClient {
 
         // A try is refused at once if another owner in this process holds the lock.
         let first_try = !tried && !matches!(holder, LocalHolder::Other);
-        let granted = self.wait_in_line(&names, &owner, options, give_up, first_try);
-        Ok(granted.await?.map(LockGuard::new))
+        Ok(self
+            .wait_in_line(&names, &owner, options, give_up, first_try)
+            .await?
+            .map(LockGuard::new))
     }
 
     /// Takes the lock `names` for `owner` afresh, waiting in line until `give_up`: the
@@ -266,8 +275,9 @@ impl LockClient {
         // A single try never waits in line (its deadline has passed by now).
         if options.is_single_try() {
             if first_try {
-                let attempt = self.engine.acquire(names, owner, &options, None);
-                if let Attempt::Granted(claim) = attempt.await? {
+                if let Attempt::Granted(claim) =
+                    self.engine.acquire(names, owner, &options, None).await?
+                {
                     return Ok(Ok(claim));
                 }
             }
@@ -303,7 +313,9 @@ impl LockClient {
         // no queue: every release wakes each client's head.)
         let mutex = names.kind == Kind::Mutex && names.compat == crate::Compat::Holdlock;
         let mut options = options;
-        let waiting = async {
+        // Boxed: the wait is the rare path, and inline it would make every call's
+        // future (and so every task that takes a lock) several times larger.
+        let waiting = Box::pin(async {
             let _turn = match first_turn {
                 Some(turn) => turn,
                 None => match give_up.until(ticket.turn()).await {
@@ -362,7 +374,7 @@ impl LockClient {
                     () = tokio::time::sleep_until(give_up.cap(holder_expires)) => {}
                 }
             }
-        };
+        });
         // `shutdown` ends the wait wherever it is: in line, subscribing, asleep (an
         // acquire in flight is settled as if cancelled). Only the first attempt, which
         // does not wait, runs before this watch.
@@ -434,14 +446,13 @@ impl LockClient {
 /// attempt in time), it is dropped and fails with [`LockError::unanswered`]. Dropping
 /// is cancel safe: an attempt whose outcome is unknown is settled in the background,
 /// and nothing is left held.
-pub(crate) async fn within_budget<T>(
+pub(crate) fn within_budget<T>(
     answer_by: Instant,
     call: impl Future<Output = Result<T>>,
-) -> Result<T> {
-    match tokio::time::timeout_at(answer_by, call).await {
-        Ok(result) => result,
-        Err(_) => Err(LockError::unanswered()),
-    }
+) -> impl Future<Output = Result<T>> {
+    // Not an `async fn`, which would keep room for `call` twice (see `observe::observed`).
+    tokio::time::timeout_at(answer_by, call)
+        .map(|answered| answered.unwrap_or_else(|_| Err(LockError::unanswered())))
 }
 
 /// When a caller waiting for a lock gives up: never ([`Forever`]), or at an instant.

@@ -6,6 +6,8 @@
 
 use std::future::Future;
 
+use futures::FutureExt;
+
 use tokio::time::Instant;
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
@@ -61,16 +63,32 @@ pub(crate) fn record_owner(owner: &str) {
 /// `gave up` (its wait ran out, or a try was refused) or `error`, and how long it took.
 /// `single_try` tells a refused try (`busy`) from a wait that ran out (`timed_out`) in
 /// the metrics.
-pub(crate) async fn observed<T, G>(
+///
+/// Not an `async fn`: one would keep room for `future` twice (as its argument and as
+/// what it awaits), doubling every lock call's future and so every task that takes a
+/// lock. The clock starts when this is called, right before the caller awaits it.
+pub(crate) fn observed<T, G>(
     span: Span,
     single_try: bool,
     future: impl Future<Output = Result<std::result::Result<T, G>>>,
+) -> impl Future<Output = Result<std::result::Result<T, G>>> {
+    let started = Instant::now();
+    future
+        .instrument(span.clone())
+        .map(move |result| record_outcome(&span, single_try, started, result))
+}
+
+/// Records how the lock call observed in `span`, started at `started`, ended (see
+/// [`observed`]); passes its result on.
+fn record_outcome<T, G>(
+    span: &Span,
+    single_try: bool,
+    started: Instant,
+    result: Result<std::result::Result<T, G>>,
 ) -> Result<std::result::Result<T, G>> {
     if span.is_disabled() && !cfg!(feature = "metrics") {
-        return future.await;
+        return result;
     }
-    let started = Instant::now();
-    let result = future.instrument(span.clone()).await;
     let outcome = match &result {
         Ok(Ok(_)) => "granted",
         Ok(Err(_)) => "gave up",

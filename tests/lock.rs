@@ -447,3 +447,30 @@ async fn a_client_over_the_applications_own_fred_clients() {
         "shutdown closed the lent subscriber"
     );
 }
+
+#[tokio::test]
+async fn lock_call_futures_stay_small() {
+    // Every task that takes a lock carries its call's future; a future that kept room
+    // for an inner future twice (an `async fn` awaiting its argument) was 14 KiB for
+    // `try_lock`, which made a burst of a thousand tries spend its time allocating.
+    let client = common::client().await;
+    let sizes = [
+        ("lock", std::mem::size_of_val(&client.lock("a"))),
+        ("try_lock", std::mem::size_of_val(&client.try_lock("a"))),
+        (
+            "lock_timeout",
+            std::mem::size_of_val(&client.lock_timeout("a", Duration::from_secs(1))),
+        ),
+        ("fair_lock", std::mem::size_of_val(&client.fair_lock("a"))),
+        ("read_lock", std::mem::size_of_val(&client.read_lock("a"))),
+        ("write_lock", std::mem::size_of_val(&client.write_lock("a"))),
+        (
+            "lock_all",
+            std::mem::size_of_val(&client.lock_all(["a", "b"])),
+        ),
+    ];
+    println!("{sizes:?}");
+    for (call, size) in sizes {
+        assert!(size <= 8 * 1024, "{call}: {size} bytes");
+    }
+}
