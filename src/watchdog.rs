@@ -25,7 +25,6 @@
 //! [`spawn_scheduler`]); a batch in flight across a reconnection is sent again when
 //! it lands.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -46,11 +45,13 @@ use crate::protocol::Protocol;
 use crate::scripts::{Renewed, into_calls};
 
 mod bookings;
+mod timers;
 
 use bookings::Bookings;
+use timers::Timers;
 
 /// How early a renewal may go out, to join others in one call: never late, at most
-/// this and a timer slot ([`TICK`]) early.
+/// this and a timer slot ([`timers::TICK`]) early.
 pub(crate) const EARLY: Duration = Duration::from_millis(40);
 
 /// The most holds renewed in one script call.
@@ -140,88 +141,6 @@ enum Fate {
     Lost(&'static str),
     /// Held for its `max_hold`: the lease is left to run out.
     HeldLongEnough,
-}
-
-/// How finely the timers sort renewals: a renewal is filed in the slot of
-/// `TICK`-long time it falls due in, and goes out at that slot's start (early by less
-/// than a tick, never late).
-const TICK: Duration = Duration::from_millis(10);
-
-/// The renewals waiting for their time: a timing wheel of `TICK`-long slots (by slot
-/// number since `origin`), each a plain list. Filing and taking a renewal cost no
-/// search, and a million of them cost a list entry each.
-#[derive(Debug)]
-struct Timers {
-    origin: Instant,
-    slots: BTreeMap<u64, Vec<Renewal>>,
-    /// When the scheduler is asleep, when it wakes: a renewal due before must wake it.
-    sleeping_until: Option<Instant>,
-}
-
-impl Default for Timers {
-    fn default() -> Self {
-        Self {
-            origin: Instant::now(),
-            slots: BTreeMap::new(),
-            sleeping_until: None,
-        }
-    }
-}
-
-impl Timers {
-    /// The slot of `at` (the slot of `origin` for anything before it).
-    fn slot(&self, at: Instant) -> u64 {
-        let since = at.saturating_duration_since(self.origin);
-        u64::try_from(since.as_millis() / TICK.as_millis()).unwrap_or(u64::MAX)
-    }
-
-    /// When slot `slot` starts.
-    fn start_of(&self, slot: u64) -> Instant {
-        let ticks = u32::try_from(slot).unwrap_or(u32::MAX);
-        self.origin + TICK * ticks
-    }
-
-    /// Files `renewal` to go out at the start of the slot `at` falls in; whether the
-    /// scheduler must wake for it.
-    fn insert(&mut self, at: Instant, renewal: Renewal) -> bool {
-        let slot = self.slot(at);
-        self.slots.entry(slot).or_default().push(renewal);
-        self.sleeping_until
-            .is_some_and(|wake| self.start_of(slot) < wake)
-    }
-
-    /// Takes every renewal whose slot starts by `by`.
-    fn take_due(&mut self, by: Instant) -> Vec<Renewal> {
-        let mut taken = Vec::new();
-        let last = self.slot(by);
-        while let Some(entry) = self.slots.first_entry() {
-            if *entry.key() > last {
-                break;
-            }
-            let slot = entry.remove();
-            if taken.is_empty() {
-                taken = slot;
-            } else {
-                taken.extend(slot);
-            }
-        }
-        taken
-    }
-
-    /// Makes every renewal due at `now`.
-    fn all_due_now(&mut self, now: Instant) {
-        let all: Vec<Renewal> = std::mem::take(&mut self.slots)
-            .into_values()
-            .flatten()
-            .collect();
-        self.slots.insert(self.slot(now), all);
-    }
-
-    fn next(&self) -> Option<Instant> {
-        self.slots
-            .first_key_value()
-            .map(|(&slot, _)| self.start_of(slot))
-    }
 }
 
 /// What one hold's renewal in a batch came to.
