@@ -192,11 +192,8 @@ impl LockClient {
             None => Ok(self.wait_for(name, options, Forever).await?.ok()),
             Some(deadline) => {
                 let answer_by = options.answer_by(deadline);
-                Ok(
-                    within_budget(answer_by, self.wait_for(name, options, deadline))
-                        .await?
-                        .ok(),
-                )
+                let call = self.wait_for(name, options, deadline);
+                Ok(within_budget(answer_by, call).await?.ok())
             }
         }
     }
@@ -241,11 +238,8 @@ impl LockClient {
         let (holder, names, tried) = match holder {
             LocalHolder::Owner(entry) => {
                 let names = Arc::clone(&entry.hold.names);
-                match self
-                    .engine
-                    .acquire(&names, &owner, &options, Some(entry))
-                    .await?
-                {
+                let attempt = self.engine.acquire(&names, &owner, &options, Some(entry));
+                match attempt.await? {
                     Attempt::Granted(claim) => return Ok(Ok(LockGuard::new(claim))),
                     Attempt::Busy { .. } => (LocalHolder::Nobody, names, true),
                 }
@@ -255,10 +249,8 @@ impl LockClient {
 
         // A try is refused at once if another owner in this process holds the lock.
         let first_try = !tried && !matches!(holder, LocalHolder::Other);
-        Ok(self
-            .wait_in_line(&names, &owner, options, give_up, first_try)
-            .await?
-            .map(LockGuard::new))
+        let granted = self.wait_in_line(&names, &owner, options, give_up, first_try);
+        Ok(granted.await?.map(LockGuard::new))
     }
 
     /// Takes the lock `names` for `owner` afresh, waiting in line until `give_up`: the
@@ -275,9 +267,8 @@ impl LockClient {
         // A single try never waits in line (its deadline has passed by now).
         if options.is_single_try() {
             if first_try {
-                if let Attempt::Granted(claim) =
-                    self.engine.acquire(names, owner, &options, None).await?
-                {
+                let attempt = self.engine.acquire(names, owner, &options, None);
+                if let Attempt::Granted(claim) = attempt.await? {
                     return Ok(Ok(claim));
                 }
             }
