@@ -197,7 +197,8 @@ pub(crate) fn scan_pattern(prefix: &str, pattern: &str) -> String {
 pub(crate) struct LockNames {
     pub(crate) name: String,
     /// `<prefix>{<name>}`: the lock's hash (with a suffix for kinds other than the
-    /// mutex). Shared bytes: the watchdog's renewals send it without a copy.
+    /// mutex). Shared bytes, cloned without a copy (an election keeps it); the batch
+    /// scripts copy it into one buffer per call instead (see `scripts::batch`).
     pub(crate) key: Str,
     pub(crate) kind: Kind,
     /// The layout the key is in: holdlock's, or (a mutex only) Redisson's.

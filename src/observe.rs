@@ -7,7 +7,6 @@
 use std::future::Future;
 
 use futures::FutureExt;
-
 use tokio::time::Instant;
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
@@ -66,29 +65,30 @@ pub(crate) fn record_owner(owner: &str) {
 ///
 /// Not an `async fn`: one would keep room for `future` twice (as its argument and as
 /// what it awaits), doubling every lock call's future and so every task that takes a
-/// lock. The clock starts when this is called, right before the caller awaits it.
+/// lock. The clock starts when this is called, right before the caller awaits it, and
+/// only if something records the call (a span enabled, or the metrics).
 pub(crate) fn observed<T, G>(
     span: Span,
     single_try: bool,
     future: impl Future<Output = Result<std::result::Result<T, G>>>,
 ) -> impl Future<Output = Result<std::result::Result<T, G>>> {
-    let started = Instant::now();
+    let started = (!span.is_disabled() || cfg!(feature = "metrics")).then(Instant::now);
     future
         .instrument(span.clone())
         .map(move |result| record_outcome(&span, single_try, started, result))
 }
 
-/// Records how the lock call observed in `span`, started at `started`, ended (see
-/// [`observed`]); passes its result on.
+/// Records how the lock call observed in `span`, started at `started` (`None`: nothing
+/// records it), ended (see [`observed`]); passes its result on.
 fn record_outcome<T, G>(
     span: &Span,
     single_try: bool,
-    started: Instant,
+    started: Option<Instant>,
     result: Result<std::result::Result<T, G>>,
 ) -> Result<std::result::Result<T, G>> {
-    if span.is_disabled() && !cfg!(feature = "metrics") {
+    let Some(started) = started else {
         return result;
-    }
+    };
     let outcome = match &result {
         Ok(Ok(_)) => "granted",
         Ok(Err(_)) => "gave up",

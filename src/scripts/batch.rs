@@ -46,9 +46,10 @@ pub(crate) enum Released {
 
 impl Scripts {
     /// Extends the lease of each `(names, owner, lease_ms)` hold, in one call; says per
-    /// hold what it found, in order. Idempotent, so sent with retries. The keys and
-    /// owners go out as shared bytes, without a copy; in the usual batch each run of
-    /// holds of one owner names its owner once, so callers put them together.
+    /// hold what it found, in order. Idempotent, so sent with retries. The keys go out
+    /// copied into one buffer (see [`PackedKeys`]) and the owners as shared bytes; in
+    /// the usual batch each run of holds of one owner names its owner once, so callers
+    /// put them together.
     pub(crate) async fn renew_many(
         &self,
         client: &Client,
