@@ -24,6 +24,7 @@
 -- Returns 1 if a lock was held (and is now free or handed on), 0 if there was none.
 -- Raises WRONGTYPE (naming the key) if a key holds another type.
 local key, publish, kind = KEYS[1], ARGV[1], ARGV[2]
+local leases = leases_functions()
 local wrong = leases.wrong_type(KEYS)
 if wrong then
   return wrong

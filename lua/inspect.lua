@@ -13,6 +13,7 @@
 -- Holders and waiters whose deadline has passed are returned as they are (the next
 -- script that changes the lock drops them): the reader compares with the clock.
 -- Raises WRONGTYPE (naming the key) if a key holds another type.
+local leases = leases_functions()
 local wrong = leases.wrong_type(KEYS)
 if wrong then
   return wrong

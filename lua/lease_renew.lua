@@ -16,6 +16,7 @@ if redis.call('hget', key, 'solo') == holder then
   redis.call('pexpire', key, ARGV[2])
   return 1
 end
+local leases = leases_functions()
 local now = leases.now()
 leases.drop_expired(key, set, now)
 if redis.call('hexists', key, holder) == 0 then

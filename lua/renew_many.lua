@@ -44,7 +44,7 @@ if ARGV[1] == '*h' then
 end
 
 local k = 1
-local now
+local now, leases
 for i = 1, #ARGV, 3 do
   local layout, holder, lease = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local reply
@@ -54,6 +54,7 @@ for i = 1, #ARGV, 3 do
   else
     local key, set = KEYS[k], KEYS[k + 1]
     k = k + 2
+    leases = leases or leases_functions()
     if leases.wrong_type({key, set}) then
       reply = -1
     else

@@ -33,32 +33,26 @@
 -- A lone holder keeps its deadline as the hash's own expiry: the field `solo` names it,
 -- and the leases set is started only when a second holder comes (the lone holder's
 -- deadline, read from the hash's PTTL, goes in first). So an uncontended hold costs the
--- mutex's calls: HMGET of every field that decides the call, HSET, PEXPIRE (3).
+-- mutex's calls: EXISTS (the hash is not there), HSET, PEXPIRE (3), and is taken
+-- before the leases' functions are made (see leases.lua).
 -- Every redis.call costs the server a microsecond or two: with others holding, a fresh
--- hold takes about 8 (HMGET, ZRANGE of the earliest deadline, TIME, HSET, ZADD, ZRANGE
--- of the latest, PEXPIREAT of both keys; 3 more for the second holder, which starts the
--- set); a refusal 4 (HMGET, TIME, PTTL, plus one HSET when it changes a mark, one
+-- hold takes about 9 (EXISTS, HMGET of every field that decides the call, ZRANGE of
+-- the earliest deadline, TIME, HSET, ZADD, ZRANGE of the latest, PEXPIREAT of both
+-- keys; 3 more for the second holder, which starts the set); a refusal 5 (EXISTS,
+-- HMGET, TIME, PTTL, plus one HSET when it changes a mark, one
 -- HEXISTS when a writer is named, and a ZRANGE when the set is in use). Expired holders
 -- are dropped only when the earliest deadline has passed (see leases.lua). The `mode`
 -- field is there whenever someone holds (every fresh hold writes it, and only deleting
 -- the hash removes it), so a lock without it is free.
 local key, set, owner, mode = KEYS[1], KEYS[2], ARGV[1], ARGV[3]
-local lease, waits, patience = tonumber(ARGV[2]), ARGV[4] == 'wait', tonumber(ARGV[5])
+local lease = tonumber(ARGV[2])
 local field = mode == 'write' and owner .. ':w' or owner
 -- Everything that decides the call, in one read (a WRONGTYPE here names KEYS[1] and
--- leaves nothing written).
-local function read()
-  return redis.call('hmget', key, field, 'writer', 'writer_waits', owner, 'waiting', 'mode', 'solo')
-end
-local fields = read()
-local solo = fields[7]
--- The earliest deadline in the set, false if none (a lone holder's is not there).
-local earliest, wrong = false, nil
-if fields[6] and not solo then
-  earliest, wrong = leases.earliest(set, 2)
-  if earliest == nil then
-    return wrong
-  end
+-- leaves nothing written); none of it is there when the hash is not (a writer's mark
+-- is kept in the hash), and the cheaper EXISTS tells that.
+local fields = {}
+if redis.call('exists', key) == 1 then
+  fields = redis.call('hmget', key, field, 'writer', 'writer_waits', owner, 'waiting', 'mode', 'solo')
 end
 local floor
 if KEYS[3] then
@@ -70,7 +64,8 @@ if KEYS[3] then
     return failed
   end
 end
--- A free lock taken by a writer, or by a reader with no writer's mark: a lone hold.
+-- A free lock taken by a writer, or by a reader with no writer's mark: a lone hold,
+-- taken before the leases' functions are made (it needs none of them).
 if not fields[6] and (mode == 'write' or not fields[3]) then
   if fields[3] then
     -- Other writers still waiting mark their wait again when they next ask.
@@ -86,17 +81,35 @@ if not fields[6] and (mode == 'write' or not fields[3]) then
     args[#args + 1] = ARGV[6]
   end
   redis.call(unpack(args))
-  redis.call('pexpire', key, lease)
+  redis.call('pexpire', key, ARGV[2])
   if floor then
     return { 1, fencing.draw(key, KEYS[3], floor) }
   end
   return { 1, 0 }
 end
+local leases = leases_functions()
+local waits, patience = ARGV[4] == 'wait', tonumber(ARGV[5])
+local solo = fields[7]
+-- The earliest deadline in the set, false if none (a lone holder's is not there).
+local earliest, wrong = false, nil
+if fields[6] and not solo then
+  earliest, wrong = leases.earliest(set, 2)
+  if earliest == nil then
+    return wrong
+  end
+end
 local now = leases.now()
 if earliest and earliest <= now then
-  leases.drop_expired(key, set, now)
+  -- The purge drops holders' fields only: of those read, the caller's two.
+  for _, gone in ipairs(leases.drop_expired(key, set, now)) do
+    if gone == field then
+      fields[1] = false
+    end
+    if gone == owner then
+      fields[4] = false
+    end
+  end
   earliest = leases.earliest(set, 2)
-  fields = read()
 end
 local writer = fields[2]
 if writer and redis.call('hexists', key, writer .. ':w') == 0 then

@@ -30,6 +30,13 @@ end
 if count > 1 then
   return redis.call('hincrby', key, field, -1)
 end
+if fields[4] == field and not fields[2] and not fields[3] then
+  -- A lone holder's last hold, and nobody to tell: before the leases' functions are
+  -- made (see leases.lua), as it needs none of them.
+  redis.call('del', key, set)
+  return 0
+end
+local leases = leases_functions()
 local writing = string.sub(field, -2) == ':w'
 local lets_in = writing
 local now

@@ -24,6 +24,7 @@
 -- WRONGTYPE (naming the key) if a key holds another type.
 local key, set, id = KEYS[1], KEYS[2], ARGV[1]
 local permits = tonumber(ARGV[3])
+local leases = leases_functions()
 -- What decides the call, in one read (a WRONGTYPE here names KEYS[1]).
 local function read()
   return redis.call('hmget', key, id, 'permits', 'waiting')

@@ -450,9 +450,11 @@ fn script_commands(sha: &str, line: usize) -> Option<Vec<String>> {
 }
 
 /// Whether `line` starts a table of functions for other scripts (`local fencing = {}`,
-/// with `function fencing.` in its `source`), not a plain local table.
+/// with `function fencing.` in its `source`; indented where a function makes the table,
+/// as `leases_functions()` does), not a plain local table.
 fn defines_functions(line: &str, source: &str) -> bool {
-    line.strip_prefix("local ")
+    line.trim_start()
+        .strip_prefix("local ")
         .and_then(|rest| rest.strip_suffix(" = {}"))
         .is_some_and(|name| {
             !name.is_empty()

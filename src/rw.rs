@@ -360,28 +360,64 @@ impl LockClient {
     ) -> Result<Result<HoldClaim, D::GaveUp>> {
         let engine = self.engine();
         let ticket = engine.waiting().join(&names.key, names.release_channel());
-        let waiting = async {
+        // An attempt: granted, or refused with what the wait after it needs. The
+        // release it waits for is registered before it is sent, so that a release
+        // between its refusal and the sleep still wakes it.
+        let attempt = || async {
+            let released = ticket.any_release();
+            let (messages, _) = ticket.sharers_refused();
+            let attempted_at = Instant::now();
+            let attempt = engine.acquire(names, owner, &options, None).await?;
+            Ok::<_, LockError>(match attempt {
+                Attempt::Granted(claim) => Ok(claim),
+                Attempt::Busy { pttl, .. } => Err(Refusal {
+                    released,
+                    messages,
+                    attempted_at,
+                    pttl,
+                }),
+            })
+        };
+        // Unless other readers here were refused and sleep (this one would be too), the
+        // first attempt is made before watching for shutdown: it does not wait, and a
+        // free lock (the usual case) then costs no watch registration.
+        let mut refusal = None;
+        if ticket.sharers_refused().1.is_none() {
+            match attempt().await? {
+                Ok(claim) => return Ok(Ok(claim)),
+                Err(refused) => refusal = Some(refused),
+            }
+        }
+        // Boxed: the wait is the rare path (see `wait_in_line`).
+        let waiting = Box::pin(async {
             loop {
-                // Registered before the attempt, so that a release between its refusal
-                // and the sleep below still wakes it.
-                let released = ticket.any_release();
-                let (messages, refused) = ticket.sharers_refused();
-                if let Some(until) = refused {
-                    // Another reader here was refused and sleeps (subscribed): so would
-                    // this one be. It sleeps with it instead of asking.
-                    tokio::select! {
-                        () = released => {}
-                        () = tokio::time::sleep_until(give_up.cap(until)) => {}
+                let Refusal {
+                    released,
+                    messages,
+                    attempted_at,
+                    pttl,
+                } = match refusal.take() {
+                    Some(refused) => refused,
+                    None => {
+                        // Registered before the check: a release after it wakes this.
+                        let released = ticket.any_release();
+                        if let Some(until) = ticket.sharers_refused().1 {
+                            // Another reader here was refused and sleeps (subscribed):
+                            // so would this one be. It sleeps with it instead of asking.
+                            tokio::select! {
+                                () = released => {}
+                                () = tokio::time::sleep_until(give_up.cap(until)) => {}
+                            }
+                            if let Some(gave_up) = give_up.passed() {
+                                return Ok(Err(gave_up));
+                            }
+                            continue;
+                        }
+                        match attempt().await? {
+                            Ok(claim) => return Ok(Ok(claim)),
+                            Err(refused) => refused,
+                        }
                     }
-                    if let Some(gave_up) = give_up.passed() {
-                        return Ok(Err(gave_up));
-                    }
-                    continue;
-                }
-                let attempted_at = Instant::now();
-                let pttl = match engine.acquire(names, owner, &options, None).await? {
-                    Attempt::Granted(claim) => return Ok(Ok(claim)),
-                    Attempt::Busy { pttl, .. } => pttl,
                 };
                 if let Some(gave_up) = give_up.passed() {
                     return Ok(Err(gave_up));
@@ -401,7 +437,7 @@ impl LockClient {
                     () = tokio::time::sleep_until(give_up.cap(wake)) => {}
                 }
             }
-        };
+        });
         // `shutdown` ends the wait wherever it is (an acquire in flight is settled as
         // if cancelled).
         tokio::select! {
@@ -410,6 +446,16 @@ impl LockClient {
             result = waiting => result,
         }
     }
+}
+
+/// A reader's refused attempt (see `LockClient::wait_alongside`): the release it waits
+/// for (registered before the attempt was sent), the count of release messages heard
+/// before it, when it was sent, and how long the holder had left.
+struct Refusal<'a> {
+    released: tokio::sync::futures::Notified<'a>,
+    messages: u64,
+    attempted_at: Instant,
+    pttl: Option<Duration>,
 }
 
 macro_rules! side_guard {

@@ -136,7 +136,7 @@ async fn the_read_write_hot_paths_make_few_redis_calls() {
     assert_eq!(rw.acquire("c:1", "read", 10_000).await, [1, 0]);
     assert_eq!(
         calls_since(&server),
-        counts(&[("hmget", 1), ("hset", 1), ("pexpire", 1)])
+        counts(&[("exists", 1), ("hset", 1), ("pexpire", 1)])
     );
     assert_eq!(rw.release("c:1").await, 0);
     assert_eq!(calls_since(&server), counts(&[("hmget", 1), ("del", 1)]));
@@ -144,7 +144,7 @@ async fn the_read_write_hot_paths_make_few_redis_calls() {
     assert_eq!(rw.acquire("c:1", "write", 10_000).await, [1, 0]);
     assert_eq!(
         calls_since(&server),
-        counts(&[("hmget", 1), ("hset", 1), ("pexpire", 1)])
+        counts(&[("exists", 1), ("hset", 1), ("pexpire", 1)])
     );
     assert_eq!(rw.release("c:1:w").await, 0);
     assert_eq!(calls_since(&server), counts(&[("hmget", 1), ("del", 1)]));
@@ -156,6 +156,7 @@ async fn the_read_write_hot_paths_make_few_redis_calls() {
     assert_eq!(
         calls_since(&server),
         counts(&[
+            ("exists", 1),
             ("hmget", 1),
             ("time", 1),
             ("pexpiretime", 1),
@@ -171,6 +172,7 @@ async fn the_read_write_hot_paths_make_few_redis_calls() {
     assert_eq!(
         calls_since(&server),
         counts(&[
+            ("exists", 1),
             ("hmget", 1),
             ("zrange", 2),
             ("time", 1),
@@ -212,6 +214,26 @@ async fn an_expired_reader_is_dropped_when_it_is_due_and_only_then() {
     // ... so the waiting writer gets in.
     assert_eq!(rw.acquire("c:w", "write", 10_000).await[0], 1);
     assert!(!rw.fields().await.contains_key("c:dead"));
+}
+
+#[tokio::test]
+async fn an_owner_whose_own_share_expired_asks_afresh() {
+    let rw = Rw::on(&common::url(), "rw-own-expired").await;
+    assert_eq!(rw.acquire("c:me", "read", 100).await, [1, 0]);
+    assert_eq!(rw.acquire("c:other", "read", 10_000).await, [1, 0]);
+    assert_eq!(
+        rw.acquire("c:w", "write", 10_000).await[0],
+        0,
+        "readers hold"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    // The purge drops c:me's share in the same call: it is a new reader, not a nested
+    // one, and a writer waits.
+    assert_eq!(rw.acquire("c:me", "read", 10_000).await[0], 0);
+    assert!(!rw.fields().await.contains_key("c:me"));
+    // Nor does its lapsed read hold make a write an upgrade (WOULDDEADLOCK): it is
+    // refused as any writer while c:other reads.
+    assert_eq!(rw.acquire("c:me", "write", 10_000).await[0], 0);
 }
 
 #[tokio::test]
