@@ -82,6 +82,39 @@ async fn shutdown_wakes_every_waiter_with_shutdown() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn shutdown_wakes_waiting_readers_with_shutdown() {
+    let holder = common::client().await; // writes with the default 30 s lease
+    let client = common::client().await;
+    let name = common::unique("shutdown-readers");
+    let written = holder.write_lock(&name).await.unwrap();
+    let read = || {
+        let (client, name) = (client.clone(), name.clone());
+        tokio::spawn(async move { client.read_lock(&name).await.map(drop) })
+    };
+    // One reader refused (it asked, then sleeps subscribed), and one that comes while
+    // it sleeps and sleeps with it without asking.
+    let refused = read();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let alongside = read();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let start = Instant::now();
+    client.shutdown().await;
+    for (which, task) in [("refused", refused), ("alongside", alongside)] {
+        let result = tokio::time::timeout(Duration::from_secs(1), task)
+            .await
+            .unwrap_or_else(|_| panic!("the {which} reader still waits after shutdown"))
+            .unwrap();
+        assert!(
+            matches!(result, Err(LockError::Shutdown)),
+            "{which}: {result:?}"
+        );
+    }
+    assert!(start.elapsed() < Duration::from_secs(1));
+    written.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn waiters_survive_losing_the_subscriber_connection() {
     common::trace();
     let server = common::RedisServer::start();
