@@ -26,7 +26,9 @@
 //!   two random accounts of 1,000 under `lock_all`, next to the same transfers under
 //!   two ordered `lock()` calls.
 //! - **W7 read-mostly**: `workers` tasks, 95% reads and 5% writes of one name with
-//!   `work` inside, under the read-write lock next to the same under the mutex.
+//!   `work` inside, under the read-write lock next to the same under the mutex; then
+//!   the same accesses on tokio's in-process `RwLock` and `Mutex`, the ceiling the mix
+//!   itself sets when locking costs nothing.
 //! - **W1s sides**: W1 for each side of the read-write lock, next to the mutex's W1.
 //! - **W8 semaphore**: `workers` tasks over two clients on one semaphore of 5 permits,
 //!   each taking a permit `sections` times and holding it for `work`.
