@@ -581,9 +581,13 @@ fn the_chaos_checker_finds_no_violation_in_the_multi_lock() {
     // Transfers under `lock_all` (two names a round, both registers incremented) with
     // every kind of fault; the 30-minute soak's figures are in docs/chaos.md.
     let (summary, text) = chaos_finds_nothing("multi", "3", 200);
-    assert_eq!(
-        summary["register_total"], summary["writes"]["ok"],
-        "every accepted write is in the registers:\n{text}"
+    // Every accepted write is in the registers, and nothing else but writes whose
+    // reply was lost (they may have landed).
+    let count = |outcome: &str| summary["writes"][outcome].as_u64().unwrap_or(0);
+    let total = summary["register_total"].as_u64().unwrap_or(0);
+    assert!(
+        (count("ok")..=count("ok") + count("unknown")).contains(&total),
+        "the registers hold {total}:\n{text}"
     );
 }
 
