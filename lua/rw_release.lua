@@ -30,13 +30,8 @@ end
 if count > 1 then
   return redis.call('hincrby', key, field, -1)
 end
-if fields[4] == field and not fields[2] and not fields[3] then
-  -- A lone holder's last hold, and nobody to tell: before the leases' functions are
-  -- made (see leases.lua), as it needs none of them.
-  redis.call('del', key, set)
-  return 0
-end
-local leases = leases_functions()
+-- The leases' functions are made only by the paths below that need them (see
+-- leases.lua): a lone holder's last hold with nobody to tell needs none.
 local writing = string.sub(field, -2) == ':w'
 local lets_in = writing
 local now
@@ -52,6 +47,7 @@ elseif not fields[4] then
 end
 if left > 0 then
   redis.call('zrem', set, field)
+  local leases = leases_functions()
   now = leases.now()
   local earliest = tonumber(redis.call('zrange', set, 0, 0, 'WITHSCORES')[2])
   if earliest <= now then
@@ -76,7 +72,7 @@ else
   if fields[3] then
     -- A writer's mark that keeps new readers out outlives the lock's keys until it
     -- runs out.
-    now = now or leases.now()
+    now = now or leases_functions().now()
     local writer_waits = tonumber(fields[3])
     if writer_waits > now then
       redis.call('hset', key, 'writer_waits', writer_waits)
@@ -90,7 +86,7 @@ if lets_in and fields[2] then
   -- the `waiting` mark stays for the release that lets them in.
   local message = ''
   if fields[3] then
-    now = now or leases.now()
+    now = now or leases_functions().now()
     if tonumber(fields[3]) > now then
       message = 'writer ' .. (tonumber(fields[3]) - now)
     end

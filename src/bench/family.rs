@@ -97,7 +97,7 @@ impl Bench {
                     tokio::spawn(async move {
                         let mut done_reads = 0u64;
                         for op in 0..per_phase {
-                            let write = (op + worker as u64) % 20 == 0;
+                            let write = is_write(op, worker);
                             match (shared, write) {
                                 (true, false) => {
                                     let guard = client.read_lock(&name).await?;
@@ -202,6 +202,11 @@ impl Bench {
     }
 }
 
+/// W7's mix: one access in twenty is a write, each worker's writes at its own turns.
+fn is_write(op: u64, worker: usize) -> bool {
+    (op + worker as u64) % 20 == 0
+}
+
 /// W7's accesses on tokio's in-process locks, `RwLock` (fair, so a waiting writer
 /// keeps new readers out, as holdlock's writer preference does) and `Mutex`: reads per
 /// second under each, `[mutex, rwlock]`, in alternating phases as W7's. Taking and
@@ -220,7 +225,7 @@ async fn in_process(workers: usize, per_phase: u64, work: Duration) -> BenchResu
                 tokio::spawn(async move {
                     let mut done_reads = 0u64;
                     for op in 0..per_phase {
-                        let write = (op + worker as u64) % 20 == 0;
+                        let write = is_write(op, worker);
                         if shared && !write {
                             let _reading = lock.read().await;
                             tokio::time::sleep(work).await;
