@@ -268,7 +268,7 @@ impl LockNames {
 }
 
 /// The sorted set of the holders' deadlines beside the hash `key` (see `lua/leases.lua`).
-fn leases_key_of(key: &str) -> String {
+pub(crate) fn leases_key_of(key: &str) -> String {
     [key, LEASES].concat()
 }
 

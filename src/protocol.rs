@@ -28,7 +28,9 @@ use crate::keys::{Kind, LockNames};
 use crate::lease::renewal_period;
 use crate::options::{MinReplicas, ResolvedOptions};
 use crate::replicas::Acknowledging;
-use crate::scripts::{Acquire, AcquireCall, Released, Renewed, Scripts, Snapshot, TOKEN_FIELD};
+use crate::scripts::{
+    Acquire, AcquireCall, Released, RenewalCall, Renewed, Scripts, Snapshot, TOKEN_FIELD,
+};
 
 /// Whether an acquisition of `owner`, who holds it `held` times, must be acknowledged
 /// by replicas (a fresh hold under `min_replicas`, see `replicas.rs`), and by how many.
@@ -122,11 +124,8 @@ impl Protocol {
 
     /// Extends the leases of many holds in one call (`renew_many.lua`); on a cluster,
     /// every lock of `holds` must be in one slot. Says per hold what it found.
-    pub(crate) async fn renew_many(
-        &self,
-        holds: &[(&LockNames, &Str, u64)],
-    ) -> Result<Vec<Renewed>> {
-        Box::pin(self.scripts.renew_many(self.scripting(), holds)).await
+    pub(crate) async fn renew_many(&self, call: &RenewalCall) -> Result<Vec<Renewed>> {
+        Box::pin(self.scripts.renew_many(self.scripting(), call)).await
     }
 
     /// Drops one hold each of many mutex holds in one call (`release_many.lua`), sent

@@ -39,16 +39,18 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::error::{LockError, Result};
-use crate::hold::Hold;
+use crate::hold::{Hold, SlotState};
 use crate::lease::{lost_deadline, renewal_period};
 use crate::protocol::Protocol;
-use crate::scripts::{Renewed, into_calls};
+use crate::scripts::{HoldToRenew, RenewalCall, Renewed, into_calls, key_slot};
 
 mod bookings;
 mod timers;
+mod watched;
 
 use bookings::Bookings;
 use timers::Timers;
+use watched::{Locked, Watched, WatchedTable};
 
 /// How early a renewal may go out, to join others in one call: never late, at most
 /// this and a timer slot ([`timers::TICK`]) early.
@@ -57,19 +59,20 @@ pub(crate) const EARLY: Duration = Duration::from_millis(40);
 /// The most holds renewed in one script call.
 pub(crate) const BATCH: usize = 256;
 
-/// One hold's renewals, while the scheduler renews it. Kept small: a client holding a
-/// million locks keeps a million of these.
+/// One hold's renewals, while the scheduler renews it: its number in the table of
+/// holds renewed (see [`WatchedTable`]) and its deadline. Small, as it moves through
+/// the timers and the calls: a client holding a million locks keeps a million.
 ///
-/// It owns a reference to its hold, so that a renewal moves its hold through the
-/// timers and the call without touching the hold's reference count (with a million
-/// holds, each count is a cache miss): a hold released or lost stays in memory until
-/// its renewal next falls due, finds it stopped, and drops it.
+/// What sending it needs stays in the table, side by side with the other holds'; a
+/// renewal looks at its hold through the slot they share (see `hold/lease_slot.rs`),
+/// and records there what it came to. The hold record itself is read only when
+/// something happened to it (released, lost, at risk): with a million holds each
+/// record is a cache miss.
 #[derive(Debug)]
 struct Renewal {
-    hold: Arc<Hold>,
-    /// The hold's watchdog ticket (see `Hold::is_renewed_by`): a renewal whose hold was
-    /// stopped, or booked again, is dropped.
-    ticket: u64,
+    /// The hold's number in the table, until its renewals end (see
+    /// `watched::Locked::end`).
+    number: usize,
     /// When the hold must be taken as lost unless a renewal lands first: a lost
     /// deadline (see [`lost_deadline`]) after the exchange that set the lease Redis
     /// has now was sent.
@@ -91,12 +94,12 @@ impl Renewal {
             .unwrap_or(self.expires)
     }
 
-    /// What the renewal, due at `now`, comes to.
-    fn fate(&self, now: Instant) -> Fate {
-        let hold = &self.hold;
-        if !hold.is_renewed_by(self.ticket) {
+    /// What the renewal of `watched`, due at `now`, comes to.
+    fn fate(&self, watched: &Watched, now: Instant) -> Fate {
+        let state = watched.slot.state();
+        if state == SlotState::Stopped {
             Fate::Stopped
-        } else if hold.is_being_released() {
+        } else if state == SlotState::MaybeReleased && watched.hold.is_being_released() {
             // Every guard let go and the release is queued or in flight: no guard
             // owns the hold, and none ever will (a new call takes a new hold). Its
             // lease is left to run, which at worst frees the lock as the release was
@@ -110,19 +113,11 @@ impl Renewal {
             }
         } else if now >= self.expires {
             Fate::Lost("renewals failed until the lease was about to run out")
-        } else if hold.renew_until().is_some_and(|until| now >= until) {
+        } else if watched.renew_until.is_some_and(|until| now >= until) {
             Fate::HeldLongEnough
         } else {
             Fate::Renew
         }
-    }
-
-    /// When the renewal falls due next: a period after `sent_at` (never before now),
-    /// or at the deadline if that is sooner.
-    fn next_due(&self, sent_at: Instant, now: Instant) -> Instant {
-        (sent_at + renewal_period(self.lease()))
-            .max(now)
-            .min(self.expires)
     }
 }
 
@@ -131,8 +126,7 @@ impl Renewal {
 enum Fate {
     /// Sent.
     Renew,
-    /// Dropped: the hold is renewed no more (released, lost, or renewed under another
-    /// ticket).
+    /// Dropped: the hold is renewed no more (released, or lost).
     Stopped,
     /// Not sent: the hold is being released. Filed again for its lost deadline.
     Released,
@@ -160,8 +154,8 @@ pub(crate) struct Watchdogs {
     timers: Mutex<Timers>,
     /// Wakes the scheduler for a renewal due before it planned to wake.
     wake: Notify,
-    /// Tickets of started watchdogs (see `Hold::is_renewed_by`).
-    tickets: AtomicU64,
+    /// The holds renewed, by number.
+    watched: WatchedTable,
     /// Bumped on each reconnection of the command client: a batch sent before one and
     /// landing after it is due again at once.
     reconnections: AtomicU64,
@@ -184,7 +178,7 @@ impl Watchdogs {
             bookings: Bookings::default(),
             timers: Mutex::default(),
             wake: Notify::new(),
-            tickets: AtomicU64::new(0),
+            watched: WatchedTable::default(),
             reconnections: AtomicU64::new(0),
             slots: RenewalSlots::default(),
             renewer,
@@ -225,13 +219,27 @@ impl Watchdogs {
         granted_at: Instant,
         first_renewal: Instant,
     ) {
-        let ticket = self.tickets.fetch_add(1, Ordering::Relaxed) + 1;
-        if !hold.start_booked_watchdog(ticket) {
+        let mut table = self.watched.lock();
+        let (number, slot) = table.take();
+        // Shared before the start, so that a stop once it started finds the slot.
+        hold.share_slot(&slot);
+        if !hold.start_booked_watchdog() {
+            hold.let_go_of_slot(&slot);
+            table.give_back(number);
             return;
         }
-        let renewal = Renewal {
+        let watched = Watched {
             hold: Arc::clone(hold),
-            ticket,
+            slot,
+            key: hold.names.key.clone(),
+            kind: hold.names.kind,
+            owner: hold.owner.clone(),
+            renew_until: hold.renew_until(),
+        };
+        table.fill(number, watched);
+        drop(table);
+        let renewal = Renewal {
+            number,
             expires: lost_deadline(granted_at, lease),
             lease_ms: millis(lease),
         };
@@ -265,40 +273,53 @@ impl Watchdogs {
         let clustered = self.renewer.redis().is_clustered();
         let mut ready = Vec::with_capacity(due.len());
         let mut released = Vec::new();
+        let mut table = self.watched.lock();
         for renewal in due {
-            let hold = &renewal.hold;
-            match renewal.fate(now) {
-                Fate::Renew => {}
-                Fate::Stopped => continue,
-                Fate::Released => {
-                    released.push((renewal.expires, renewal));
-                    continue;
-                }
+            let number = renewal.number;
+            let Some(watched) = table.get(number) else {
+                continue;
+            };
+            match renewal.fate(watched, now) {
+                Fate::Renew => ready.push(renewal),
+                Fate::Stopped => table.end(number),
+                Fate::Released => released.push((renewal.expires, renewal)),
                 Fate::Lost(why) => {
-                    hold.mark_lost(why);
-                    continue;
+                    watched.hold.mark_lost(why);
+                    table.end(number);
                 }
                 Fate::HeldLongEnough => {
                     // Let the lease run out, and say so before it does (at its deadline
                     // exactly, not a timer slot early or late).
+                    let hold = &watched.hold;
                     tracing::warn!(lock = %hold.names.name, owner = %hold.owner, "held for its max_hold; the watchdog stops renewing it");
-                    let Renewal {
-                        hold,
-                        expires,
-                        ticket,
-                        ..
-                    } = renewal;
+                    let watchdogs = Arc::clone(self);
                     drop(tokio::spawn(async move {
-                        tokio::time::sleep_until(expires).await;
-                        if hold.is_renewed_by(ticket) {
-                            hold.mark_lost("held longer than its max_hold; renewal stopped");
+                        tokio::time::sleep_until(renewal.expires).await;
+                        let mut table = watchdogs.watched.lock();
+                        if let Some(watched) = table.get(number) {
+                            if watched.slot.state() != SlotState::Stopped {
+                                let why = "held longer than its max_hold; renewal stopped";
+                                watched.hold.mark_lost(why);
+                            }
                         }
+                        table.end(number);
                     }));
-                    continue;
                 }
             }
-            ready.push(renewal);
         }
+        // The holds of one owner next to each other: a batch names each owner once.
+        ready.sort_by_cached_key(|renewal| {
+            table
+                .get(renewal.number)
+                .map(|watched| watched.owner.as_ptr())
+        });
+        let slot_of = |renewal: &Renewal| {
+            table
+                .get(renewal.number)
+                .map_or(0, |watched| key_slot(&watched.key))
+        };
+        let calls = into_calls(ready, slot_of, clustered, BATCH);
+        drop(table);
         if !released.is_empty() {
             // Filed during the scheduler's own pass: it reads the timers before it
             // sleeps, so no wake-up is needed.
@@ -307,9 +328,7 @@ impl Watchdogs {
                 timers.insert(at, renewal);
             }
         }
-        // The holds of one owner next to each other: a batch names each owner once.
-        ready.sort_by_cached_key(|renewal| renewal.hold.owner.as_ptr());
-        for batch in into_calls(ready, key_of, clustered, BATCH) {
+        for batch in calls {
             let watchdogs = Arc::clone(self);
             drop(tokio::spawn(async move {
                 watchdogs.renew_batch(batch, epoch).await;
@@ -327,13 +346,29 @@ impl Watchdogs {
             .map(|renewal| (sent_at + renewal_period(renewal.lease())).min(renewal.expires))
             .min()
             .unwrap_or(sent_at);
+        let prepared = {
+            let table = self.watched.lock();
+            let holds: Option<Vec<_>> = batch
+                .iter()
+                .map(|renewal| {
+                    let watched = table.get(renewal.number)?;
+                    Some(HoldToRenew {
+                        key: &watched.key,
+                        kind: watched.kind,
+                        owner: &watched.owner,
+                        lease_ms: renewal.lease_ms,
+                    })
+                })
+                .collect();
+            holds.map(|holds| RenewalCall::new(&holds))
+        };
         let call = async {
             let _slot = self.slots.take().await;
-            let holds: Vec<_> = batch
-                .iter()
-                .map(|Renewal { hold, lease_ms, .. }| (&*hold.names, &hold.owner, *lease_ms))
-                .collect();
-            self.renewer.renew_many(&holds).await
+            match &prepared {
+                Some(call) => self.renewer.renew_many(call).await,
+                // Never: a renewal's number is the table's until its renewals end.
+                None => Err(LockError::Protocol("a renewal not in the table".into())),
+            }
         };
         let replies: Result<Vec<Renewed>, Option<LockError>> =
             match tokio::time::timeout_at(deadline, call).await {
@@ -345,6 +380,7 @@ impl Watchdogs {
         // One reading of the clock for the whole batch: they all landed together.
         let landed_at = Instant::now();
         let mut next = Vec::with_capacity(batch.len());
+        let mut table = self.watched.lock();
         for (index, renewal) in batch.into_iter().enumerate() {
             let outcome = match &replies {
                 Ok(replies) => match replies.get(index) {
@@ -354,8 +390,16 @@ impl Watchdogs {
                 Err(Some(error)) => Outcome::Failed(error.to_string()),
                 Err(None) => Outcome::TimedOut,
             };
-            next.extend(self.landed(renewal, outcome, sent_at, landed_at, reconnected));
+            next.extend(self.landed(
+                &mut table,
+                renewal,
+                outcome,
+                sent_at,
+                landed_at,
+                reconnected,
+            ));
         }
+        drop(table);
         // Filed again together: one lock of the timers per batch.
         let mut timers = self.timers.lock();
         let mut wake = false;
@@ -374,17 +418,83 @@ impl Watchdogs {
     /// is renewed no more.
     fn landed(
         &self,
+        table: &mut Locked<'_>,
         mut renewal: Renewal,
         outcome: Outcome,
         sent_at: Instant,
         now: Instant,
         reconnected: bool,
     ) -> Option<(Instant, Renewal)> {
-        let hold = &renewal.hold;
-        if !hold.is_renewed_by(renewal.ticket) {
-            // Stopped (released, lost) while the renewal was in flight.
+        let number = renewal.number;
+        if let Outcome::Landed(Renewed::Extended) = outcome {
+            // Recorded in the slot by number, without a look at the hold's entry or
+            // whether the hold was stopped (released, lost) while the renewal was in
+            // flight: stores to cold lines cost less than loads, and the next renewal
+            // finds it stopped.
+            let lease = renewal.lease();
+            // The lease left when this renewal landed, by the last one's clock.
+            let margin = (renewal.renewed_at() + lease).saturating_duration_since(now);
+            if let Some(slots) = table.slots_of(number) {
+                slots.renewed(number, margin, now + lease);
+            }
+            #[cfg(feature = "metrics")]
+            {
+                crate::observe::metrics::renewed("ok");
+                crate::observe::metrics::renewal_margin(margin);
+            }
+            renewal.expires = lost_deadline(sent_at, lease);
+            if margin >= lease.mul_f64(self.at_risk_share) {
+                return Some((self.next_due(&renewal, sent_at, now, reconnected), renewal));
+            }
+            // Landed late: warned unless stopped.
+            let watched = table.get(number)?;
+            if watched.slot.state() != SlotState::Stopped {
+                watched.hold.warn_at_risk(&format!(
+                    "a renewal landed with {margin:?} of the {lease:?} lease left \
+                     (the holder's runtime or Redis is too slow)"
+                ));
+            }
+            return Some((self.next_due(&renewal, sent_at, now, reconnected), renewal));
+        }
+        // Anything else looks first, so that a hold stopped is not lost or warned.
+        let watched = table.get(number)?;
+        if watched.slot.state() == SlotState::Stopped || !self.failed(watched, outcome) {
+            table.end(number);
             return None;
         }
+        if now >= renewal.expires {
+            watched
+                .hold
+                .mark_lost("renewals failed until the lease was about to run out");
+            table.end(number);
+            return None;
+        }
+        Some((self.next_due(&renewal, sent_at, now, reconnected), renewal))
+    }
+
+    /// When `renewal`, sent at `sent_at` and answered at `now`, falls due next: at once
+    /// if the client reconnected while it was in flight (another renewal answers the
+    /// reconnection).
+    fn next_due(
+        &self,
+        renewal: &Renewal,
+        sent_at: Instant,
+        now: Instant,
+        reconnected: bool,
+    ) -> Instant {
+        if reconnected {
+            now
+        } else {
+            (sent_at + renewal_period(renewal.lease()))
+                .max(now)
+                .min(renewal.expires)
+        }
+    }
+
+    /// Records a renewal of `watched` (still renewed) that did not extend its lease;
+    /// whether it is renewed again (no, if the hold is gone from Redis).
+    fn failed(&self, watched: &Watched, outcome: Outcome) -> bool {
+        let hold = &watched.hold;
         #[cfg(feature = "metrics")]
         crate::observe::metrics::renewed(match &outcome {
             Outcome::Landed(Renewed::Extended) => "ok",
@@ -392,28 +502,15 @@ impl Watchdogs {
             Outcome::Landed(Renewed::WrongType) | Outcome::Failed(_) => "error",
             Outcome::TimedOut => "timeout",
         });
-        let lease = renewal.lease();
         match outcome {
-            Outcome::Landed(Renewed::Extended) => {
-                // The lease left when this renewal landed, by the last one's clock.
-                let margin = (renewal.renewed_at() + lease).saturating_duration_since(now);
-                hold.record_margin(margin);
-                hold.lease_set_by(now, lease);
-                if margin < lease.mul_f64(self.at_risk_share) {
-                    hold.warn_at_risk(&format!(
-                        "a renewal landed with {margin:?} of the {lease:?} lease left \
-                         (the holder's runtime or Redis is too slow)"
-                    ));
-                }
-                renewal.expires = lost_deadline(sent_at, lease);
-            }
+            Outcome::Landed(Renewed::Extended) => {}
             // Released while the renewal was in flight: not a loss.
-            Outcome::Landed(Renewed::Gone) if hold.is_releasing() => return None,
+            Outcome::Landed(Renewed::Gone) if hold.is_releasing() => return false,
             Outcome::Landed(Renewed::Gone) => {
                 hold.mark_gone(
                     "the lock's key or owner field is gone (deleted, force-unlocked or expired)",
                 );
-                return None;
+                return false;
             }
             Outcome::Landed(Renewed::WrongType) => {
                 let error = LockError::Protocol(format!(
@@ -432,23 +529,8 @@ impl Watchdogs {
                 hold.warn_at_risk("a renewal timed out; retrying");
             }
         }
-        if now >= renewal.expires {
-            hold.mark_lost("renewals failed until the lease was about to run out");
-            return None;
-        }
-        // A reconnection heard while this was in flight is answered by another renewal.
-        let at = if reconnected {
-            now
-        } else {
-            renewal.next_due(sent_at, now)
-        };
-        Some((at, renewal))
+        true
     }
-}
-
-/// The key of a renewal's hold, by which renewals are grouped into calls.
-fn key_of(renewal: &Renewal) -> &str {
-    &renewal.hold.names.key
 }
 
 /// A lease in milliseconds, as the scripts take it.
@@ -581,47 +663,56 @@ mod tests {
         let mut ops = hold.ops.try_lock().unwrap();
         hold.set_count(&mut ops, 1);
         hold.add_claim();
-        assert!(hold.book_watchdog() && hold.start_booked_watchdog(7));
         let now = Instant::now();
         let lease = Duration::from_secs(3);
-        let renewal = Renewal {
+        let table = WatchedTable::default();
+        let mut table = table.lock();
+        let (number, slot) = table.take();
+        assert!(hold.book_watchdog());
+        hold.share_slot(&slot);
+        assert!(hold.start_booked_watchdog());
+        let mut watched = Watched {
             hold: Arc::clone(hold),
-            ticket: 7,
+            slot,
+            key: names.key.clone(),
+            kind: names.kind,
+            owner: hold.owner.clone(),
+            renew_until: None,
+        };
+        let renewal = Renewal {
+            number,
             expires: now + lease,
             lease_ms: millis(lease),
         };
-        assert_eq!(renewal.fate(now), Fate::Renew);
+        let fate = |watched: &Watched, at| renewal.fate(watched, at);
+        assert_eq!(fate(&watched, now), Fate::Renew);
         assert_eq!(
-            renewal.fate(now + lease),
+            fate(&watched, now + lease),
             Fate::Lost("renewals failed until the lease was about to run out"),
             "past its deadline"
         );
-        hold.set_granted(now, Some(now));
-        assert_eq!(renewal.fate(now), Fate::HeldLongEnough);
-        hold.set_granted(now, None);
+        watched.renew_until = Some(now);
+        assert_eq!(fate(&watched, now), Fate::HeldLongEnough);
+        watched.renew_until = None;
 
         // The guard let go: its release is pending, and no guard will own the hold again.
         hold.drop_claim();
         assert!(hold.is_being_released());
         // Not renewed; lost at its deadline all the same if the release has not landed.
         assert_eq!(
-            renewal.fate(now),
+            fate(&watched, now),
             Fate::Released,
             "not renewed while released"
         );
         assert_eq!(
-            renewal.fate(now + lease),
+            fate(&watched, now + lease),
             Fate::Lost("its release did not land before its lease ran out")
         );
+        // The slot only tells the renewal to ask: a hold claimed again is renewed.
         hold.add_claim();
-        assert_eq!(renewal.fate(now), Fate::Renew);
-        // Booked again under another ticket, or stopped.
-        let stale = Renewal {
-            ticket: 6,
-            ..renewal
-        };
-        assert_eq!(stale.fate(now), Fate::Stopped);
+        assert_eq!(fate(&watched, now), Fate::Renew);
+        // Stopped, and so dropped.
         hold.stop_watchdog();
-        assert_eq!(stale.fate(now), Fate::Stopped);
+        assert_eq!(fate(&watched, now), Fate::Stopped);
     }
 }

@@ -21,7 +21,7 @@ use super::{Backoff, Engine, Unreleased};
 use crate::compat::Compat;
 use crate::hold::{Hold, HoldUse};
 use crate::keys::{Kind, LockNames};
-use crate::scripts::{Released, into_calls};
+use crate::scripts::{Released, into_calls, key_slot};
 
 /// The most holds released in one script call.
 const BATCH: usize = 256;
@@ -102,7 +102,7 @@ impl Engine {
                     }
                 }
             }
-            for batch in into_calls(ready, Ready::key, clustered, BATCH) {
+            for batch in into_calls(ready, |ready| key_slot(ready.key()), clustered, BATCH) {
                 let Ok(call) = Arc::clone(&self.pending.calls).acquire_owned().await else {
                     return;
                 };

@@ -13,8 +13,10 @@ use tokio::time::Instant;
 
 use crate::keys::LockNames;
 
+mod lease_slot;
 mod registry;
 
+pub(crate) use lease_slot::{CELLS_PER_CHUNK, LeaseChunk, LeaseSlot, SlotState};
 pub(crate) use registry::{HoldUse, Holds, LocalHolder};
 
 /// One owner's hold on one lock, however many times it is nested.
@@ -54,12 +56,13 @@ pub(crate) struct Hold {
     /// [`warn_at_risk`](Self::warn_at_risk)).
     at_risk_flag: AtomicBool,
     /// The lease left in Redis when the last renewal landed, in milliseconds
-    /// (`u64::MAX`: no renewal has landed yet).
-    margin_ms: AtomicU64,
+    /// (`u32::MAX`: no renewal has landed yet), as of the last watchdog's end: while a
+    /// watchdog runs, its [`LeaseSlot`] has it.
+    margin_ms: AtomicU32,
     times: Mutex<Times>,
-    /// The renewals: [`WATCHDOG_OFF`], [`WATCHDOG_BOOKED`], or the ticket of the
-    /// running renewal plus [`WATCHDOG_RUNNING`] (see [`Hold::start_booked_watchdog`]).
-    watchdog: AtomicU64,
+    /// The renewals: [`WATCHDOG_OFF`], [`WATCHDOG_BOOKED`] or [`WATCHDOG_RUNNING`]
+    /// (see [`Hold::start_booked_watchdog`]).
+    watchdog: AtomicU32,
     /// Counted in the `holdlock_locks_held` gauge (feature `metrics`): from the count
     /// leaving 0 until it returns to 0 or the hold is lost, whichever comes first.
     #[cfg(feature = "metrics")]
@@ -82,22 +85,25 @@ struct Times {
     expires_at: Option<Instant>,
     /// When Redis will have expired the hold at the latest, unless renewed again: a
     /// lease after the last grant, renewal or extension was answered. A late release
-    /// waits no longer than this (after it, there is nothing left to release).
+    /// waits no longer than this (after it, there is nothing left to release). While a
+    /// watchdog runs, its `slot` has it.
     lease_ends_by: Option<Instant>,
     /// When the grant that raised the count from 0 was sent.
     granted_at: Option<Instant>,
     /// When the watchdog stops renewing (see `LockOptions::max_hold`; `None`: never).
     renew_until: Option<Instant>,
+    /// The cell the running watchdog shares with this hold (see `lease_slot.rs`): the
+    /// renewals write the margin and the lease's end there, not here.
+    slot: Option<LeaseSlot>,
 }
 
 /// [`Hold::watchdog`]: no renewals (a fixed lease, or not held).
-const WATCHDOG_OFF: u64 = 0;
+const WATCHDOG_OFF: u32 = 0;
 /// [`Hold::watchdog`]: booked to start at the first renewal, if the hold lives that
 /// long.
-const WATCHDOG_BOOKED: u64 = 1;
-/// [`Hold::watchdog`]: renewed by the client's scheduler, as the renewal whose ticket
-/// is the value minus this.
-const WATCHDOG_RUNNING: u64 = 2;
+const WATCHDOG_BOOKED: u32 = 1;
+/// [`Hold::watchdog`]: renewed by the client's scheduler.
+const WATCHDOG_RUNNING: u32 = 2;
 
 impl Hold {
     fn new(names: &Arc<LockNames>, owner: Str, count: u32) -> Self {
@@ -113,9 +119,9 @@ impl Hold {
             lost_flag: AtomicBool::new(false),
             gone: AtomicBool::new(false),
             at_risk_flag: AtomicBool::new(false),
-            margin_ms: AtomicU64::new(u64::MAX),
+            margin_ms: AtomicU32::new(u32::MAX),
             times: Mutex::default(),
-            watchdog: AtomicU64::new(WATCHDOG_OFF),
+            watchdog: AtomicU32::new(WATCHDOG_OFF),
             #[cfg(feature = "metrics")]
             counted: AtomicBool::new(false),
             releasing: AtomicBool::new(false),
@@ -186,9 +192,15 @@ impl Hold {
         self.changed.notify_waiters();
     }
 
-    /// A guard's claim ended: its release is in flight, owed, or not needed.
+    /// A guard's claim ended: its release is in flight, owed, or not needed. The last
+    /// claim's end tells a running watchdog to ask before its next renewal (see
+    /// [`is_being_released`](Self::is_being_released)).
     pub(crate) fn drop_claim(&self) {
-        self.claims.fetch_sub(1, Ordering::AcqRel);
+        if self.claims.fetch_sub(1, Ordering::AcqRel) == 1 && self.has_watchdog() {
+            if let Some(slot) = &self.times.lock().slot {
+                slot.mark_maybe_released();
+            }
+        }
     }
 
     /// Whether every guard of this hold has let go while Redis may still count holds
@@ -232,13 +244,22 @@ impl Hold {
     /// Records that Redis set the hold's lease to `lease` by `answered` (a reading of
     /// the clock taken once the answer was in, shared by a batch of renewals).
     pub(crate) fn lease_set_by(&self, answered: Instant, lease: Duration) {
-        self.times.lock().lease_ends_by = Some(answered + lease);
+        let mut times = self.times.lock();
+        let ends_by = Some(answered + lease);
+        match &times.slot {
+            Some(slot) => slot.set_lease_ends_by(ends_by),
+            None => times.lease_ends_by = ends_by,
+        }
     }
 
     /// When Redis will have expired the hold at the latest (see
     /// [`lease_set_now`](Self::lease_set_now)); `None` if unknown.
     pub(crate) fn lease_ends_by(&self) -> Option<Instant> {
-        self.times.lock().lease_ends_by
+        let times = self.times.lock();
+        match &times.slot {
+            Some(slot) => slot.lease_ends_by(),
+            None => times.lease_ends_by,
+        }
     }
 
     /// Records a fixed lease granted at `sent_at`, or clears it when a watchdog renews.
@@ -319,18 +340,48 @@ impl Hold {
         self.changed.notify_waiters();
     }
 
-    /// Records the lease left in Redis when a renewal landed.
-    pub(crate) fn record_margin(&self, margin: Duration) {
-        let millis = u64::try_from(margin.as_millis()).unwrap_or(u64::MAX - 1);
-        self.margin_ms.store(millis, Ordering::Release);
-        #[cfg(feature = "metrics")]
-        crate::observe::metrics::renewal_margin(margin);
-    }
-
     /// The lease left in Redis when the last renewal landed, if one has.
     pub(crate) fn margin(&self) -> Option<Duration> {
+        if let Some(slot) = &self.times.lock().slot {
+            return slot.margin();
+        }
+        self.own_margin()
+    }
+
+    /// The margin the hold's last watchdog left, if one renewed it.
+    fn own_margin(&self) -> Option<Duration> {
         let millis = self.margin_ms.load(Ordering::Acquire);
-        (millis != u64::MAX).then(|| Duration::from_millis(millis))
+        (millis != u32::MAX).then(|| Duration::from_millis(u64::from(millis)))
+    }
+
+    /// Shares `slot` with the watchdog about to start (see `lease_slot.rs`): from now
+    /// on the renewals record the margin and the lease's end there. Any slot shared
+    /// before is let go first (see [`let_go_of_slot`](Self::let_go_of_slot)).
+    pub(crate) fn share_slot(&self, slot: &LeaseSlot) {
+        let mut times = self.times.lock();
+        if let Some(earlier) = times.slot.clone() {
+            self.keep_slot_state(&mut times, &earlier);
+        }
+        let maybe_released = self.claims.load(Ordering::Acquire) == 0;
+        slot.start(self.own_margin(), times.lease_ends_by, maybe_released);
+        times.slot = Some(slot.clone());
+    }
+
+    /// Stops sharing `slot` (unless another slot was shared since), keeping what it
+    /// recorded: its watchdog's renewals have ended.
+    pub(crate) fn let_go_of_slot(&self, slot: &LeaseSlot) {
+        let mut times = self.times.lock();
+        if times.slot.as_ref().is_some_and(|shared| shared.is(slot)) {
+            self.keep_slot_state(&mut times, slot);
+        }
+    }
+
+    /// Copies what `slot` recorded into the hold's own fields, and stops sharing it.
+    fn keep_slot_state(&self, times: &mut Times, slot: &LeaseSlot) {
+        times.lease_ends_by = slot.lease_ends_by();
+        let millis = slot.margin().map_or(u32::MAX, lease_slot::whole_millis);
+        self.margin_ms.store(millis, Ordering::Release);
+        times.slot = None;
     }
 
     /// Warns (once) that the hold is at risk of being lost, with `why`: a renewal came
@@ -388,24 +439,18 @@ impl Hold {
         self.watchdog.load(Ordering::Acquire) == WATCHDOG_BOOKED
     }
 
-    /// Starts the booked watchdog as renewal `ticket` (see `watchdog.rs`); returns
+    /// Starts the booked watchdog (see `watchdog.rs`), which shares a slot with the
+    /// hold from now on (share it first: see [`share_slot`](Self::share_slot)); returns
     /// whether it did (not if it was stopped since).
-    pub(crate) fn start_booked_watchdog(&self, ticket: u64) -> bool {
-        let running = ticket.saturating_add(WATCHDOG_RUNNING);
+    pub(crate) fn start_booked_watchdog(&self) -> bool {
         self.watchdog
             .compare_exchange(
                 WATCHDOG_BOOKED,
-                running,
+                WATCHDOG_RUNNING,
                 Ordering::AcqRel,
                 Ordering::Acquire,
             )
             .is_ok()
-    }
-
-    /// Whether renewal `ticket` still renews this hold: it was started and neither
-    /// stopped nor replaced by a later watchdog of the same hold since.
-    pub(crate) fn is_renewed_by(&self, ticket: u64) -> bool {
-        self.watchdog.load(Ordering::Acquire) == ticket.saturating_add(WATCHDOG_RUNNING)
     }
 
     /// Marks the last hold's release as sent; see [`Hold::is_releasing`].
@@ -425,11 +470,16 @@ impl Hold {
     }
 
     /// Stops (or cancels the booking of) the renewals: the scheduler drops the hold's
-    /// renewal when it next falls due or lands. A renewal already written to Redis may
-    /// still run, but the renewal scripts only extend a hold whose owner field still
-    /// exists.
+    /// renewal when it next falls due or lands (its slot says so). A renewal already
+    /// written to Redis may still run, but the renewal scripts only extend a hold whose
+    /// owner field still exists.
     pub(crate) fn stop_watchdog(&self) {
-        self.watchdog.store(WATCHDOG_OFF, Ordering::Release);
+        if self.watchdog.swap(WATCHDOG_OFF, Ordering::AcqRel) == WATCHDOG_RUNNING {
+            // Shared before the watchdog started, so there to stop.
+            if let Some(slot) = &self.times.lock().slot {
+                slot.stop();
+            }
+        }
     }
 }
 
@@ -449,11 +499,12 @@ mod tests {
     /// A client may hold a million locks (W10 in `holdlock bench`): the record stays
     /// small (it was 336 bytes before its signals, times and watchdog state were
     /// folded; the owner id's handle is shared bytes since, 8 bytes more than a
-    /// `String` but no copy of its own per hold).
+    /// `String` but no copy of its own per hold; the link to a running watchdog's
+    /// slot is 8 bytes more again).
     #[test]
     fn a_hold_record_stays_small() {
         assert!(
-            std::mem::size_of::<Hold>() <= 216,
+            std::mem::size_of::<Hold>() <= 224,
             "{} bytes",
             std::mem::size_of::<Hold>()
         );
@@ -464,18 +515,65 @@ mod tests {
         let names = Arc::new(ClientConfig::default().names("a").unwrap());
         let hold = Hold::new(&names, Str::from("o:1"), 1);
         assert!(!hold.has_watchdog());
-        assert!(!hold.start_booked_watchdog(7), "not booked");
+        assert!(!hold.start_booked_watchdog(), "not booked");
         assert!(hold.book_watchdog());
         assert!(!hold.book_watchdog(), "booked once");
         assert!(hold.is_watchdog_booked());
-        assert!(!hold.is_renewed_by(7));
-        assert!(hold.start_booked_watchdog(7));
-        assert!(!hold.start_booked_watchdog(8), "started once");
-        assert!(hold.is_renewed_by(7) && !hold.is_renewed_by(8));
+        assert!(hold.start_booked_watchdog());
+        assert!(!hold.start_booked_watchdog(), "started once");
+        assert!(hold.has_watchdog() && !hold.is_watchdog_booked());
         assert!(!hold.book_watchdog(), "running");
         hold.stop_watchdog();
-        assert!(!hold.has_watchdog() && !hold.is_renewed_by(7));
-        assert!(hold.book_watchdog() && hold.start_booked_watchdog(9));
-        assert!(hold.is_renewed_by(9) && !hold.is_renewed_by(7));
+        assert!(!hold.has_watchdog());
+        assert!(hold.book_watchdog() && hold.start_booked_watchdog());
+    }
+
+    /// While a watchdog runs, its slot has the margin and the lease's end; the hold
+    /// keeps them when the watchdog ends, and a stop or the last claim's end reaches
+    /// the slot.
+    #[test]
+    fn a_shared_slot_holds_the_lease_state_until_let_go() {
+        let names = Arc::new(ClientConfig::default().names("a").unwrap());
+        let hold = Hold::new(&names, Str::from("o:1"), 1);
+        let now = Instant::now();
+        let lease = Duration::from_secs(30);
+        hold.lease_set_by(now, lease);
+        hold.add_claim();
+        assert!(hold.book_watchdog());
+
+        let chunk = LeaseChunk::new(now);
+        let slot = LeaseSlot::new(Arc::clone(&chunk), 0);
+        hold.share_slot(&slot);
+        assert!(hold.start_booked_watchdog());
+        assert_eq!(slot.state(), SlotState::Running);
+        assert_eq!(slot.lease_ends_by(), Some(now + lease), "carried over");
+        slot.renewed(Duration::from_secs(20), now + lease * 2);
+        assert_eq!(hold.margin(), Some(Duration::from_secs(20)));
+        assert_eq!(hold.lease_ends_by(), Some(now + lease * 2));
+        hold.lease_set_by(now, lease * 3);
+        assert_eq!(
+            slot.lease_ends_by(),
+            Some(now + lease * 3),
+            "written through"
+        );
+
+        hold.drop_claim();
+        assert_eq!(slot.state(), SlotState::MaybeReleased);
+        hold.stop_watchdog();
+        assert_eq!(slot.state(), SlotState::Stopped);
+
+        // Another slot shared since: letting go of the first keeps the second.
+        let second = LeaseSlot::new(chunk, 1);
+        assert!(hold.book_watchdog());
+        hold.share_slot(&second);
+        assert_eq!(second.state(), SlotState::MaybeReleased, "no claim left");
+        assert_eq!(second.margin(), Some(Duration::from_secs(20)));
+        hold.let_go_of_slot(&slot);
+        second.renewed(Duration::from_secs(19), now + lease * 4);
+        assert_eq!(hold.margin(), Some(Duration::from_secs(19)));
+        hold.let_go_of_slot(&second);
+        second.renewed(Duration::from_secs(1), now);
+        assert_eq!(hold.margin(), Some(Duration::from_secs(19)), "kept");
+        assert_eq!(hold.lease_ends_by(), Some(now + lease * 4));
     }
 }

@@ -11,7 +11,7 @@ use fred::util::redis_keyslot;
 
 use super::{Delivery, ScriptKey, Scripts, decimal, integer, protocol};
 use crate::error::{LockError, Result};
-use crate::keys::{Kind, LockNames};
+use crate::keys::{Kind, LockNames, leases_key_of};
 
 pub(super) const RENEW_MANY: &str = concat!(
     include_str!("../../lua/leases.lua"),
@@ -33,6 +33,88 @@ pub(crate) enum Renewed {
     WrongType,
 }
 
+/// One hold of a batch of renewals (see [`RenewalCall`]): what the watchdog
+/// keeps of it, so that sending it reads nothing else.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HoldToRenew<'a> {
+    /// The lock's key (its hash).
+    pub(crate) key: &'a str,
+    pub(crate) kind: Kind,
+    pub(crate) owner: &'a Str,
+    pub(crate) lease_ms: u64,
+}
+
+impl HoldToRenew<'_> {
+    /// Whether the lock's keys expire as a whole (mutex, fair lock), or each holder on
+    /// its own (see `lua/leases.lua`).
+    fn expires_whole(&self) -> bool {
+        matches!(self.kind, Kind::Mutex | Kind::Fair)
+    }
+
+    /// The holder's field in the lock's hash.
+    fn field(&self) -> Str {
+        self.kind.shared_field(self.owner)
+    }
+}
+
+/// The keys and arguments of one `renew_many.lua` call, made from the holds it renews
+/// without holding on to them (the watchdog reads them under a lock it does not keep
+/// across the call). The keys go out copied into one buffer (see [`PackedKeys`]) and
+/// the owners as shared bytes; in the usual batch each run of holds of one owner names
+/// its owner once, so callers put them together.
+#[derive(Debug)]
+pub(crate) struct RenewalCall {
+    keys: Vec<PackedKey>,
+    args: Vec<Value>,
+    holds: usize,
+}
+
+impl RenewalCall {
+    pub(crate) fn new(holds: &[HoldToRenew<'_>]) -> Self {
+        let mut keys = PackedKeys::with_capacity(holds.len());
+        for hold in holds {
+            keys.push(hold.key);
+            if !hold.expires_whole() {
+                keys.push(&leases_key_of(hold.key));
+            }
+        }
+        // The usual batch (every key expiring whole, one lease) names the lease once
+        // and each run of holds with one holder once: the keys are nearly all it sends.
+        let uniform = holds.first().and_then(|first| {
+            holds
+                .iter()
+                .all(|hold| hold.expires_whole() && hold.lease_ms == first.lease_ms)
+                .then_some(first.lease_ms)
+        });
+        let args = match uniform {
+            Some(lease_ms) => {
+                let mut args = vec![Value::from_static_str("*h"), decimal(lease_ms)];
+                // Runs of one field: the callers put the holds of one owner together.
+                for run in holds.chunk_by(|a, b| a.kind == b.kind && same_bytes(a.owner, b.owner)) {
+                    args.push(Value::String(run[0].field()));
+                    args.push(decimal(run.len() as u64));
+                }
+                args
+            }
+            None => {
+                let mut args = Vec::with_capacity(holds.len() * 3);
+                for hold in holds {
+                    let layout = if hold.expires_whole() { "h" } else { "l" };
+                    args.push(Value::from_static_str(layout));
+                    args.push(Value::String(hold.field()));
+                    args.push(decimal(hold.lease_ms));
+                }
+                args
+            }
+        };
+        Self {
+            keys: keys.finish(),
+            args,
+            holds: holds.len(),
+        }
+    }
+}
+
 /// What one release in a batch found (see `lua/release_many.lua`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Released {
@@ -45,59 +127,24 @@ pub(crate) enum Released {
 }
 
 impl Scripts {
-    /// Extends the lease of each `(names, owner, lease_ms)` hold, in one call; says per
-    /// hold what it found, in order. Idempotent, so sent with retries. The keys go out
-    /// copied into one buffer (see [`PackedKeys`]) and the owners as shared bytes; in
-    /// the usual batch each run of holds of one owner names its owner once, so callers
-    /// put them together.
+    /// Extends the lease of each hold of `call`, in one call; says per hold what it
+    /// found, in order. Idempotent, so sent with retries.
     pub(crate) async fn renew_many(
         &self,
         client: &Client,
-        holds: &[(&LockNames, &Str, u64)],
+        call: &RenewalCall,
     ) -> Result<Vec<Renewed>> {
-        let expires_whole = |names: &LockNames| matches!(names.kind, Kind::Mutex | Kind::Fair);
-        let mut keys = PackedKeys::with_capacity(holds.len());
-        for (names, _, _) in holds {
-            keys.push(&names.key);
-            if !expires_whole(names) {
-                keys.push(&names.leases_key());
-            }
-        }
-        let keys = keys.finish();
-        // The usual batch (every key expiring whole, one lease) names the lease once
-        // and each run of holds with one holder once: the keys are nearly all it sends.
-        let uniform = holds.first().and_then(|&(_, _, first)| {
-            holds
-                .iter()
-                .all(|&(names, _, lease_ms)| expires_whole(names) && lease_ms == first)
-                .then_some(first)
-        });
-        let args = || match uniform {
-            Some(lease_ms) => {
-                let mut args = vec![Value::from_static_str("*h"), decimal(lease_ms)];
-                // Runs of one field: the callers put the holds of one owner together.
-                for run in holds.chunk_by(|a, b| a.0.kind == b.0.kind && a.1 == b.1) {
-                    let (names, owner, _) = run[0];
-                    args.push(Value::String(names.kind.shared_field(owner)));
-                    args.push(decimal(run.len() as u64));
-                }
-                args
-            }
-            None => {
-                let mut args = Vec::with_capacity(holds.len() * 3);
-                for &(names, owner, lease_ms) in holds {
-                    let layout = if expires_whole(names) { "h" } else { "l" };
-                    args.push(Value::from_static_str(layout));
-                    args.push(Value::String(names.kind.shared_field(owner)));
-                    args.push(decimal(lease_ms));
-                }
-                args
-            }
-        };
+        let args = || call.args.clone();
         let reply = self
-            .eval(client, &self.renew_many, &keys, &args, Delivery::Retried)
+            .eval(
+                client,
+                &self.renew_many,
+                &call.keys,
+                &args,
+                Delivery::Retried,
+            )
             .await?;
-        each(&reply, holds.len(), |n| match n {
+        each(&reply, call.holds, |n| match n {
             1 => Some(Renewed::Extended),
             0 => Some(Renewed::Gone),
             -1 => Some(Renewed::WrongType),
@@ -187,6 +234,7 @@ impl PackedKeys {
 }
 
 /// One key of [`PackedKeys`]: a slice of the call's buffer, copied from a `&str`.
+#[derive(Debug)]
 struct PackedKey(Bytes);
 
 impl ScriptKey for PackedKey {
@@ -200,23 +248,30 @@ impl ScriptKey for PackedKey {
     }
 }
 
+/// Whether `a` and `b` hold the same bytes: at once when they share them (the holds of
+/// one owner share its id), else by comparing them.
+fn same_bytes(a: &Str, b: &Str) -> bool {
+    (a.as_ptr() == b.as_ptr() && a.len() == b.len()) || a == b
+}
+
+/// The cluster slot of `key`.
+pub(crate) fn key_slot(key: &str) -> u16 {
+    redis_keyslot(key.as_bytes())
+}
+
 /// Splits `items` into the calls of a batch script: at most `size` to a call and, on a
-/// cluster, the keys of one slot to a call (a script cannot span slots); `key_of` names
-/// an item's key.
+/// cluster, the keys of one slot to a call (a script cannot span slots); `slot_of`
+/// says an item's slot (see [`key_slot`]), and is asked only on a cluster.
 pub(crate) fn into_calls<T>(
     items: Vec<T>,
-    key_of: impl Fn(&T) -> &str,
+    slot_of: impl Fn(&T) -> u16,
     clustered: bool,
     size: usize,
 ) -> Vec<Vec<T>> {
     let mut items: Vec<(u16, T)> = items
         .into_iter()
         .map(|item| {
-            let slot = if clustered {
-                redis_keyslot(key_of(&item).as_bytes())
-            } else {
-                0
-            };
+            let slot = if clustered { slot_of(&item) } else { 0 };
             (slot, item)
         })
         .collect();
@@ -262,18 +317,18 @@ mod tests {
     #[test]
     fn calls_hold_at_most_their_size_in_order() {
         let keys: Vec<String> = (0..600).map(|i| format!("k{{{i}}}")).collect();
-        let calls = into_calls(keys.clone(), |key| key.as_str(), false, 256);
+        let calls = into_calls(keys.clone(), |key| key_slot(key), false, 256);
         let sizes: Vec<usize> = calls.iter().map(Vec::len).collect();
         assert_eq!(sizes, [256, 256, 88]);
         assert_eq!(calls.concat(), keys, "nothing lost, nothing reordered");
-        assert!(into_calls(Vec::<String>::new(), |key| key.as_str(), true, 256).is_empty());
+        assert!(into_calls(Vec::<String>::new(), |key| key_slot(key), true, 256).is_empty());
     }
 
     #[test]
     fn on_a_cluster_each_call_is_one_slot() {
         // Three hash tags, interleaved: each call must hold keys of one slot only.
         let keys: Vec<String> = (0..30).map(|i| format!("x{{{}}}:{i}", i % 3)).collect();
-        let calls = into_calls(keys.clone(), |key| key.as_str(), true, 4);
+        let calls = into_calls(keys.clone(), |key| key_slot(key), true, 4);
         let slot = |key: &String| redis_keyslot(key.as_bytes());
         for call in &calls {
             assert!(call.len() <= 4);

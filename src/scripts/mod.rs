@@ -32,8 +32,8 @@ mod fair;
 mod leases;
 mod operator;
 
+pub(crate) use batch::{HoldToRenew, Released, RenewalCall, Renewed, into_calls, key_slot};
 use batch::{RELEASE_MANY, RENEW_MANY};
-pub(crate) use batch::{Released, Renewed, into_calls};
 pub(crate) use election::LeaderRecord;
 use fair::{FAIR_ACQUIRE, FAIR_LEAVE, FAIR_RELEASE};
 use leases::{LEASE_RENEW, RW_ACQUIRE, RW_RELEASE, SEM_ACQUIRE, SEM_AVAILABLE, SEM_RELEASE};
