@@ -1,0 +1,67 @@
+//! The scheduler's view of a hold: what a renewal due comes to.
+
+use super::*;
+use crate::hold::Holds;
+use crate::options::ClientConfig;
+
+#[test]
+fn a_due_renewal_is_sent_only_for_a_hold_a_guard_still_owns() {
+    let holds = Arc::new(Holds::default());
+    let names = Arc::new(ClientConfig::default().names("a").unwrap());
+    let entry = holds.enter(&names, "o:1");
+    let hold = &entry.hold;
+    let mut ops = hold.ops.try_lock().unwrap();
+    hold.set_count(&mut ops, 1);
+    hold.add_claim();
+    let now = Instant::now();
+    let lease = Duration::from_secs(3);
+    let table = WatchedTable::default();
+    let mut table = table.lock();
+    let (number, slot) = table.take();
+    assert!(hold.book_watchdog());
+    hold.share_slot(&slot);
+    assert!(hold.start_booked_watchdog());
+    let mut watched = Watched {
+        hold: Arc::clone(hold),
+        slot,
+        key: names.key.clone(),
+        kind: names.kind,
+        owner: hold.owner.clone(),
+        renew_until: None,
+    };
+    let renewal = Renewal {
+        number,
+        expires: now + lease,
+        lease_ms: millis(lease),
+    };
+    let fate = |watched: &Watched, at| renewal.fate(watched, at);
+    assert_eq!(fate(&watched, now), Fate::Renew);
+    assert_eq!(
+        fate(&watched, now + lease),
+        Fate::Lost("renewals failed until the lease was about to run out"),
+        "past its deadline"
+    );
+    watched.renew_until = Some(now);
+    assert_eq!(fate(&watched, now), Fate::HeldLongEnough);
+    watched.renew_until = None;
+
+    // The guard let go: its release is pending, and no guard will own the hold again.
+    hold.drop_claim();
+    assert!(hold.is_being_released());
+    // Not renewed; lost at its deadline all the same if the release has not landed.
+    assert_eq!(
+        fate(&watched, now),
+        Fate::Released,
+        "not renewed while released"
+    );
+    assert_eq!(
+        fate(&watched, now + lease),
+        Fate::Lost("its release did not land before its lease ran out")
+    );
+    // The slot only tells the renewal to ask: a hold claimed again is renewed.
+    hold.add_claim();
+    assert_eq!(fate(&watched, now), Fate::Renew);
+    // Stopped, and so dropped.
+    hold.stop_watchdog();
+    assert_eq!(fate(&watched, now), Fate::Stopped);
+}
