@@ -50,7 +50,7 @@ mod watched;
 
 use bookings::Bookings;
 use timers::Timers;
-use watched::{Locked, Watched, WatchedTable};
+use watched::{KeyBytes, Locked, Watched, WatchedTable};
 
 /// How early a renewal may go out, to join others in one call: never late, at most
 /// this and a timer slot ([`timers::TICK`]) early.
@@ -94,9 +94,8 @@ impl Renewal {
             .unwrap_or(self.expires)
     }
 
-    /// What the renewal of `watched`, due at `now`, comes to.
-    fn fate(&self, watched: &Watched, now: Instant) -> Fate {
-        let state = watched.slot.state();
+    /// What the renewal of `watched`, whose slot says `state`, due at `now`, comes to.
+    fn fate(&self, watched: &Watched, state: SlotState, now: Instant) -> Fate {
         if state == SlotState::Stopped {
             Fate::Stopped
         } else if state == SlotState::MaybeReleased && watched.hold.is_being_released() {
@@ -230,8 +229,7 @@ impl Watchdogs {
         }
         let watched = Watched {
             hold: Arc::clone(hold),
-            slot,
-            key: hold.names.key.clone(),
+            key: KeyBytes::new(&hold.names.key),
             kind: hold.names.kind,
             owner: hold.owner.clone(),
             renew_until: hold.renew_until(),
@@ -282,7 +280,7 @@ impl Watchdogs {
             let Some(watched) = table.get(number) else {
                 continue;
             };
-            match renewal.fate(watched, now) {
+            match renewal.fate(watched, table.state(number), now) {
                 Fate::Renew => ready.push(renewal),
                 Fate::Stopped => table.end(number),
                 Fate::Released => released.push((renewal.expires, renewal)),
@@ -300,7 +298,7 @@ impl Watchdogs {
                         tokio::time::sleep_until(renewal.expires).await;
                         let mut table = watchdogs.watched.lock();
                         if let Some(watched) = table.get(number) {
-                            if watched.slot.state() != SlotState::Stopped {
+                            if table.state(number) != SlotState::Stopped {
                                 let why = "held longer than its max_hold; renewal stopped";
                                 watched.hold.mark_lost(why);
                             }
@@ -319,7 +317,7 @@ impl Watchdogs {
         let slot_of = |renewal: &Renewal| {
             table
                 .get(renewal.number)
-                .map_or(0, |watched| key_slot(&watched.key))
+                .map_or(0, |watched| key_slot(watched.key.as_str()))
         };
         let calls = into_calls(ready, slot_of, clustered, BATCH);
         drop(table);
@@ -356,7 +354,7 @@ impl Watchdogs {
                 .map(|renewal| {
                     let watched = table.get(renewal.number)?;
                     Some(HoldToRenew {
-                        key: &watched.key,
+                        key: watched.key.as_str(),
                         kind: watched.kind,
                         owner: &watched.owner,
                         lease_ms: renewal.lease_ms,
@@ -451,7 +449,7 @@ impl Watchdogs {
             }
             // Landed late: warned unless stopped.
             let watched = table.get(number)?;
-            if watched.slot.state() != SlotState::Stopped {
+            if table.state(number) != SlotState::Stopped {
                 watched.hold.warn_at_risk(&format!(
                     "a renewal landed with {margin:?} of the {lease:?} lease left \
                      (the holder's runtime or Redis is too slow)"
@@ -461,7 +459,7 @@ impl Watchdogs {
         }
         // Anything else looks first, so that a hold stopped is not lost or warned.
         let watched = table.get(number)?;
-        if watched.slot.state() == SlotState::Stopped || !self.failed(watched, outcome) {
+        if table.state(number) == SlotState::Stopped || !self.failed(watched, outcome) {
             table.end(number);
             return None;
         }

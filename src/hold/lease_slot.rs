@@ -85,6 +85,15 @@ impl LeaseChunk {
             .store(self.nanos_of(Some(lease_ends_by)), Ordering::Release);
     }
 
+    /// What cell `number` says of its hold (see [`LeaseSlot::state`]).
+    pub(crate) fn state(&self, number: usize) -> SlotState {
+        match self.cell(number).state.load(Ordering::Acquire) {
+            STOPPED => SlotState::Stopped,
+            MAYBE_RELEASED => SlotState::MaybeReleased,
+            _ => SlotState::Running,
+        }
+    }
+
     /// `at` as a cell keeps it: nanoseconds after the origin, 0 for unknown.
     fn nanos_of(&self, at: Option<Instant>) -> u64 {
         // Never 0 for a known time: a chunk is made before any lease it records is
@@ -141,12 +150,11 @@ impl LeaseSlot {
         cell.state.store(state, Ordering::Release);
     }
 
+    /// What the slot says of its hold (the scheduler asks by number: see
+    /// `LeaseChunk::state`).
+    #[cfg(test)]
     pub(crate) fn state(&self) -> SlotState {
-        match self.cell().state.load(Ordering::Acquire) {
-            STOPPED => SlotState::Stopped,
-            MAYBE_RELEASED => SlotState::MaybeReleased,
-            _ => SlotState::Running,
-        }
+        self.chunk.state(self.number)
     }
 
     /// Stops the renewals.

@@ -23,8 +23,7 @@ fn a_due_renewal_is_sent_only_for_a_hold_a_guard_still_owns() {
     assert!(hold.start_booked_watchdog());
     let mut watched = Watched {
         hold: Arc::clone(hold),
-        slot,
-        key: names.key.clone(),
+        key: KeyBytes::new(&names.key),
         kind: names.kind,
         owner: hold.owner.clone(),
         renew_until: None,
@@ -34,7 +33,7 @@ fn a_due_renewal_is_sent_only_for_a_hold_a_guard_still_owns() {
         expires: now + lease,
         lease_ms: millis(lease),
     };
-    let fate = |watched: &Watched, at| renewal.fate(watched, at);
+    let fate = |watched: &Watched, at| renewal.fate(watched, slot.state(), at);
     assert_eq!(fate(&watched, now), Fate::Renew);
     assert_eq!(
         fate(&watched, now + lease),
