@@ -94,6 +94,20 @@ impl Renewal {
             .unwrap_or(self.expires)
     }
 
+    /// When the renewal, sent at `sent_at` and answered at `now`, falls due next: a
+    /// period after `sent_at` (never before now), or at the deadline if that is sooner;
+    /// at once if the client reconnected while it was in flight (another renewal
+    /// answers the reconnection).
+    fn next_due(&self, sent_at: Instant, now: Instant, reconnected: bool) -> Instant {
+        if reconnected {
+            now
+        } else {
+            (sent_at + renewal_period(self.lease()))
+                .max(now)
+                .min(self.expires)
+        }
+    }
+
     /// What the renewal of `watched`, whose slot says `state`, due at `now`, comes to.
     fn fate(&self, watched: &Watched, state: SlotState, now: Instant) -> Fate {
         if state == SlotState::Stopped {
@@ -444,18 +458,17 @@ impl Watchdogs {
                 crate::observe::metrics::renewal_margin(margin);
             }
             renewal.expires = lost_deadline(sent_at, lease);
-            if margin >= lease.mul_f64(self.at_risk_share) {
-                return Some((self.next_due(&renewal, sent_at, now, reconnected), renewal));
-            }
             // Landed late: warned unless stopped.
-            let watched = table.get(number)?;
-            if table.state(number) != SlotState::Stopped {
-                watched.hold.warn_at_risk(&format!(
-                    "a renewal landed with {margin:?} of the {lease:?} lease left \
-                     (the holder's runtime or Redis is too slow)"
-                ));
+            let late = margin < lease.mul_f64(self.at_risk_share);
+            if let Some(watched) = table.get(number).filter(|_| late) {
+                if table.state(number) != SlotState::Stopped {
+                    watched.hold.warn_at_risk(&format!(
+                        "a renewal landed with {margin:?} of the {lease:?} lease left \
+                         (the holder's runtime or Redis is too slow)"
+                    ));
+                }
             }
-            return Some((self.next_due(&renewal, sent_at, now, reconnected), renewal));
+            return Some((renewal.next_due(sent_at, now, reconnected), renewal));
         }
         // Anything else looks first, so that a hold stopped is not lost or warned.
         let watched = table.get(number)?;
@@ -470,26 +483,7 @@ impl Watchdogs {
             table.end(number);
             return None;
         }
-        Some((self.next_due(&renewal, sent_at, now, reconnected), renewal))
-    }
-
-    /// When `renewal`, sent at `sent_at` and answered at `now`, falls due next: at once
-    /// if the client reconnected while it was in flight (another renewal answers the
-    /// reconnection).
-    fn next_due(
-        &self,
-        renewal: &Renewal,
-        sent_at: Instant,
-        now: Instant,
-        reconnected: bool,
-    ) -> Instant {
-        if reconnected {
-            now
-        } else {
-            (sent_at + renewal_period(renewal.lease()))
-                .max(now)
-                .min(renewal.expires)
-        }
+        Some((renewal.next_due(sent_at, now, reconnected), renewal))
     }
 
     /// Records a renewal of `watched` (still renewed) that did not extend its lease;
