@@ -284,7 +284,7 @@ fn queue_keys_of(key: &str) -> [String; 2] {
 
 /// What follows a hash's key in the names of its holders' leases, a fair lock's queue
 /// and its waiters' liveness, and a mutex's queue of waiting clients.
-const LEASES: &str = ":leases";
+pub(crate) const LEASES: &str = ":leases";
 const QUEUE: &str = ":queue";
 const ALIVE: &str = ":alive";
 const CLIENTS: &str = ":clients";

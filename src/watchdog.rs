@@ -45,10 +45,12 @@ use crate::protocol::Protocol;
 use crate::scripts::{HoldToRenew, RenewalCall, Renewed, into_calls, key_slot};
 
 mod bookings;
+mod by_owner;
 mod timers;
 mod watched;
 
 use bookings::Bookings;
+use by_owner::ByOwner;
 use timers::Timers;
 use watched::{KeyBytes, Locked, Watched, WatchedTable};
 
@@ -260,7 +262,7 @@ impl Watchdogs {
 
     /// Files `renewal` to fall due at `at`, waking the scheduler if it sleeps past it.
     fn file(&self, at: Instant, renewal: Renewal) {
-        if self.timers.lock().insert(at, renewal) {
+        if self.timers.lock().insert_all([(at, renewal)]) {
             self.wake.notify_one();
         }
     }
@@ -283,7 +285,8 @@ impl Watchdogs {
         }
         let epoch = self.reconnections.load(Ordering::Acquire);
         let clustered = self.renewer.redis().is_clustered();
-        let mut ready = Vec::with_capacity(due.len());
+        // The holds of one owner next to each other: a batch names each owner once.
+        let mut ready = ByOwner::default();
         let mut released = Vec::new();
         // In the order of their entries, which lie side by side in the table: the
         // processor fetches what comes next before it is read.
@@ -295,65 +298,73 @@ impl Watchdogs {
                 continue;
             };
             match renewal.fate(watched, table.state(number), now) {
-                Fate::Renew => ready.push(renewal),
+                Fate::Renew => ready.push(watched.owner.as_ptr(), renewal),
                 Fate::Stopped => table.end(number),
                 Fate::Released => released.push((renewal.expires, renewal)),
                 Fate::Lost(why) => {
                     watched.hold.mark_lost(why);
                     table.end(number);
                 }
-                Fate::HeldLongEnough => {
-                    // Let the lease run out, and say so before it does (at its deadline
-                    // exactly, not a timer slot early or late).
-                    let hold = &watched.hold;
-                    tracing::warn!(lock = %hold.names.name, owner = %hold.owner, "held for its max_hold; the watchdog stops renewing it");
-                    let watchdogs = Arc::clone(self);
-                    drop(tokio::spawn(async move {
-                        tokio::time::sleep_until(renewal.expires).await;
-                        let mut table = watchdogs.watched.lock();
-                        if let Some(watched) = table.get(number) {
-                            if table.state(number) != SlotState::Stopped {
-                                let why = "held longer than its max_hold; renewal stopped";
-                                watched.hold.mark_lost(why);
-                            }
-                        }
-                        table.end(number);
-                    }));
-                }
+                Fate::HeldLongEnough => self.stop_at_max_hold(watched, renewal),
             }
         }
-        // The holds of one owner next to each other: a batch names each owner once.
-        ready.sort_by_cached_key(|renewal| {
-            table
-                .get(renewal.number)
-                .map(|watched| watched.owner.as_ptr())
-        });
         let slot_of = |renewal: &Renewal| {
             table
                 .get(renewal.number)
-                .map_or(0, |watched| key_slot(watched.key.as_str()))
+                .map_or(0, |watched| key_slot(watched.key.as_bytes()))
         };
-        let calls = into_calls(ready, slot_of, clustered, BATCH);
+        // Each call's keys and arguments made while its entries were just read.
+        let calls: Vec<_> = into_calls(ready.into_vec(), slot_of, clustered, BATCH)
+            .into_iter()
+            .map(|batch| {
+                let call = renewal_call(&table, &batch);
+                (batch, call)
+            })
+            .collect();
         drop(table);
         if !released.is_empty() {
             // Filed during the scheduler's own pass: it reads the timers before it
             // sleeps, so no wake-up is needed.
-            let mut timers = self.timers.lock();
-            for (at, renewal) in released {
-                timers.insert(at, renewal);
-            }
+            self.timers.lock().insert_all(released);
         }
-        for batch in calls {
+        // One task sends them all, each call on its own: a task per call would wake an
+        // idle worker thread for each, and a thread's wake-up costs more than the call.
+        let batches = calls.into_iter().map(|(batch, call)| {
             let watchdogs = Arc::clone(self);
-            drop(tokio::spawn(async move {
-                watchdogs.renew_batch(batch, epoch).await;
-            }));
-        }
+            watchdogs.renew_batch(batch, call, epoch)
+        });
+        drop(tokio::spawn(futures::future::join_all(batches)));
     }
 
-    /// Renews `batch` in one call (all its holds in one slot) and files each renewal
-    /// again by its own outcome; `epoch` is the reconnections heard when it was taken.
-    async fn renew_batch(self: Arc<Self>, batch: Vec<Renewal>, epoch: u64) {
+    /// Renews `watched` no more: held for its `max_hold`, its lease is left to run out,
+    /// and the hold is lost at its deadline (exactly, not a timer slot early or late).
+    fn stop_at_max_hold(self: &Arc<Self>, watched: &Watched, renewal: Renewal) {
+        let hold = &watched.hold;
+        tracing::warn!(lock = %hold.names.name, owner = %hold.owner, "held for its max_hold; the watchdog stops renewing it");
+        let watchdogs = Arc::clone(self);
+        drop(tokio::spawn(async move {
+            tokio::time::sleep_until(renewal.expires).await;
+            let mut table = watchdogs.watched.lock();
+            let number = renewal.number;
+            if let Some(watched) = table.get(number) {
+                if table.state(number) != SlotState::Stopped {
+                    let why = "held longer than its max_hold; renewal stopped";
+                    watched.hold.mark_lost(why);
+                }
+            }
+            table.end(number);
+        }));
+    }
+
+    /// Renews `batch` in one call (all its holds in one slot; `call` made from their
+    /// entries, `None` if one was missing) and files each renewal again by its own
+    /// outcome; `epoch` is the reconnections heard when it was taken.
+    async fn renew_batch(
+        self: Arc<Self>,
+        batch: Vec<Renewal>,
+        call: Option<RenewalCall>,
+        epoch: u64,
+    ) {
         // Taken before the wait for a slot: the deadline errs early, never late.
         let sent_at = Instant::now();
         let deadline = batch
@@ -361,25 +372,9 @@ impl Watchdogs {
             .map(|renewal| (sent_at + renewal_period(renewal.lease())).min(renewal.expires))
             .min()
             .unwrap_or(sent_at);
-        let prepared = {
-            let table = self.watched.lock();
-            let holds: Option<Vec<_>> = batch
-                .iter()
-                .map(|renewal| {
-                    let watched = table.get(renewal.number)?;
-                    Some(HoldToRenew {
-                        key: watched.key.as_str(),
-                        kind: watched.kind,
-                        owner: &watched.owner,
-                        lease_ms: renewal.lease_ms,
-                    })
-                })
-                .collect();
-            holds.map(|holds| RenewalCall::new(&holds))
-        };
         let call = async {
             let _slot = self.slots.take().await;
-            match &prepared {
+            match &call {
                 Some(call) => self.renewer.renew_many(call).await,
                 // Never: a renewal's number is the table's until its renewals end.
                 None => Err(LockError::Protocol("a renewal not in the table".into())),
@@ -416,13 +411,7 @@ impl Watchdogs {
         }
         drop(table);
         // Filed again together: one lock of the timers per batch.
-        let mut timers = self.timers.lock();
-        let mut wake = false;
-        for (at, renewal) in next {
-            wake |= timers.insert(at, renewal);
-        }
-        drop(timers);
-        if wake {
+        if self.timers.lock().insert_all(next) {
             self.wake.notify_one();
         }
     }
@@ -458,9 +447,9 @@ impl Watchdogs {
                 crate::observe::metrics::renewal_margin(margin);
             }
             renewal.expires = lost_deadline(sent_at, lease);
-            // Landed late: warned unless stopped.
+            // Landed late: warned unless stopped. (Only then is the entry read.)
             let late = margin < lease.mul_f64(self.at_risk_share);
-            if let Some(watched) = table.get(number).filter(|_| late) {
+            if let Some(watched) = late.then(|| table.get(number)).flatten() {
                 if table.state(number) != SlotState::Stopped {
                     watched.hold.warn_at_risk(&format!(
                         "a renewal landed with {margin:?} of the {lease:?} lease left \
@@ -526,6 +515,24 @@ impl Watchdogs {
         }
         true
     }
+}
+
+/// The call that renews `batch`, made from the holds' entries in `table`; `None` if one
+/// is missing (never: a renewal's number is the table's until its renewals end).
+fn renewal_call(table: &Locked<'_>, batch: &[Renewal]) -> Option<RenewalCall> {
+    let holds: Option<Vec<_>> = batch
+        .iter()
+        .map(|renewal| {
+            let watched = table.get(renewal.number)?;
+            Some(HoldToRenew {
+                key: watched.key.as_bytes(),
+                kind: watched.kind,
+                owner: &watched.owner,
+                lease_ms: renewal.lease_ms,
+            })
+        })
+        .collect();
+    holds.map(|holds| RenewalCall::new(&holds))
 }
 
 /// A lease in milliseconds, as the scripts take it.

@@ -11,7 +11,7 @@ use fred::util::redis_keyslot;
 
 use super::{Delivery, ScriptKey, Scripts, decimal, integer, protocol};
 use crate::error::{LockError, Result};
-use crate::keys::{Kind, LockNames, leases_key_of};
+use crate::keys::{Kind, LEASES, LockNames};
 
 pub(super) const RENEW_MANY: &str = concat!(
     include_str!("../../lua/leases.lua"),
@@ -37,8 +37,8 @@ pub(crate) enum Renewed {
 /// keeps of it, so that sending it reads nothing else.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HoldToRenew<'a> {
-    /// The lock's key (its hash).
-    pub(crate) key: &'a str,
+    /// The lock's key (its hash), as bytes: copied into the call, never read as text.
+    pub(crate) key: &'a [u8],
     pub(crate) kind: Kind,
     pub(crate) owner: &'a Str,
     pub(crate) lease_ms: u64,
@@ -64,7 +64,7 @@ impl HoldToRenew<'_> {
 /// its owner once, so callers put them together.
 #[derive(Debug)]
 pub(crate) struct RenewalCall {
-    keys: Vec<PackedKey>,
+    keys: PackedKeys,
     args: Vec<Value>,
     holds: usize,
 }
@@ -75,7 +75,7 @@ impl RenewalCall {
         for hold in holds {
             keys.push(hold.key);
             if !hold.expires_whole() {
-                keys.push(&leases_key_of(hold.key));
+                keys.push_joined(hold.key, LEASES.as_bytes());
             }
         }
         // The usual batch (every key expiring whole, one lease) names the lease once
@@ -139,17 +139,29 @@ impl Scripts {
             .eval(
                 client,
                 &self.renew_many,
-                &call.keys,
+                &call.keys.keys(),
                 &args,
                 Delivery::Retried,
             )
             .await?;
-        each(&reply, call.holds, |n| match n {
-            1 => Some(Renewed::Extended),
-            0 => Some(Renewed::Gone),
-            -1 => Some(Renewed::WrongType),
-            _ => None,
-        })
+        // One character per hold.
+        let bytes = match &reply {
+            Value::String(text) => text.as_bytes(),
+            Value::Bytes(bytes) => bytes,
+            _ => &[],
+        };
+        if bytes.len() != call.holds {
+            return Err(not_one_each(call.holds, &reply));
+        }
+        bytes
+            .iter()
+            .map(|byte| match byte {
+                b'1' => Ok(Renewed::Extended),
+                b'0' => Ok(Renewed::Gone),
+                b'x' => Ok(Renewed::WrongType),
+                _ => Err(protocol(&reply)),
+            })
+            .collect()
     }
 
     /// Drops one hold of each `(names, owner)` mutex hold (holdlock's layout), in one
@@ -163,10 +175,11 @@ impl Scripts {
     ) -> Result<Vec<Released>> {
         let mut keys = PackedKeys::with_capacity(holds.len() * 2);
         for (names, _) in holds {
-            keys.push(&names.key);
-            keys.push(&names.clients_key());
+            keys.push(names.key.as_bytes());
+            keys.push(names.clients_key().as_bytes());
         }
         let keys = keys.finish();
+        let keys = keys.keys();
         let args = || {
             let mut args = Vec::with_capacity(holds.len() + 1);
             args.push(Value::from_static_str(self.publish));
@@ -199,52 +212,81 @@ impl Scripts {
 /// each lock's own key bytes would touch two places in memory per key (its bytes and
 /// their reference count) and update a count at each end of the call. With a million
 /// held locks those are cache misses; one read of each key's bytes here is not more
-/// than the command's encoding would have read anyway.
+/// than the command's encoding would have read anyway. A key's slice is cut only as
+/// the command is made (see [`keys`](Self::keys)): one update of the buffer's count
+/// per key and send, and one as the command is done with it.
+#[derive(Debug)]
 struct PackedKeys {
-    buffer: BytesMut,
+    buffer: Bytes,
+    /// Where each key ends in `buffer`.
     ends: Vec<usize>,
 }
 
 impl PackedKeys {
-    fn with_capacity(keys: usize) -> Self {
-        Self {
+    fn with_capacity(keys: usize) -> PackingKeys {
+        PackingKeys {
             // Lock keys are short: most batches fit without growing.
             buffer: BytesMut::with_capacity(keys * 32),
             ends: Vec::with_capacity(keys),
         }
     }
 
-    fn push(&mut self, key: &str) {
-        self.buffer.extend_from_slice(key.as_bytes());
-        self.ends.push(self.buffer.len());
-    }
-
-    fn finish(self) -> Vec<PackedKey> {
-        let buffer = self.buffer.freeze();
-        let mut start = 0;
-        self.ends
-            .into_iter()
-            .map(|end| {
-                let key = PackedKey(buffer.slice(start..end));
-                start = end;
-                key
+    /// The keys, each to be cut from the buffer as the command is made.
+    fn keys(&self) -> Vec<PackedKey<'_>> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(&self.ends)
+            .map(|(start, &end)| PackedKey {
+                buffer: &self.buffer,
+                start,
+                end,
             })
             .collect()
     }
 }
 
-/// One key of [`PackedKeys`]: a slice of the call's buffer, copied from a `&str`.
-#[derive(Debug)]
-struct PackedKey(Bytes);
+/// [`PackedKeys`] as they are named.
+struct PackingKeys {
+    buffer: BytesMut,
+    ends: Vec<usize>,
+}
 
-impl ScriptKey for PackedKey {
+impl PackingKeys {
+    fn push(&mut self, key: &[u8]) {
+        self.push_joined(key, &[]);
+    }
+
+    /// Adds the key that is `key` followed by `suffix`.
+    fn push_joined(&mut self, key: &[u8], suffix: &[u8]) {
+        self.buffer.extend_from_slice(key);
+        self.buffer.extend_from_slice(suffix);
+        self.ends.push(self.buffer.len());
+    }
+
+    fn finish(self) -> PackedKeys {
+        PackedKeys {
+            buffer: self.buffer.freeze(),
+            ends: self.ends,
+        }
+    }
+}
+
+/// One key of [`PackedKeys`], copied from a `&str`.
+#[derive(Debug)]
+struct PackedKey<'a> {
+    buffer: &'a Bytes,
+    start: usize,
+    end: usize,
+}
+
+impl ScriptKey for PackedKey<'_> {
     fn as_str(&self) -> &str {
         // Copied whole from a `&str`, so always UTF-8.
-        std::str::from_utf8(&self.0).unwrap_or_default()
+        std::str::from_utf8(&self.buffer[self.start..self.end]).unwrap_or_default()
     }
 
     fn to_value(&self) -> Value {
-        Value::Bytes(self.0.clone())
+        Value::Bytes(self.buffer.slice(self.start..self.end))
     }
 }
 
@@ -255,8 +297,8 @@ fn same_bytes(a: &Str, b: &Str) -> bool {
 }
 
 /// The cluster slot of `key`.
-pub(crate) fn key_slot(key: &str) -> u16 {
-    redis_keyslot(key.as_bytes())
+pub(crate) fn key_slot(key: impl AsRef<[u8]>) -> u16 {
+    redis_keyslot(key.as_ref())
 }
 
 /// Splits `items` into the calls of a batch script: at most `size` to a call and, on a
@@ -268,16 +310,26 @@ pub(crate) fn into_calls<T>(
     clustered: bool,
     size: usize,
 ) -> Vec<Vec<T>> {
+    let size = size.max(1);
+    let mut calls = Vec::with_capacity(items.len().div_ceil(size));
+    if !clustered {
+        // One slot: the items in order, `size` to a call.
+        let mut items = items.into_iter();
+        loop {
+            let call: Vec<T> = items.by_ref().take(size).collect();
+            if call.is_empty() {
+                return calls;
+            }
+            calls.push(call);
+        }
+    }
     let mut items: Vec<(u16, T)> = items
         .into_iter()
-        .map(|item| {
-            let slot = if clustered { slot_of(&item) } else { 0 };
-            (slot, item)
-        })
+        .map(|item| (slot_of(&item), item))
         .collect();
-    // Stable, and linear on a single server, where every slot is 0.
+    // Stable: within a slot, the order the items came in.
     items.sort_by_key(|&(slot, _)| slot);
-    let mut calls = Vec::with_capacity(items.len().div_ceil(size.max(1)));
+    let mut left = items.len();
     let mut call: Vec<T> = Vec::new();
     let mut call_slot = None;
     for (slot, item) in items {
@@ -285,9 +337,11 @@ pub(crate) fn into_calls<T>(
             if !call.is_empty() {
                 calls.push(std::mem::take(&mut call));
             }
+            call = Vec::with_capacity(size.min(left));
             call_slot = Some(slot);
         }
         call.push(item);
+        left -= 1;
     }
     if !call.is_empty() {
         calls.push(call);
@@ -304,10 +358,13 @@ fn each<T>(reply: &Value, len: usize, read: impl Fn(i64) -> Option<T>) -> Result
             .collect(),
         // An empty Lua table comes back as an empty array (or nil).
         Value::Null if len == 0 => Ok(Vec::new()),
-        _ => Err(LockError::Protocol(format!(
-            "expected {len} replies, got {reply:?}"
-        ))),
+        _ => Err(not_one_each(len, reply)),
     }
+}
+
+/// A batch's reply that does not answer each of its `len` holds.
+fn not_one_each(len: usize, reply: &Value) -> LockError {
+    LockError::Protocol(format!("expected {len} replies, got {reply:?}"))
 }
 
 #[cfg(test)]

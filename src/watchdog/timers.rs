@@ -34,31 +34,35 @@ impl Default for Timers {
 }
 
 impl Timers {
-    /// The slot of `at` (the slot of `origin` for anything before it).
-    fn slot(&self, at: Instant) -> u64 {
-        let since = at.saturating_duration_since(self.origin);
-        u64::try_from(since.as_millis() / TICK.as_millis()).unwrap_or(u64::MAX)
-    }
-
-    /// When slot `slot` starts.
-    fn start_of(&self, slot: u64) -> Instant {
-        let ticks = u32::try_from(slot).unwrap_or(u32::MAX);
-        self.origin + TICK * ticks
-    }
-
-    /// Files `renewal` to go out at the start of the slot `at` falls in; whether the
-    /// scheduler must wake for it.
-    pub(super) fn insert(&mut self, at: Instant, renewal: Renewal) -> bool {
-        let slot = self.slot(at);
-        self.slots.entry(slot).or_default().push(renewal);
-        self.sleeping_until
-            .is_some_and(|wake| self.start_of(slot) < wake)
+    /// Files each renewal to go out at the start of the slot its time falls in; whether
+    /// the scheduler must wake for one of them. Renewals that land together mostly
+    /// fall due together: a run of one slot is filed with one look-up.
+    pub(super) fn insert_all(
+        &mut self,
+        renewals: impl IntoIterator<Item = (Instant, Renewal)>,
+    ) -> bool {
+        let (origin, wake) = (self.origin, self.sleeping_until);
+        let mut earliest = None;
+        let mut filing: Option<(u64, &mut Vec<Renewal>)> = None;
+        for (at, renewal) in renewals {
+            let slot = slot_of(origin, at);
+            match &mut filing {
+                Some((current, list)) if *current == slot => list.push(renewal),
+                _ => {
+                    let list = self.slots.entry(slot).or_default();
+                    list.push(renewal);
+                    filing = Some((slot, list));
+                }
+            }
+            earliest = Some(earliest.map_or(slot, |first: u64| first.min(slot)));
+        }
+        earliest.is_some_and(|slot| wake.is_some_and(|wake| start_of(origin, slot) < wake))
     }
 
     /// Takes every renewal whose slot starts by `by`.
     pub(super) fn take_due(&mut self, by: Instant) -> Vec<Renewal> {
         let mut taken = Vec::new();
-        let last = self.slot(by);
+        let last = slot_of(self.origin, by);
         while let Some(entry) = self.slots.first_entry() {
             if *entry.key() > last {
                 break;
@@ -79,12 +83,24 @@ impl Timers {
             .into_values()
             .flatten()
             .collect();
-        self.slots.insert(self.slot(now), all);
+        self.slots.insert(slot_of(self.origin, now), all);
     }
 
     pub(super) fn next(&self) -> Option<Instant> {
         self.slots
             .first_key_value()
-            .map(|(&slot, _)| self.start_of(slot))
+            .map(|(&slot, _)| start_of(self.origin, slot))
     }
+}
+
+/// The slot of `at` counted from `origin` (the first for anything before it).
+fn slot_of(origin: Instant, at: Instant) -> u64 {
+    let since = at.saturating_duration_since(origin);
+    u64::try_from(since.as_millis() / TICK.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// When slot `slot` counted from `origin` starts.
+fn start_of(origin: Instant, slot: u64) -> Instant {
+    let ticks = u32::try_from(slot).unwrap_or(u32::MAX);
+    origin + TICK * ticks
 }

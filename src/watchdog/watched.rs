@@ -56,14 +56,18 @@ impl KeyBytes {
         }
     }
 
-    pub(super) fn as_str(&self) -> &str {
+    /// The key's bytes, as a renewal sends them.
+    pub(super) fn as_bytes(&self) -> &[u8] {
         match self {
-            // Copied whole from a `&str`, so always UTF-8.
-            Self::Inline { len, bytes } => {
-                std::str::from_utf8(&bytes[..usize::from(*len)]).unwrap_or_default()
-            }
-            Self::Shared(key) => key,
+            Self::Inline { len, bytes } => bytes.get(..usize::from(*len)).unwrap_or_default(),
+            Self::Shared(key) => key.as_bytes(),
         }
+    }
+
+    /// The key as text (checked on each call; renewals send its bytes).
+    pub(super) fn as_str(&self) -> &str {
+        // Copied whole from a `&str`, so always UTF-8.
+        std::str::from_utf8(self.as_bytes()).unwrap_or_default()
     }
 }
 

@@ -40,6 +40,9 @@ pub struct Process {
     pub log: Option<PathBuf>,
     /// The wrapper (`sh`); its stdin is our end of the pipe.
     wrapper: Child,
+    /// Its files in the temporary directory (see [`scratch_of`]), removed once it is
+    /// stopped, unless the thread is panicking (a failing test's logs are kept).
+    scratch: Vec<PathBuf>,
 }
 
 /// Starts `program` on a free loopback port under the wrapper, with `leading(port)`
@@ -77,17 +80,24 @@ pub fn start(
         if let Some(log) = &log {
             usual.extend(["--logfile".into(), log.to_str().unwrap().to_owned()]);
         }
+        let mut args = leading(port);
+        args.extend(usual);
+        args.extend(extra(port));
+        let scratch = scratch_of(&args);
         let wrapper = Command::new("sh")
             .args(["-c", &format!("{interrupts}{WRAPPER}"), program])
-            .args(leading(port))
-            .args(usual)
-            .args(extra(port))
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("cannot run `sh` to start {program}: {e}"))?;
-        let mut process = Process { port, log, wrapper };
+        let mut process = Process {
+            port,
+            log,
+            wrapper,
+            scratch,
+        };
         match process.wait_ready(Duration::from_secs(5)) {
             Ok(()) => return Ok(process),
             Err(e) => last_error = e, // dropping `process` stops it
@@ -153,7 +163,37 @@ impl Drop for Process {
         // Closing stdin makes the wrapper kill the server by its PID; then reap the wrapper.
         drop(self.wrapper.stdin.take());
         let _ = self.wrapper.wait();
+        if !std::thread::panicking() {
+            for path in &self.scratch {
+                let _ = std::fs::remove_dir_all(path).or_else(|_| std::fs::remove_file(path));
+            }
+        }
     }
+}
+
+/// The files and directories of a server's arguments that the harness made for it in
+/// the temporary directory, named `holdlock-*` there: its log, a cluster node's
+/// directory, a sentinel's config file, a TLS server's certificates' directory.
+fn scratch_of(args: &[String]) -> Vec<PathBuf> {
+    let temp = std::env::temp_dir();
+    let mut scratch: Vec<PathBuf> = Vec::new();
+    for arg in args {
+        let Ok(inside) = std::path::Path::new(arg).strip_prefix(&temp) else {
+            continue;
+        };
+        let Some(first) = inside.components().next() else {
+            continue;
+        };
+        let path = temp.join(first);
+        let ours = first
+            .as_os_str()
+            .to_str()
+            .is_some_and(|name| name.starts_with("holdlock-"));
+        if ours && !scratch.contains(&path) {
+            scratch.push(path);
+        }
+    }
+    scratch
 }
 
 /// A port nobody listens on now (someone may take it before we do, as redis-rs says).
