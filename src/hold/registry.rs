@@ -22,8 +22,12 @@ pub(crate) struct Holds {
 }
 
 /// The owner ids of recent new holds, so that the holds of one owner share one copy
-/// (a task holding many locks): a small table by hash, where a newer owner takes an
-/// older one's place.
+/// (a task holding many locks): a small table by hash, each owner kept in one of
+/// [`WAYS`] places from its hash's, where a newer owner takes the oldest one's place.
+/// (With one place per owner, two busy tasks whose ids hashed alike took each other's
+/// place at every new hold, and their holds got copies of their own: more memory, and
+/// the watchdog, which puts one owner's holds together by the address of those bytes,
+/// saw many owners where there were two.)
 #[derive(Debug)]
 struct Owners([Option<Str>; OWNERS]);
 
@@ -36,17 +40,23 @@ impl Default for Owners {
 /// How many owner ids [`Owners`] keeps.
 const OWNERS: usize = 64;
 
+/// In how many places from its hash's an owner id may be kept.
+const WAYS: usize = 4;
+
 impl Owners {
     /// `owner` as shared bytes: the kept copy if there is one, else a new one, kept.
     fn share(&mut self, owner: &str) -> Str {
         let mut hasher = std::hash::DefaultHasher::new();
         owner.hash(&mut hasher);
-        // The remainder is below `OWNERS`: it fits.
-        let index = (hasher.finish() % OWNERS as u64) as usize;
-        match &mut self.0[index] {
-            Some(kept) if &**kept == owner => kept.clone(),
-            slot => slot.insert(Str::from(owner)).clone(),
+        // Each group of `WAYS` places starts at a multiple of it; the remainder fits.
+        let start = (hasher.finish() % (OWNERS / WAYS) as u64) as usize * WAYS;
+        let group = &mut self.0[start..start + WAYS];
+        if let Some(kept) = group.iter().flatten().find(|kept| &***kept == owner) {
+            return kept.clone();
         }
+        // The newest first: the oldest (last) makes way.
+        group.rotate_right(1);
+        group[0].insert(Str::from(owner)).clone()
     }
 }
 
@@ -381,6 +391,27 @@ mod tests {
         }
         drop(again);
         assert_eq!(holds.len(), 0, "a released lock is forgotten");
+    }
+
+    #[test]
+    fn the_holds_of_one_owner_share_its_id_among_many_owners() {
+        let mut owners = Owners::default();
+        let ids: Vec<String> = (0..16).map(|task| format!("client:{task}")).collect();
+        let first: Vec<Str> = ids.iter().map(|id| owners.share(id)).collect();
+        // Taken in turns, as sixteen tasks taking locks at once do: every hold after
+        // the first of each owner shares that first one's bytes.
+        for _ in 0..100 {
+            for (id, kept) in ids.iter().zip(&first) {
+                let shared = owners.share(id);
+                assert_eq!(&*shared, id.as_str());
+                assert_eq!(shared.as_ptr(), kept.as_ptr(), "a new copy of {id}");
+            }
+        }
+        // More owners than places: the oldest make way, and each id is still its own.
+        for task in 0..1_000 {
+            let id = format!("other:{task}");
+            assert_eq!(&*owners.share(&id), id.as_str());
+        }
     }
 
     #[test]

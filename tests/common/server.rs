@@ -16,9 +16,10 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// Runs `$0 "$@"` in the background until stdin closes, then kills it by its PID; each
-/// line read from stdin restarts it.
-const WRAPPER: &str = r#""$0" "$@" & pid=$!; while read _line; do kill $pid; wait $pid; "$0" "$@" & pid=$!; done; kill $pid; wait $pid"#;
+/// Runs `$0 "$@"` in the background until stdin closes, then kills it by its PID and
+/// removes its scratch files (`$HOLDLOCK_SCRATCH`, one path a line); each line read from
+/// stdin restarts it.
+const WRAPPER: &str = r#""$0" "$@" & pid=$!; while read _line; do kill $pid; wait $pid; "$0" "$@" & pid=$!; done; kill $pid; wait $pid; printf '%s\n' "$HOLDLOCK_SCRATCH" | while IFS= read -r path; do [ -n "$path" ] && rm -rf -- "$path"; done"#;
 
 /// How to start a server, besides its program and arguments.
 #[derive(Debug, Clone, Copy, Default)]
@@ -40,9 +41,6 @@ pub struct Process {
     pub log: Option<PathBuf>,
     /// The wrapper (`sh`); its stdin is our end of the pipe.
     wrapper: Child,
-    /// Its files in the temporary directory (see [`scratch_of`]), removed once it is
-    /// stopped, unless the thread is panicking (a failing test's logs are kept).
-    scratch: Vec<PathBuf>,
 }
 
 /// Starts `program` on a free loopback port under the wrapper, with `leading(port)`
@@ -87,17 +85,13 @@ pub fn start(
         let wrapper = Command::new("sh")
             .args(["-c", &format!("{interrupts}{WRAPPER}"), program])
             .args(args)
+            .env("HOLDLOCK_SCRATCH", scratch.join("\n"))
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("cannot run `sh` to start {program}: {e}"))?;
-        let mut process = Process {
-            port,
-            log,
-            wrapper,
-            scratch,
-        };
+        let mut process = Process { port, log, wrapper };
         match process.wait_ready(Duration::from_secs(5)) {
             Ok(()) => return Ok(process),
             Err(e) => last_error = e, // dropping `process` stops it
@@ -163,20 +157,17 @@ impl Drop for Process {
         // Closing stdin makes the wrapper kill the server by its PID; then reap the wrapper.
         drop(self.wrapper.stdin.take());
         let _ = self.wrapper.wait();
-        if !std::thread::panicking() {
-            for path in &self.scratch {
-                let _ = std::fs::remove_dir_all(path).or_else(|_| std::fs::remove_file(path));
-            }
-        }
     }
 }
 
 /// The files and directories of a server's arguments that the harness made for it in
 /// the temporary directory, named `holdlock-*` there: its log, a cluster node's
-/// directory, a sentinel's config file, a TLS server's certificates' directory.
-fn scratch_of(args: &[String]) -> Vec<PathBuf> {
+/// directory, a sentinel's config file, a TLS server's certificates' directory. The
+/// wrapper removes them once it has stopped the server (a `static` server's too, when
+/// its program exits).
+fn scratch_of(args: &[String]) -> Vec<String> {
     let temp = std::env::temp_dir();
-    let mut scratch: Vec<PathBuf> = Vec::new();
+    let mut scratch: Vec<String> = Vec::new();
     for arg in args {
         let Ok(inside) = std::path::Path::new(arg).strip_prefix(&temp) else {
             continue;
@@ -184,12 +175,12 @@ fn scratch_of(args: &[String]) -> Vec<PathBuf> {
         let Some(first) = inside.components().next() else {
             continue;
         };
-        let path = temp.join(first);
         let ours = first
             .as_os_str()
             .to_str()
             .is_some_and(|name| name.starts_with("holdlock-"));
-        if ours && !scratch.contains(&path) {
+        let path = temp.join(first).to_string_lossy().into_owned();
+        if ours && !path.contains('\n') && !scratch.contains(&path) {
             scratch.push(path);
         }
     }
