@@ -329,6 +329,9 @@ impl Watchdogs {
         }
         // One task sends them all, each call on its own: a task per call would wake an
         // idle worker thread for each, and a thread's wake-up costs more than the call.
+        if calls.is_empty() {
+            return;
+        }
         let batches = calls.into_iter().map(|(batch, call)| {
             let watchdogs = Arc::clone(self);
             watchdogs.renew_batch(batch, call, epoch)

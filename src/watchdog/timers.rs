@@ -104,3 +104,43 @@ fn start_of(origin: Instant, slot: u64) -> Instant {
     let ticks = u32::try_from(slot).unwrap_or(u32::MAX);
     origin + TICK * ticks
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn renewal(number: usize) -> Renewal {
+        Renewal {
+            number,
+            expires: Instant::now() + Duration::from_secs(30),
+            lease_ms: 30_000,
+        }
+    }
+
+    #[test]
+    fn renewals_filed_together_go_to_their_own_slots_and_wake_the_scheduler_if_sooner() {
+        let mut timers = Timers::default();
+        let origin = timers.origin;
+        let at = |ms: u64| origin + Duration::from_millis(ms);
+        // Runs of one slot, broken and resumed: each lands in its slot all the same.
+        let filed = [
+            (at(105), 0),
+            (at(101), 1),
+            (at(305), 2),
+            (at(109), 3),
+            (at(55), 4),
+        ];
+        timers.sleeping_until = Some(at(40));
+        assert!(!timers.insert_all(filed.map(|(at, n)| (at, renewal(n)))));
+        assert_eq!(timers.next(), Some(at(50)));
+        let numbers = |taken: Vec<Renewal>| taken.iter().map(|r| r.number).collect::<Vec<_>>();
+        assert_eq!(numbers(timers.take_due(at(59))), [4]);
+        assert_eq!(numbers(timers.take_due(at(100))), [0, 1, 3]);
+        assert!(timers.take_due(at(299)).is_empty());
+        // One renewal due before the scheduler's wake-up is enough to wake it.
+        timers.sleeping_until = Some(at(200));
+        assert!(timers.insert_all([(at(250), renewal(5)), (at(190), renewal(6))]));
+        assert!(!timers.insert_all(std::iter::empty()));
+        assert_eq!(numbers(timers.take_due(at(400))), [6, 5, 2]);
+    }
+}
