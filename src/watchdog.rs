@@ -52,7 +52,7 @@ mod watched;
 use bookings::Bookings;
 use by_owner::ByOwner;
 use timers::Timers;
-use watched::{KeyBytes, Locked, Watched, WatchedTable};
+use watched::{Locked, Watched, WatchedTable};
 
 /// How early a renewal may go out, to join others in one call: never late, at most
 /// this and a timer slot ([`timers::TICK`]) early.
@@ -243,14 +243,7 @@ impl Watchdogs {
             table.give_back(number);
             return;
         }
-        let watched = Watched {
-            hold: Arc::clone(hold),
-            key: KeyBytes::new(&hold.names.key),
-            kind: hold.names.kind,
-            owner: hold.owner.clone(),
-            renew_until: hold.renew_until(),
-        };
-        table.fill(number, watched);
+        table.fill(number, Watched::new(hold));
         drop(table);
         let renewal = Renewal {
             number,

@@ -71,7 +71,7 @@ pub(crate) struct RenewalCall {
 
 impl RenewalCall {
     pub(crate) fn new(holds: &[HoldToRenew<'_>]) -> Self {
-        let mut keys = PackedKeys::with_capacity(holds.len());
+        let mut keys = PackingKeys::with_capacity(holds.len());
         for hold in holds {
             keys.push(hold.key);
             if !hold.expires_whole() {
@@ -173,7 +173,7 @@ impl Scripts {
         client: &Client,
         holds: &[(&LockNames, &Str)],
     ) -> Result<Vec<Released>> {
-        let mut keys = PackedKeys::with_capacity(holds.len() * 2);
+        let mut keys = PackingKeys::with_capacity(holds.len() * 2);
         for (names, _) in holds {
             keys.push(names.key.as_bytes());
             keys.push(names.clients_key().as_bytes());
@@ -223,14 +223,6 @@ struct PackedKeys {
 }
 
 impl PackedKeys {
-    fn with_capacity(keys: usize) -> PackingKeys {
-        PackingKeys {
-            // Lock keys are short: most batches fit without growing.
-            buffer: BytesMut::with_capacity(keys * 32),
-            ends: Vec::with_capacity(keys),
-        }
-    }
-
     /// The keys, each to be cut from the buffer as the command is made.
     fn keys(&self) -> Vec<PackedKey<'_>> {
         let starts = std::iter::once(0).chain(self.ends.iter().copied());
@@ -252,6 +244,14 @@ struct PackingKeys {
 }
 
 impl PackingKeys {
+    fn with_capacity(keys: usize) -> Self {
+        Self {
+            // Lock keys are short: most batches fit without growing.
+            buffer: BytesMut::with_capacity(keys * 32),
+            ends: Vec::with_capacity(keys),
+        }
+    }
+
     fn push(&mut self, key: &[u8]) {
         self.push_joined(key, &[]);
     }
@@ -310,18 +310,10 @@ pub(crate) fn into_calls<T>(
     clustered: bool,
     size: usize,
 ) -> Vec<Vec<T>> {
-    let size = size.max(1);
-    let mut calls = Vec::with_capacity(items.len().div_ceil(size));
     if !clustered {
-        // One slot: the items in order, `size` to a call.
-        let mut items = items.into_iter();
-        loop {
-            let call: Vec<T> = items.by_ref().take(size).collect();
-            if call.is_empty() {
-                return calls;
-            }
-            calls.push(call);
-        }
+        // One slot: the items in order.
+        let all = items.len();
+        return cut(items.into_iter(), &[all], size);
     }
     let mut items: Vec<(u16, T)> = items
         .into_iter()
@@ -329,22 +321,22 @@ pub(crate) fn into_calls<T>(
         .collect();
     // Stable: within a slot, the order the items came in.
     items.sort_by_key(|&(slot, _)| slot);
-    let mut left = items.len();
-    let mut call: Vec<T> = Vec::new();
-    let mut call_slot = None;
-    for (slot, item) in items {
-        if call_slot != Some(slot) || call.len() >= size {
-            if !call.is_empty() {
-                calls.push(std::mem::take(&mut call));
-            }
-            call = Vec::with_capacity(size.min(left));
-            call_slot = Some(slot);
+    let runs: Vec<usize> = items.chunk_by(|a, b| a.0 == b.0).map(<[_]>::len).collect();
+    cut(items.into_iter().map(|(_, item)| item), &runs, size)
+}
+
+/// Cuts `items` into calls: each run of `runs` (the numbers of items of one slot, in
+/// order) into calls of at most `size`, each made to its length.
+fn cut<T>(mut items: impl Iterator<Item = T>, runs: &[usize], size: usize) -> Vec<Vec<T>> {
+    let size = size.max(1);
+    let mut calls = Vec::with_capacity(runs.iter().map(|run| run.div_ceil(size)).sum());
+    for &run in runs {
+        let mut left = run;
+        while left > 0 {
+            let call = left.min(size);
+            calls.push(items.by_ref().take(call).collect());
+            left -= call;
         }
-        call.push(item);
-        left -= 1;
-    }
-    if !call.is_empty() {
-        calls.push(call);
     }
     calls
 }
@@ -389,6 +381,9 @@ mod tests {
         let slot = |key: &String| redis_keyslot(key.as_bytes());
         for call in &calls {
             assert!(call.len() <= 4);
+            // Made to its length, not to the size of a full call: a cluster's calls
+            // are often of one or two keys.
+            assert!(call.capacity() < 2 * call.len(), "{call:?}");
             assert!(
                 call.iter().all(|key| slot(key) == slot(&call[0])),
                 "{call:?}"

@@ -1,33 +1,40 @@
 //! The scheduler's view of a hold: what a renewal due comes to.
 
 use super::*;
-use crate::hold::Holds;
+use crate::hold::{HoldUse, Holds, LeaseSlot};
 use crate::options::ClientConfig;
 
-#[test]
-fn a_due_renewal_is_sent_only_for_a_hold_a_guard_still_owns() {
+/// A hold of one lock with one claim (its registry kept with it).
+fn claimed_hold() -> (Arc<Holds>, HoldUse) {
     let holds = Arc::new(Holds::default());
     let names = Arc::new(ClientConfig::default().names("a").unwrap());
     let entry = holds.enter(&names, "o:1");
-    let hold = &entry.hold;
-    let mut ops = hold.ops.try_lock().unwrap();
-    hold.set_count(&mut ops, 1);
-    hold.add_claim();
-    let now = Instant::now();
-    let lease = Duration::from_secs(3);
-    let table = WatchedTable::default();
-    let mut table = table.lock();
+    entry.hold.add_claim();
+    (holds, entry)
+}
+
+/// Starts a watchdog of `hold` in `table`, as the scheduler does: its number and slot.
+fn start(table: &mut Locked<'_>, hold: &Arc<Hold>) -> (usize, LeaseSlot) {
     let (number, slot) = table.take();
     assert!(hold.book_watchdog());
     hold.share_slot(&slot);
     assert!(hold.start_booked_watchdog());
-    let mut watched = Watched {
-        hold: Arc::clone(hold),
-        key: KeyBytes::new(&names.key),
-        kind: names.kind,
-        owner: hold.owner.clone(),
-        renew_until: None,
-    };
+    table.fill(number, Watched::new(hold));
+    (number, slot)
+}
+
+#[test]
+fn a_due_renewal_is_sent_only_for_a_hold_a_guard_still_owns() {
+    let (_holds, entry) = claimed_hold();
+    let hold = &entry.hold;
+    let mut ops = hold.ops.try_lock().unwrap();
+    hold.set_count(&mut ops, 1);
+    let now = Instant::now();
+    let lease = Duration::from_secs(3);
+    let table = WatchedTable::default();
+    let mut table = table.lock();
+    let (number, slot) = start(&mut table, hold);
+    let mut watched = Watched::new(hold);
     let renewal = Renewal {
         number,
         expires: now + lease,
@@ -67,32 +74,12 @@ fn a_due_renewal_is_sent_only_for_a_hold_a_guard_still_owns() {
 
 #[test]
 fn a_renewal_landing_after_its_hold_was_stopped_and_booked_again_touches_only_its_old_slot() {
-    let holds = Arc::new(Holds::default());
-    let names = Arc::new(ClientConfig::default().names("a").unwrap());
-    let entry = holds.enter(&names, "o:1");
+    let (_holds, entry) = claimed_hold();
     let hold = &entry.hold;
-    hold.add_claim();
     let table = WatchedTable::default();
     let mut table = table.lock();
-    let start = |table: &mut Locked<'_>| {
-        let (number, slot) = table.take();
-        assert!(hold.book_watchdog());
-        hold.share_slot(&slot);
-        assert!(hold.start_booked_watchdog());
-        table.fill(
-            number,
-            Watched {
-                hold: Arc::clone(hold),
-                key: KeyBytes::new(&names.key),
-                kind: names.kind,
-                owner: hold.owner.clone(),
-                renew_until: None,
-            },
-        );
-        (number, slot)
-    };
     let now = Instant::now();
-    let (first, first_slot) = start(&mut table);
+    let (first, first_slot) = start(&mut table, hold);
     let landed = |table: &Locked<'_>, number, margin: u64| {
         table.slots_of(number).unwrap().renewed(
             number,
@@ -105,7 +92,7 @@ fn a_renewal_landing_after_its_hold_was_stopped_and_booked_again_touches_only_it
 
     // Stopped (its release answered), then held and booked again: a new slot.
     hold.stop_watchdog();
-    let (second, second_slot) = start(&mut table);
+    let (second, second_slot) = start(&mut table, hold);
     assert_ne!(first, second);
     landed(&table, second, 19);
     // The first watchdog's renewal, in flight all along, lands now: it writes its own

@@ -32,6 +32,19 @@ pub(super) struct Watched {
     pub(super) renew_until: Option<Instant>,
 }
 
+impl Watched {
+    /// The entry of `hold`, whose watchdog starts.
+    pub(super) fn new(hold: &Arc<Hold>) -> Self {
+        Self {
+            hold: Arc::clone(hold),
+            key: KeyBytes::new(&hold.names.key),
+            kind: hold.names.kind,
+            owner: hold.owner.clone(),
+            renew_until: hold.renew_until(),
+        }
+    }
+}
+
 /// The longest key kept in a [`Watched`] entry itself.
 const INLINE_KEY: usize = 62;
 
@@ -63,17 +76,11 @@ impl KeyBytes {
             Self::Shared(key) => key.as_bytes(),
         }
     }
-
-    /// The key as text (checked on each call; renewals send its bytes).
-    pub(super) fn as_str(&self) -> &str {
-        // Copied whole from a `&str`, so always UTF-8.
-        std::str::from_utf8(self.as_bytes()).unwrap_or_default()
-    }
 }
 
 impl std::fmt::Debug for KeyBytes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(self.as_str(), f)
+        std::fmt::Debug::fmt(&String::from_utf8_lossy(self.as_bytes()), f)
     }
 }
 
@@ -243,16 +250,7 @@ mod tests {
         let (number, slot) = (taken[5].0, taken[5].1.clone());
         entry.hold.add_claim();
         entry.hold.share_slot(&slot);
-        table.fill(
-            number,
-            Watched {
-                hold: Arc::clone(&entry.hold),
-                key: KeyBytes::new(&names.key),
-                kind: names.kind,
-                owner: entry.hold.owner.clone(),
-                renew_until: None,
-            },
-        );
+        table.fill(number, Watched::new(&entry.hold));
         assert!(table.get(number).is_some());
         assert_eq!(table.state(number), SlotState::Running);
         table.end(number);
@@ -292,14 +290,15 @@ mod tests {
         let short = Str::from("holdlock:{account:42}");
         let kept = KeyBytes::new(&short);
         assert!(matches!(kept, KeyBytes::Inline { .. }));
-        assert_eq!(kept.as_str(), &*short);
+        assert_eq!(kept.as_bytes(), short.as_bytes());
         let fits = Str::from("k".repeat(INLINE_KEY));
         assert!(matches!(KeyBytes::new(&fits), KeyBytes::Inline { .. }));
-        assert_eq!(KeyBytes::new(&fits).as_str(), &*fits);
+        assert_eq!(KeyBytes::new(&fits).as_bytes(), fits.as_bytes());
         let long = Str::from("k".repeat(INLINE_KEY + 1));
         assert!(matches!(KeyBytes::new(&long), KeyBytes::Shared(_)));
-        assert_eq!(KeyBytes::new(&long).as_str(), &*long);
+        assert_eq!(KeyBytes::new(&long).as_bytes(), long.as_bytes());
         let odd = Str::from("holdlock:{ключ·🔒}");
-        assert_eq!(KeyBytes::new(&odd).as_str(), &*odd);
+        assert_eq!(KeyBytes::new(&odd).as_bytes(), odd.as_bytes());
+        assert_eq!(format!("{:?}", KeyBytes::new(&odd)), format!("{:?}", &*odd));
     }
 }
