@@ -12,6 +12,7 @@ common::on_every_topology!(
     a_guard_whose_hold_vanished_reports_not_held_and_touches_nothing,
     dropping_nested_guards_releases_in_the_background,
     a_re_entry_sets_the_lease_only_when_no_watchdog_keeps_it,
+    a_re_entry_never_shortens_a_fixed_lease_of_any_kind,
 );
 
 async fn re_entry_works_while_others_wait_in_line(url: &str) {
@@ -121,16 +122,16 @@ async fn a_re_entry_sets_the_lease_only_when_no_watchdog_keeps_it(url: &str) {
     assert_eq!(third.hold_count(), 3);
     drop((third, inner, outer));
 
-    // A fixed lease has no watchdog: a nested fixed lease sets its own, and a nested
-    // lock() sets the lease its watchdog will renew (the client's 30 s).
+    // A fixed lease has no watchdog: a nested fixed lease lengthens it, and a nested
+    // lock() lengthens it to the lease its watchdog will renew (the client's 30 s)...
     let fixed = common::unique("reenter-fixed");
     let short = holdlock::LockOptions::new().lease(Duration::from_secs(2));
     let outer = client.lock_with(&fixed, short).await.unwrap().unwrap();
-    let long = holdlock::LockOptions::new().lease(Duration::from_secs(60));
+    let long = holdlock::LockOptions::new().lease(Duration::from_secs(10));
     let inner = client.lock_with(&fixed, long).await.unwrap().unwrap();
     assert!(
-        pttl(fixed.clone()).await > 50_000,
-        "the fixed lease was not set"
+        pttl(fixed.clone()).await > 8_000,
+        "the fixed lease was not lengthened"
     );
     let third = client.lock(&fixed).await.unwrap();
     let watched_lease = pttl(fixed.clone()).await;
@@ -140,4 +141,86 @@ async fn a_re_entry_sets_the_lease_only_when_no_watchdog_keeps_it(url: &str) {
     );
     assert_eq!(third.hold_count(), 3);
     drop((third, inner, outer));
+
+    // ...but never shortens a longer one: the watchdog renews it from its first
+    // renewal on.
+    let longer = common::unique("reenter-longer");
+    let minute = holdlock::LockOptions::new().lease(Duration::from_secs(60));
+    let outer = client.lock_with(&longer, minute).await.unwrap().unwrap();
+    let inner = client.lock(&longer).await.unwrap();
+    assert!(
+        pttl(longer.clone()).await > 50_000,
+        "a nested lock() cut a 60 s lease short"
+    );
+    drop((inner, outer));
+}
+
+/// A re-entry may lengthen a fixed lease, never shorten it, for every kind that
+/// re-enters: the outer guard's 10 s still hold after a nested 1 s lease ran out.
+async fn a_re_entry_never_shortens_a_fixed_lease_of_any_kind(url: &str) {
+    use holdlock::LockOptions;
+    let client = common::connect(url).await;
+    let redisson = holdlock::LockClient::builder(url)
+        .compat(holdlock::Compat::Redisson)
+        .build()
+        .await
+        .unwrap();
+    let long = LockOptions::new().lease(Duration::from_secs(10));
+    let short = LockOptions::new().lease(Duration::from_secs(1));
+    let name = common::unique("shorten-mutex");
+    let outer = client.lock_with(&name, long.clone()).await.unwrap().unwrap();
+    let inner = client.lock_with(&name, short.clone()).await.unwrap().unwrap();
+    let held = checked(&client, "mutex", common::key(&name), outer, inner).await;
+    let other = {
+        let (client, name) = (client.clone(), name.clone());
+        tokio::spawn(async move { client.try_lock(&name).await.unwrap().is_none() })
+    };
+    assert!(other.await.unwrap(), "another owner took the lock");
+    drop(held);
+
+    let name = common::unique("shorten-fair");
+    let outer = client.fair_lock_with(&name, long.clone()).await.unwrap().unwrap();
+    let inner = client.fair_lock_with(&name, short.clone()).await.unwrap().unwrap();
+    let key = format!("{}:fair", common::key(&name));
+    drop(checked(&client, "fair lock", key, outer, inner).await);
+
+    let name = common::unique("shorten-write");
+    let outer = client.write_lock_with(&name, long.clone()).await.unwrap().unwrap();
+    let inner = client.write_lock_with(&name, short.clone()).await.unwrap().unwrap();
+    let key = format!("{}:rw", common::key(&name));
+    drop(checked(&client, "write lock", key, outer, inner).await);
+
+    let name = common::unique("shorten-read");
+    let outer = client.read_lock_with(&name, long.clone()).await.unwrap().unwrap();
+    let inner = client.read_lock_with(&name, short.clone()).await.unwrap().unwrap();
+    let key = format!("{}:rw", common::key(&name));
+    drop(checked(&client, "read lock", key, outer, inner).await);
+
+    let name = common::unique("shorten-redisson");
+    let outer = redisson.lock_with(&name, long).await.unwrap().unwrap();
+    let inner = redisson.lock_with(&name, short).await.unwrap().unwrap();
+    drop(checked(&client, "redisson mutex", name, outer, inner).await);
+}
+
+/// Checks that the key of two nested holds keeps the outer 10 s lease past the inner
+/// 1 s one, and that neither guard is taken as lost; hands the guards back.
+async fn checked<G: holdlock::Held>(
+    client: &holdlock::LockClient,
+    what: &str,
+    key: String,
+    outer: G,
+    inner: G,
+) -> (G, G) {
+    use fred::interfaces::KeysInterface;
+    let pttl = || async {
+        let pttl: i64 = client.redis().pttl(key.as_str()).await.unwrap();
+        pttl
+    };
+    let left = pttl().await;
+    assert!(left > 8_000, "{what}: a nested 1 s lease cut 10 s to {left} ms");
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert!(!outer.is_lost() && !inner.is_lost(), "{what}: taken as lost");
+    let left = pttl().await;
+    assert!(left > 6_000, "{what}: the key expires in {left} ms");
+    (outer, inner)
 }

@@ -381,12 +381,17 @@ impl Engine {
         sent_at: Instant,
     ) {
         let hold = &entry.hold;
+        let fresh = hold.count() == 1;
         if !hold.has_watchdog() || options.watchdog {
             // This grant set the lease Redis keeps (a re-entry under a running watchdog
-            // leaves it alone).
-            hold.lease_set_now(options.lease());
+            // leaves it alone, and any other re-entry only lengthens it).
+            if fresh {
+                hold.lease_set_now(options.lease());
+            } else {
+                hold.lease_lengthened_now(options.lease());
+            }
         }
-        if hold.count() == 1 {
+        if fresh {
             // A fresh hold: its token and renewal cap are its own; nested holds share them.
             hold.set_token(token);
             hold.set_granted(sent_at, options.max_hold.map(|max_hold| sent_at + max_hold));
@@ -396,7 +401,11 @@ impl Engine {
             hold.set_expiry(sent_at, None);
             self.watchdogs.book(hold, options.lease(), sent_at);
         } else if !hold.has_watchdog() {
-            hold.set_expiry(sent_at, Some(options.lease()));
+            if fresh {
+                hold.set_expiry(sent_at, Some(options.lease()));
+            } else {
+                hold.lengthen_expiry(sent_at, options.lease());
+            }
         }
     }
 

@@ -252,6 +252,15 @@ impl Hold {
         }
     }
 
+    /// Records that a re-entry asked Redis for `lease` from now: Redis keeps the later
+    /// of the two ends (`reenter.lua` never shortens a lease), and so does this record.
+    pub(crate) fn lease_lengthened_now(&self, lease: Duration) {
+        let later = Instant::now() + lease;
+        if self.lease_ends_by().is_none_or(|ends_by| ends_by < later) {
+            self.lease_set_by(Instant::now(), lease);
+        }
+    }
+
     /// When Redis will have expired the hold at the latest (see
     /// [`lease_set_now`](Self::lease_set_now)); `None` if unknown.
     pub(crate) fn lease_ends_by(&self) -> Option<Instant> {
@@ -266,6 +275,17 @@ impl Hold {
     pub(crate) fn set_expiry(&self, sent_at: Instant, lease: Option<Duration>) {
         self.times.lock().expires_at =
             lease.map(|lease| crate::lease::lost_deadline(sent_at, lease));
+    }
+
+    /// Records a re-entry's fixed lease sent at `sent_at`: the hold is lost at the later
+    /// of its current deadline and the one this lease gives (a re-entry never shortens
+    /// a lease).
+    pub(crate) fn lengthen_expiry(&self, sent_at: Instant, lease: Duration) {
+        let mut times = self.times.lock();
+        let deadline = crate::lease::lost_deadline(sent_at, lease);
+        if times.expires_at.is_some_and(|current| current < deadline) {
+            times.expires_at = Some(deadline);
+        }
     }
 
     /// Records a fresh hold granted at `granted_at`, whose watchdog stops renewing at
