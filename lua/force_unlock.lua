@@ -6,8 +6,11 @@
 --          channel (Redis 7.0+); else PUBLISH
 -- ARGV[2]  the kind: "mutex", "fair", "rw" or "semaphore"
 -- ARGV[3]  the fair lock's claim window in milliseconds
--- ARGV[4]  the channel to tell, if not KEYS[1] .. ":released" (a mutex in Redisson's
---          layout: see src/compat.rs), and ARGV[5] the message to tell it
+-- ARGV[4]  the start of a client's own channel (`<prefix>client:`, see
+--          src/waiting.rs), and ARGV[5] the message to tell each client whose holds
+--          this breaks (the lock as the client's registry files it)
+-- ARGV[6]  the channel to tell, if not KEYS[1] .. ":released" (a mutex in Redisson's
+--          layout: see src/compat.rs), and ARGV[7] the message to tell it
 --
 -- mutex:         deletes the hash and publishes a message naming no client (see
 --                release.lua): every waiter's client tries at once.
@@ -19,7 +22,11 @@
 --                permit) if a holder's lease is still running, and publishes a message
 --                naming no client (as rw_release.lua and sem_release.lua do): every
 --                waiting client's head waiter tries at once.
--- A holder learns at its next renewal, which finds its field gone.
+-- Every client with a field in the hash (`<client id>:...`: a holder, or a fair
+-- lock's waiter handed the lock) is told on its own channel (a plain PUBLISH: it
+-- reaches every node of a cluster), so that it marks its holds lost within a round
+-- trip; one that misses the message learns at its next renewal, which finds its field
+-- gone.
 --
 -- Returns 1 if a lock was held (and is now free or handed on), 0 if there was none.
 -- Raises WRONGTYPE (naming the key) if a key holds another type.
@@ -29,7 +36,19 @@ local wrong = leases.wrong_type(KEYS)
 if wrong then
   return wrong
 end
+-- Tells each client with a field in the hash, once (call before deleting it).
+local function tell_holders()
+  local told = {}
+  for _, field in ipairs(redis.call('hkeys', key)) do
+    local client = string.match(field, '^(%x+%-%x+%-%x+%-%x+%-%x+):')
+    if client and not told[client] then
+      told[client] = true
+      redis.call('publish', ARGV[4] .. client, ARGV[5])
+    end
+  end
+end
 if kind == 'fair' then
+  tell_holders()
   local held = redis.call('del', key)
   local now_ms = fair.now()
   fair.drop_dead_waiters(now_ms)
@@ -40,6 +59,7 @@ if kind == 'mutex' then
   if redis.call('hlen', key) == 0 then
     return 0
   end
+  tell_holders()
   redis.call('del', key)
 else
   -- (A read-write lock's lone holder, `solo`, is the hash's expiry: held while the
@@ -47,7 +67,8 @@ else
   if not redis.call('hget', key, 'solo') and redis.call('zcount', KEYS[2], '(' .. leases.now(), '+inf') == 0 then
     return 0
   end
+  tell_holders()
   redis.call('del', key, KEYS[2])
 end
-redis.call(publish == 'spublish' and 'spublish' or 'publish', ARGV[4] or (key .. ':released'), ARGV[5] or 'released')
+redis.call(publish == 'spublish' and 'spublish' or 'publish', ARGV[6] or (key .. ':released'), ARGV[7] or 'released')
 return 1

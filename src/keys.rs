@@ -97,6 +97,16 @@ pub(crate) fn leader_channel(key: &str) -> String {
     [key, ":leader"].concat()
 }
 
+/// A client's own channel, `<prefix>client:<client id>`, on which a force-unlock tells
+/// it that it broke its holds (see `waiting.rs` and `lua/force_unlock.lua`). Lock keys
+/// and their channels all have a `{` after the prefix: this one never does.
+pub(crate) fn client_channel(prefix: &str, client: uuid::Uuid) -> String {
+    format!("{prefix}{CLIENT_CHANNEL}{client}")
+}
+
+/// What follows the prefix in a client's own channel (see [`client_channel`]).
+pub(crate) const CLIENT_CHANNEL: &str = "client:";
+
 /// What kind of lock a key is, which says which scripts change it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {

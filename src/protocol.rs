@@ -81,6 +81,15 @@ impl Protocol {
         &self.redis
     }
 
+    /// Whether `owner`'s field (of its kind: see [`Kind::field`]) is in the hash of
+    /// the lock `names`: one `HEXISTS`, retried as reads are.
+    pub(crate) async fn holds_field(&self, names: &LockNames, owner: &str) -> Result<bool> {
+        use fred::interfaces::HashesInterface;
+        let field = names.kind.field(owner);
+        let there: bool = self.redis.hexists(&*names.key, &*field).await?;
+        Ok(there)
+    }
+
     /// The connection the scripts go over: on a cluster, a client of holdlock's own that
     /// follows no redirection (`MOVED` and `ASK` come back to `scripts::eval`, which
     /// sends the script again; see `connection::scripting_settings` for why); elsewhere
@@ -160,8 +169,9 @@ impl Protocol {
     }
 
     /// Deletes the lock at `key` whoever holds it; whether there was one.
-    pub(crate) async fn force_unlock(&self, names: &LockNames) -> Result<bool> {
-        self.scripts.force_unlock(self.scripting(), names).await
+    pub(crate) async fn force_unlock(&self, names: &LockNames, prefix: &str) -> Result<bool> {
+        let force_unlock = self.scripts.force_unlock(self.scripting(), names, prefix);
+        force_unlock.await
     }
 
     /// Reads or writes a fenced value (`fence.lua`): the value after the call, or

@@ -37,6 +37,14 @@
 //! most [`SUBSCRIBE_RETRY`], then it tries again; only a definite refusal
 //! (`NOPERM`: the ACL does not allow the channel) fails the wait.
 //!
+//! # Notices to this client
+//!
+//! Besides the release channels of the locks it waits for, each client listens on one
+//! channel of its own, `<prefix>client:<client id>`, subscribed at start (and again
+//! after every reconnection): `lua/force_unlock.lua` tells there each client whose
+//! holds it broke, so that they hear it within a round trip instead of at their next
+//! renewal (see [`Waiting::listen_for_notices`]).
+//!
 //! # Shutdown
 //!
 //! [`Waiting::close`] (the first thing `LockClient::shutdown` does) ends every wait at
@@ -95,6 +103,25 @@ pub(crate) struct Waiting {
     /// Set once by [`close`](Self::close): every waiter gives up.
     closed: watch::Sender<bool>,
     rooms: Mutex<HashMap<String, Arc<Room>>>,
+    /// This client's own channel and what to do with a message on it.
+    notices: std::sync::OnceLock<Notices>,
+}
+
+/// What a message on a client's own channel is handed to: the message's bytes.
+pub(crate) type NoticeHandler = Box<dyn Fn(&[u8]) + Send + Sync>;
+
+/// A client's own channel (see the module docs) and its handler.
+struct Notices {
+    channel: String,
+    handler: NoticeHandler,
+}
+
+impl std::fmt::Debug for Notices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Notices")
+            .field("channel", &self.channel)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -206,6 +233,7 @@ impl Waiting {
             connection: AtomicU64::new(0),
             closed: watch::Sender::new(false),
             rooms: Mutex::new(HashMap::new()),
+            notices: std::sync::OnceLock::new(),
         });
         if sharded && waiting.subscriber.is_clustered() {
             shards::follow_slots(Arc::downgrade(&waiting));
@@ -232,8 +260,9 @@ impl Waiting {
                 };
                 if reconnected {
                     // The new connection has no subscriptions: each head subscribes
-                    // again when woken below.
+                    // again when woken below, and the client's own channel now.
                     waiting.connection.fetch_add(1, Ordering::AcqRel);
+                    waiting.subscribe_notices();
                 }
                 match message {
                     Some(message) => {
@@ -248,9 +277,42 @@ impl Waiting {
         waiting
     }
 
+    /// Listens on `channel`, this client's own (see the module docs), handing each
+    /// message there to `handler` (on the task that reads messages: it must not
+    /// block). Subscribes in the background, now and after every reconnection; a
+    /// subscription that fails is logged, and notices are missed until the next
+    /// reconnection (a holder then hears at its next renewal, as without them).
+    pub(crate) fn listen_for_notices(self: &Arc<Self>, channel: String, handler: NoticeHandler) {
+        if self.notices.set(Notices { channel, handler }).is_ok() {
+            self.subscribe_notices();
+        }
+    }
+
+    /// Subscribes this client's own channel, in the background.
+    fn subscribe_notices(self: &Arc<Self>) {
+        let Some(channel) = self.notices.get().map(|notices| notices.channel.clone()) else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let subscriber = self.subscriber.clone();
+        runtime.spawn(async move {
+            use fred::interfaces::PubsubInterface;
+            if let Err(error) = subscriber.subscribe(channel.as_str()).await {
+                tracing::debug!(%error, %channel, "could not subscribe the client's own channel");
+            }
+        });
+    }
+
     /// Hands a release message on `channel` on, in the room of each lock told there
-    /// (Redisson's layout gives two names one channel).
+    /// (Redisson's layout gives two names one channel), or a notice on this client's
+    /// own channel to its handler.
     fn dispatch(&self, channel: &str, message: &fred::types::Value) {
+        if let Some(notices) = self.notices.get().filter(|n| n.channel == channel) {
+            (notices.handler)(message.as_bytes().unwrap_or_default());
+            return;
+        }
         let rooms = self.rooms.lock();
         for key in keys_of_channel(channel).into_iter().flatten() {
             if let Some(room) = rooms.get(key.as_ref()) {

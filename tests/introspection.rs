@@ -223,7 +223,64 @@ common::on_every_topology!(
     force_unlock_of_a_semaphore_frees_every_permit_and_wakes_waiters,
     force_unlock_of_a_read_write_lock_frees_readers_and_writer,
     data_kept_with_a_hold_is_shown_for_every_kind_and_goes_with_it,
+    every_kinds_holder_is_told_of_a_force_unlock_at_once,
 );
+
+/// A force-unlock tells the holder's client on its own channel: every kind's guard is
+/// lost within a round trip or two, not at its next renewal (10 s away with a 30 s
+/// lease), and a hold the same client takes right after is left alone.
+async fn every_kinds_holder_is_told_of_a_force_unlock_at_once(url: &str) {
+    use holdlock::{Compat, Held};
+    async fn told<G: Held>(what: &str, guard: &G) {
+        tokio::time::timeout(Duration::from_secs(1), guard.lost())
+            .await
+            .unwrap_or_else(|_| panic!("{what}: the holder was not told within 1 s"));
+    }
+    let holder = LockClient::builder(url).build().await.unwrap();
+    let operator = common::connect(url).await;
+
+    let name = common::unique("told-mutex");
+    let guard = holder.lock(&name).await.unwrap();
+    assert!(operator.force_unlock(&name).await.unwrap());
+    told("mutex", &guard).await;
+    // A hold taken after the force-unlock (another task of the same client) stays.
+    let again = common::lock_as_another_owner(&holder, &name).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!again.is_lost(), "a hold taken after the force-unlock was marked lost");
+    again.unlock().await.unwrap();
+
+    let name = common::unique("told-fair");
+    let guard = holder.fair_lock(&name).await.unwrap();
+    assert!(operator.force_unlock_kind(LockKind::Fair, &name).await.unwrap());
+    told("fair lock", &guard).await;
+
+    let name = common::unique("told-write");
+    let guard = holder.write_lock(&name).await.unwrap();
+    assert!(operator.force_unlock_kind(LockKind::ReadWrite, &name).await.unwrap());
+    told("write lock", &guard).await;
+
+    let name = common::unique("told-read");
+    let first = holder.read_lock(&name).await.unwrap();
+    let second = {
+        let (holder, name) = (holder.clone(), name.clone());
+        tokio::spawn(async move { holder.read_lock(&name).await.unwrap() }).await.unwrap()
+    };
+    assert!(operator.force_unlock_kind(LockKind::ReadWrite, &name).await.unwrap());
+    told("read lock", &first).await;
+    told("second reader", &second).await;
+
+    let name = common::unique("told-semaphore");
+    let permit = holder.semaphore(&name, 2).acquire().await.unwrap();
+    assert!(operator.force_unlock_kind(LockKind::Semaphore, &name).await.unwrap());
+    told("semaphore permit", &permit).await;
+
+    let redisson = |url: &str| LockClient::builder(url).compat(Compat::Redisson).build();
+    let (holder, operator) = (redisson(url).await.unwrap(), redisson(url).await.unwrap());
+    let name = common::unique("told-redisson");
+    let guard = holder.lock(&name).await.unwrap();
+    assert!(operator.force_unlock(&name).await.unwrap());
+    told("redisson mutex", &guard).await;
+}
 
 /// Takes a fair lock in a task of its own (its own owner), after sending that owner id
 /// back; the task returns the guard.

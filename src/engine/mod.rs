@@ -82,7 +82,7 @@ impl Engine {
         protocol: Arc<Protocol>,
         waiting: Arc<Waiting>,
     ) -> Arc<Self> {
-        Arc::new(Self {
+        let engine = Arc::new(Self {
             id,
             owner_prefix: format!("{id}:"),
             watchdogs: Watchdogs::start(Arc::clone(&protocol), config.lease, config.at_risk_share),
@@ -95,7 +95,43 @@ impl Engine {
             background: AtomicUsize::new(0),
             background_done: Notify::new(),
             pending: background::Pending::default(),
-        })
+        });
+        let weak = Arc::downgrade(&engine);
+        engine.waiting.listen_for_notices(
+            crate::keys::client_channel(&engine.config.prefix, id),
+            Box::new(move |registry| {
+                if let Some(engine) = weak.upgrade() {
+                    engine.check_broken_holds(registry);
+                }
+            }),
+        );
+        engine
+    }
+
+    /// A force-unlock told this client that it broke the lock filed under `registry`
+    /// (see `lua/force_unlock.lua`): each hold here on it whose field is gone from
+    /// Redis is marked gone now, rather than at its next renewal. The read tells a
+    /// hold the force-unlock broke from one taken after it (whose field is there).
+    fn check_broken_holds(self: &Arc<Self>, registry: &[u8]) {
+        let Ok(registry) = std::str::from_utf8(registry) else {
+            return;
+        };
+        let holds = self.holds.held_under(registry);
+        if holds.is_empty() {
+            return;
+        }
+        let engine = Arc::clone(self);
+        self.background_runtime().spawn(async move {
+            for hold in holds {
+                match engine.protocol.holds_field(&hold.names, &hold.owner).await {
+                    Ok(false) => hold.mark_gone("force-unlocked (told by the force-unlock)"),
+                    Ok(true) => {}
+                    Err(error) => {
+                        tracing::debug!(lock = %hold.names.name, %error, "could not check a hold told force-unlocked; its next renewal will");
+                    }
+                }
+            }
+        });
     }
 
     /// The client's id, the first part of its owner ids.

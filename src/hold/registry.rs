@@ -301,6 +301,17 @@ impl Holds {
         }
     }
 
+    /// The holds (count above 0, not lost) of every owner filed under `registry`.
+    pub(crate) fn held_under(&self, registry: &str) -> Vec<Arc<Hold>> {
+        let map = self.map.lock();
+        map.get(registry)
+            .map_or(&[][..], Holders::as_slice)
+            .iter()
+            .filter(|hold| hold.count() > 0 && !hold.is_lost())
+            .map(Arc::clone)
+            .collect()
+    }
+
     /// Empties the registry, marking every hold lost with `why`.
     pub(crate) fn drain(&self, why: &str) {
         let holds: Vec<_> = self

@@ -204,8 +204,10 @@ impl LockClient {
     }
 
     /// Deletes the lock (the mutex of [`lock`](Self::lock)) whoever holds it, and
-    /// wakes its waiters. The former holder's guard reports itself lost at its next
-    /// renewal. Returns whether there was a lock. The same as
+    /// wakes its waiters. The former holder's client is told at once, and its guard
+    /// reports itself lost within a round trip (see
+    /// [`force_unlock_kind`](Self::force_unlock_kind)). Returns whether there was a
+    /// lock. The same as
     /// [`force_unlock_kind`](Self::force_unlock_kind)`(LockKind::Mutex, name)`.
     ///
     /// # Errors
@@ -230,9 +232,12 @@ impl LockClient {
     ///   waiting client is woken.
     /// - [`LockKind::Semaphore`]: every permit is freed; every waiting client is woken.
     ///
-    /// Each former holder's guard (or permit) reports itself lost at its next
-    /// renewal, which finds its hold gone; its release then finds nothing to release.
-    /// Returns whether anyone held the lock.
+    /// Each former holder's client is told on its own channel, checks that its hold
+    /// is gone (one read), and its guard (or permit) reports itself
+    /// [lost](crate::LockGuard::lost) within a round trip of the force-unlock; a
+    /// client that misses the message (its subscriber reconnecting, or an older
+    /// holdlock) finds out at its next renewal instead. Its release then finds nothing
+    /// to release. Returns whether anyone held the lock.
     ///
     /// # Errors
     /// [`LockError::InvalidName`], [`LockError::WrongType`] (a key of the lock holds
@@ -252,7 +257,8 @@ impl LockClient {
     pub async fn force_unlock_kind(&self, kind: LockKind, name: &str) -> Result<bool> {
         self.engine().check_running()?;
         let names = self.engine().config().kind_names(name, kind)?;
-        self.engine().protocol().force_unlock(&names).await
+        let prefix = &self.engine().config().prefix;
+        self.engine().protocol().force_unlock(&names, prefix).await
     }
 
     /// Whether anyone holds the lock right now.

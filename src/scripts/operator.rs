@@ -11,7 +11,7 @@ use fred::types::Value;
 use super::{Delivery, Scripts, integer, protocol};
 use crate::compat::{self, Compat};
 use crate::error::{LockError, Result};
-use crate::keys::{LockKind, LockNames, operator_keys};
+use crate::keys::{CLIENT_CHANNEL, LockKind, LockNames, operator_keys};
 use crate::lease::CLAIM_WINDOW_MS;
 
 pub(super) const INSPECT: &str = concat!(
@@ -99,15 +99,26 @@ impl Scripts {
     /// Breaks the lock whose hash is `key`, of whichever kind the key says, and wakes
     /// its waiters (a fair lock is handed to its first live waiter); whether it was
     /// held.
-    pub(crate) async fn force_unlock(&self, client: &Client, names: &LockNames) -> Result<bool> {
+    ///
+    /// Each client whose holds it breaks is told on its own channel, whose name starts
+    /// with `prefix` (see `waiting.rs`).
+    pub(crate) async fn force_unlock(
+        &self,
+        client: &Client,
+        names: &LockNames,
+        prefix: &str,
+    ) -> Result<bool> {
         let (kind, companions) = lock_keys(names)?;
         let mut keys = vec![&*names.key];
         keys.extend(companions.iter().map(String::as_str));
+        let clients_channel: Value = [prefix, CLIENT_CHANNEL].concat().into();
         let args = || {
             let mut args = vec![
                 Value::from_static_str(self.publish),
                 Value::from_static_str(kind.as_str()),
                 super::decimal(CLAIM_WINDOW_MS),
+                clients_channel.clone(),
+                Value::from(names.registry_key()),
             ];
             if names.compat == Compat::Redisson {
                 // Told as Redisson's forceUnlock tells its waiters.
