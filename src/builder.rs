@@ -9,6 +9,7 @@ use fred::interfaces::ClientLike;
 use fred::types::Builder;
 use fred::types::config::{Config, ReconnectPolicy};
 
+use crate::chores::Chores;
 use crate::client::LockClient;
 use crate::compat::Compat;
 use crate::connection::{self, Ownership, close_if_opened};
@@ -470,8 +471,15 @@ impl LockClientBuilder {
             self.config.compat,
         );
         let id = uuid::Uuid::new_v4();
-        let waiting = Waiting::start((subscriber, subscriber_opened), sharded, id);
-        let engine = Engine::start(id, self.config, Arc::new(protocol), waiting);
+        let chores = Arc::<Chores>::default();
+        let waiting = Waiting::start(
+            (subscriber, subscriber_opened),
+            protocol.scripting().clone(),
+            sharded,
+            id,
+            Arc::clone(&chores),
+        );
+        let engine = Engine::start(id, self.config, Arc::new(protocol), waiting, chores);
         Ok(LockClient::over(engine))
     }
 

@@ -16,7 +16,7 @@ use crate::hold::LocalHolder;
 use crate::keys::{Kind, LockNames};
 use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
-use crate::waiting::{HandOff, Listening};
+use crate::waiting::{HandOff, Listening, Mark};
 
 /// A handle to Redis for taking reentrant, self-renewing locks.
 ///
@@ -288,21 +288,32 @@ impl LockClient {
         // shutdown: it does not wait, and a free lock (the usual case) then costs no
         // watch registration.
         let first_turn = ticket.try_turn();
+        // A mutex's waiting clients queue in Redis (see `waiting.rs`): an attempt tells
+        // `acquire.lua` what this client knows of the hand-off, and a refused one queues
+        // the client. (Redisson's layout has no queue: every release wakes each
+        // client's head.)
+        let mutex = names.kind == Kind::Mutex && names.compat == crate::Compat::Holdlock;
+        // What a refused attempt leaves in Redis for this client's waits.
+        let mark = match names.kind {
+            Kind::Mutex if mutex => Some(Mark::ClientQueued),
+            Kind::Write => Some(Mark::WriterWaits),
+            _ => None,
+        };
         let mut busy = None;
         // When the attempt that the next sleep rests on was sent.
         let mut attempted_at = Instant::now();
         if first_turn.is_some() {
             // What a room kept from earlier waiters heard is answered by this attempt.
             ticket.asking();
+            let marking = ticket.marking(mark);
             match self.engine.acquire(names, owner, &options, None).await? {
-                Attempt::Granted(claim) => return Ok(Ok(claim)),
+                Attempt::Granted(claim) => {
+                    marking.granted(false);
+                    return Ok(Ok(claim));
+                }
                 Attempt::Busy { pttl, .. } => busy = Some(pttl),
             }
         }
-        // A mutex's waiting clients queue in Redis (see `waiting.rs`): an attempt tells
-        // `acquire.lua` what this client knows of the hand-off. (Redisson's layout has
-        // no queue: every release wakes each client's head.)
-        let mutex = names.kind == Kind::Mutex && names.compat == crate::Compat::Holdlock;
         let mut options = options;
         // Boxed: the wait is the rare path, and inline it would make every call's
         // future (and so every task that takes a lock) several times larger.
@@ -332,7 +343,13 @@ impl LockClient {
                                 front: named,
                             };
                         }
-                        self.engine.acquire(names, owner, &options, None).await?
+                        let marking = ticket.marking(mark);
+                        let attempt = self.engine.acquire(names, owner, &options, None);
+                        let attempt = attempt.await?;
+                        if let Attempt::Granted(_) = attempt {
+                            marking.granted(options.hand_off.requeues());
+                        }
+                        attempt
                     }
                 };
                 let pttl = match attempt {

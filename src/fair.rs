@@ -214,6 +214,7 @@ impl LockClient {
             owner: owner.clone(),
             wait,
             queued: !options.is_single_try(),
+            chore: Some(engine.begin_chore()),
         };
         // A hand-off may be taken on its message alone by a waiter whose lease the
         // watchdog keeps, that draws no token (the claim attempt draws it), waits for
@@ -344,6 +345,8 @@ struct Place {
     wait: u64,
     /// Whether the wait may still be queued (or handed the lock unclaimed).
     queued: bool,
+    /// Leaving the queue is a chore that `shutdown` waits for (see `chores.rs`).
+    chore: Option<crate::chores::Chore>,
 }
 
 impl Drop for Place {
@@ -356,6 +359,7 @@ impl Drop for Place {
         };
         let (engine, names) = (Arc::clone(&self.engine), Arc::clone(&self.names));
         let (owner, wait) = (std::mem::take(&mut self.owner), self.wait);
+        let chore = self.chore.take();
         drop(runtime.spawn(async move {
             // Retried while in transit; a place left behind expires within the claim
             // window anyway.
@@ -366,6 +370,7 @@ impl Drop for Place {
             {
                 tracing::debug!(lock = %names.name, %error, "leaving a fair lock's queue failed");
             }
+            drop(chore);
         }));
     }
 }

@@ -79,6 +79,7 @@ mod scripts;
 #[cfg(feature = "tls-rustls")]
 mod tls;
 // ground
+mod chores;
 mod error;
 mod keys;
 mod lease;

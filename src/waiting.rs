@@ -63,6 +63,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use crate::chores::{Chore, Chores};
 use crate::connection::Ownership;
 use crate::error::{LockError, Result};
 use crate::keys::keys_of_channel;
@@ -90,6 +91,11 @@ const SUBSCRIBE_RETRY: Duration = Duration::from_millis(100);
 #[derive(Debug)]
 pub(crate) struct Waiting {
     subscriber: SubscriberClient,
+    /// The connection the scripts go over, to take down a waiter's [`Mark`] after any
+    /// attempt sent before (in order, on one connection per node).
+    redis: fred::clients::Client,
+    /// Counts the waits and what they leave to do (see `chores.rs`).
+    chores: Arc<Chores>,
     /// Whether `subscriber` is closed at shutdown (holdlock opened it) or the
     /// application's.
     ownership: Ownership,
@@ -142,6 +148,9 @@ struct Room {
     /// Set by a grant that queued this client again for its next waiter
     /// ([`HandOff::requeue`]): the next head waits for its name without asking.
     queued: AtomicBool,
+    /// What a refused attempt of a waiter here left in Redis for this client's waits
+    /// (see [`Mark`]): taken down when the room is forgotten.
+    mark: Mutex<Option<Mark>>,
     /// The release channel's subscription; the lock serialises SUBSCRIBE and UNSUBSCRIBE.
     channel: tokio::sync::Mutex<Channel>,
     /// For a shard channel: the cluster node it was subscribed on.
@@ -159,6 +168,22 @@ struct Room {
     /// messages have come (a refusal that was answered before the last one is stale).
     sharers_refused: Mutex<(u64, Option<Instant>)>,
 }
+
+/// What a waiter's refused attempt leaves in Redis that outlives its wait unless it
+/// is taken down (see [`Ticket::marked`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mark {
+    /// A mutex's refused waiter queues its client (see `hand_off.rs`): `ZREM` it from
+    /// `<key>:clients`.
+    ClientQueued,
+    /// A read-write lock's refused writer keeps new readers out for a while (the field
+    /// `writer_waits`, see `lua/rw_acquire.lua`): `lua/rw_unmark.lua` takes it down.
+    /// Writers of other clients still waiting put it back when they next ask.
+    WriterWaits,
+}
+
+/// `lua/rw_unmark.lua` (see [`Mark::WriterWaits`]).
+static RW_UNMARK: std::sync::OnceLock<fred::types::scripts::Script> = std::sync::OnceLock::new();
 
 /// What a release message of a read-write lock that lets in only a writer starts with
 /// (`writer <ms>`, see `lua/rw_release.lua`): waiting readers sleep on for `<ms>`.
@@ -220,13 +245,19 @@ impl Waiting {
     /// Starts dispatching release messages from `subscriber`, which must be connected;
     /// `sharded` subscribes shard channels (and, on a cluster, follows them when their
     /// slots move). `client` is this client's id (the first part of its owner ids).
+    /// `redis` is the scripts' connection; `chores` counts every wait and the leaving
+    /// of a queue it leaves to do, for a clean shutdown.
     pub(crate) fn start(
         (subscriber, ownership): (SubscriberClient, Ownership),
+        redis: fred::clients::Client,
         sharded: bool,
         client: Uuid,
+        chores: Arc<Chores>,
     ) -> Arc<Self> {
         let waiting = Arc::new(Self {
             subscriber,
+            redis,
+            chores,
             ownership,
             sharded,
             client,
@@ -385,6 +416,7 @@ impl Waiting {
             waiting: Arc::clone(self),
             key,
             room,
+            _chore: self.chores.begin(),
         }
     }
 
@@ -436,12 +468,16 @@ impl Waiting {
                 || tokio::runtime::Handle::try_current().is_err()
             {
                 forget(&mut rooms, key, room);
+                drop((members, rooms));
+                self.leave_queue(key, room);
                 return;
             }
         }
         let waiting = Arc::clone(self);
         let key = key.to_owned();
         let room = Arc::clone(room);
+        // Taking its mark down is a chore (see `leave_queue`).
+        let chore = room.mark.lock().is_some().then(|| self.chores.begin());
         tokio::spawn(async move {
             // Kept a while for a waiter of this client that comes back soon (a task
             // between two sections): it then finds the channel subscribed, and need
@@ -463,15 +499,64 @@ impl Waiting {
                 *state = Channel::default();
             }
             drop(state);
-            waiting.forget_if_empty(&key, &room);
+            if waiting.forget_if_empty(&key, &room) {
+                waiting.leave_queue(&key, &room);
+            }
+            drop(chore);
         });
     }
 
-    fn forget_if_empty(&self, key: &str, room: &Arc<Room>) {
+    /// Takes down the [`Mark`] the waits of `room` left at `key`, now that `room` is
+    /// forgotten: a client named with none of its waiters left would only hold up the
+    /// next hand-off, a writer's mark would keep readers out for nobody, and a clean
+    /// shutdown leaves neither behind. In the background, counted as a chore.
+    fn leave_queue(self: &Arc<Self>, key: &str, room: &Arc<Room>) {
+        let Some(mark) = room.mark.lock().take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (redis, chore) = (self.redis.clone(), self.chores.begin());
+        let client = self.client.to_string();
+        let (waiting, key) = (Arc::downgrade(self), key.to_owned());
+        runtime.spawn(async move {
+            use fred::types::{ClusterHash, CustomCommand};
+            let done: fred::prelude::FredResult<i64> = match mark {
+                Mark::ClientQueued => {
+                    let zrem = CustomCommand::new_static("ZREM", ClusterHash::FirstKey, false);
+                    let queue = crate::keys::clients_key(&key);
+                    redis.custom(zrem, vec![queue, client]).await
+                }
+                Mark::WriterWaits => {
+                    let unmark = RW_UNMARK.get_or_init(|| {
+                        fred::types::scripts::Script::from_lua(include_str!("../lua/rw_unmark.lua"))
+                    });
+                    unmark.evalsha_with_reload(&redis, key.as_str(), ()).await
+                }
+            };
+            if let Err(error) = done {
+                tracing::debug!(%error, %key, ?mark, "taking down a waiter's mark failed");
+            }
+            // A waiter that came meanwhile may have been queued just before: its head
+            // asks again, which queues the client again.
+            if let Some(waiting) = waiting.upgrade() {
+                if let Some(room) = waiting.rooms.lock().get(&key) {
+                    room.wake_everyone();
+                }
+            }
+            drop(chore);
+        });
+    }
+
+    /// Forgets `room` if nobody is in it; returns whether it did.
+    fn forget_if_empty(&self, key: &str, room: &Arc<Room>) -> bool {
         let mut rooms = self.rooms.lock();
-        if *room.members.lock() == 0 {
+        let empty = *room.members.lock() == 0;
+        if empty {
             forget(&mut rooms, key, room);
         }
+        empty
     }
 }
 
@@ -489,6 +574,8 @@ pub(crate) struct Ticket<'a> {
     waiting: Arc<Waiting>,
     key: &'a str,
     room: Arc<Room>,
+    /// A wait is a chore: `shutdown` waits for it to end (and leave its queues).
+    _chore: Chore,
 }
 
 impl Ticket<'_> {
@@ -618,6 +705,26 @@ impl Ticket<'_> {
         self.room.queued.store(true, Ordering::Release);
     }
 
+    /// Records, before this waiter (the head: one attempt at a time) sends an attempt,
+    /// that a refusal would leave `mark` in Redis: the room takes it down when it is
+    /// forgotten (no waiter of this client left), also if the attempt is cancelled in
+    /// flight. A grant that leaves no mark undoes the record ([`Marking::granted`]), so
+    /// a lock taken at once costs nothing more.
+    pub(crate) fn marking(&self, mark: Option<Mark>) -> Marking<'_> {
+        let mut current = self.room.mark.lock();
+        let set = match (mark, *current) {
+            (Some(mark), None) => {
+                *current = Some(mark);
+                true
+            }
+            _ => false,
+        };
+        Marking {
+            room: &self.room,
+            set,
+        }
+    }
+
     /// Whether a grant queued this client again since the last call: the head then
     /// waits for its name without asking first.
     pub(crate) fn take_queued(&self) -> bool {
@@ -647,6 +754,24 @@ impl Ticket<'_> {
 /// A number in a release message (a fair lock's wait or time, a writer's delay).
 fn parse_number(text: &[u8]) -> Option<u64> {
     std::str::from_utf8(text).ok()?.parse().ok()
+}
+
+/// An attempt that may leave a [`Mark`] (see [`Ticket::marking`]).
+#[derive(Debug)]
+pub(crate) struct Marking<'t> {
+    room: &'t Room,
+    /// Whether this attempt recorded the mark (no earlier one had).
+    set: bool,
+}
+
+impl Marking<'_> {
+    /// The attempt was granted; `marks` if the grant left the mark itself (a client
+    /// queued again for its other waiters).
+    pub(crate) fn granted(self, marks: bool) {
+        if self.set && !marks {
+            *self.room.mark.lock() = None;
+        }
+    }
 }
 
 impl Drop for Ticket<'_> {

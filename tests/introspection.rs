@@ -246,32 +246,57 @@ async fn every_kinds_holder_is_told_of_a_force_unlock_at_once(url: &str) {
     // A hold taken after the force-unlock (another task of the same client) stays.
     let again = common::lock_as_another_owner(&holder, &name).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!again.is_lost(), "a hold taken after the force-unlock was marked lost");
+    assert!(
+        !again.is_lost(),
+        "a hold taken after the force-unlock was marked lost"
+    );
     again.unlock().await.unwrap();
 
     let name = common::unique("told-fair");
     let guard = holder.fair_lock(&name).await.unwrap();
-    assert!(operator.force_unlock_kind(LockKind::Fair, &name).await.unwrap());
+    assert!(
+        operator
+            .force_unlock_kind(LockKind::Fair, &name)
+            .await
+            .unwrap()
+    );
     told("fair lock", &guard).await;
 
     let name = common::unique("told-write");
     let guard = holder.write_lock(&name).await.unwrap();
-    assert!(operator.force_unlock_kind(LockKind::ReadWrite, &name).await.unwrap());
+    assert!(
+        operator
+            .force_unlock_kind(LockKind::ReadWrite, &name)
+            .await
+            .unwrap()
+    );
     told("write lock", &guard).await;
 
     let name = common::unique("told-read");
     let first = holder.read_lock(&name).await.unwrap();
     let second = {
         let (holder, name) = (holder.clone(), name.clone());
-        tokio::spawn(async move { holder.read_lock(&name).await.unwrap() }).await.unwrap()
+        tokio::spawn(async move { holder.read_lock(&name).await.unwrap() })
+            .await
+            .unwrap()
     };
-    assert!(operator.force_unlock_kind(LockKind::ReadWrite, &name).await.unwrap());
+    assert!(
+        operator
+            .force_unlock_kind(LockKind::ReadWrite, &name)
+            .await
+            .unwrap()
+    );
     told("read lock", &first).await;
     told("second reader", &second).await;
 
     let name = common::unique("told-semaphore");
     let permit = holder.semaphore(&name, 2).acquire().await.unwrap();
-    assert!(operator.force_unlock_kind(LockKind::Semaphore, &name).await.unwrap());
+    assert!(
+        operator
+            .force_unlock_kind(LockKind::Semaphore, &name)
+            .await
+            .unwrap()
+    );
     told("semaphore permit", &permit).await;
 
     let redisson = |url: &str| LockClient::builder(url).compat(Compat::Redisson).build();

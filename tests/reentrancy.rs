@@ -168,8 +168,16 @@ async fn a_re_entry_never_shortens_a_fixed_lease_of_any_kind(url: &str) {
     let long = LockOptions::new().lease(Duration::from_secs(10));
     let short = LockOptions::new().lease(Duration::from_secs(1));
     let name = common::unique("shorten-mutex");
-    let outer = client.lock_with(&name, long.clone()).await.unwrap().unwrap();
-    let inner = client.lock_with(&name, short.clone()).await.unwrap().unwrap();
+    let outer = client
+        .lock_with(&name, long.clone())
+        .await
+        .unwrap()
+        .unwrap();
+    let inner = client
+        .lock_with(&name, short.clone())
+        .await
+        .unwrap()
+        .unwrap();
     let held = checked(&client, "mutex", common::key(&name), outer, inner).await;
     let other = {
         let (client, name) = (client.clone(), name.clone());
@@ -179,20 +187,44 @@ async fn a_re_entry_never_shortens_a_fixed_lease_of_any_kind(url: &str) {
     drop(held);
 
     let name = common::unique("shorten-fair");
-    let outer = client.fair_lock_with(&name, long.clone()).await.unwrap().unwrap();
-    let inner = client.fair_lock_with(&name, short.clone()).await.unwrap().unwrap();
+    let outer = client
+        .fair_lock_with(&name, long.clone())
+        .await
+        .unwrap()
+        .unwrap();
+    let inner = client
+        .fair_lock_with(&name, short.clone())
+        .await
+        .unwrap()
+        .unwrap();
     let key = format!("{}:fair", common::key(&name));
     drop(checked(&client, "fair lock", key, outer, inner).await);
 
     let name = common::unique("shorten-write");
-    let outer = client.write_lock_with(&name, long.clone()).await.unwrap().unwrap();
-    let inner = client.write_lock_with(&name, short.clone()).await.unwrap().unwrap();
+    let outer = client
+        .write_lock_with(&name, long.clone())
+        .await
+        .unwrap()
+        .unwrap();
+    let inner = client
+        .write_lock_with(&name, short.clone())
+        .await
+        .unwrap()
+        .unwrap();
     let key = format!("{}:rw", common::key(&name));
     drop(checked(&client, "write lock", key, outer, inner).await);
 
     let name = common::unique("shorten-read");
-    let outer = client.read_lock_with(&name, long.clone()).await.unwrap().unwrap();
-    let inner = client.read_lock_with(&name, short.clone()).await.unwrap().unwrap();
+    let outer = client
+        .read_lock_with(&name, long.clone())
+        .await
+        .unwrap()
+        .unwrap();
+    let inner = client
+        .read_lock_with(&name, short.clone())
+        .await
+        .unwrap()
+        .unwrap();
     let key = format!("{}:rw", common::key(&name));
     drop(checked(&client, "read lock", key, outer, inner).await);
 
@@ -217,9 +249,15 @@ async fn checked<G: holdlock::Held>(
         pttl
     };
     let left = pttl().await;
-    assert!(left > 8_000, "{what}: a nested 1 s lease cut 10 s to {left} ms");
+    assert!(
+        left > 8_000,
+        "{what}: a nested 1 s lease cut 10 s to {left} ms"
+    );
     tokio::time::sleep(Duration::from_millis(1_500)).await;
-    assert!(!outer.is_lost() && !inner.is_lost(), "{what}: taken as lost");
+    assert!(
+        !outer.is_lost() && !inner.is_lost(),
+        "{what}: taken as lost"
+    );
     let left = pttl().await;
     assert!(left > 6_000, "{what}: the key expires in {left} ms");
     (outer, inner)

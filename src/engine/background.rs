@@ -9,7 +9,6 @@
 //! path ([`Engine::release_one_in_background`]).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use fred::bytes_utils::Str;
 use fred::interfaces::ClientLike;
@@ -67,7 +66,7 @@ impl Engine {
     /// lost, or the client shuts down; one whose reply is lost is settled instead (see
     /// `settle`).
     pub(super) fn release_in_background(self: &Arc<Self>, hold: Arc<Hold>) {
-        self.background.fetch_add(1, Ordering::AcqRel);
+        self.chores.add();
         let start = {
             let mut queue = self.pending.queue.lock();
             queue.0.push(hold);
@@ -215,9 +214,7 @@ impl Engine {
 
     /// One background release finished (or was handed to another that counts itself).
     fn background_finished(&self) {
-        if self.background.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.background_done.notify_waiters();
-        }
+        self.chores.finish();
     }
 
     /// Releases one hold of `hold` in a task of its own, retried with a growing pause
@@ -225,7 +222,7 @@ impl Engine {
     fn release_one_in_background(self: &Arc<Self>, hold: Arc<Hold>) {
         let engine = Arc::clone(self);
         let runtime = self.background_runtime();
-        self.background.fetch_add(1, Ordering::AcqRel);
+        self.chores.add();
         drop(runtime.spawn(async move {
             let mut backoff = Backoff::default();
             loop {

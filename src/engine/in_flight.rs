@@ -87,7 +87,12 @@ impl Drop for InFlight {
         let engine = Arc::clone(&self.engine);
         let runtime = engine.background_runtime();
         let give_up = Instant::now() + self.give_up_after;
-        drop(runtime.spawn(engine.settle(self.op, entry, count, give_up)));
+        let chore = engine.begin_chore();
+        let settle = engine.settle(self.op, entry, count, give_up);
+        drop(runtime.spawn(async move {
+            settle.await;
+            drop(chore);
+        }));
     }
 }
 

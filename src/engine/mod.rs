@@ -13,13 +13,13 @@
 //! holds this engine keeps.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use crate::chores::{Chore, Chores};
 use crate::compat::Compat;
 use crate::error::{LockError, Result};
 use crate::hold::{Hold, HoldUse, Holds, LocalHolder};
@@ -52,10 +52,9 @@ pub(crate) struct Engine {
     watchdogs: Arc<Watchdogs>,
     runtime: tokio::runtime::Handle,
     shut_down: AtomicBool,
-    /// Background releases (dropped guards, refused or cancelled releases) not yet
-    /// finished; `shutdown` waits for them.
-    background: AtomicUsize,
-    background_done: Notify,
+    /// Work owed Redis in the background (releases of dropped guards, refused or
+    /// cancelled releases, settling, waits and their leaving); `shutdown` waits for it.
+    chores: Arc<Chores>,
     /// Background releases pending together, sent together (see `background.rs`).
     pending: background::Pending,
 }
@@ -81,6 +80,7 @@ impl Engine {
         config: ClientConfig,
         protocol: Arc<Protocol>,
         waiting: Arc<Waiting>,
+        chores: Arc<Chores>,
     ) -> Arc<Self> {
         let engine = Arc::new(Self {
             id,
@@ -92,8 +92,7 @@ impl Engine {
             holds: Arc::default(),
             runtime: tokio::runtime::Handle::current(),
             shut_down: AtomicBool::new(false),
-            background: AtomicUsize::new(0),
-            background_done: Notify::new(),
+            chores,
             pending: background::Pending::default(),
         });
         let weak = Arc::downgrade(&engine);
@@ -147,6 +146,11 @@ impl Engine {
     /// The connection and scripts, for calls that change no hold (inspect, fence, ...).
     pub(crate) fn protocol(&self) -> &Protocol {
         &self.protocol
+    }
+
+    /// Counts a chore owed Redis until the token is dropped: `shutdown` waits for it.
+    pub(crate) fn begin_chore(&self) -> Chore {
+        self.chores.begin()
     }
 
     /// The waiting rooms of this client's locks.
@@ -618,15 +622,8 @@ impl Engine {
     pub(crate) async fn shut_down(&self) -> bool {
         // Waiters give up at once: they would only wait for the connections to close.
         self.waiting.close();
-        let flushed = async {
-            while self.background.load(Ordering::Acquire) > 0 {
-                let idle = self.background_done.notified();
-                if self.background.load(Ordering::Acquire) == 0 {
-                    break;
-                }
-                idle.await;
-            }
-        };
+        // Every wait ends now, and leaves its queue; releases and settling finish.
+        let flushed = self.chores.all_done();
         let _ = tokio::time::timeout(self.config.connect_timeout, flushed).await;
         if self.shut_down.swap(true, Ordering::AcqRel) {
             return false;
