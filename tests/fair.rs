@@ -811,12 +811,12 @@ async fn holders_of_two_clients_whose_fixed_leases_run_out_pass_the_lock_on_in_t
 /// 8 tasks (taking turns between `clients`) come 100 ms apart, each takes a fair lock
 /// with a 1 s fixed lease and a 10 s wait, and keeps its guard without unlocking: each
 /// hold simply runs out. All 8 are served, in the order they came, each as its
-/// predecessor's lease ends (within 300 ms of it, never well before it): an expiry
-/// publishes nothing, so the waiters must wake when the lease ends, not at their
-/// client's next attempt to keep their places (every 2 s).
+/// predecessor's lease ends (two grants a lease apart, within 300 ms either way): an
+/// expiry publishes nothing, so the waiters must wake when the lease ends, not at
+/// their client's next attempt to keep their places (every 2 s).
 async fn leases_run_out_in_turn(tag: &str, clients: &[LockClient]) {
     const LEASE: Duration = Duration::from_secs(1);
-    const LATE: Duration = Duration::from_millis(300);
+    const OFF: Duration = Duration::from_millis(300);
     let name = common::unique(tag);
     let options = LockOptions::new()
         .wait(Duration::from_secs(10))
@@ -851,7 +851,7 @@ async fn leases_run_out_in_turn(tag: &str, clients: &[LockClient]) {
         }
     }
     served.sort();
-    let start = served[0].0;
+    let start = served.first().map_or_else(Instant::now, |(at, _)| *at);
     let timeline: Vec<_> = served
         .iter()
         .map(|(at, task)| (*task, *at - start))
@@ -865,14 +865,14 @@ async fn leases_run_out_in_turn(tag: &str, clients: &[LockClient]) {
     for pair in served.windows(2) {
         let gap = pair[1].0 - pair[0].0;
         assert!(
-            gap <= LEASE + LATE,
+            gap <= LEASE + OFF,
             "task {} took over {gap:?} after task {}'s grant, its lease being {LEASE:?}: \
              {timeline:?}",
             pair[1].1,
             pair[0].1,
         );
         assert!(
-            gap >= LEASE - Duration::from_millis(200),
+            gap >= LEASE - OFF,
             "task {} took over {gap:?} after task {}'s grant, before its lease ended: \
              {timeline:?}",
             pair[1].1,
