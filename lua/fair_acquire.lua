@@ -25,7 +25,9 @@
 -- a free lock goes to the first live waiter, never to a later caller. A lock handed to
 -- a waiter (by fair_release.lua, or here when the lock was found free with others
 -- first) is claimed by that waiter's next attempt, which the message naming it wakes.
--- A re-entry is `reenter.lua`, as for the mutex.
+-- A re-entry is `reenter.lua`, as for the mutex. A fresh hold with a lease shorter
+-- than a client's refresh tells the client of the next wait when it runs out (see
+-- fair.tell_next in fair_queue.lua).
 --
 -- Granted:  { 1, fencing token or 0 }
 -- Busy:     { 0, remaining PTTL of the lock in ms (-1 if it has none) }, and if
@@ -62,6 +64,7 @@ local function hold_afresh()
   end
   redis.call('pexpire', key, ARGV[2])
   fair.unqueue(waiter)
+  fair.tell_next(ARGV[5], owner, tonumber(ARGV[2]), now_ms, place_window)
   return { 1, floor and fencing.draw(key, KEYS[4], floor) or 0 }
 end
 local pttl = redis.call('pttl', key)

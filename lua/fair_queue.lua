@@ -79,3 +79,23 @@ function fair.hand_to_first(publish, window, now_ms)
   end
   return head
 end
+
+-- Tells the client of the first wait in the queue, unless it is `owner`'s (which knows),
+-- when the fresh hold `owner` just took runs out, if its `lease` (ms, from `now_ms`,
+-- this server's clock) is shorter than a third of the place window (a client's refresh
+-- period): an expiry publishes nothing, and that client's next attempt, which hands
+-- the expired lock on, might come only at its next refresh, well after the lease ran
+-- out. A longer lease is learned by that refresh in time. The message is
+-- "lease <now_ms> <lease>", on that client's channel.
+function fair.tell_next(publish, owner, lease, now_ms, place_window)
+  if lease * 3 >= place_window then
+    return
+  end
+  local head = redis.call('zrange', KEYS[2], 0, 0)[1]
+  if not head or fair.client_of(head) == fair.client_of(owner) then
+    return
+  end
+  local message = string.format('lease %d %d', now_ms, lease)
+  local channel = KEYS[1] .. ':released:' .. fair.client_of(head)
+  redis.call(publish == 'spublish' and 'spublish' or 'publish', channel, message)
+end

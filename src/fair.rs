@@ -12,9 +12,11 @@
 //! a fenced or fixed-lease waiter (or one whose message came late) claims it with its
 //! next attempt instead. Liveness is per client: one attempt of any of a client's
 //! waits keeps all their places for the place window (6 s), and the client makes one
-//! every third of it unless one of its waits did meanwhile (`waiting::Places`). A
-//! client that died drops out of the queue within the window, and a lock handed to
-//! it passes on within the claim window. A wait that gives up or is cancelled leaves
+//! every third of it unless one of its waits did meanwhile (`waiting::Places`), or
+//! sooner, when the hold runs out: a holder that died or let a fixed lease run out
+//! publishes nothing, so the next waiter's client learns each hold's end as it is
+//! taken. A client that died drops out of the queue within the window, and a lock
+//! handed to it passes on within the claim window. A wait that gives up or is cancelled leaves
 //! the queue at once, touching nothing of a later wait of the same owner.
 
 use std::sync::Arc;
@@ -225,6 +227,7 @@ impl LockClient {
             && options.min_replicas.is_none()
             && options.data.is_none();
         let places = ticket.places();
+        let lease = options.lease();
         let waiting = async {
             // Set when this wait's next attempt is its client's refresh: it checks the
             // places of the client's other waits too.
@@ -240,14 +243,15 @@ impl LockClient {
                 let pttl = match attempt.await? {
                     Attempt::Granted(claim) => {
                         place.queued = false;
+                        // The client's other waits try again when this lease runs out.
+                        places.granted(sent_at, lease);
                         return Ok(Ok(LockGuard::new(claim)));
                     }
                     Attempt::Busy { pttl, queued } => {
                         let check = refresh.take();
                         if let Some(queued) = queued {
                             woken.queued();
-                            let next = sent_at + next_attempt_in(pttl);
-                            places.answered(sent_at, queued.server_ms, next);
+                            places.answered(sent_at, queued.server_ms, pttl);
                             if !queued.client_was_alive {
                                 // Its other waits' places were dropped: they queue again.
                                 woken.wake_others();
@@ -310,6 +314,8 @@ impl LockClient {
                     let adopted = engine.adopt_handed(&names, &owner, &options, handed_at);
                     if let Some(claim) = adopted.await {
                         place.queued = false;
+                        // Redis keeps it for a claim window until its first renewal.
+                        places.granted(handed_at, CLAIM_WINDOW.min(lease));
                         return Ok(Ok(LockGuard::new(claim)));
                     }
                 }
@@ -323,9 +329,9 @@ impl LockClient {
     }
 }
 
-/// How soon after an attempt that found the lock held for `pttl` the next attempt of
-/// the client's waits is due: it keeps their places, or finds the lock free when its
-/// lease runs out.
+/// How soon after an attempt that found the lock held for `pttl` the next attempt is
+/// due, when the client's schedule has none (no attempt of its waits was answered as
+/// queued: `waiting::Places` keeps it otherwise).
 fn next_attempt_in(pttl: Option<Duration>) -> Duration {
     pttl.map_or(PLACE_REFRESH, |pttl| pttl.min(PLACE_REFRESH))
 }

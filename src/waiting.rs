@@ -189,6 +189,11 @@ static RW_UNMARK: std::sync::OnceLock<fred::types::scripts::Script> = std::sync:
 /// (`writer <ms>`, see `lua/rw_release.lua`): waiting readers sleep on for `<ms>`.
 const FOR_WRITERS: &[u8] = b"writer";
 
+/// What a fair lock's message that tells the client of the next waiter when the hold
+/// just taken runs out starts with (`lease <server ms> <lease ms>`, see
+/// `lua/fair_queue.lua`): no wait is woken, their next attempt is due then.
+const FAIR_LEASE: &[u8] = b"lease";
+
 impl Room {
     /// Has the head waiter (or the next to become head) ask when `due` says (see
     /// [`Ticket::released`]).
@@ -355,12 +360,20 @@ impl Waiting {
     /// Hands a release message on in `room`: to the waiters of the owner it names (a
     /// fair lock hands itself to one owner's wait), else to the head waiter.
     fn dispatch_in(&self, room: &Room, message: &fred::types::Value) {
-        // A fair lock's message is "<owner id> <wait> <server ms>" (see
-        // `lua/fair_queue.lua`); a read-write lock's may be "writer <ms>".
+        // A fair lock's message is "<owner id> <wait> <server ms>", or "lease <server
+        // ms> <lease ms>" (see `lua/fair_queue.lua`); a read-write lock's may be
+        // "writer <ms>".
         let text = message.as_bytes().unwrap_or_default();
         let mut parts = text.splitn(3, |&byte| byte == b' ');
         let owner = parts.next().unwrap_or_default();
         let wait = parts.next().and_then(parse_number);
+        if owner == FAIR_LEASE {
+            // When the hold just taken runs out: this client's waits are next.
+            if let Some((server_ms, lease_ms)) = wait.zip(parts.next().and_then(parse_number)) {
+                room.places.told(server_ms, lease_ms);
+            }
+            return;
+        }
         let handed = Handed {
             wait,
             server_ms: parts.next().and_then(parse_number),

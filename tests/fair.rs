@@ -32,6 +32,8 @@ common::on_every_topology!(
     a_fenced_fair_lock_after_a_dropped_guard_is_a_new_hold,
     a_client_whose_places_were_dropped_queues_all_its_waits_again,
     waits_passed_over_queue_again_at_their_clients_next_refresh,
+    holders_whose_fixed_leases_run_out_pass_the_lock_on_in_turn,
+    holders_of_two_clients_whose_fixed_leases_run_out_pass_the_lock_on_in_turn,
 );
 
 /// A holder holds; waiters of three clients queue one after another; each release
@@ -788,4 +790,94 @@ async fn a_waiter_whose_subscriber_reconnects_is_served_at_once() {
         "served {after:?} after the release"
     );
     guard.unlock().await.unwrap();
+}
+
+/// Redisson's `RedissonFairLockTest` lease-timeout case: 8 tasks of one client come
+/// 100 ms apart, each takes the fair lock with a 1 s fixed lease (10 s wait) and never
+/// unlocks. See [`leases_run_out_in_turn`].
+async fn holders_whose_fixed_leases_run_out_pass_the_lock_on_in_turn(url: &str) {
+    let client = common::connect(url).await;
+    leases_run_out_in_turn("fair-lease-out", &[client]).await;
+}
+
+/// As [`holders_whose_fixed_leases_run_out_pass_the_lock_on_in_turn`], the tasks taking
+/// turns between two clients: the last holder's client has no wait left to hand the
+/// lock on when its lease runs out, so the other client must learn when that is.
+async fn holders_of_two_clients_whose_fixed_leases_run_out_pass_the_lock_on_in_turn(url: &str) {
+    let clients = [common::connect(url).await, common::connect(url).await];
+    leases_run_out_in_turn("fair-lease-out-2", &clients).await;
+}
+
+/// 8 tasks (taking turns between `clients`) come 100 ms apart, each takes a fair lock
+/// with a 1 s fixed lease and a 10 s wait, and keeps its guard without unlocking: each
+/// hold simply runs out. All 8 are served, in the order they came, each as its
+/// predecessor's lease ends (two grants a lease apart, within 300 ms either way): an
+/// expiry publishes nothing, so the waiters must wake when the lease ends, not at
+/// their client's next attempt to keep their places (every 2 s).
+async fn leases_run_out_in_turn(tag: &str, clients: &[LockClient]) {
+    const LEASE: Duration = Duration::from_secs(1);
+    const OFF: Duration = Duration::from_millis(300);
+    let name = common::unique(tag);
+    let options = LockOptions::new()
+        .wait(Duration::from_secs(10))
+        .lease(LEASE);
+    let mut tasks = Vec::new();
+    for task in 0..8 {
+        let (client, name, options) = (
+            clients[task % clients.len()].clone(),
+            name.clone(),
+            options.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let guard = client.fair_lock_with(&name, options).await.unwrap();
+            (Instant::now(), guard)
+        }));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut served = Vec::new();
+    let mut guards = Vec::new();
+    let mut gave_up = Vec::new();
+    for (task, handle) in tasks.into_iter().enumerate() {
+        let (at, guard) = tokio::time::timeout(Duration::from_secs(15), handle)
+            .await
+            .expect("the wait returns within its 10 s")
+            .unwrap();
+        match guard {
+            Some(guard) => {
+                served.push((at, task));
+                guards.push(guard);
+            }
+            None => gave_up.push(task),
+        }
+    }
+    served.sort();
+    let start = served.first().map_or_else(Instant::now, |(at, _)| *at);
+    let timeline: Vec<_> = served
+        .iter()
+        .map(|(at, task)| (*task, *at - start))
+        .collect();
+    assert!(
+        gave_up.is_empty(),
+        "{gave_up:?} gave up; served: {timeline:?}"
+    );
+    let order: Vec<usize> = served.iter().map(|(_, task)| *task).collect();
+    assert_eq!(order, (0..8).collect::<Vec<_>>(), "{timeline:?}");
+    for pair in served.windows(2) {
+        let gap = pair[1].0 - pair[0].0;
+        assert!(
+            gap <= LEASE + OFF,
+            "task {} took over {gap:?} after task {}'s grant, its lease being {LEASE:?}: \
+             {timeline:?}",
+            pair[1].1,
+            pair[0].1,
+        );
+        assert!(
+            gap >= LEASE - OFF,
+            "task {} took over {gap:?} after task {}'s grant, before its lease ended: \
+             {timeline:?}",
+            pair[1].1,
+            pair[0].1,
+        );
+    }
+    drop(guards);
 }
