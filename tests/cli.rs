@@ -445,7 +445,10 @@ while :; do sleep 0.1; done"#;
     };
     // Still running well into the grace period: nothing but SIGTERM was sent yet.
     tokio::time::sleep(Duration::from_secs(8)).await;
-    assert!(is_running(), "the command was stopped before 10 s had passed");
+    assert!(
+        is_running(),
+        "the command was stopped before 10 s had passed"
+    );
 
     let output = tokio::time::timeout(Duration::from_secs(15), child.wait_with_output())
         .await
