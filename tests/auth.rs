@@ -7,7 +7,7 @@ mod common;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use holdlock::{Claim, LockClient, LockError, LockKind, LockOptions, fence};
 
@@ -379,6 +379,236 @@ async fn everything_as(url: &str) {
     ));
     client.shutdown().await;
     waiter.shutdown().await;
+}
+
+/// `count` lock names whose keys are in `slot`, each starting with `base`.
+fn names_in_slot(base: &str, slot: u16, count: usize) -> Vec<String> {
+    (0..)
+        .map(|i| format!("{base}-{i}"))
+        .filter(|name| fred::util::redis_keyslot(common::key(name).as_bytes()) == slot)
+        .take(count)
+        .collect()
+}
+
+/// What `node` refused `user` since its `ACL LOG` was last reset: the commands (or
+/// keys, channels) named by its `ACL LOG`, with how many times each.
+async fn refused(node: &RedisServer, user: &str) -> Vec<(String, i64)> {
+    use fred::interfaces::ClientLike;
+    use fred::types::Value;
+    let redis = common::raw(&node.url()).await;
+    let command =
+        fred::types::CustomCommand::new_static("ACL", fred::types::ClusterHash::Random, false);
+    let Value::Array(entries) = redis.custom(command, vec!["LOG"]).await.unwrap() else {
+        panic!("ACL LOG answers an array");
+    };
+    entries
+        .into_iter()
+        .filter_map(|entry| {
+            let Value::Array(fields) = entry else {
+                panic!("an ACL LOG entry is an array: {entry:?}");
+            };
+            let field = |name: &str| {
+                let at = fields
+                    .iter()
+                    .position(|f| f.as_str().as_deref() == Some(name))?;
+                fields.get(at + 1).cloned()
+            };
+            let username = field("username")?.as_string()?;
+            let object = field("object")?.as_string()?;
+            let count = field("count")?.as_i64()?;
+            (username == user).then_some((object, count))
+        })
+        .collect()
+}
+
+/// The documented rule through a live reshard: a slot whose locks are held (every
+/// kind) is set MIGRATING on its primary and IMPORTING on another, and its keys are
+/// moved, as `redis-cli --cluster reshard` does, but left so for two seconds (a
+/// reshard of many keys, or one stopped half way). Meanwhile the source answers `ASK`
+/// for every key of the slot: holdlock reads where the slot is going (`CLUSTER
+/// NODES` on the source) and renews, re-enters and inspects the carried holds there
+/// after `ASKING`; fred's own client follows `ASK` (with `ASKING`) for the read of
+/// `is_locked`; an acquisition and a release in the slot wait for
+/// the migration to end. Every hold is kept, every call answers (but fred's own
+/// read, see below), no node logs a refused command, and the paths were taken (the
+/// nodes ran `ASKING` and `CLUSTER NODES`). With the rule as it was (`+cluster|slots
+/// +cluster|info` only) every carried hold was lost: the source refused each `CLUSTER
+/// NODES`, and the target fred's `ASKING`.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_documented_rule_covers_a_live_reshard() {
+    logs();
+    let cluster = common::RedisCluster::start(3);
+    for node in &cluster.nodes {
+        set_user(node, &documented_rule("migrator", USER_PASSWORD));
+    }
+    let url = cluster
+        .url()
+        .replacen("://", &format!("://migrator:{USER_PASSWORD}@"), 1);
+    // Renewed every 300 ms: a hold that cannot be renewed for 810 ms is lost.
+    let lease = Duration::from_millis(900);
+    let client = LockClient::builder(&url)
+        .lease(lease)
+        .build()
+        .await
+        .unwrap();
+    let other = LockClient::builder(&url)
+        .lease(lease)
+        .build()
+        .await
+        .unwrap();
+    let name = common::unique("acl-reshard");
+    let key = common::key(&name);
+    let slot = fred::util::redis_keyslot(key.as_bytes());
+    let [released, fresh, after]: [String; 3] = names_in_slot(&name, slot, 3).try_into().unwrap();
+
+    // Every kind held in the slot (a fencing token's floor key too), two readers so
+    // that the read-write lock keeps its leases key.
+    let mutex = client
+        .lock_with(&name, LockOptions::fenced())
+        .await
+        .unwrap()
+        .unwrap();
+    let read = client.read_lock(&name).await.unwrap();
+    let shared = other.read_lock(&name).await.unwrap();
+    let permit = client.semaphore(name.clone(), 2).acquire().await.unwrap();
+    let fair = client.fair_lock(&name).await.unwrap();
+    // Its release waits for the migration to end, and its lease is not renewed
+    // meanwhile: it is long enough to outlast the wait.
+    let patient = LockClient::builder(&url)
+        .lease(Duration::from_secs(30))
+        .build()
+        .await
+        .unwrap();
+    let to_release = patient.lock(&released).await.unwrap();
+
+    let source = cluster.primary_of(&key);
+    let target = cluster
+        .primaries()
+        .into_iter()
+        .find(|node| node.port != source.port)
+        .unwrap();
+    let (source_id, target_id) = (common::node_id(source), common::node_id(target));
+    for node in &cluster.nodes {
+        assert_eq!(node.command(&["CONFIG", "RESETSTAT"]).as_deref(), Ok("+OK"));
+        assert_eq!(node.command(&["ACL", "LOG", "RESET"]).as_deref(), Ok("+OK"));
+    }
+    let ok = |reply: Result<String, String>| assert_eq!(reply.as_deref(), Ok("+OK"));
+    let slot_text = slot.to_string();
+    ok(target.query(&["CLUSTER", "SETSLOT", &slot_text, "IMPORTING", &source_id]));
+    ok(source.query(&["CLUSTER", "SETSLOT", &slot_text, "MIGRATING", &target_id]));
+    let keys = source
+        .array(&["CLUSTER", "GETKEYSINSLOT", &slot_text, "100"])
+        .unwrap();
+    // The mutex, the read-write lock and its leases, the semaphore and its leases, the
+    // fair lock, the lock to release (and the token floor, while it is ahead of the
+    // clock).
+    for suffix in ["", ":rw", ":rw:leases", ":sem", ":sem:leases", ":fair"] {
+        let kept = format!("{key}{suffix}");
+        assert!(keys.contains(&kept), "{kept} is not in {keys:?}");
+    }
+    assert!(keys.contains(&common::key(&released)), "{keys:?}");
+    let port = target.port.to_string();
+    let mut migrate = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
+    migrate.extend(keys.iter().map(String::as_str));
+    ok(source.query(&migrate));
+    let migrating = Instant::now();
+
+    // An acquisition and a release in the slot wait for the migration to end.
+    let fresh_lock = {
+        let (other, fresh) = (other.clone(), fresh.clone());
+        tokio::spawn(async move { other.lock(&fresh).await })
+    };
+    let release = tokio::spawn(to_release.unlock());
+    // A carried hold is re-entered on the target; reads follow `ASK`.
+    let nested = tokio::time::timeout(Duration::from_secs(2), client.lock(&name))
+        .await
+        .expect("the re-entry waited for the migration to end")
+        .unwrap();
+    assert_eq!(nested.hold_count(), 2);
+    let info = client.inspect(&name).await.unwrap().expect("held");
+    assert_eq!(info.owners.len(), 1);
+    // A read over fred's own client follows `ASK` with `ASKING`, which the rule grants
+    // (no node logs it refused, below). But fred 10 then sends the command by its slot
+    // map again, to the source, which answers `ASK` until fred gives up ("Max
+    // attempts reached", and fred ends the connection task, cancelling what else was
+    // in flight on it): `is_locked` and `remaining_ttl` of a carried key fail while
+    // its slot is migrating, whoever the user.
+    match client.is_locked(&name).await {
+        Ok(locked) => assert!(locked),
+        Err(error) => assert!(
+            error.to_string().contains("Max attempts reached"),
+            "{error:?}"
+        ),
+    }
+    // Past two leases in the middle of the migration: renewed on the target.
+    tokio::time::sleep(Duration::from_secs(2).saturating_sub(migrating.elapsed())).await;
+    let holds_lost = [&mutex, &nested, &fair].map(|guard| guard.is_lost());
+    assert_eq!(holds_lost, [false; 3], "mutex, re-entry, fair lock");
+    assert!(!read.is_lost() && !shared.is_lost() && !permit.is_lost());
+    assert!(
+        !fresh_lock.is_finished(),
+        "a fresh lock taken in the middle"
+    );
+    assert!(!release.is_finished(), "a release ended in the middle");
+
+    for node in [target, source] {
+        ok(node.query(&["CLUSTER", "SETSLOT", &slot_text, "NODE", &target_id]));
+    }
+    for node in &cluster.nodes {
+        if node.port != source.port && node.port != target.port {
+            ok(node.query(&["CLUSTER", "SETSLOT", &slot_text, "NODE", &target_id]));
+        }
+    }
+    // Two seconds after they moved with a lease of 0.9 s, the holds are there: they
+    // were renewed on the target.
+    for key in &keys {
+        if key.ends_with(":token") || key == &common::key(&released) {
+            continue;
+        }
+        let pttl = common::integer(&target.query(&["PTTL", key]).unwrap());
+        assert!(pttl > 0, "{key} was not renewed on the target: PTTL {pttl}");
+    }
+    let within = Duration::from_secs(5);
+    let fresh_guard = tokio::time::timeout(within, fresh_lock)
+        .await
+        .expect("the fresh lock was not taken after the migration")
+        .unwrap()
+        .unwrap();
+    tokio::time::timeout(within, release)
+        .await
+        .expect("the release did not end after the migration")
+        .unwrap()
+        .unwrap();
+    // After the reshard: take, renew, release.
+    let later = client.lock(&after).await.unwrap();
+    tokio::time::sleep(lease).await;
+    assert!(!later.is_lost());
+    for guard in [later, fresh_guard, nested, mutex, fair] {
+        guard.unlock().await.unwrap();
+    }
+    read.unlock().await.unwrap();
+    shared.unlock().await.unwrap();
+    permit.release().await.unwrap();
+
+    // Nothing was refused, anywhere (but what fred sends as it connects, which the
+    // page says the rule leaves out)...
+    for node in &cluster.nodes {
+        let refused: Vec<_> = refused(node, "migrator")
+            .await
+            .into_iter()
+            .filter(|(object, _)| !["info", "client|id", "ping"].contains(&object.as_str()))
+            .collect();
+        assert!(refused.is_empty(), "node {} refused {refused:?}", node.port);
+    }
+    // ...on the paths that the migration takes.
+    let asked = target.command_calls("asking");
+    let looked_up = source.command_calls("cluster|nodes");
+    println!("ASKING on the target: {asked}; CLUSTER NODES on the source: {looked_up}");
+    assert!(asked > 0, "no ASKING reached the target");
+    assert!(looked_up > 0, "no CLUSTER NODES reached the source");
+    for client in [client, other, patient] {
+        client.shutdown().await;
+    }
 }
 
 /// The command-line tool as a user with the documented rule: each kind `run` takes

@@ -401,6 +401,88 @@ async fn losing_the_lock_terminates_the_command() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A command that ignores SIGTERM after the lock is lost (its shell traps it, notes
+/// it and goes on) is killed with SIGKILL 10 s after the SIGTERM, not sooner, and
+/// holdlock exits 70.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_ignores_sigterm_after_a_lost_lock_gets_sigkill_10_s_later() {
+    let name = common::unique("lost-stubborn");
+    let dir = scratch();
+    let (pid_file, log) = (dir.join("pid"), dir.join("log"));
+    let client = common::client().await;
+    // The trap runs between two short sleeps, so the shell notes SIGTERM at once and
+    // only a SIGKILL stops it.
+    let script = r#"trap 'echo TERM >> "$LOG"' TERM
+echo $$ > "$PID_FILE"
+while :; do sleep 0.1; done"#;
+    let mut command = holdlock(["run", &name, "--lease", "1s", "--", "sh", "-c", script]);
+    let child = command
+        .env("PID_FILE", &pid_file)
+        .env("LOG", &log)
+        .spawn()
+        .unwrap();
+
+    eventually("the command runs", async || {
+        !read_lines(&pid_file).is_empty()
+    })
+    .await;
+    let command_pid = read_lines(&pid_file)[0].clone();
+    // If the test fails, the command (which ignores SIGTERM) must not outlive it.
+    let _stop = KillOnDrop(command_pid.clone());
+    assert!(client.force_unlock(&name).await.unwrap());
+    eventually("the command gets SIGTERM", async || {
+        read_lines(&log) == ["TERM"]
+    })
+    .await;
+    let terminated = Instant::now();
+    let is_running = || {
+        std::process::Command::new("kill")
+            .args(["-0", &command_pid])
+            .stderr(Stdio::null())
+            .status()
+            .unwrap()
+            .success()
+    };
+    // Still running well into the grace period: nothing but SIGTERM was sent yet.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert!(
+        is_running(),
+        "the command was stopped before 10 s had passed"
+    );
+
+    let output = tokio::time::timeout(Duration::from_secs(15), child.wait_with_output())
+        .await
+        .expect("holdlock exits within 15 s of the SIGTERM")
+        .unwrap();
+    let killed_after = terminated.elapsed();
+    let ran = Ran::from(output);
+    assert_no_panic(&ran);
+    assert_eq!(ran.code, Some(70), "{ran:?}");
+    assert!(
+        killed_after >= Duration::from_secs(9) && killed_after <= Duration::from_secs(15),
+        "stopped {killed_after:?} after the SIGTERM: {ran:?}"
+    );
+    assert!(ran.stderr.contains("sending SIGKILL"), "{:?}", ran.stderr);
+    // 137 = 128 + SIGKILL: the command died of the SIGKILL, and noted only the SIGTERM.
+    assert!(ran.stderr.contains("status 137"), "{:?}", ran.stderr);
+    assert_eq!(read_lines(&log), ["TERM"]);
+    assert!(!is_running(), "the command (pid {command_pid}) was stopped");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Sends SIGKILL to a process id when dropped (a no-op once it has exited and been
+/// reaped, as its id is not reused that fast).
+struct KillOnDrop(String);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &self.0])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_status_and_environment_pass_through() {
     let name = common::unique("status");

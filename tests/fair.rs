@@ -34,6 +34,7 @@ common::on_every_topology!(
     waits_passed_over_queue_again_at_their_clients_next_refresh,
     holders_whose_fixed_leases_run_out_pass_the_lock_on_in_turn,
     holders_of_two_clients_whose_fixed_leases_run_out_pass_the_lock_on_in_turn,
+    a_lost_queue_is_rebuilt_within_a_refresh_and_every_waiter_served,
 );
 
 /// A holder holds; waiters of three clients queue one after another; each release
@@ -766,6 +767,45 @@ async fn waits_passed_over_queue_again_at_their_clients_next_refresh(url: &str) 
     assert_eq!(gone, 3);
     let back = poll_queue(&redis, &queue, Duration::from_secs(3), |q| q.len() == 10).await;
     assert_eq!(back.len(), 10, "not queued again: {back:?}");
+    held.unlock().await.unwrap();
+    all_served(waits).await;
+}
+
+/// The whole queue lost, as in a failover to a replica that never had it (both of its
+/// keys gone, the holder's hash kept; tests/sentinel.rs fails over for real): no
+/// connection drops to wake the waiters, so each client queues all its waits again
+/// with its next refresh, within 2 s (3 s here, for a busy machine). The order is
+/// forgotten, the waiters are not: every wait is back under its own entry, and all
+/// are served.
+async fn a_lost_queue_is_rebuilt_within_a_refresh_and_every_waiter_served(url: &str) {
+    let name = common::unique("fair-queue-lost");
+    let key = format!("{}:fair", common::key(&name));
+    let (queue, alive) = (format!("{key}:queue"), format!("{key}:alive"));
+    let holder = common::connect(url).await;
+    let redis = holder.redis().clone();
+    let held = holder.fair_lock(&name).await.unwrap();
+    let mut waits = Vec::new();
+    for _ in 0..2 {
+        waits.extend(spawn_waits(&common::connect(url).await, &name, 2));
+    }
+    let mut before = poll_queue(&redis, &queue, Duration::from_secs(5), |q| q.len() == 4).await;
+    assert_eq!(before.len(), 4, "{before:?}");
+    before.sort();
+
+    let del = "return redis.call('del', KEYS[1], KEYS[2])";
+    let deleted: i64 = redis
+        .eval(del, vec![queue.clone(), alive], ())
+        .await
+        .unwrap();
+    assert_eq!(deleted, 2);
+    let lost = Instant::now();
+    let mut back = poll_queue(&redis, &queue, Duration::from_secs(3), |q| q.len() == 4).await;
+    let took = lost.elapsed();
+    back.sort();
+    assert_eq!(back, before, "not every wait queued again within {took:?}");
+    println!("every wait queued again {took:?} after the queue was lost");
+    assert!(!held.is_lost());
+    assert!(waits.iter().all(|wait| !wait.is_finished()));
     held.unlock().await.unwrap();
     all_served(waits).await;
 }

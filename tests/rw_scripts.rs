@@ -23,6 +23,23 @@ const SEM_ACQUIRE: &str = concat!(
     include_str!("../lua/sem_acquire.lua")
 );
 const SEM_RELEASE: &str = include_str!("../lua/sem_release.lua");
+const LEASE_RENEW: &str = concat!(
+    include_str!("../lua/leases.lua"),
+    include_str!("../lua/lease_renew.lua")
+);
+const RENEW_MANY: &str = concat!(
+    include_str!("../lua/leases.lua"),
+    include_str!("../lua/renew_many.lua")
+);
+
+/// The two scripts that renew a holder whose deadline is its own: `lease_renew.lua`
+/// (one hold) and `renew_many.lua` (the watchdog's batches, here of one hold given
+/// with its leases key, as the watchdog sends a read share or a permit).
+#[derive(Debug, Clone, Copy)]
+enum Renewal {
+    One,
+    Batched,
+}
 
 struct Rw {
     redis: fred::clients::Client,
@@ -99,6 +116,54 @@ impl Rw {
                 (member, score as i64)
             })
             .collect()
+    }
+
+    /// Renews `field` for `lease_ms` with `renewal`: whether it was renewed.
+    async fn renew(&self, renewal: Renewal, field: &str, lease_ms: u64) -> bool {
+        match renewal {
+            Renewal::One => {
+                let args = vec![field.to_owned(), lease_ms.to_string()];
+                let renewed: i64 = self
+                    .redis
+                    .eval(LEASE_RENEW, self.keys(), args)
+                    .await
+                    .unwrap();
+                renewed == 1
+            }
+            Renewal::Batched => {
+                let args = vec!["l".to_owned(), field.to_owned(), lease_ms.to_string()];
+                let renewed: String = self
+                    .redis
+                    .eval(RENEW_MANY, self.keys(), args)
+                    .await
+                    .unwrap();
+                assert!(renewed == "1" || renewed == "0", "{renewed:?}");
+                renewed == "1"
+            }
+        }
+    }
+
+    /// `sem_acquire.lua` for the permit `id` of a semaphore of `permits`, waiting if
+    /// refused: whether it was granted.
+    async fn sem_acquire(&self, id: &str, lease_ms: u64, permits: u32) -> bool {
+        let args = vec![
+            id.to_owned(),
+            lease_ms.to_string(),
+            permits.to_string(),
+            "wait".to_owned(),
+            String::new(),
+        ];
+        let granted: Vec<i64> = self
+            .redis
+            .eval(SEM_ACQUIRE, self.keys(), args)
+            .await
+            .unwrap();
+        granted[0] == 1
+    }
+
+    async fn exists(&self, key: &str) -> bool {
+        let found: i64 = self.redis.exists(key).await.unwrap();
+        found == 1
     }
 
     /// When `key` expires, in ms since the epoch (Redis 7.0's PEXPIRETIME).
@@ -476,4 +541,103 @@ async fn inspect_shows_a_lone_readers_lease() {
         "{left:?}"
     );
     reading.unlock().await.unwrap();
+}
+
+/// A renewal never revives a read share whose deadline has passed, by either renewal
+/// script: the share is not renewed (the holder is told it holds nothing), its field
+/// and deadline are dropped, and the other readers keep their shares and deadlines; a
+/// live share is renewed as usual.
+#[tokio::test]
+async fn a_renewal_never_revives_a_read_share_whose_deadline_has_passed() {
+    for renewal in [Renewal::One, Renewal::Batched] {
+        let rw = Rw::on(&common::url(), "rw-renew-expired").await;
+        assert_eq!(rw.acquire("c:dead", "read", 100).await, [1, 0]);
+        assert_eq!(rw.acquire("c:live", "read", 10_000).await, [1, 0]);
+        let live_deadline = rw.deadlines().await.into_iter().collect::<HashMap<_, _>>()["c:live"];
+        let expiry = rw.pexpiretime(&rw.key).await;
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        // Nothing has dropped the dead share yet: only the renewal can.
+        assert!(rw.fields().await.contains_key("c:dead"), "{renewal:?}");
+
+        assert!(
+            !rw.renew(renewal, "c:dead", 10_000).await,
+            "{renewal:?}: a share past its deadline was renewed"
+        );
+        let fields = rw.fields().await;
+        assert!(!fields.contains_key("c:dead"), "{renewal:?}: {fields:?}");
+        assert_eq!(fields["c:live"], "1", "{renewal:?}");
+        assert_eq!(
+            rw.deadlines().await,
+            [("c:live".to_owned(), live_deadline)],
+            "{renewal:?}"
+        );
+        assert_eq!(rw.pexpiretime(&rw.key).await, expiry, "{renewal:?}");
+        // Asked again, it is still not renewed and not written back.
+        assert!(!rw.renew(renewal, "c:dead", 10_000).await, "{renewal:?}");
+        assert!(!rw.fields().await.contains_key("c:dead"), "{renewal:?}");
+
+        // The live share is renewed, and a writer now waits only for it.
+        assert!(rw.renew(renewal, "c:live", 20_000).await, "{renewal:?}");
+        let deadlines: HashMap<String, i64> = rw.deadlines().await.into_iter().collect();
+        assert!(
+            deadlines["c:live"] > live_deadline,
+            "{renewal:?}: {deadlines:?}"
+        );
+        assert_eq!(rw.release("c:live").await, 0);
+        assert_eq!(
+            rw.acquire("c:w", "write", 10_000).await,
+            [1, 0],
+            "{renewal:?}"
+        );
+
+        // A lone reader's deadline is the hash's expiry: past it, nothing is left to
+        // renew, and the renewal writes nothing back.
+        let lone = Rw::on(&common::url(), "rw-renew-expired-lone").await;
+        assert_eq!(lone.acquire("c:lone", "read", 100).await, [1, 0]);
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        assert!(!lone.renew(renewal, "c:lone", 10_000).await, "{renewal:?}");
+        assert!(!lone.exists(&lone.key).await, "{renewal:?}");
+        assert!(!lone.exists(&lone.leases).await, "{renewal:?}");
+    }
+}
+
+/// The same for a semaphore's permits: renewing a permit past its deadline does not
+/// bring it back (nor take a permit from the semaphore's count), and leaves the
+/// other permits as they were.
+#[tokio::test]
+async fn a_renewal_never_revives_a_permit_whose_deadline_has_passed() {
+    for renewal in [Renewal::One, Renewal::Batched] {
+        let sem = Rw::on(&common::url(), "sem-renew-expired").await;
+        assert!(sem.sem_acquire("c:1:dead", 100, 2).await);
+        assert!(sem.sem_acquire("c:2:live", 10_000, 2).await);
+        let live_deadline =
+            sem.deadlines().await.into_iter().collect::<HashMap<_, _>>()["c:2:live"];
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        assert!(sem.fields().await.contains_key("c:1:dead"), "{renewal:?}");
+
+        assert!(
+            !sem.renew(renewal, "c:1:dead", 10_000).await,
+            "{renewal:?}: a permit past its deadline was renewed"
+        );
+        let fields = sem.fields().await;
+        assert!(!fields.contains_key("c:1:dead"), "{renewal:?}: {fields:?}");
+        assert!(fields.contains_key("c:2:live"), "{renewal:?}: {fields:?}");
+        assert_eq!(
+            sem.deadlines().await,
+            [("c:2:live".to_owned(), live_deadline)],
+            "{renewal:?}"
+        );
+        assert!(!sem.renew(renewal, "c:1:dead", 10_000).await, "{renewal:?}");
+        // The dead permit's place is free for one new holder, and only one.
+        assert!(sem.sem_acquire("c:3:new", 10_000, 2).await, "{renewal:?}");
+        assert!(!sem.sem_acquire("c:4:late", 10_000, 2).await, "{renewal:?}");
+        assert!(!sem.fields().await.contains_key("c:1:dead"), "{renewal:?}");
+        // A live permit is renewed.
+        assert!(sem.renew(renewal, "c:2:live", 20_000).await, "{renewal:?}");
+        let deadlines: HashMap<String, i64> = sem.deadlines().await.into_iter().collect();
+        assert!(
+            deadlines["c:2:live"] > live_deadline,
+            "{renewal:?}: {deadlines:?}"
+        );
+    }
 }

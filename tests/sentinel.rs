@@ -208,3 +208,92 @@ async fn holds_are_renewed_as_soon_as_the_client_reaches_the_new_master() {
         assert_eq!(pttl(new_master, key), -2, "{key} was left held");
     }
 }
+
+/// docs/guarantees.md: "A failover that loses the queue forgets the order (waiters
+/// queue again with their client's next attempt, within 2 s)." The fair lock is held
+/// (replicated), the replica is promoted, and only then do the waiters of two clients
+/// queue: on the old master alone, so the new master has the holder but no queue. Once
+/// the old master is retired, every wait is queued again on the new master within a
+/// place refresh (2 s, and a little for the clients to find the new master), and all
+/// are served after the holder lets go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failover_that_loses_a_fair_locks_queue_queues_every_waiter_again() {
+    let deployment = Sentinels::start();
+    let url = deployment.url();
+    let (old_master, new_master) = (&deployment.master, &deployment.replica);
+    let name = common::unique("fair-failover");
+    let key = format!("{}:fair", common::key(&name));
+    let queue = format!("{key}:queue");
+    let queued = |server: &common::RedisServer| -> Vec<String> {
+        let mut waits = server.array(&["ZRANGE", &queue, "0", "-1"]).unwrap();
+        waits.sort();
+        waits
+    };
+    // A long lease: only a release lets the waiters in.
+    let holder = LockClient::builder(&url)
+        .lease(Duration::from_secs(30))
+        .build()
+        .await
+        .unwrap();
+    let held = holder.fair_lock(&name).await.unwrap();
+    // Connected before the promotion, the waiters' clients go on with the old master
+    // until it is retired (a client connected after it would find the new one).
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        clients.push(LockClient::connect(&url).await.unwrap());
+    }
+    old_master.wait_replicated(new_master);
+
+    deployment.promote();
+    let mut waits = Vec::new();
+    for client in &clients {
+        for _ in 0..2 {
+            let (client, name) = (client.clone(), name.clone());
+            waits.push(tokio::spawn(async move {
+                let guard = client.fair_lock(&name).await.unwrap();
+                guard.unlock().await.unwrap();
+            }));
+        }
+    }
+    common::wait_until("four waits queued", Duration::from_secs(5), || {
+        queued(old_master).len() == 4
+    });
+    let before = queued(old_master);
+    assert!(queued(new_master).is_empty(), "the queue was replicated");
+    assert_eq!(
+        new_master
+            .query(&["HEXISTS", &key, held.owner()])
+            .as_deref(),
+        Ok(":1"),
+        "the holder was not replicated"
+    );
+
+    deployment.retire_old_master();
+    let retired = Instant::now();
+    while queued(new_master) != before {
+        assert!(
+            retired.elapsed() < Duration::from_secs(3),
+            "not every wait queued again on the new master: {:?} of {before:?}",
+            queued(new_master)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    println!(
+        "every wait queued again {:?} after the failover",
+        retired.elapsed()
+    );
+    assert!(!held.is_lost(), "the holder lost the lock");
+    assert!(
+        waits.iter().all(|wait| !wait.is_finished()),
+        "a waiter got in while the lock was held"
+    );
+
+    held.unlock().await.unwrap();
+    for wait in waits {
+        tokio::time::timeout(Duration::from_secs(10), wait)
+            .await
+            .expect("every waiter is served")
+            .unwrap();
+    }
+    assert_eq!(new_master.query(&["EXISTS", &key]).as_deref(), Ok(":0"));
+}
