@@ -4,6 +4,9 @@
 //!
 //! Links in code (fenced blocks, `code spans`) are not links and are skipped, as are
 //! links with a scheme (`https:`, `mailto:`).
+//!
+//! The documents also name tests as evidence (`a_cancelled_waiter_leaves_the_queue_at_once`):
+//! each function they name that way exists.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
@@ -225,6 +228,77 @@ fn every_relative_link_of_the_docs_resolves() {
     assert!(
         checked > 20,
         "only {checked} links found: is the parser broken?"
+    );
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+/// The functions the documents name in code spans: snake_case words of five parts or
+/// more (test names; metric names and options are shorter), with their places.
+fn named_functions(markdown: &str) -> Vec<(usize, String)> {
+    let mut names = Vec::new();
+    for (index, line) in markdown.lines().enumerate() {
+        for (at, span) in line.split('`').enumerate() {
+            let is_name = at % 2 == 1
+                && span.split('_').count() >= 5
+                && span.split('_').all(|part| {
+                    !part.is_empty()
+                        && part
+                            .chars()
+                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+                });
+            if is_name {
+                names.push((index + 1, span.to_owned()));
+            }
+        }
+    }
+    names
+}
+
+/// The text of every Rust file under `dir`.
+fn rust_sources(dir: &Path, into: &mut String) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_sources(&path, into);
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            into.push_str(&std::fs::read_to_string(&path).unwrap());
+        }
+    }
+}
+
+/// Every test (or other function) the documents name exists in the code.
+#[test]
+fn every_test_the_docs_name_exists() {
+    let root = root();
+    let mut sources = String::new();
+    for dir in ["src", "tests", "examples", "benches"] {
+        rust_sources(&root.join(dir), &mut sources);
+    }
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for document in documents() {
+        let text = std::fs::read_to_string(root.join(&document)).unwrap();
+        for (line, name) in named_functions(&text) {
+            checked += 1;
+            let defined = sources
+                .match_indices(&format!("fn {name}"))
+                .any(|(at, found)| {
+                    sources[at + found.len()..]
+                        .chars()
+                        .next()
+                        .is_some_and(|c| !(c.is_alphanumeric() || c == '_'))
+                });
+            if !defined {
+                failures.push(format!("{}:{line}: no fn {name}", document.display()));
+            }
+        }
+    }
+    assert!(
+        checked > 5,
+        "only {checked} names found: is the parser broken?"
     );
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
 }
