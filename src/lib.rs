@@ -37,7 +37,8 @@
     deny(clippy::print_stdout, clippy::panic, clippy::unwrap_used)
 )]
 
-// The layers, top down (see docs/design.md): each module imports only those below it.
+// The layers, top down (see docs/design.md, "Layers"): each module imports modules of
+// its own layer and of those below it (two exceptions, named there).
 // tooling: the benchmark workloads, over the public API only
 #[cfg(feature = "bench")]
 #[doc(hidden)]
