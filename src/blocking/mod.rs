@@ -2,10 +2,11 @@
 //!
 //! [`LockClient`] has the async [`holdlock::LockClient`](crate::LockClient)'s calls with
 //! the same names and arguments, minus `async`: each blocks the calling thread until
-//! the async call is done. Two are left out: [`election`](crate::LockClient::election)
+//! the async call is done. Three are left out: [`election`](crate::LockClient::election)
 //! (a campaign and its leadership are async through and through) and
-//! [`redis`](crate::LockClient::redis) (fred's commands are async); reach them through
-//! [`LockClient::as_async`]. The client runs its connections, watchdogs and background
+//! [`redis`](crate::LockClient::redis) (fred's commands are async), which
+//! [`LockClient::as_async`] reaches, and [`of`](crate::LockClient::of) (a blocking
+//! guard's client is the one that took it). The client runs its connections, watchdogs and background
 //! releases on a private tokio runtime with one worker thread (`holdlock-blocking`),
 //! started by [`LockClientBuilder::build`] and stopped when the client, its clones and
 //! every guard taken from it are gone (the last to go first waits, up to the connect
