@@ -37,7 +37,8 @@
     deny(clippy::print_stdout, clippy::panic, clippy::unwrap_used)
 )]
 
-// The layers, top down (see docs/design.md): each module imports only those below it.
+// The layers, top down (see docs/design.md, "Layers"): each module imports modules of
+// its own layer and of those below it (two exceptions, named there).
 // tooling: the benchmark workloads, over the public API only
 #[cfg(feature = "bench")]
 #[doc(hidden)]
@@ -114,3 +115,21 @@ pub use owner::owner_scope;
 pub use rw::{ReadGuard, WriteGuard};
 pub use semaphore::{Permit, Semaphore};
 pub use url::redact_url;
+
+// The Rust blocks of README.md and docs/*.md, compiled as doctests by `cargo test
+// --doc` so that they keep up with the API. Each is a whole program, as readers copy
+// it. The README's include the `blocking` and `tower` examples, and deployments.md's
+// the TLS one, so those two compile only with their features (as under `cargo test
+// --all-features`, the README's test command).
+#[cfg(all(doctest, feature = "blocking", feature = "tower"))]
+#[doc = include_str!("../README.md")]
+mod readme {}
+#[cfg(doctest)]
+#[doc = include_str!("../docs/guarantees.md")]
+mod guarantees_md {}
+#[cfg(all(doctest, feature = "tls-rustls"))]
+#[doc = include_str!("../docs/deployments.md")]
+mod deployments_md {}
+#[cfg(doctest)]
+#[doc = include_str!("../docs/design.md")]
+mod design_md {}

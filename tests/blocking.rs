@@ -407,3 +407,158 @@ fn guards_report_loss_and_extend_fixed_leases() {
     assert!(after < Duration::from_secs(2), "told lost after {after:?}");
     assert!(watching.is_lost());
 }
+
+/// `claim_period`: the first claim of a period wins and, completed, leaves the period
+/// done for the next claim; an abandoned claim leaves it open; a claim while another
+/// thread holds the job's lock is busy.
+#[test]
+fn claim_period_runs_a_job_once_per_period() {
+    use holdlock::blocking::Claim;
+    use std::time::SystemTime;
+
+    let client = connect();
+    let name = common::unique("period");
+    let hour = Duration::from_secs(3600);
+    let now = SystemTime::now();
+    let no_wait = || holdlock::LockOptions::new().wait(Duration::ZERO);
+
+    let claim = client
+        .claim_period(&name, hour, now, no_wait())
+        .unwrap()
+        .won()
+        .expect("the first claim wins");
+    let period = claim.period();
+    assert!(claim.as_async().guard().hold_count() >= 1);
+    let elsewhere = thread::scope(|threads| {
+        threads
+            .spawn(|| client.claim_period(&name, hour, now, no_wait()).unwrap())
+            .join()
+            .unwrap()
+    });
+    assert!(matches!(elsewhere, Claim::Busy), "{elsewhere:?}");
+    claim.abandon().unwrap();
+
+    let again = client
+        .claim_period(&name, hour, now, no_wait())
+        .unwrap()
+        .won()
+        .expect("an abandoned period is open");
+    assert_eq!(again.period(), period);
+    again.complete().unwrap();
+    match client.claim_period(&name, hour, now, no_wait()).unwrap() {
+        Claim::AlreadyDone { period: done } => assert_eq!(done, period),
+        other => panic!("a completed period was claimed again: {other:?}"),
+    }
+    assert!(!client.is_locked(&name).unwrap());
+}
+
+/// `list_report` lists a held lock of each kind and names a key under the prefix that
+/// is not a lock; `force_unlock_kind` frees the kind it names and no other.
+#[test]
+fn list_report_and_force_unlock_kind_cover_every_kind() {
+    // A short lease, so that the permit's renewal finds it gone soon.
+    let client = LockClient::builder(common::url())
+        .lease(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let name = common::unique("kinds");
+    let mutex = client.lock(&name).unwrap();
+    let permit = client.semaphore(&name, 3).acquire().unwrap();
+    let stray = format!("holdlock:{{{name}:stray}}");
+    common::shared().query(&["SET", &stray, "x"]).unwrap();
+
+    let listing = client.list_report(&format!("{name}*")).unwrap();
+    let kinds: Vec<_> = listing
+        .locks
+        .iter()
+        .map(|info| (info.name.as_str(), info.kind))
+        .collect();
+    assert!(
+        kinds.contains(&(name.as_str(), holdlock::LockKind::Mutex)),
+        "{kinds:?}"
+    );
+    assert!(
+        kinds.contains(&(name.as_str(), holdlock::LockKind::Semaphore)),
+        "{kinds:?}"
+    );
+    assert_eq!(listing.unreadable.len(), 1, "{:?}", listing.unreadable);
+    assert_eq!(listing.unreadable[0].key, stray);
+
+    assert!(
+        client
+            .force_unlock_kind(holdlock::LockKind::Semaphore, &name)
+            .unwrap()
+    );
+    assert!(permit.wait_lost(Duration::from_secs(10)).unwrap());
+    assert!(
+        client.is_locked(&name).unwrap(),
+        "the mutex of the name was kept"
+    );
+    assert!(
+        !client
+            .force_unlock_kind(holdlock::LockKind::Semaphore, &name)
+            .unwrap()
+    );
+    common::shared().query(&["DEL", &stray]).unwrap();
+    mutex.unlock().unwrap();
+}
+
+/// The builder's `compat` reaches the client (`compat()` reports it, and the mutex
+/// lives at the bare name, Redisson's layout); `hold_spans` gives each hold a
+/// `holdlock.hold` span, on the thread that takes it.
+#[test]
+fn the_builder_passes_compat_and_hold_spans_on() {
+    let plain = connect();
+    assert_eq!(plain.compat(), holdlock::Compat::Holdlock);
+    let redisson = LockClient::builder(common::url())
+        .compat(holdlock::Compat::Redisson)
+        .build()
+        .unwrap();
+    assert_eq!(redisson.compat(), holdlock::Compat::Redisson);
+    let name = common::unique("compat");
+    let guard = redisson.lock(&name).unwrap();
+    let kind = common::shared().query(&["TYPE", &name]).unwrap();
+    assert_eq!(kind, "+hash", "Redisson's key is the name itself");
+    guard.unlock().unwrap();
+
+    let spans = LockClient::builder(common::url())
+        .hold_spans(true)
+        .build()
+        .unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(String::new()));
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::NEW)
+        .with_ansi(false)
+        .with_writer({
+            let seen = Arc::clone(&seen);
+            move || Written(Arc::clone(&seen))
+        })
+        .finish();
+    let name = common::unique("spans");
+    tracing::subscriber::with_default(subscriber, || {
+        spans.lock(&name).unwrap().unlock().unwrap();
+    });
+    let text = seen.lock().unwrap().clone();
+    assert!(
+        text.lines()
+            .any(|line| line.contains("holdlock.hold") && line.contains(&name)),
+        "no hold span:\n{text}"
+    );
+}
+
+/// A writer into a shared string, for [`the_builder_passes_compat_and_hold_spans_on`].
+struct Written(Arc<std::sync::Mutex<String>>);
+
+impl std::io::Write for Written {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap()
+            .push_str(&String::from_utf8_lossy(bytes));
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

@@ -43,6 +43,20 @@ impl LockClientBuilder {
         Self(self.0.prefix(prefix))
     }
 
+    /// See [`LockClientBuilder::compat`](crate::LockClientBuilder::compat).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn dox() -> holdlock::Result<()> {
+    /// let client = holdlock::blocking::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .compat(holdlock::Compat::Redisson)
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn compat(self, compat: crate::Compat) -> Self {
+        Self(self.0.compat(compat))
+    }
+
     /// See [`LockClientBuilder::lease`](crate::LockClientBuilder::lease).
     ///
     /// # Examples
@@ -101,6 +115,18 @@ impl LockClientBuilder {
     /// ```
     pub fn at_risk_share(self, share: f64) -> Self {
         Self(self.0.at_risk_share(share))
+    }
+
+    /// See [`LockClientBuilder::hold_spans`](crate::LockClientBuilder::hold_spans).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn dox() -> holdlock::Result<()> {
+    /// let client = holdlock::blocking::LockClient::builder("redis://127.0.0.1:6379").hold_spans(true).build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn hold_spans(self, on: bool) -> Self {
+        Self(self.0.hold_spans(on))
     }
 
     /// See [`LockClientBuilder::max_hold`](crate::LockClientBuilder::max_hold).

@@ -2,7 +2,7 @@
 
 use super::LockClient;
 use crate::error::Result;
-use crate::inspect::LockInfo;
+use crate::inspect::{LockInfo, LockListing};
 use crate::keys::LockKind;
 
 impl LockClient {
@@ -61,6 +61,28 @@ impl LockClient {
         self.block(self.client().list(pattern))
     }
 
+    /// The locks of every kind whose names match the glob `pattern`, and the keys
+    /// under the prefix that are not readable locks (see
+    /// [`LockClient::list_report`](crate::LockClient::list_report)).
+    ///
+    /// # Errors
+    /// As [`LockClient::list_report`](crate::LockClient::list_report);
+    /// [`LockError::BlockingInRuntime`](crate::LockError::BlockingInRuntime) inside a
+    /// tokio runtime.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn dox(client: holdlock::blocking::LockClient) -> holdlock::Result<()> {
+    /// let listing = client.list_report("*")?;
+    /// for bad in &listing.unreadable {
+    ///     eprintln!("{} is not a lock: {}", bad.key, bad.error);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn list_report(&self, pattern: &str) -> Result<LockListing> {
+        self.block(self.client().list_report(pattern))
+    }
+
     /// Whether anyone holds the lock `name` (see
     /// [`LockClient::is_locked`](crate::LockClient::is_locked)).
     ///
@@ -95,5 +117,24 @@ impl LockClient {
     /// ```
     pub fn force_unlock(&self, name: &str) -> Result<bool> {
         self.block(self.client().force_unlock(name))
+    }
+
+    /// Breaks the lock `name` of `kind` whoever holds it, and wakes its waiters (see
+    /// [`LockClient::force_unlock_kind`](crate::LockClient::force_unlock_kind)).
+    ///
+    /// # Errors
+    /// As [`LockClient::force_unlock_kind`](crate::LockClient::force_unlock_kind);
+    /// [`LockError::BlockingInRuntime`](crate::LockError::BlockingInRuntime) inside a
+    /// tokio runtime.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn dox(client: holdlock::blocking::LockClient) -> holdlock::Result<()> {
+    /// // Every permit of the semaphore "exports" is free again.
+    /// let was_held = client.force_unlock_kind(holdlock::LockKind::Semaphore, "exports")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn force_unlock_kind(&self, kind: LockKind, name: &str) -> Result<bool> {
+        self.block(self.client().force_unlock_kind(kind, name))
     }
 }

@@ -2,7 +2,11 @@
 //!
 //! [`LockClient`] has the async [`holdlock::LockClient`](crate::LockClient)'s calls with
 //! the same names and arguments, minus `async`: each blocks the calling thread until
-//! the async call is done. The client runs its connections, watchdogs and background
+//! the async call is done. Three are left out: [`election`](crate::LockClient::election)
+//! (a campaign and its leadership are async through and through) and
+//! [`redis`](crate::LockClient::redis) (fred's commands are async), which
+//! [`LockClient::as_async`] reaches, and [`of`](crate::LockClient::of) (a blocking
+//! guard's client is the one that took it). The client runs its connections, watchdogs and background
 //! releases on a private tokio runtime with one worker thread (`holdlock-blocking`),
 //! started by [`LockClientBuilder::build`] and stopped when the client, its clones and
 //! every guard taken from it are gone (the last to go first waits, up to the connect
@@ -76,11 +80,13 @@ mod critical;
 mod guards;
 mod inspect;
 mod kinds;
+mod once;
 mod runtime;
 mod semaphore;
 
 pub use builder::LockClientBuilder;
 pub use guards::{Guard, LockGuard, MultiGuard, Permit, ReadGuard, WriteGuard};
+pub use once::{Claim, PeriodClaim};
 pub use semaphore::Semaphore;
 
 use runtime::Runtime;
@@ -204,6 +210,19 @@ impl LockClient {
     /// ```
     pub fn owner_id(&self) -> String {
         self.client().owner_id()
+    }
+
+    /// The layout and protocol this client's mutex speaks (see
+    /// [`LockClientBuilder::compat`]).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn dox(client: holdlock::blocking::LockClient) {
+    /// assert_eq!(client.compat(), holdlock::Compat::Holdlock);
+    /// # }
+    /// ```
+    pub fn compat(&self) -> crate::Compat {
+        self.client().compat()
     }
 
     /// Takes the lock, waiting as long as it takes; the same thread taking it again re-enters (the hold count goes up).

@@ -31,8 +31,9 @@ Exit status:
   75            the lock was busy, or with --once-per the period was already done
                 (change it with --conflict-exit-code)
   70            the lock was lost while CMD ran: CMD got SIGTERM (SIGKILL 10 s later)
+  65            the lock's key holds something that is not a lock (another type)
   64            usage error
-  69            Redis could not be reached
+  69            Redis could not be reached, or refused us (TLS, password, ACL)
   126, 127      CMD could not be executed, or was not found
   130, 143      holdlock got SIGINT or SIGTERM while waiting for the lock";
 
