@@ -39,8 +39,9 @@ end
 -- Tells each client with a field in the hash, once (call before deleting it).
 local function tell_holders()
   local told = {}
-  for _, field in ipairs(redis.call('hkeys', key)) do
-    local client = string.match(field, '^(%x+%-%x+%-%x+%-%x+%-%x+):')
+  local fields = redis.call('hgetall', key)
+  for i = 1, #fields, 2 do
+    local client = string.match(fields[i], '^(%x+%-%x+%-%x+%-%x+%-%x+):')
     if client and not told[client] then
       told[client] = true
       redis.call('publish', ARGV[4] .. client, ARGV[5])

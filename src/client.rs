@@ -395,10 +395,16 @@ impl LockClient {
 
     /// Stops every watchdog and closes the connections. Releases nothing that is still
     /// held: such locks expire within their lease, and their guards report themselves
-    /// lost. Releases already started by dropped guards are given up to the connect
-    /// timeout to finish first. A connection already lost (Redis unreachable) is closed
-    /// without waiting for Redis. Calls waiting for a lock return
-    /// [`LockError::Shutdown`] at once, and every later call fails with it.
+    /// lost. Calls waiting for a lock return [`LockError::Shutdown`] at once, and every
+    /// later call fails with it.
+    ///
+    /// What this client still owes Redis is given up to the connect timeout to finish
+    /// first, so that a clean shutdown leaves nothing of its own behind: releases
+    /// started by dropped guards, the settling of calls cancelled in flight (a grant
+    /// that reached a cancelled wait is released), and every ended wait's leaving of
+    /// its queues (a fair lock's queue entry, handing on a hand-off it did not claim;
+    /// a mutex's queue of waiting clients; a waiting writer's mark). A connection
+    /// already lost (Redis unreachable) is closed without waiting for Redis.
     ///
     /// # Examples
     /// ```no_run

@@ -449,3 +449,59 @@ async fn clients_that_stopped_waiting_do_not_strand_the_others() {
         }
     }
 }
+
+/// Redisson's subscriptions-per-connection case: after many lock/unlock jobs of 32
+/// tasks over 5 names, once every lock is released, a release channel stays subscribed
+/// only for the documented linger (200 ms, for a waiter of this client that comes
+/// back), then is unsubscribed, with the client still running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn release_channels_are_unsubscribed_within_the_linger_after_the_last_waiter() {
+    let client = common::client().await;
+    let names: Vec<String> = (0..5).map(|_| common::unique("linger")).collect();
+    let jobs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..32)
+        .map(|task| {
+            let (client, names, jobs) = (client.clone(), names.clone(), Arc::clone(&jobs));
+            tokio::spawn(async move {
+                let mut n = task;
+                while jobs.fetch_add(1, Ordering::Relaxed) < 2_000 {
+                    n += 7;
+                    let guard = client.lock(&names[n % names.len()]).await.unwrap();
+                    tokio::task::yield_now().await;
+                    guard.unlock().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let ended = Instant::now();
+    let mut subscribed = Vec::new();
+    for name in &names {
+        // The linger, a round trip for the unsubscription, and a margin for a busy
+        // machine: well under the seconds a lease lasts.
+        while subscribers(&client, name).await > 0 {
+            if ended.elapsed() > Duration::from_secs(1) {
+                subscribed.push(name.clone());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    assert!(
+        subscribed.is_empty(),
+        "still subscribed 1 s after the last release: {subscribed:?}"
+    );
+    let channels: Vec<String> = client
+        .redis()
+        .pubsub_shardchannels("*linger*")
+        .await
+        .unwrap();
+    assert!(
+        channels
+            .iter()
+            .all(|channel| !names.iter().any(|name| channel.contains(name.as_str()))),
+        "{channels:?}"
+    );
+}
