@@ -7,7 +7,9 @@
 // tests write it, redis-cluster://host:port?node=host:port&node=... (useClusterServers,
 // shardedSubscriptionMode AUTO: shard channels on a Redis 7 cluster). Once connected
 // the peer says "ready <publish command>" ("publish" or "spublish", the command its
-// unlock script publishes with).
+// unlock script publishes with). Before that it takes a lock of its own through a wait
+// and a wake-up, and a fenced lock, so that the wake-ups a test times are not slowed
+// by the JVM loading the classes of Redisson's first release message.
 //
 // Commands are read from stdin, one a line; each starts with an id that its answer
 // repeats. <thread> names a Java thread of this process, started on first use: the
@@ -39,9 +41,11 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 import org.redisson.Redisson;
@@ -74,6 +78,7 @@ public final class Peer {
         redisson = Redisson.create(config(args[0], Long.parseLong(args[1])));
         String publish = ((Redisson) redisson).getCommandExecutor().getConnectionManager()
                 .getSubscribeService().getPublishCommand();
+        warmUp();
         say("ready", publish);
 
         BufferedReader input = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -99,6 +104,29 @@ public final class Peer {
         }
         redisson.shutdown();
         System.exit(0);
+    }
+
+    /** A wait woken by a release, and a fenced lock, on a name of the peer's own. */
+    private static void warmUp() throws Exception {
+        String name = "holdlock-interop-warm-up:" + UUID.randomUUID();
+        RLock lock = redisson.getLock(name);
+        ExecutorService holder = thread("warm-up-holder");
+        ExecutorService waiter = thread("warm-up-waiter");
+        holder.submit(() -> lock.lock()).get(30, TimeUnit.SECONDS);
+        Future<?> woken = waiter.submit(() -> {
+            lock.lock();
+            lock.unlock();
+        });
+        Thread.sleep(200);
+        holder.submit(() -> lock.unlock()).get(30, TimeUnit.SECONDS);
+        woken.get(30, TimeUnit.SECONDS);
+        holder.shutdown();
+        waiter.shutdown();
+        RFencedLock fenced = redisson.getFencedLock(name);
+        fenced.lockAndGetToken();
+        fenced.unlock();
+        // Its token counter (RedissonFencedLock's prefixName).
+        redisson.getBucket("redisson_lock_token:{" + name + "}").delete();
     }
 
     /** Redisson's configuration for the URL, with a small pool (a test's few threads). */
