@@ -1,0 +1,276 @@
+// A Redisson peer for tests/redisson_java_interop.rs: Java Redisson itself, taking its
+// RLock and RFencedLock on command, as tests/interop/peer.js does with node-redisson.
+//
+//   java -jar target/redisson-peer.jar <redis url> <watchdog timeout ms>
+//
+// <redis url> is redis://host:port (useSingleServer) or a cluster URL as holdlock's
+// tests write it, redis-cluster://host:port?node=host:port&node=... (useClusterServers,
+// shardedSubscriptionMode AUTO: shard channels on a Redis 7 cluster). Once connected
+// the peer says "ready <publish command>" ("publish" or "spublish", the command its
+// unlock script publishes with). Before that it takes a lock of its own through a wait
+// and a wake-up, and a fenced lock, so that the wake-ups a test times are not slowed
+// by the JVM loading the classes of Redisson's first release message.
+//
+// Commands are read from stdin, one a line; each starts with an id that its answer
+// repeats. <thread> names a Java thread of this process, started on first use: the
+// commands of one thread run on it in order (a thread blocked in lock() takes no other
+// command until it returns), those of different threads at once. A lock's owner is
+// that thread, as in any Java service: "<this Redisson's id>:<Thread.getId()>".
+//
+//   <id> lock <name> <thread>              -> <id> locked <epoch ms> <owner id>
+//   <id> trylock <name> <thread> <wait ms> -> <id> trylock <true|false> <epoch ms>
+//   <id> unlock <name> <thread>            -> <id> unlocked <epoch ms>
+//   <id> count <name> <thread> <counter> <n> <inside ms>
+//        n critical sections {lock; GET counter; wait; SET counter + 1; unlock}
+//                                          -> <id> counted <n>
+//   <id> fenced <name> <thread>            -> <id> fenced <token> <epoch ms> <owner id>
+//        RFencedLock.lockAndGetToken()
+//   <id> fencedcount <name> <thread> <list> <n>
+//        n times {lockAndGetToken; RPUSH list "java:<token>"; unlock}
+//                                          -> <id> fencedcounted <n>
+//
+// "unlock" releases with the object the thread last took the name with (RLock or
+// RFencedLock). A failed command answers "<id> error <message>". End of input shuts
+// Redisson down and exits.
+package holdlock.interop;
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+
+import org.redisson.Redisson;
+import org.redisson.api.RFencedLock;
+import org.redisson.api.RLock;
+import org.redisson.api.RedissonClient;
+import org.redisson.client.codec.StringCodec;
+import org.redisson.config.ClusterServersConfig;
+import org.redisson.config.Config;
+import org.redisson.config.ReadMode;
+import org.redisson.config.ShardedSubscriptionMode;
+import org.redisson.config.SingleServerConfig;
+
+public final class Peer {
+    private static RedissonClient redisson;
+    /** The threads commands run on, by the name the commands give them. */
+    private static final Map<String, ExecutorService> THREADS = new ConcurrentHashMap<>();
+    /** The object each thread last took each name with, for "unlock". */
+    private static final Map<String, RLock> TAKEN = new ConcurrentHashMap<>();
+
+    private Peer() {}
+
+    public static void main(String[] args) throws Exception {
+        // Redisson logs through slf4j-simple, which writes to stderr: warnings only.
+        System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
+        if (args.length != 2) {
+            System.err.println("usage: java -jar redisson-peer.jar <redis url> <watchdog ms>");
+            System.exit(2);
+        }
+        redisson = Redisson.create(config(args[0], Long.parseLong(args[1])));
+        String publish = ((Redisson) redisson).getCommandExecutor().getConnectionManager()
+                .getSubscribeService().getPublishCommand();
+        warmUp();
+        say("ready", publish);
+
+        BufferedReader input = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        for (String line; (line = input.readLine()) != null; ) {
+            String[] words = line.trim().split("\\s+");
+            if (words.length < 2) {
+                continue;
+            }
+            String id = words[0];
+            String verb = words[1];
+            List<String> rest = List.of(words).subList(2, words.length);
+            if (rest.size() < 2) {
+                say(id, "error", "every command names a lock and a thread");
+                continue;
+            }
+            THREADS.computeIfAbsent(rest.get(1), Peer::thread).execute(() -> {
+                try {
+                    say(id, String.join(" ", run(verb, rest)));
+                } catch (Throwable error) {
+                    say(id, "error", String.valueOf(error).replaceAll("\\s+", " "));
+                }
+            });
+        }
+        redisson.shutdown();
+        System.exit(0);
+    }
+
+    /** A wait woken by a release, and a fenced lock, on a name of the peer's own. */
+    private static void warmUp() throws Exception {
+        String name = "holdlock-interop-warm-up:" + UUID.randomUUID();
+        RLock lock = redisson.getLock(name);
+        ExecutorService holder = thread("warm-up-holder");
+        ExecutorService waiter = thread("warm-up-waiter");
+        holder.submit(() -> lock.lock()).get(30, TimeUnit.SECONDS);
+        Future<?> woken = waiter.submit(() -> {
+            lock.lock();
+            lock.unlock();
+        });
+        Thread.sleep(200);
+        holder.submit(() -> lock.unlock()).get(30, TimeUnit.SECONDS);
+        woken.get(30, TimeUnit.SECONDS);
+        holder.shutdown();
+        waiter.shutdown();
+        RFencedLock fenced = redisson.getFencedLock(name);
+        fenced.lockAndGetToken();
+        fenced.unlock();
+        // Its token counter (RedissonFencedLock's prefixName).
+        redisson.getBucket("redisson_lock_token:{" + name + "}").delete();
+    }
+
+    /** Redisson's configuration for the URL, with a small pool (a test's few threads). */
+    private static Config config(String url, long watchdogMs) {
+        Config config = new Config();
+        config.setLockWatchdogTimeout(watchdogMs);
+        config.setThreads(4);
+        config.setNettyThreads(4);
+        URI uri = URI.create(url);
+        switch (uri.getScheme()) {
+            case "redis": {
+                SingleServerConfig server = config.useSingleServer();
+                server.setAddress("redis://" + uri.getHost() + ":" + uri.getPort());
+                server.setConnectionMinimumIdleSize(2);
+                server.setConnectionPoolSize(16);
+                server.setSubscriptionConnectionMinimumIdleSize(1);
+                break;
+            }
+            case "redis-cluster": {
+                List<String> nodes = new ArrayList<>();
+                nodes.add("redis://" + uri.getHost() + ":" + uri.getPort());
+                if (uri.getQuery() != null) {
+                    for (String pair : uri.getQuery().split("&")) {
+                        if (pair.startsWith("node=")) {
+                            nodes.add("redis://" + pair.substring("node=".length()));
+                        }
+                    }
+                }
+                ClusterServersConfig cluster = config.useClusterServers();
+                cluster.addNodeAddress(nodes.toArray(new String[0]));
+                // The default, said here: SSUBSCRIBE and SPUBLISH where the cluster
+                // has them (Redis 7).
+                cluster.setShardedSubscriptionMode(ShardedSubscriptionMode.AUTO);
+                cluster.setReadMode(ReadMode.MASTER);
+                cluster.setMasterConnectionMinimumIdleSize(2);
+                cluster.setMasterConnectionPoolSize(16);
+                cluster.setSubscriptionConnectionMinimumIdleSize(1);
+                break;
+            }
+            default:
+                throw new IllegalArgumentException("not a redis:// or redis-cluster:// URL: " + url);
+        }
+        return config;
+    }
+
+    private static ExecutorService thread(String name) {
+        return Executors.newSingleThreadExecutor(task -> {
+            Thread thread = new Thread(task, "peer-thread-" + name);
+            thread.setDaemon(true);
+            return thread;
+        });
+    }
+
+    /** Runs one command on the calling thread; returns the words of its answer. */
+    private static String run(String verb, List<String> args) throws InterruptedException {
+        String name = args.get(0);
+        String taken = args.get(1) + " " + name;
+        switch (verb) {
+            case "lock": {
+                RLock lock = redisson.getLock(name);
+                lock.lock();
+                TAKEN.put(taken, lock);
+                return words("locked", now(), owner());
+            }
+            case "trylock": {
+                RLock lock = redisson.getLock(name);
+                boolean got = lock.tryLock(Long.parseLong(args.get(2)), TimeUnit.MILLISECONDS);
+                if (got) {
+                    TAKEN.put(taken, lock);
+                }
+                return words("trylock", got, now());
+            }
+            case "unlock": {
+                RLock lock = TAKEN.getOrDefault(taken, redisson.getLock(name));
+                lock.unlock();
+                return words("unlocked", now());
+            }
+            case "count": {
+                String counter = args.get(2);
+                int n = Integer.parseInt(args.get(3));
+                long insideMs = Long.parseLong(args.get(4));
+                RLock lock = redisson.getLock(name);
+                var value = redisson.<String>getBucket(counter, StringCodec.INSTANCE);
+                for (int i = 0; i < n; i++) {
+                    lock.lock();
+                    try {
+                        String before = value.get();
+                        Thread.sleep(insideMs);
+                        value.set(String.valueOf((before == null ? 0 : Long.parseLong(before)) + 1));
+                    } finally {
+                        lock.unlock();
+                    }
+                }
+                return words("counted", n);
+            }
+            case "fenced": {
+                RFencedLock lock = redisson.getFencedLock(name);
+                Long token = lock.lockAndGetToken();
+                TAKEN.put(taken, lock);
+                return words("fenced", token, now(), owner());
+            }
+            case "fencedcount": {
+                RFencedLock lock = redisson.getFencedLock(name);
+                var list = redisson.<String>getList(args.get(2), StringCodec.INSTANCE);
+                int n = Integer.parseInt(args.get(3));
+                for (int i = 0; i < n; i++) {
+                    Long token = lock.lockAndGetToken();
+                    try {
+                        list.add("java:" + token);
+                    } finally {
+                        lock.unlock();
+                    }
+                }
+                return words("fencedcounted", n);
+            }
+            default:
+                throw new IllegalArgumentException("unknown command " + verb);
+        }
+    }
+
+    /** The owner id Redisson gives a lock taken by the calling thread. */
+    private static String owner() {
+        String id = ((Redisson) redisson).getCommandExecutor().getConnectionManager()
+                .getServiceManager().getId();
+        return id + ":" + Thread.currentThread().getId();
+    }
+
+    private static long now() {
+        return System.currentTimeMillis();
+    }
+
+    private static String words(Object... words) {
+        StringBuilder line = new StringBuilder();
+        for (Object word : words) {
+            if (line.length() > 0) {
+                line.append(' ');
+            }
+            line.append(word);
+        }
+        return line.toString();
+    }
+
+    private static synchronized void say(String... words) {
+        System.out.println(String.join(" ", words));
+        System.out.flush();
+    }
+}

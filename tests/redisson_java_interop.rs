@@ -1,0 +1,669 @@
+//! `Compat::Redisson` against Java Redisson itself (`org.redisson:redisson`, the
+//! version pinned in `tests/interop-java/pom.xml`), run as a process of its own:
+//! `tests/interop-java`'s peer takes `RLock` and `RFencedLock` on command, on Java
+//! threads of its own, as `tests/interop/peer.js` does with node-redisson for
+//! `tests/redisson_interop.rs`. Needs a JDK 17 and Maven: the jar is built by
+//! `.ci/run`, or here when it is missing or older than its sources.
+//!
+//! Every scenario runs on a single server and on a three-primary Redis Cluster, where
+//! Redisson's `shardedSubscriptionMode` AUTO (its default) makes release messages go
+//! over shard channels (`SSUBSCRIBE`/`SPUBLISH`): exclusion with a shared counter,
+//! re-entry on both sides while the other waits, wake-ups by the other side's release
+//! within 100 ms while the lease has seconds to run, a killed holder on either side,
+//! holdlock's watchdog keeping a Java waiter out past the lease, and `RFencedLock`'s
+//! tokens in one increasing sequence across both sides.
+
+mod common;
+
+use std::fs::OpenOptions;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use fred::interfaces::{HashesInterface, KeysInterface, ListInterface};
+use holdlock::{Compat, LockClient, LockOptions};
+
+common::on_every_topology!(
+    both_sides_exclude_each_other_with_no_lost_update,
+    a_java_holder_reenters_while_we_wait_and_its_last_release_wakes_us,
+    we_reenter_while_a_java_thread_waits_and_our_last_release_wakes_it,
+    a_killed_java_holder_frees_the_lock_for_us_within_its_lease,
+    a_killed_holdlock_holder_frees_the_lock_for_java_within_its_lease,
+    our_watchdog_keeps_a_java_waiter_out_past_the_lease,
+    fencing_tokens_form_one_increasing_sequence_across_both_sides,
+);
+
+/// The lease of the Java peers' watchdog (`lockWatchdogTimeout`) and of holdlock's,
+/// unless a test says.
+const LEASE: Duration = Duration::from_secs(30);
+
+/// A wake-up by the release message: within 100 ms, while the holder's lease had 30 s
+/// to run (and no one polls faster than the lease).
+const WOKEN_WITHIN: Duration = Duration::from_millis(100);
+
+/// What to install when the Java toolchain is missing.
+const INSTALL: &str = "tests/redisson_java_interop.rs runs Java Redisson: install a JDK 17 \
+                       and Maven (`apt-get install openjdk-17-jdk-headless maven`)";
+
+fn peer_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop-java")
+}
+
+/// The peer's runnable jar, built once per test process (and under a lock file, once
+/// across processes) when it is missing or older than the peer's sources.
+fn peer_jar() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            check_java();
+            let dir = peer_dir();
+            let jar = dir.join("target/redisson-peer.jar");
+            if !stale(&jar) {
+                return jar;
+            }
+            let _lock = BuildLock::take();
+            if !stale(&jar) {
+                return jar;
+            }
+            let built = Command::new("mvn")
+                .args(["-q", "-B", "package", "-DskipTests"])
+                .current_dir(&dir)
+                .output()
+                .unwrap_or_else(|e| panic!("{INSTALL}; running `mvn` failed: {e}"));
+            assert!(
+                built.status.success() && jar.is_file(),
+                "`mvn -q -B package -DskipTests` in {} failed (Maven Central must be \
+                 reachable on the first build):\n{}{}",
+                dir.display(),
+                String::from_utf8_lossy(&built.stdout),
+                String::from_utf8_lossy(&built.stderr),
+            );
+            jar
+        })
+        .clone()
+}
+
+/// Fails, saying what to install, unless `java` (17 or later) and `mvn` run.
+fn check_java() {
+    let java = Command::new("java")
+        .arg("-version")
+        .output()
+        .unwrap_or_else(|e| panic!("{INSTALL}; `java` could not be run: {e}"));
+    // `openjdk version "17.0.15" 2025-04-15` (or `"1.8.0_392"` for Java 8).
+    let said = String::from_utf8_lossy(&java.stderr);
+    let version = said.split('"').nth(1).unwrap_or_default();
+    let mut parts = version.split(['.', '-', '+', '_']);
+    let major = match parts.next() {
+        Some("1") => parts.next(),
+        first => first,
+    };
+    let major: u32 = major.and_then(|m| m.parse().ok()).unwrap_or(0);
+    assert!(
+        java.status.success() && major >= 17,
+        "{INSTALL}; `java -version` says:\n{said}"
+    );
+    let maven = Command::new("mvn")
+        .arg("-v")
+        .output()
+        .unwrap_or_else(|e| panic!("{INSTALL}; `mvn` could not be run: {e}"));
+    assert!(maven.status.success(), "{INSTALL}; `mvn -v` failed");
+}
+
+/// Whether `jar` is missing or older than a file of the peer's project.
+fn stale(jar: &Path) -> bool {
+    let Ok(built) = jar.metadata().and_then(|m| m.modified()) else {
+        return true;
+    };
+    let dir = peer_dir();
+    let mut sources = vec![dir.join("pom.xml")];
+    let mut dirs = vec![dir.join("src")];
+    while let Some(next) = dirs.pop() {
+        for entry in std::fs::read_dir(&next).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                sources.push(path);
+            }
+        }
+    }
+    sources.iter().any(|source| {
+        source
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|modified| modified > built)
+    })
+}
+
+/// A lock file held while Maven builds the peer, so that test processes running at
+/// once do not build into one `target/` together. One left by a build that was killed
+/// is taken over after five minutes.
+struct BuildLock(PathBuf);
+
+impl BuildLock {
+    fn take() -> Self {
+        let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("interop-java.build.lock");
+        loop {
+            match OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(_) => return Self(path),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let age = path
+                        .metadata()
+                        .and_then(|m| m.modified())
+                        .ok()
+                        .and_then(|modified| modified.elapsed().ok());
+                    if age.is_some_and(|age| age > Duration::from_secs(300)) {
+                        let _ = std::fs::remove_file(&path);
+                    } else {
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
+                }
+                Err(e) => panic!("cannot create {}: {e}", path.display()),
+            }
+        }
+    }
+}
+
+impl Drop for BuildLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Milliseconds since the Unix epoch, the clock the peer reports by.
+fn epoch_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+}
+
+fn is_cluster(url: &str) -> bool {
+    url.starts_with("redis-cluster://")
+}
+
+/// A Java Redisson process driven over its stdin (see
+/// `tests/interop-java/src/main/java/holdlock/interop/Peer.java`).
+struct Peer {
+    child: Child,
+    stdin: ChildStdin,
+    answers: Receiver<String>,
+    /// Answers read while waiting for another id.
+    unread: Mutex<Vec<String>>,
+    next_id: u64,
+}
+
+impl Peer {
+    /// A peer connected to `url` (a single server, or a cluster by its
+    /// `redis-cluster://` URL) whose watchdog lease is `watchdog`.
+    fn start(url: &str, watchdog: Duration) -> Self {
+        let jar = peer_jar();
+        let mut child = Command::new("java")
+            // A short-lived test process: start fast, stay small.
+            .args([
+                "-XX:TieredStopAtLevel=1",
+                "-XX:+UseSerialGC",
+                "-Xmx256m",
+                "-jar",
+            ])
+            .arg(&jar)
+            .arg(url)
+            .arg(watchdog.as_millis().to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{INSTALL}; starting `java` failed: {e}"));
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let (send, answers) = channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                if send.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let ready = tokio::task::block_in_place(|| answers.recv_timeout(Duration::from_secs(60)))
+            .expect("the Java peer connects to Redis and says `ready`");
+        // Redisson's choice of publish command: shard channels on a Redis 7 cluster
+        // (shardedSubscriptionMode AUTO), plain ones on a single server.
+        let expected = if is_cluster(url) {
+            "ready SPUBLISH"
+        } else {
+            "ready PUBLISH"
+        };
+        assert_eq!(ready, expected);
+        Self {
+            child,
+            stdin,
+            answers,
+            unread: Mutex::new(Vec::new()),
+            next_id: 0,
+        }
+    }
+
+    /// Sends a command; returns its id.
+    fn send(&mut self, command: &str) -> u64 {
+        self.next_id += 1;
+        writeln!(self.stdin, "{} {command}", self.next_id).unwrap();
+        self.stdin.flush().unwrap();
+        self.next_id
+    }
+
+    /// The answer to command `id` (its words after the id), or `None` after `limit`.
+    fn answer(&self, id: u64, limit: Duration) -> Option<Vec<String>> {
+        let prefix = format!("{id} ");
+        let take = |line: &str| {
+            line.strip_prefix(&prefix)
+                .map(|rest| rest.split(' ').map(str::to_owned).collect::<Vec<_>>())
+        };
+        // The peer's answers are read on a thread of the runtime: let the others run.
+        tokio::task::block_in_place(|| self.wait_for(&prefix, limit, take))
+    }
+
+    fn wait_for(
+        &self,
+        prefix: &str,
+        limit: Duration,
+        take: impl Fn(&str) -> Option<Vec<String>>,
+    ) -> Option<Vec<String>> {
+        let mut unread = self.unread.lock().unwrap();
+        if let Some(at) = unread.iter().position(|line| line.starts_with(prefix)) {
+            return take(&unread.remove(at));
+        }
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.answers.recv_timeout(left) {
+                Ok(line) => match take(&line) {
+                    Some(words) => {
+                        assert_ne!(words[0], "error", "the Java peer failed: {line}");
+                        return Some(words);
+                    }
+                    None => unread.push(line),
+                },
+                Err(RecvTimeoutError::Timeout) => return None,
+                Err(RecvTimeoutError::Disconnected) => panic!("the Java peer exited"),
+            }
+        }
+    }
+
+    /// Sends a command and waits for its answer.
+    fn call(&mut self, command: &str, limit: Duration) -> Vec<String> {
+        let id = self.send(command);
+        self.answer(id, limit)
+            .unwrap_or_else(|| panic!("no answer to `{command}` within {limit:?}"))
+    }
+
+    /// Kills the peer as a crash would (SIGKILL, by its PID).
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+async fn redisson_client(url: &str, lease: Duration) -> LockClient {
+    LockClient::builder(url)
+        .compat(Compat::Redisson)
+        .lease(lease)
+        .build()
+        .await
+        .unwrap()
+}
+
+/// How long after `released_ms` (epoch ms) a waiter got the lock at `got_ms`.
+fn woke_after(released_ms: u128, got_ms: u128) -> Duration {
+    Duration::from_millis(u64::try_from(got_ms.saturating_sub(released_ms)).unwrap())
+}
+
+/// How many clients listen on the release channel of the Redisson lock `name`: shard
+/// subscribers on the node that serves its slot on a cluster, plain ones on a server.
+fn listeners(url: &str, name: &str) -> i64 {
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let reply = if is_cluster(url) {
+        let node = common::cluster().primary_of(&channel);
+        node.array(&["PUBSUB", "SHARDNUMSUB", &channel])
+    } else {
+        common::shared().array(&["PUBSUB", "NUMSUB", &channel])
+    };
+    common::integer(&reply.unwrap()[1])
+}
+
+async fn both_sides_exclude_each_other_with_no_lost_update(url: &str) {
+    let name = common::unique("counter");
+    let counter = common::unique("counter-value");
+    const SECTIONS: u64 = 60;
+
+    // Two Java processes, each with two threads of sections.
+    let mut peers: Vec<Peer> = (0..2).map(|_| Peer::start(url, LEASE)).collect();
+    let mut running = Vec::new();
+    for peer in &mut peers {
+        for thread in 1..=2 {
+            running.push(peer.send(&format!("count {name} {thread} {counter} {SECTIONS} 1")));
+        }
+    }
+    // Two holdlock clients, each with two tasks of the same sections.
+    let mut tasks = Vec::new();
+    for _ in 0..2 {
+        let client = redisson_client(url, LEASE).await;
+        let redis = common::raw(url).await;
+        for _ in 0..2 {
+            let (client, redis, name, counter) =
+                (client.clone(), redis.clone(), name.clone(), counter.clone());
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..SECTIONS {
+                    let guard = client.lock(&name).await.unwrap();
+                    let value: Option<u64> = redis.get(counter.as_str()).await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    let next = value.unwrap_or(0) + 1;
+                    let _: () = redis
+                        .set(counter.as_str(), next, None, None, false)
+                        .await
+                        .unwrap();
+                    guard.unlock().await.unwrap();
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    // Every wait was ended by a release message: waiting out a 30 s lease even once
+    // would not fit in this limit.
+    for (index, id) in running.iter().enumerate() {
+        let answer = peers[index / 2].answer(*id, Duration::from_secs(25));
+        assert_eq!(answer.expect("the Java threads finish")[0], "counted");
+    }
+    let redis = common::raw(url).await;
+    let total: u64 = redis.get(counter.as_str()).await.unwrap();
+    assert_eq!(total, 8 * SECTIONS, "a lost update: the sides overlapped");
+}
+
+async fn a_java_holder_reenters_while_we_wait_and_its_last_release_wakes_us(url: &str) {
+    let name = common::unique("reenter-java");
+    let client = redisson_client(url, LEASE).await;
+    let redis = common::raw(url).await;
+    let mut peer = Peer::start(url, LEASE);
+
+    let first = peer.call(&format!("lock {name} 7"), Duration::from_secs(10));
+    peer.call(&format!("lock {name} 7"), Duration::from_secs(10));
+    // One field, the Java thread's owner id, counting two holds.
+    let fields: Vec<(String, String)> = redis.hgetall(name.as_str()).await.unwrap();
+    assert_eq!(fields, vec![(first[2].clone(), "2".to_owned())]);
+    let pttl: i64 = redis.pttl(name.as_str()).await.unwrap();
+    assert!(pttl > 20_000 && pttl <= 30_000, "{pttl}");
+    assert!(client.try_lock(&name).await.unwrap().is_none());
+
+    let waiter = tokio::spawn({
+        let (client, name) = (client.clone(), name.clone());
+        async move { client.lock(&name).await.map(|guard| (guard, epoch_ms())) }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The inner release leaves the Java thread holding it.
+    peer.call(&format!("unlock {name} 7"), Duration::from_secs(10));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !waiter.is_finished(),
+        "granted while the Java thread still held it"
+    );
+    let released = peer.call(&format!("unlock {name} 7"), Duration::from_secs(10));
+    let released_ms: u128 = released[1].parse().unwrap();
+    let (guard, got_ms) = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("woken by the Java release")
+        .unwrap()
+        .unwrap();
+    let woke = woke_after(released_ms, got_ms);
+    assert!(woke < WOKEN_WITHIN, "woke {woke:?} after the Java release");
+    guard.unlock().await.unwrap();
+}
+
+async fn we_reenter_while_a_java_thread_waits_and_our_last_release_wakes_it(url: &str) {
+    let name = common::unique("reenter-rust");
+    let client = redisson_client(url, LEASE).await;
+    let mut peer = Peer::start(url, LEASE);
+
+    let outer = client.lock(&name).await.unwrap();
+    let inner = client.lock(&name).await.unwrap();
+    let tried = peer.call(&format!("trylock {name} 3 0"), Duration::from_secs(10));
+    assert_eq!(tried[1], "false", "a Java thread took a lock we hold");
+    let waiting = peer.send(&format!("lock {name} 3"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The Java thread waits on the release channel: a shard channel on the cluster.
+    assert_eq!(
+        listeners(url, &name),
+        1,
+        "the Java waiter is not subscribed"
+    );
+    inner.unlock().await.unwrap();
+    assert!(
+        peer.answer(waiting, Duration::from_millis(500)).is_none(),
+        "the Java thread got the lock while we still held it once"
+    );
+    let released_ms = epoch_ms();
+    outer.unlock().await.unwrap();
+    let got = peer
+        .answer(waiting, Duration::from_secs(10))
+        .expect("the Java thread gets the lock");
+    let woke = woke_after(released_ms, got[1].parse().unwrap());
+    assert!(woke < WOKEN_WITHIN, "woke {woke:?} after our release");
+    peer.call(&format!("unlock {name} 3"), Duration::from_secs(10));
+}
+
+async fn a_killed_java_holder_frees_the_lock_for_us_within_its_lease(url: &str) {
+    let name = common::unique("killed-java");
+    let client = redisson_client(url, LEASE).await;
+    let lease = Duration::from_secs(3);
+    let mut peer = Peer::start(url, lease);
+    peer.call(&format!("lock {name} 1"), Duration::from_secs(10));
+    // Its watchdog keeps it past its lease while it lives.
+    tokio::time::sleep(lease + Duration::from_secs(1)).await;
+    assert!(client.try_lock(&name).await.unwrap().is_none());
+
+    let waiter = tokio::spawn({
+        let (client, name) = (client.clone(), name.clone());
+        async move {
+            client
+                .lock(&name)
+                .await
+                .map(|guard| (guard, Instant::now()))
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let killed = Instant::now();
+    peer.kill();
+    let (guard, got) = tokio::time::timeout(lease * 3, waiter)
+        .await
+        .expect("the lock freed within the killed holder's lease")
+        .unwrap()
+        .unwrap();
+    assert!(
+        got - killed <= lease + Duration::from_secs(1),
+        "{:?}",
+        got - killed
+    );
+    guard.unlock().await.unwrap();
+}
+
+/// The holdlock holder of [`a_killed_holdlock_holder_frees_the_lock_for_java_within_its_lease`],
+/// run as a process of its own (this test binary again, with
+/// `HOLDLOCK_JAVA_INTEROP_HOLDER` set to `<url> <name> <lease ms>`): takes the lock,
+/// says `locked`, and holds it until it is killed. Without the variable it does
+/// nothing.
+#[tokio::test]
+#[ignore = "a helper process of the interop tests, not a test"]
+async fn holdlock_holder_process() {
+    let Ok(setting) = std::env::var("HOLDLOCK_JAVA_INTEROP_HOLDER") else {
+        return;
+    };
+    let [url, name, lease_ms] = setting.split(' ').collect::<Vec<_>>()[..] else {
+        panic!("HOLDLOCK_JAVA_INTEROP_HOLDER is `<url> <name> <lease ms>`");
+    };
+    let lease = Duration::from_millis(lease_ms.parse().unwrap());
+    let client = redisson_client(url, lease).await;
+    let _guard = client.lock(name).await.unwrap();
+    println!("locked");
+    std::future::pending::<()>().await;
+}
+
+async fn a_killed_holdlock_holder_frees_the_lock_for_java_within_its_lease(url: &str) {
+    let name = common::unique("killed-rust");
+    let lease = Duration::from_secs(3);
+    let mut holder = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "holdlock_holder_process",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(
+            "HOLDLOCK_JAVA_INTEROP_HOLDER",
+            format!("{url} {name} {}", lease.as_millis()),
+        )
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
+    tokio::task::block_in_place(|| {
+        assert!(
+            lines.any(|line| line.is_ok_and(|line| line == "locked")),
+            "the holdlock holder process did not take the lock"
+        );
+    });
+    let mut peer = Peer::start(url, LEASE);
+    // holdlock's watchdog keeps it past its lease while the process lives.
+    tokio::time::sleep(lease + Duration::from_secs(1)).await;
+    let tried = peer.call(&format!("trylock {name} 1 0"), Duration::from_secs(10));
+    assert_eq!(tried[1], "false");
+
+    let waiting = peer.send(&format!("lock {name} 1"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let killed_ms = epoch_ms();
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let got = peer
+        .answer(waiting, lease * 3)
+        .expect("the lock freed within the killed holder's lease");
+    let after = woke_after(killed_ms, got[1].parse().unwrap());
+    assert!(after <= lease + Duration::from_secs(1), "{after:?}");
+    peer.call(&format!("unlock {name} 1"), Duration::from_secs(10));
+}
+
+async fn our_watchdog_keeps_a_java_waiter_out_past_the_lease(url: &str) {
+    let name = common::unique("watchdog");
+    let lease = Duration::from_secs(1);
+    let client = redisson_client(url, lease).await;
+    let redis = common::raw(url).await;
+    let mut peer = Peer::start(url, LEASE);
+
+    let guard = client.lock(&name).await.unwrap();
+    // The Java thread tries for three leases and is refused throughout.
+    let tried = peer.call(&format!("trylock {name} 2 3000"), Duration::from_secs(10));
+    assert_eq!(
+        tried[1], "false",
+        "a Java thread got in while our watchdog held"
+    );
+    let pttl: i64 = redis.pttl(name.as_str()).await.unwrap();
+    assert!(pttl > 0 && pttl <= 1000, "{pttl}");
+    let count: String = redis.hget(name.as_str(), guard.owner()).await.unwrap();
+    assert_eq!(count, "1");
+    assert!(!guard.is_lost());
+
+    let waiting = peer.send(&format!("lock {name} 2"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let released_ms = epoch_ms();
+    guard.unlock().await.unwrap();
+    let got = peer.answer(waiting, Duration::from_secs(10)).unwrap();
+    let woke = woke_after(released_ms, got[1].parse().unwrap());
+    assert!(woke < WOKEN_WITHIN, "{woke:?}");
+    peer.call(&format!("unlock {name} 2"), Duration::from_secs(10));
+}
+
+async fn fencing_tokens_form_one_increasing_sequence_across_both_sides(url: &str) {
+    let name = common::unique("fenced");
+    let counter = format!("redisson_lock_token:{{{name}}}");
+    let client = redisson_client(url, LEASE).await;
+    let redis = common::raw(url).await;
+    let mut peer = Peer::start(url, LEASE);
+    let fenced = || client.lock_with(&name, LockOptions::fenced());
+
+    // Taken in turn: each side's token is above the other's last one, and Java's
+    // INCR continues right above ours.
+    let mut last = 0;
+    for _ in 0..3 {
+        let java = peer.call(&format!("fenced {name} 1"), Duration::from_secs(10));
+        let java: u64 = java[1].parse().unwrap();
+        assert!(java > last, "Java's token {java} after {last}");
+        if last > 0 {
+            assert_eq!(java, last + 1, "Java's INCR continues above ours");
+        }
+        peer.call(&format!("unlock {name} 1"), Duration::from_secs(10));
+        let guard = fenced().await.unwrap().unwrap();
+        let ours = guard.fencing_token().unwrap();
+        assert!(ours > java, "our token {ours} after Java's {java}");
+        let counted: u64 = redis.get(counter.as_str()).await.unwrap();
+        assert_eq!(counted, ours, "both sides draw from Redisson's counter");
+        guard.unlock().await.unwrap();
+        last = ours;
+    }
+
+    // Taken by both sides at once, each holder appending its token under the lock:
+    // the list, in the order the lock was held, is increasing.
+    let list = common::unique("fenced-tokens");
+    const SECTIONS: usize = 25;
+    let running: Vec<u64> = (1..=2)
+        .map(|thread| peer.send(&format!("fencedcount {name} {thread} {list} {SECTIONS}")))
+        .collect();
+    let tasks: Vec<_> = (0..2)
+        .map(|_| {
+            let (client, redis, name, list) =
+                (client.clone(), redis.clone(), name.clone(), list.clone());
+            tokio::spawn(async move {
+                for _ in 0..SECTIONS {
+                    let guard = client
+                        .lock_with(&name, LockOptions::fenced())
+                        .await
+                        .unwrap()
+                        .unwrap();
+                    let token = guard.fencing_token().unwrap();
+                    let _: i64 = redis
+                        .rpush(list.as_str(), format!("rust:{token}"))
+                        .await
+                        .unwrap();
+                    guard.unlock().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    for id in running {
+        let answer = peer.answer(id, Duration::from_secs(25));
+        assert_eq!(answer.expect("the Java threads finish")[0], "fencedcounted");
+    }
+    let held: Vec<String> = redis.lrange(list.as_str(), 0, -1).await.unwrap();
+    assert_eq!(held.len(), 4 * SECTIONS);
+    let tokens: Vec<(&str, u64)> = held
+        .iter()
+        .map(|entry| {
+            let (side, token) = entry.split_once(':').unwrap();
+            (side, token.parse().unwrap())
+        })
+        .collect();
+    for pair in tokens.windows(2) {
+        assert!(pair[1].1 > pair[0].1, "a token went back: {pair:?}");
+    }
+    assert!(tokens[0].1 > last);
+    let java = tokens.iter().filter(|(side, _)| *side == "java").count();
+    assert_eq!(java, 2 * SECTIONS);
+}
