@@ -11,15 +11,16 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
-use std::sync::{Mutex, OnceLock};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fred::interfaces::{HashesInterface, KeysInterface};
 use holdlock::{Compat, LockClient};
+
+use common::peer::Peer;
 
 /// The lease of the Redisson peers' watchdog and of holdlock's, unless a test says.
 const LEASE: Duration = Duration::from_secs(30);
@@ -54,19 +55,10 @@ fn epoch_ms() -> u128 {
 }
 
 /// A node-redisson process driven over its stdin (see `tests/interop/peer.js`).
-struct Peer {
-    child: Child,
-    stdin: ChildStdin,
-    answers: Receiver<String>,
-    /// Answers read while waiting for another id.
-    unread: Mutex<Vec<String>>,
-    next_id: u64,
-}
-
 impl Peer {
     fn start(url: &str, watchdog: Duration) -> Self {
         npm_packages();
-        let mut child = Command::new("node")
+        let child = Command::new("node")
             .arg("peer.js")
             .arg(url)
             .arg(watchdog.as_millis().to_string())
@@ -75,90 +67,9 @@ impl Peer {
             .stdout(Stdio::piped())
             .spawn()
             .expect("node (Node.js) is needed for the Redisson interop test");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let (send, answers) = channel();
-        std::thread::spawn(move || {
-            for line in stdout.lines().map_while(Result::ok) {
-                if send.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let ready = answers.recv_timeout(Duration::from_secs(30)).unwrap();
+        let (peer, ready) = Peer::new(child, "node-redisson peer", Duration::from_secs(30));
         assert_eq!(ready, "ready");
-        Self {
-            child,
-            stdin,
-            answers,
-            unread: Mutex::new(Vec::new()),
-            next_id: 0,
-        }
-    }
-
-    /// Sends a command; returns its id.
-    fn send(&mut self, command: &str) -> u64 {
-        self.next_id += 1;
-        writeln!(self.stdin, "{} {command}", self.next_id).unwrap();
-        self.stdin.flush().unwrap();
-        self.next_id
-    }
-
-    /// The answer to command `id` (its words after the id), or `None` after `limit`.
-    fn answer(&self, id: u64, limit: Duration) -> Option<Vec<String>> {
-        let prefix = format!("{id} ");
-        let take = |line: &str| {
-            line.strip_prefix(&prefix)
-                .map(|rest| rest.split(' ').map(str::to_owned).collect::<Vec<_>>())
-        };
-        // The peer's answers are read on a thread of the runtime: let the others run.
-        tokio::task::block_in_place(|| self.wait_for(&prefix, limit, take))
-    }
-
-    fn wait_for(
-        &self,
-        prefix: &str,
-        limit: Duration,
-        take: impl Fn(&str) -> Option<Vec<String>>,
-    ) -> Option<Vec<String>> {
-        let mut unread = self.unread.lock().unwrap();
-        if let Some(at) = unread.iter().position(|line| line.starts_with(prefix)) {
-            return take(&unread.remove(at));
-        }
-        let deadline = Instant::now() + limit;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.answers.recv_timeout(left) {
-                Ok(line) => match take(&line) {
-                    Some(words) => {
-                        assert_ne!(words[0], "error", "the peer failed: {line}");
-                        return Some(words);
-                    }
-                    None => unread.push(line),
-                },
-                Err(RecvTimeoutError::Timeout) => return None,
-                Err(RecvTimeoutError::Disconnected) => panic!("the peer exited"),
-            }
-        }
-    }
-
-    /// Sends a command and waits for its answer.
-    fn call(&mut self, command: &str, limit: Duration) -> Vec<String> {
-        let id = self.send(command);
-        self.answer(id, limit)
-            .unwrap_or_else(|| panic!("no answer to `{command}` within {limit:?}"))
-    }
-
-    /// Kills the peer as a crash would (SIGKILL, by its PID).
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        self.kill();
+        peer
     }
 }
 

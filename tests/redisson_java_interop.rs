@@ -16,15 +16,16 @@
 mod common;
 
 use std::fs::OpenOptions;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
-use std::sync::{Mutex, OnceLock};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fred::interfaces::{HashesInterface, KeysInterface, ListInterface};
 use holdlock::{Compat, LockClient, LockOptions};
+
+use common::peer::Peer;
 
 common::on_every_topology!(
     both_sides_exclude_each_other_with_no_lost_update,
@@ -187,21 +188,12 @@ fn is_cluster(url: &str) -> bool {
 
 /// A Java Redisson process driven over its stdin (see
 /// `tests/interop-java/src/main/java/holdlock/interop/Peer.java`).
-struct Peer {
-    child: Child,
-    stdin: ChildStdin,
-    answers: Receiver<String>,
-    /// Answers read while waiting for another id.
-    unread: Mutex<Vec<String>>,
-    next_id: u64,
-}
-
 impl Peer {
     /// A peer connected to `url` (a single server, or a cluster by its
     /// `redis-cluster://` URL) whose watchdog lease is `watchdog`.
     fn start(url: &str, watchdog: Duration) -> Self {
         let jar = peer_jar();
-        let mut child = Command::new("java")
+        let child = Command::new("java")
             // A short-lived test process: start fast, stay small.
             .args([
                 "-XX:TieredStopAtLevel=1",
@@ -216,18 +208,7 @@ impl Peer {
             .stdout(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("{INSTALL}; starting `java` failed: {e}"));
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let (send, answers) = channel();
-        std::thread::spawn(move || {
-            for line in stdout.lines().map_while(Result::ok) {
-                if send.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let ready = tokio::task::block_in_place(|| answers.recv_timeout(Duration::from_secs(60)))
-            .expect("the Java peer connects to Redis and says `ready`");
+        let (peer, ready) = Peer::new(child, "Java peer", Duration::from_secs(60));
         // Redisson's choice of publish command: shard channels on a Redis 7 cluster
         // (shardedSubscriptionMode AUTO), plain ones on a single server.
         let expected = if is_cluster(url) {
@@ -236,78 +217,7 @@ impl Peer {
             "ready PUBLISH"
         };
         assert_eq!(ready, expected);
-        Self {
-            child,
-            stdin,
-            answers,
-            unread: Mutex::new(Vec::new()),
-            next_id: 0,
-        }
-    }
-
-    /// Sends a command; returns its id.
-    fn send(&mut self, command: &str) -> u64 {
-        self.next_id += 1;
-        writeln!(self.stdin, "{} {command}", self.next_id).unwrap();
-        self.stdin.flush().unwrap();
-        self.next_id
-    }
-
-    /// The answer to command `id` (its words after the id), or `None` after `limit`.
-    fn answer(&self, id: u64, limit: Duration) -> Option<Vec<String>> {
-        let prefix = format!("{id} ");
-        let take = |line: &str| {
-            line.strip_prefix(&prefix)
-                .map(|rest| rest.split(' ').map(str::to_owned).collect::<Vec<_>>())
-        };
-        // The peer's answers are read on a thread of the runtime: let the others run.
-        tokio::task::block_in_place(|| self.wait_for(&prefix, limit, take))
-    }
-
-    fn wait_for(
-        &self,
-        prefix: &str,
-        limit: Duration,
-        take: impl Fn(&str) -> Option<Vec<String>>,
-    ) -> Option<Vec<String>> {
-        let mut unread = self.unread.lock().unwrap();
-        if let Some(at) = unread.iter().position(|line| line.starts_with(prefix)) {
-            return take(&unread.remove(at));
-        }
-        let deadline = Instant::now() + limit;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.answers.recv_timeout(left) {
-                Ok(line) => match take(&line) {
-                    Some(words) => {
-                        assert_ne!(words[0], "error", "the Java peer failed: {line}");
-                        return Some(words);
-                    }
-                    None => unread.push(line),
-                },
-                Err(RecvTimeoutError::Timeout) => return None,
-                Err(RecvTimeoutError::Disconnected) => panic!("the Java peer exited"),
-            }
-        }
-    }
-
-    /// Sends a command and waits for its answer.
-    fn call(&mut self, command: &str, limit: Duration) -> Vec<String> {
-        let id = self.send(command);
-        self.answer(id, limit)
-            .unwrap_or_else(|| panic!("no answer to `{command}` within {limit:?}"))
-    }
-
-    /// Kills the peer as a crash would (SIGKILL, by its PID).
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        self.kill();
+        peer
     }
 }
 

@@ -1,5 +1,6 @@
 //! Test support: throwaway `redis-server` processes on loopback (started by
-//! `server.rs`, which the examples share), the lock's key layout, and small helpers.
+//! `server.rs`, which the examples share), the lock's key layout, the Redisson interop
+//! tests' peer process (`peer.rs`), and small helpers.
 //!
 //! Every server is stopped by its PID, never by name, and never outlives the test
 //! process (see `server.rs`).
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use holdlock::LockClient;
 
+pub mod peer;
 pub mod replication;
 pub mod sentinel;
 pub mod server;
