@@ -33,7 +33,8 @@ pub enum LockError {
     #[error("redis refused the command (ACL): {detail}")]
     PermissionDenied {
         /// Redis's explanation, e.g. "this user has no permissions to access one of
-        /// the keys used as arguments"; for a command a script called, also the
+        /// the keys used as arguments" (Valkey: "No permissions to access a key");
+        /// for a command a script called, also the
         /// command and the script's line ("The user executing the script can't run
         /// this command or subcommand: 'zadd' (line 172 of script 373c…)").
         detail: String,

@@ -415,7 +415,7 @@ fn pick<'a>(nodes: &[&'a Node], rng: &mut Rng) -> Option<&'a Node> {
 
 /// Runs `redis-cli --cluster <args>`, killed after [`REDIS_CLI_LIMIT`].
 async fn redis_cli(args: &[&str]) -> Result<(), BoxError> {
-    let run = Command::new("redis-cli")
+    let run = Command::new(support::cli_program())
         .arg("--cluster")
         .args(args)
         .kill_on_drop(true)

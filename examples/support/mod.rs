@@ -76,18 +76,19 @@ impl Redis {
     /// the example. The wrapper itself ignores Ctrl-C, so it is still there to do that
     /// after one.
     fn start_throwaway() -> Result<Self, BoxError> {
-        if server::which("redis-server").is_none() {
-            return Err(
-                "redis-server is not installed (e.g. `apt-get install redis-server`); \
-                        or point REDIS_URL at a Redis you have"
-                    .into(),
-            );
+        let program = server::server_program();
+        if server::which(&program).is_none() {
+            return Err(format!(
+                "{program} is not installed (e.g. `apt-get install redis-server`); \
+                 or point REDIS_URL at a Redis you have"
+            )
+            .into());
         }
         let options = server::Options {
             log_file: false,
             ignore_interrupts: true,
         };
-        let process = server::start("redis-server", |_| Vec::new(), |_| Vec::new(), options)?;
+        let process = server::start(&program, |_| Vec::new(), |_| Vec::new(), options)?;
         Ok(Redis {
             url: format!("redis://127.0.0.1:{}", process.port),
             throwaway: Some(process),
@@ -120,8 +121,9 @@ impl Cluster {
     /// create`), and returns once every node reports the cluster ok and knows every
     /// other, and every replica is in sync. `extra` are more arguments for each node.
     pub fn start(primaries: usize, replicas: usize, extra: &[&str]) -> Result<Self, BoxError> {
-        for program in ["redis-server", "redis-cli"] {
-            if server::which(program).is_none() {
+        let program = server::server_program();
+        for program in [program.clone(), server::cli_program()] {
+            if server::which(&program).is_none() {
                 return Err(format!(
                     "{program} is not installed (e.g. `apt-get install redis-server redis-tools`)"
                 )
@@ -140,7 +142,7 @@ impl Cluster {
                     args.extend(extra.iter().cloned());
                     args
                 };
-                server::start("redis-server", |_| Vec::new(), node_args, options)
+                server::start(&program, |_| Vec::new(), node_args, options)
             })
             .collect::<Result<Vec<_>, _>>()?;
         let cluster = Cluster { nodes };
@@ -206,6 +208,11 @@ impl Cluster {
             others.join("&")
         )
     }
+}
+
+/// The cli program (`redis-cli`, or what `HOLDLOCK_TEST_SERVER`/`HOLDLOCK_TEST_CLI` name).
+pub fn cli_program() -> String {
+    server::cli_program()
 }
 
 /// Runs `redis-cli --cluster <args>`: its output, or an error with it.

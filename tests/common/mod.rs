@@ -229,8 +229,7 @@ impl RedisServer {
 
     /// Starts a server with extra arguments, computed from its port.
     pub fn start_with(extra: impl Fn(u16) -> Vec<String>) -> Self {
-        let bin = std::env::var("HOLDLOCK_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
-        Self::start_program(&bin, |_| Vec::new(), extra)
+        Self::start_program(&server::server_program(), |_| Vec::new(), extra)
     }
 
     /// Starts `bin` (redis-server, or redis-sentinel) with `leading(port)` arguments
@@ -244,7 +243,7 @@ impl RedisServer {
             panic!(
                 "`{bin}` was not found on PATH. Install Redis first, e.g. \
                  `apt-get install -y redis-server redis-tools redis-sentinel` \
-                 (or set HOLDLOCK_REDIS_SERVER to its path)."
+                 (or set HOLDLOCK_TEST_SERVER to a server's path: README, \"Run the tests\")."
             );
         }
         let options = server::Options {

