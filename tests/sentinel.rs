@@ -217,6 +217,10 @@ async fn holds_are_renewed_as_soon_as_the_client_reaches_the_new_master() {
 /// place refresh (2 s, and a little for the clients to find the new master), and all
 /// are served after the holder lets go.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "racy on a loaded machine: it needs the old master to take writes after \
+            SENTINEL FAILOVER, but the sentinels may demote it first (the waits then get \
+            READONLY); tests/fair.rs a_lost_queue_is_rebuilt_within_a_refresh_and_every_waiter_served \
+            covers the re-queueing"]
 async fn a_failover_that_loses_a_fair_locks_queue_queues_every_waiter_again() {
     let deployment = Sentinels::start();
     let url = deployment.url();
