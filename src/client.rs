@@ -290,15 +290,9 @@ impl LockClient {
         let first_turn = ticket.try_turn();
         // A mutex's waiting clients queue in Redis (see `waiting.rs`): an attempt tells
         // `acquire.lua` what this client knows of the hand-off, and a refused one queues
-        // the client. (Redisson's layout has no queue: every release wakes each
-        // client's head.)
-        let mutex = names.kind == Kind::Mutex && names.compat == crate::Compat::Holdlock;
-        // What a refused attempt leaves in Redis for this client's waits.
-        let mark = match names.kind {
-            Kind::Mutex if mutex => Some(Mark::ClientQueued),
-            Kind::Write => Some(Mark::WriterWaits),
-            _ => None,
-        };
+        // the client (a mark its room takes down when no waiter of it is left).
+        let mutex = names.queues_clients();
+        let mark = Mark::left_by(names);
         let mut busy = None;
         // When the attempt that the next sleep rests on was sent.
         let mut attempted_at = Instant::now();
@@ -308,7 +302,7 @@ impl LockClient {
             let marking = ticket.marking(mark);
             match self.engine.acquire(names, owner, &options, None).await? {
                 Attempt::Granted(claim) => {
-                    marking.granted(false);
+                    marking.granted(options.hand_off.requeues());
                     return Ok(Ok(claim));
                 }
                 Attempt::Busy { pttl, .. } => busy = Some(pttl),

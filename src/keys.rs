@@ -237,6 +237,13 @@ impl LockNames {
         }
     }
 
+    /// Whether the lock's waiting clients queue in Redis (holdlock's mutex, see
+    /// `lua/acquire.lua`; Redisson's layout has no queue: every release wakes each
+    /// client's head).
+    pub(crate) fn queues_clients(&self) -> bool {
+        self.kind == Kind::Mutex && self.compat == Compat::Holdlock
+    }
+
     /// The mutex's queue of waiting clients (see `lua/acquire.lua`).
     pub(crate) fn clients_key(&self) -> String {
         clients_key(&self.key)

@@ -66,7 +66,7 @@ use uuid::Uuid;
 use crate::chores::{Chore, Chores};
 use crate::connection::Ownership;
 use crate::error::{LockError, Result};
-use crate::keys::keys_of_channel;
+use crate::keys::{Kind, LockNames, keys_of_channel};
 
 mod hand_off;
 mod named;
@@ -170,7 +170,7 @@ struct Room {
 }
 
 /// What a waiter's refused attempt leaves in Redis that outlives its wait unless it
-/// is taken down (see [`Ticket::marked`]).
+/// is taken down (see [`Ticket::marking`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mark {
     /// A mutex's refused waiter queues its client (see `hand_off.rs`): `ZREM` it from
@@ -184,6 +184,20 @@ pub(crate) enum Mark {
 
 /// `lua/rw_unmark.lua` (see [`Mark::WriterWaits`]).
 static RW_UNMARK: std::sync::OnceLock<fred::types::scripts::Script> = std::sync::OnceLock::new();
+
+impl Mark {
+    /// The mark a refused waiting attempt on the lock `names` leaves, if any (a
+    /// mutex in Redisson's layout has no queue of clients).
+    pub(crate) fn left_by(names: &LockNames) -> Option<Self> {
+        if names.queues_clients() {
+            Some(Self::ClientQueued)
+        } else if names.kind == Kind::Write {
+            Some(Self::WriterWaits)
+        } else {
+            None
+        }
+    }
+}
 
 /// What a release message of a read-write lock that lets in only a writer starts with
 /// (`writer <ms>`, see `lua/rw_release.lua`): waiting readers sleep on for `<ms>`.
@@ -482,14 +496,14 @@ impl Waiting {
             {
                 forget(&mut rooms, key, room);
                 drop((members, rooms));
-                self.leave_queue(key, room);
+                self.take_down_mark(key, room);
                 return;
             }
         }
         let waiting = Arc::clone(self);
         let key = key.to_owned();
         let room = Arc::clone(room);
-        // Taking its mark down is a chore (see `leave_queue`).
+        // Taking its mark down is a chore (see `take_down_mark`).
         let chore = room.mark.lock().is_some().then(|| self.chores.begin());
         tokio::spawn(async move {
             // Kept a while for a waiter of this client that comes back soon (a task
@@ -513,7 +527,7 @@ impl Waiting {
             }
             drop(state);
             if waiting.forget_if_empty(&key, &room) {
-                waiting.leave_queue(&key, &room);
+                waiting.take_down_mark(&key, &room);
             }
             drop(chore);
         });
@@ -523,7 +537,7 @@ impl Waiting {
     /// forgotten: a client named with none of its waiters left would only hold up the
     /// next hand-off, a writer's mark would keep readers out for nobody, and a clean
     /// shutdown leaves neither behind. In the background, counted as a chore.
-    fn leave_queue(self: &Arc<Self>, key: &str, room: &Arc<Room>) {
+    fn take_down_mark(self: &Arc<Self>, key: &str, room: &Arc<Room>) {
         let Some(mark) = room.mark.lock().take() else {
             return;
         };

@@ -55,6 +55,51 @@ async fn try_lock_on_a_held_lock_returns_none_without_waiting(url: &str) {
     got.unlock().await.unwrap();
 }
 
+/// A free lock taken and given back costs one script each way and nothing else: no
+/// subscription, no queue to leave, no notice (the waiting room's bookkeeping, the
+/// shutdown's chores and the client's own channel add no command to this path).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_uncontended_cycle_sends_one_script_each_way_and_nothing_else() {
+    let server = common::RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let name = common::unique("uncontended");
+    // Scripts loaded, the client's own channel subscribed.
+    client.lock(&name).await.unwrap().unlock().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.query(&["CONFIG", "RESETSTAT"]).unwrap();
+    for _ in 0..10 {
+        client.lock(&name).await.unwrap().unlock().await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // (commandstats counts the commands the scripts call too.)
+    let stats = server.command_stats();
+    assert_eq!(
+        stats.get("evalsha"),
+        Some(&20),
+        "one acquire and one release script a cycle"
+    );
+    let extra: Vec<_> = stats
+        .keys()
+        .filter(|command| {
+            [
+                "subscribe",
+                "ssubscribe",
+                "unsubscribe",
+                "sunsubscribe",
+                "zrem",
+                "hexists",
+            ]
+            .iter()
+            .chain(&["publish", "spublish", "zadd", "eval"])
+            .any(|extra| command == extra)
+        })
+        .collect();
+    assert!(
+        extra.is_empty(),
+        "an uncontended cycle sent {extra:?}: {stats:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn tries_against_a_lock_held_in_this_process_cost_redis_nothing() {
     let server = common::RedisServer::start();
