@@ -402,7 +402,7 @@ impl LockClientBuilder {
     /// # Ok(()) }
     /// ```
     pub async fn build(mut self) -> Result<LockClient> {
-        if self.config.compat == Compat::Redisson && !self.prefix_given {
+        if !self.config.compat.prefixes_by_default() && !self.prefix_given {
             self.config.prefix.clear();
         }
         self.config.validate()?;
@@ -462,14 +462,8 @@ impl LockClientBuilder {
         let sharded = redis
             .server_version()
             .is_none_or(|version| version.major >= 7)
-            && (self.config.compat == Compat::Holdlock || redis.is_clustered());
-        let protocol = Protocol::new(
-            (redis, opened),
-            scripting,
-            sharded,
-            timeout,
-            self.config.compat,
-        );
+            && (self.config.compat.shards_single_servers() || redis.is_clustered());
+        let protocol = Protocol::new((redis, opened), scripting, sharded, timeout);
         let id = uuid::Uuid::new_v4();
         let chores = Arc::<Chores>::default();
         let waiting = Waiting::start(

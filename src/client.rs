@@ -13,9 +13,9 @@ use crate::engine::{Attempt, Engine, HoldClaim};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::hold::LocalHolder;
-use crate::keys::{Kind, LockNames};
 use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
+use crate::scripts::{Kind, LockNames};
 use crate::waiting::{HandOff, Listening, Mark};
 
 /// A handle to Redis for taking reentrant, self-renewing locks.
@@ -234,7 +234,7 @@ impl LockClient {
         // could enter it (a release of it was in flight), the attempt was a fresh one:
         // a busy lock is then waited for like by any other caller.
         // (`tried`: that fresh attempt was the single try's one.)
-        let holder = self.engine.local_holder(name, &owner, Kind::Mutex).await;
+        let holder = self.engine.local_holder(name, &owner, Kind::mutex(self.compat())).await;
         let (holder, names, tried) = match holder {
             LocalHolder::Owner(entry) => {
                 let names = Arc::clone(&entry.hold.names);

@@ -61,6 +61,32 @@ pub enum Compat {
     Redisson,
 }
 
+impl Compat {
+    /// Writes the local part of an owner id for `owner` (after the client's uuid and a
+    /// colon): holdlock's `task-<id>`, `scope-<n>` or `thread-<n>`, or Redisson's
+    /// integer (see [`owner_number`]).
+    pub(crate) fn write_owner(self, id: &mut String, owner: LocalOwner) {
+        use std::fmt::Write;
+        let _ = match self {
+            Compat::Holdlock => write!(id, "{owner}"),
+            Compat::Redisson => write!(id, "{}", owner_number(owner)),
+        };
+    }
+
+    /// Whether names have the client's default prefix (`holdlock:`) when none is
+    /// given: Redisson puts none before its names.
+    pub(crate) fn prefixes_by_default(self) -> bool {
+        self == Compat::Holdlock
+    }
+
+    /// Whether release messages go over shard channels on a single server too (where
+    /// the server has them): Redisson's `shardedSubscriptionMode` AUTO uses them only
+    /// on a cluster, so its waiters listen there.
+    pub(crate) fn shards_single_servers(self) -> bool {
+        self == Compat::Holdlock
+    }
+}
+
 /// What Redisson puts before a lock's name in its release channel.
 const CHANNEL: &str = "redisson_lock__channel";
 /// What Redisson puts before a fenced lock's name in its token counter's key.

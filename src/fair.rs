@@ -30,10 +30,10 @@ use crate::engine::{Attempt, Engine};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::hold::LocalHolder;
-use crate::keys::{Kind, LockNames, fair_names};
 use crate::lease::{CLAIM_WINDOW, PLACE_REFRESH};
 use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
+use crate::scripts::{Kind, LockNames, fair_names};
 use crate::waiting::{Listening, PlacesCheck};
 
 impl LockClient {
@@ -197,7 +197,7 @@ impl LockClient {
             ..options
         };
         if let LocalHolder::Owner(entry) = engine
-            .local_holder(names.registry_key(), &owner, Kind::Fair)
+            .local_holder(names.registry_key(), &owner, Kind::FAIR)
             .await
         {
             // A re-entry; if the hold went away meanwhile, the owner queues afresh.

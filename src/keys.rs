@@ -5,19 +5,12 @@
 //! is `P{N}:token`, its release channel `P{N}:released`. The braces are a Redis Cluster
 //! hash tag, so every name of one lock is in one slot.
 
-use fred::bytes_utils::Str;
-
-use crate::compat::{self, Compat};
+use crate::compat;
 use crate::error::{LockError, Result};
 
-/// The keys and channel of the lock called `name`, or an error if `name` is unusable.
-pub(crate) fn lock_names(prefix: &str, name: &str) -> Result<LockNames> {
-    names_of(prefix, name, "", Kind::Mutex)
-}
-
-/// The names of the lock of `kind` called `name`, whose hash is `P{N}` and `suffix`.
-fn names_of(prefix: &str, name: &str, suffix: &str, kind: Kind) -> Result<LockNames> {
-    validate_name(name)?;
+/// `<prefix>{<name>}<suffix>`: the hash of the lock of a kind (told by `suffix`)
+/// called `name`.
+pub(crate) fn lock_key(prefix: &str, name: &str, suffix: &str) -> String {
     // Built on every lock call: plain appends, not `format!`.
     let mut key = String::with_capacity(prefix.len() + name.len() + 2 + suffix.len());
     key.push_str(prefix);
@@ -25,71 +18,18 @@ fn names_of(prefix: &str, name: &str, suffix: &str, kind: Kind) -> Result<LockNa
     key.push_str(name);
     key.push('}');
     key.push_str(suffix);
-    Ok(LockNames {
-        name: name.to_owned(),
-        key: key.into(),
-        kind,
-        compat: Compat::Holdlock,
-    })
-}
-
-/// The keys and channel of the mutex called `name` in Redisson's layout (see
-/// `compat.rs`): the hash is `<prefix><name>`, braces and all.
-pub(crate) fn redisson_names(prefix: &str, name: &str) -> Result<LockNames> {
-    if name.is_empty() {
-        return Err(LockError::InvalidName {
-            name: String::new(),
-            reason: "the name is empty",
-        });
-    }
-    Ok(LockNames {
-        name: name.to_owned(),
-        key: [prefix, name].concat().into(),
-        kind: Kind::Mutex,
-        compat: Compat::Redisson,
-    })
-}
-
-/// The keys and channel of the semaphore called `name` with `permits` permits: its
-/// hash is `P{N}:sem`, beside the mutex `P{N}` of the same name but never the same
-/// key, and its holders' deadlines are the sorted set `P{N}:sem:leases`.
-pub(crate) fn semaphore_names(prefix: &str, name: &str, permits: u32) -> Result<LockNames> {
-    names_of(prefix, name, SEMAPHORE, Kind::Semaphore { permits })
+    key
 }
 
 /// What follows a semaphore's name in its key.
 const SEMAPHORE: &str = ":sem";
-
-/// The keys and channel of the fair lock called `name`: its hash is `P{N}:fair`
-/// (beside the mutex `P{N}`, never the same key), its queue `P{N}:fair:queue` and its
-/// waiters' liveness `P{N}:fair:alive`.
-pub(crate) fn fair_names(prefix: &str, name: &str) -> Result<LockNames> {
-    names_of(prefix, name, FAIR, Kind::Fair)
-}
-
 /// What follows a fair lock's name in its key.
 const FAIR: &str = ":fair";
-
-/// The keys and channel of the read or write side of the read-write lock `name`: one
-/// hash `P{N}:rw` (beside the mutex `P{N}`, never the same key) for both sides, and
-/// the holders' deadlines in `P{N}:rw:leases`.
-pub(crate) fn rw_names(prefix: &str, name: &str, kind: Kind) -> Result<LockNames> {
-    names_of(prefix, name, READ_WRITE, kind)
-}
-
 /// What follows a read-write lock's name in its key.
 const READ_WRITE: &str = ":rw";
 
-/// The keys and channel of the fair lock of the election called `name`: its hash is
-/// `P{N}:election` (beside the fair lock `P{N}:fair`, never the same key), which also
-/// keeps the leader's record, with the fair lock's queue, liveness and token floor
-/// after it (`P{N}:election:queue`, ...).
-pub(crate) fn election_names(prefix: &str, name: &str) -> Result<LockNames> {
-    names_of(prefix, name, ELECTION, Kind::Fair)
-}
-
 /// What follows an election's name in its key.
-const ELECTION: &str = ":election";
+pub(crate) const ELECTION: &str = ":election";
 
 /// The channel on which the leader changes of the election whose hash is `key` are
 /// published: `P{N}:election:leader` (see `lua/election_elect.lua`).
@@ -107,80 +47,7 @@ pub(crate) fn client_channel(prefix: &str, client: uuid::Uuid) -> String {
 /// What follows the prefix in a client's own channel (see [`client_channel`]).
 pub(crate) const CLIENT_CHANNEL: &str = "client:";
 
-/// What kind of lock a key is, which says which scripts change it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// The reentrant mutex: a hash of owner -> hold count (`lua/acquire.lua`).
-    Mutex,
-    /// A semaphore of `permits` permits: a hash of permit -> 1, with each permit's
-    /// deadline in a sorted set (`lua/sem_acquire.lua`).
-    Semaphore { permits: u32 },
-    /// The fair lock: the mutex's hash, served first come first served from a queue
-    /// (`lua/fair_queue.lua`).
-    Fair,
-    /// The read side of a read-write lock (`lua/rw_acquire.lua`).
-    Read,
-    /// The write side of a read-write lock.
-    Write,
-}
-
-impl Kind {
-    /// The kind as the docs and errors name it.
-    pub(crate) fn describe(self) -> &'static str {
-        match self {
-            Kind::Mutex => "lock",
-            Kind::Semaphore { .. } => "semaphore permit",
-            Kind::Fair => "fair lock",
-            Kind::Read => "read lock",
-            Kind::Write => "write lock",
-        }
-    }
-
-    /// The kind in one word, as spans label it: `mutex`, `fair`, `read`, `write`,
-    /// `semaphore`.
-    pub(crate) fn label(self) -> &'static str {
-        match self {
-            Kind::Mutex => "mutex",
-            Kind::Semaphore { .. } => "semaphore",
-            Kind::Fair => "fair",
-            Kind::Read => "read",
-            Kind::Write => "write",
-        }
-    }
-
-    /// Whether a hold of this kind excludes every other holder, so that a fencing token
-    /// can stand for it (a read hold and a semaphore permit are shared).
-    pub(crate) fn is_exclusive(self) -> bool {
-        matches!(self, Kind::Mutex | Kind::Fair | Kind::Write)
-    }
-
-    /// Whether a hold of this kind and one of `other` on the same key, by different
-    /// owners, exclude each other (only two readers do not).
-    pub(crate) fn excludes(self, other: Kind) -> bool {
-        !(self == Kind::Read && other == Kind::Read)
-    }
-
-    /// The hash field that counts `owner`'s holds of this kind: the owner id, or for
-    /// the write side of a read-write lock the owner id and `:w` (a writer may also
-    /// hold the read side, counted apart).
-    pub(crate) fn field<'o>(self, owner: &'o str) -> std::borrow::Cow<'o, str> {
-        match self {
-            Kind::Write => std::borrow::Cow::Owned([owner, ":w"].concat()),
-            _ => std::borrow::Cow::Borrowed(owner),
-        }
-    }
-
-    /// [`field`](Self::field) for an owner id kept as shared bytes: the same bytes
-    /// where the field is the owner id, without a copy.
-    pub(crate) fn shared_field(self, owner: &Str) -> Str {
-        match self.field(owner) {
-            std::borrow::Cow::Borrowed(_) => owner.clone(),
-            std::borrow::Cow::Owned(field) => field.into(),
-        }
-    }
-}
-
-/// The lock name inside a lock key built by [`lock_names`], if `key` is one.
+/// The lock name inside a lock key built by [`lock_key`], if `key` is one.
 pub(crate) fn name_of_key<'k>(prefix: &str, key: &'k str) -> Option<&'k str> {
     key.strip_prefix(prefix)?
         .strip_prefix('{')?
@@ -200,88 +67,10 @@ pub(crate) fn scan_pattern(prefix: &str, pattern: &str) -> String {
     format!("{escaped}{{{pattern}}}")
 }
 
-/// Every Redis name belonging to one lock. All keys share the hash tag `{name}`,
-/// so they live in one Redis Cluster slot. (A held lock keeps one of these: the
-/// names used less often are built when needed.)
-#[derive(Debug, Clone)]
-pub(crate) struct LockNames {
-    pub(crate) name: String,
-    /// `<prefix>{<name>}`: the lock's hash (with a suffix for kinds other than the
-    /// mutex). Shared bytes, cloned without a copy (an election keeps it); the batch
-    /// scripts copy it into one buffer per call instead (see `scripts::batch`).
-    pub(crate) key: Str,
-    pub(crate) kind: Kind,
-    /// The layout the key is in: holdlock's, or (a mutex only) Redisson's.
-    pub(crate) compat: Compat,
-}
-
-impl LockNames {
-    /// The sorted set of the holders' deadlines, for kinds whose holders expire one
-    /// by one (the semaphore, the read-write lock).
-    pub(crate) fn leases_key(&self) -> String {
-        leases_key_of(&self.key)
-    }
-
-    /// A fair lock's queue and its waiters' liveness (see `lua/fair_queue.lua`).
-    pub(crate) fn queue_keys(&self) -> [String; 2] {
-        queue_keys_of(&self.key)
-    }
-
-    /// What this client's registry of holds files the lock under: the name for the
-    /// mutex (so that a re-entry finds its hold before any key is built), the key for
-    /// other kinds (keys contain braces, names cannot: the two never collide).
-    pub(crate) fn registry_key(&self) -> &str {
-        match self.kind {
-            Kind::Mutex => &self.name,
-            Kind::Semaphore { .. } | Kind::Fair | Kind::Read | Kind::Write => &self.key,
-        }
-    }
-
-    /// Whether the lock's waiting clients queue in Redis (holdlock's mutex, see
-    /// `lua/acquire.lua`; Redisson's layout has no queue: every release wakes each
-    /// client's head).
-    pub(crate) fn queues_clients(&self) -> bool {
-        self.kind == Kind::Mutex && self.compat == Compat::Holdlock
-    }
-
-    /// The mutex's queue of waiting clients (see `lua/acquire.lua`).
-    pub(crate) fn clients_key(&self) -> String {
-        clients_key(&self.key)
-    }
-
-    /// The key of the last fencing token issued for this lock (see `lua/acquire.lua`;
-    /// in Redisson's layout, `RFencedLock`'s counter).
-    pub(crate) fn token_key(&self) -> String {
-        match self.compat {
-            Compat::Holdlock => [&*self.key, ":token"].concat(),
-            Compat::Redisson => compat::token_key(&self.key),
-        }
-    }
-
-    /// The channel this lock's releases are told on.
-    pub(crate) fn release_channel(&self) -> String {
-        match self.compat {
-            Compat::Holdlock => release_channel(&self.key),
-            Compat::Redisson => compat::channel(&self.key),
-        }
-    }
-
-    /// The channel on which the fair lock at this key hands itself to the waits of
-    /// `client` (see `lua/fair_queue.lua`): `<key>:released:<client id>`, in the
-    /// lock's Cluster slot. A hand-off reaches the one client it names, however many
-    /// clients wait.
-    pub(crate) fn hand_off_channel(&self, client: impl std::fmt::Display) -> String {
-        format!("{}{RELEASED}:{client}", self.key)
-    }
-
-    /// A key of this lock's own beside its hash, in its Cluster slot:
-    /// `<key>:<suffix>`.
-    pub(crate) fn beside(&self, suffix: &str) -> String {
-        match self.compat {
-            Compat::Holdlock => [&*self.key, ":", suffix].concat(),
-            Compat::Redisson => compat::beside(&self.key, suffix),
-        }
-    }
+/// The channel on which the fair lock at `key` hands itself to the waits of
+/// `client` (see `lua/fair_queue.lua`): `<key>:released:<client id>`.
+pub(crate) fn hand_off_channel(key: &str, client: impl std::fmt::Display) -> String {
+    format!("{key}{RELEASED}:{client}")
 }
 
 /// The sorted set of the holders' deadlines beside the hash `key` (see `lua/leases.lua`).
@@ -295,7 +84,7 @@ pub(crate) fn clients_key(key: &str) -> String {
 }
 
 /// The queue and the waiters' liveness beside the fair lock's hash `key`.
-fn queue_keys_of(key: &str) -> [String; 2] {
+pub(crate) fn queue_keys_of(key: &str) -> [String; 2] {
     [[key, QUEUE].concat(), [key, ALIVE].concat()]
 }
 
@@ -382,7 +171,7 @@ impl LockKind {
     }
 
     /// What follows `P{N}` in the hash of a lock of this kind.
-    fn suffix(self) -> &'static str {
+    pub(crate) fn suffix(self) -> &'static str {
         match self {
             LockKind::Mutex => "",
             LockKind::Fair => FAIR,
@@ -416,33 +205,16 @@ impl std::str::FromStr for LockKind {
     }
 }
 
-/// The names of the lock `name` of `kind`, for the operator calls (a semaphore's
-/// number of permits is not known there: 0).
-pub(crate) fn kind_names(prefix: &str, name: &str, kind: LockKind) -> Result<LockNames> {
+/// The keys kept beside the hash `key` of a lock of `kind` that the operator scripts
+/// (`lua/inspect.lua`, `lua/force_unlock.lua`) take after it: none for the mutex, the
+/// queue and the waiters' liveness for the fair lock, the leases for the read-write
+/// lock and the semaphore.
+pub(crate) fn companions(key: &str, kind: LockKind) -> Vec<String> {
     match kind {
-        LockKind::Mutex => lock_names(prefix, name),
-        LockKind::Fair => fair_names(prefix, name),
-        LockKind::ReadWrite => rw_names(prefix, name, Kind::Write),
-        LockKind::Semaphore => semaphore_names(prefix, name, 0),
-    }
-}
-
-/// The kind of lock whose hash is `key` (told by what follows the name's closing
-/// brace), and the sorted sets beside it that the operator scripts (`lua/inspect.lua`,
-/// `lua/force_unlock.lua`) take after it: none for the mutex, the queue and the
-/// waiters' liveness for the fair lock, the leases for the read-write lock and the
-/// semaphore. `None` if `key` is no lock's hash.
-pub(crate) fn operator_keys(key: &str) -> Option<(LockKind, Vec<String>)> {
-    let kind = LockKind::ALL.into_iter().find(|kind| {
-        key.strip_suffix(kind.suffix())
-            .is_some_and(|hash| hash.ends_with('}'))
-    })?;
-    let companions = match kind {
         LockKind::Mutex => Vec::new(),
         LockKind::Fair => queue_keys_of(key).to_vec(),
         LockKind::ReadWrite | LockKind::Semaphore => vec![leases_key_of(key)],
-    };
-    Some((kind, companions))
+    }
 }
 
 /// A SCAN pattern from [`scan_pattern`] widened to every key of those locks, of
@@ -535,16 +307,8 @@ mod tests {
     #[test]
     fn each_kind_is_told_by_its_key() {
         for kind in LockKind::ALL {
-            let names = kind_names("p:", "a:b", kind).unwrap();
-            assert_eq!(kind_of_key(&names.key), Some(("p:{a:b}", kind)));
-            let (found, companions) = operator_keys(&names.key).unwrap();
-            assert_eq!(found, kind);
-            let expected: Vec<String> = match kind {
-                LockKind::Mutex => vec![],
-                LockKind::Fair => names.queue_keys().to_vec(),
-                _ => vec![names.leases_key()],
-            };
-            assert_eq!(companions, expected);
+            let key = lock_key("p:", "a:b", kind.suffix());
+            assert_eq!(kind_of_key(&key), Some(("p:{a:b}", kind)));
             assert_eq!(kind.as_str().parse::<LockKind>().unwrap(), kind);
         }
         // A fair lock's queue stands for the fair lock; other keys of a lock for none.
@@ -563,7 +327,6 @@ mod tests {
         ] {
             assert_eq!(kind_of_key(other), None, "{other}");
         }
-        assert!(operator_keys("p:{a}:fair:queue").is_none());
         assert!("lock".parse::<LockKind>().is_err());
     }
 }

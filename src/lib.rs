@@ -53,7 +53,6 @@ pub mod tower;
 pub mod blocking;
 mod builder;
 mod client;
-mod compat;
 mod critical;
 mod election;
 mod fair;
@@ -81,6 +80,7 @@ mod scripts;
 mod tls;
 // ground
 mod chores;
+mod compat;
 mod error;
 mod keys;
 mod lease;

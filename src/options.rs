@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::compat::Compat;
 use crate::error::{LockError, Result};
-use crate::keys::{self, Kind, LockNames};
+use crate::keys;
 
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "holdlock:";
@@ -134,23 +134,6 @@ impl ClientConfig {
             });
         }
         Ok(())
-    }
-
-    /// The keys and channel of the lock called `name`, or an error if `name` is unusable.
-    pub(crate) fn names(&self, name: &str) -> Result<LockNames> {
-        match self.compat {
-            Compat::Holdlock => keys::lock_names(&self.prefix, name),
-            Compat::Redisson => keys::redisson_names(&self.prefix, name),
-        }
-    }
-
-    /// The names of the lock `name` of `kind`, for the operator calls (the mutex's in
-    /// this client's layout).
-    pub(crate) fn kind_names(&self, name: &str, kind: keys::LockKind) -> Result<LockNames> {
-        match kind {
-            keys::LockKind::Mutex => self.names(name),
-            other => keys::kind_names(&self.prefix, name, other),
-        }
     }
 
     /// Checks that `name` can name a mutex of this client (see [`names`](Self::names)).
@@ -369,22 +352,28 @@ impl LockOptions {
         self
     }
 
-    /// [`resolve`](Self::resolve) for a hold of `kind`: the one place that knows what
-    /// each kind can honour. A fencing token asked for a hold that others share (a
-    /// read hold, a semaphore permit) is refused with [`LockError::InvalidOption`]
-    /// naming the option and the kind, never dropped; the client's default fencing
-    /// (see `LockClientBuilder::fencing`) applies to the kinds that can draw tokens.
-    /// Every other option works for every kind.
-    pub(crate) fn resolve_for(&self, client: &ClientConfig, kind: Kind) -> Result<ResolvedOptions> {
+    /// [`resolve`](Self::resolve) for a hold of a kind (named `kind`) that is
+    /// `exclusive` or not: the one place that knows what each kind can honour. A
+    /// fencing token asked for a hold that others share (a read hold, a semaphore
+    /// permit) is refused with [`LockError::InvalidOption`] naming the option and the
+    /// kind, never dropped; the client's default fencing (see
+    /// `LockClientBuilder::fencing`) applies to the kinds that can draw tokens. Every
+    /// other option works for every kind.
+    pub(crate) fn resolve_as(
+        &self,
+        client: &ClientConfig,
+        exclusive: bool,
+        kind: &str,
+    ) -> Result<ResolvedOptions> {
         let mut resolved = self.resolve(client)?;
-        if !kind.is_exclusive() {
+        if !exclusive {
             if self.fenced {
                 return Err(LockError::InvalidOption {
                     option: "fenced",
                     reason: format!(
                         "a {} is shared with other holders, so no fencing token can \
                          stand for it (fence the write side, or use a lock)",
-                        kind.describe()
+                        kind
                     ),
                 });
             }
@@ -555,7 +544,7 @@ mod tests {
             "holdlock:{account:42}:released"
         );
         assert_eq!(key_of_channel("holdlock:{account:42}:released"), names.key);
-        let fair = crate::keys::fair_names("holdlock:", "a:released:b").unwrap();
+        let fair = crate::scripts::fair_names("holdlock:", "a:released:b").unwrap();
         let channel = fair.hand_off_channel("c1d2");
         assert_eq!(channel, "holdlock:{a:released:b}:fair:released:c1d2");
         assert_eq!(key_of_channel(&channel), fair.key);

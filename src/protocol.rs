@@ -21,15 +21,13 @@ use fred::interfaces::EventInterface;
 use fred::types::Value;
 use tokio::time::Instant;
 
-use crate::compat::Compat;
 use crate::connection::{Ownership, close_if_opened};
 use crate::error::{LockError, Result};
-use crate::keys::{Kind, LockNames};
 use crate::lease::renewal_period;
 use crate::options::{MinReplicas, ResolvedOptions};
 use crate::replicas::Acknowledging;
 use crate::scripts::{
-    Acquire, AcquireCall, Released, RenewalCall, Renewed, Scripts, Snapshot, TOKEN_FIELD,
+    Acquire, AcquireCall, LockNames, Released, RenewalCall, Renewed, Scripts, Snapshot,
 };
 
 /// Whether an acquisition of `owner`, who holds it `held` times, must be acknowledged
@@ -64,13 +62,12 @@ impl Protocol {
         scripting: Option<Client>,
         sharded: bool,
         connect_timeout: Duration,
-        compat: Compat,
     ) -> Self {
         Self {
             redis,
             ownership,
             scripting,
-            scripts: Scripts::new(sharded, connect_timeout, compat),
+            scripts: Scripts::new(sharded, connect_timeout),
             acknowledging: Acknowledging::default(),
             connect_timeout,
         }
@@ -85,7 +82,7 @@ impl Protocol {
     /// the lock `names`: one `HEXISTS`, retried as reads are.
     pub(crate) async fn holds_field(&self, names: &LockNames, owner: &str) -> Result<bool> {
         use fred::interfaces::HashesInterface;
-        let field = names.kind.field(owner);
+        let field = names.field(owner);
         let there: bool = self.redis.hexists(&*names.key, &*field).await?;
         Ok(there)
     }
@@ -118,17 +115,7 @@ impl Protocol {
         lease_ms: u64,
     ) -> Result<bool> {
         let (redis, scripts) = (self.scripting(), &self.scripts);
-        match names.kind {
-            Kind::Mutex => Box::pin(scripts.renew(redis, &names.key, owner, lease_ms)).await,
-            Kind::Semaphore { .. } => {
-                Box::pin(scripts.lease_renew(redis, names, owner, lease_ms)).await
-            }
-            Kind::Fair => Box::pin(scripts.renew(redis, &names.key, owner, lease_ms)).await,
-            Kind::Read | Kind::Write => {
-                let field = names.kind.field(owner);
-                Box::pin(scripts.lease_renew(redis, names, &field, lease_ms)).await
-            }
-        }
+        names.renew(scripts, redis, owner, lease_ms).await
     }
 
     /// Extends the leases of many holds in one call (`renew_many.lua`); on a cluster,
@@ -249,7 +236,7 @@ impl Protocol {
         held: u32,
         keep_lease: bool,
     ) -> Result<Acquire, CallFailed> {
-        if names.compat == Compat::Redisson && options.data.is_some() {
+        if !names.kind.keeps_data() && options.data.is_some() {
             return Err(CallFailed::from(LockError::InvalidOption {
                 option: "data",
                 reason: "Redisson's layout keeps nothing but its holders in a lock's hash"
@@ -261,7 +248,7 @@ impl Protocol {
         loop {
             let reply = match acknowledged {
                 Some(min) => self.acquire_acknowledged(names, owner, options, min).await,
-                None if held > 0 && !matches!(names.kind, Kind::Read | Kind::Write) => {
+                None if held > 0 && names.kind.reenters_apart() => {
                     let lease_ms = (!keep_lease).then_some(options.lease_ms);
                     let reenter =
                         self.scripts
@@ -315,26 +302,7 @@ impl Protocol {
         owner: &str,
         options: &ResolvedOptions,
     ) -> Result<Acquire> {
-        let waits = !options.is_single_try();
-        match names.kind {
-            Kind::Mutex => {
-                let call = AcquireCall::of(names, owner, options);
-                self.scripts.acquire(client, &call).await
-            }
-            Kind::Read | Kind::Write => {
-                let lease = (options.lease_ms, options.fenced);
-                let call = (waits, options.data.as_deref());
-                let acquire = self.scripts.rw_acquire(client, names, owner, lease, call);
-                Box::pin(acquire).await
-            }
-            Kind::Fair => Box::pin(self.scripts.fair_acquire(client, names, owner, options)).await,
-            Kind::Semaphore { permits } => {
-                let lease = (options.lease_ms, permits);
-                let call = (waits, options.data.as_deref());
-                let acquire = self.scripts.sem_acquire(client, names, owner, lease, call);
-                Box::pin(acquire).await
-            }
-        }
+        names.acquire(&self.scripts, client, owner, options).await
     }
 
     /// The reply of an acquire that ran but whose reply was lost: `count` holds.
@@ -357,12 +325,8 @@ impl Protocol {
         let token = if options.fenced && count == 1 {
             // Kept in the hold's hash, or in Redisson's layout its counter, which
             // nobody else can draw from while this hold lasts.
-            let token_key = names.token_key();
-            let (command, key, field) = match names.compat {
-                Compat::Holdlock => ("HGET", &*names.key, Some(TOKEN_FIELD)),
-                Compat::Redisson => ("GET", token_key.as_str(), None),
-            };
-            let read = self.scripts.read(self.scripting(), command, key, field);
+            let (command, key, field) = names.token_read();
+            let read = self.scripts.read(self.scripting(), command, &key, field);
             let token: Option<u64> = Box::pin(read).await?.convert()?;
             token.unwrap_or(0)
         } else {
@@ -382,17 +346,7 @@ impl Protocol {
         let give_up = Instant::now() + self.connect_timeout;
         loop {
             let (redis, scripts) = (self.scripting(), &self.scripts);
-            let released = match names.kind {
-                Kind::Mutex => scripts.release(redis, names, owner, held).await,
-                Kind::Fair => Box::pin(scripts.fair_release(redis, names, owner)).await,
-                Kind::Read | Kind::Write => {
-                    let field = names.kind.field(owner);
-                    Box::pin(scripts.rw_release(redis, names, &field)).await
-                }
-                Kind::Semaphore { .. } => Box::pin(scripts.sem_release(redis, names, owner))
-                    .await
-                    .map(|held| held.then_some(0)),
-            };
+            let released = names.release(scripts, redis, owner, held).await;
             let error = match released {
                 Err(error) if error.outcome_unknown() => error,
                 done => return done,
@@ -446,7 +400,7 @@ impl Protocol {
             true => Box::pin(self.acknowledging()).await?,
             false => self.scripting(),
         };
-        let field = names.kind.field(owner);
+        let field = names.field(owner);
         let read = self
             .scripts
             .read(client, "HGET", &names.key, Some(field.as_ref()));
@@ -475,10 +429,12 @@ impl Protocol {
         let reroutes = client.cluster_change_rx();
         let wait = (min.replicas, min.timeout_ms());
         let timeout = min.timeout + self.connect_timeout;
-        let (acquired, acked) = if names.kind == Kind::Mutex {
+        let (acquired, acked) = if let Some(script) = names.kind.pipelined() {
             // One pipeline: the script and the `WAIT` in one write.
             let call = AcquireCall::of(names, owner, options); // fresh acquisitions only
-            let pipeline = self.scripts.acquire_then_wait(client, &call, wait, timeout);
+            let pipeline = self
+                .scripts
+                .acquire_then_wait(client, script, call, wait, timeout);
             Box::pin(pipeline).await?
         } else {
             // The other kinds' scripts, then the `WAIT`, on the same connection.

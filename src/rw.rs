@@ -20,9 +20,9 @@ use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::held::{Held, Sealed};
 use crate::hold::LocalHolder;
-use crate::keys::{Kind, LockNames, rw_names};
 use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
+use crate::scripts::{Kind, LockNames, rw_names};
 use crate::waiting::Listening;
 
 impl LockClient {
@@ -49,7 +49,7 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn read_lock(&self, name: &str) -> Result<ReadGuard> {
-        let taken = self.take_side(name, Kind::Read, LockOptions::new(), Forever);
+        let taken = self.take_side(name, Kind::READ, LockOptions::new(), Forever);
         match taken.await? {
             Ok(hold) => Ok(ReadGuard(LockGuard::new(hold))),
             Err(never) => match never {},
@@ -75,7 +75,7 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn write_lock(&self, name: &str) -> Result<WriteGuard> {
-        let taken = self.take_side(name, Kind::Write, LockOptions::new(), Forever);
+        let taken = self.take_side(name, Kind::WRITE, LockOptions::new(), Forever);
         match taken.await? {
             Ok(hold) => Ok(WriteGuard(LockGuard::new(hold))),
             Err(never) => match never {},
@@ -200,7 +200,7 @@ impl LockClient {
         name: &str,
         options: LockOptions,
     ) -> Result<Option<ReadGuard>> {
-        let hold = self.take_side_with(name, Kind::Read, options).await?;
+        let hold = self.take_side_with(name, Kind::READ, options).await?;
         Ok(hold.map(|hold| ReadGuard(LockGuard::new(hold))))
     }
 
@@ -231,7 +231,7 @@ impl LockClient {
         name: &str,
         options: LockOptions,
     ) -> Result<Option<WriteGuard>> {
-        let hold = self.take_side_with(name, Kind::Write, options).await?;
+        let hold = self.take_side_with(name, Kind::WRITE, options).await?;
         Ok(hold.map(|hold| WriteGuard(LockGuard::new(hold))))
     }
 
@@ -263,7 +263,7 @@ impl LockClient {
         options: LockOptions,
         give_up: D,
     ) -> Result<Result<HoldClaim, D::GaveUp>> {
-        let call = if side == Kind::Write {
+        let call = if side == Kind::WRITE {
             "write_lock"
         } else {
             "read_lock"
@@ -307,8 +307,8 @@ impl LockClient {
             LocalHolder::Owner(entry) => Some(entry),
             // Reading inside one's own write hold: granted at once, and it must not
             // queue behind local waiters (who wait for this very writer).
-            _ if side == Kind::Read && holds(Kind::Write) => None,
-            _ if side == Kind::Write && holds(Kind::Read) => {
+            _ if side == Kind::READ && holds(Kind::WRITE) => None,
+            _ if side == Kind::WRITE && holds(Kind::READ) => {
                 return Err(LockError::WouldDeadlock {
                     name: names.name.clone(),
                 });
@@ -338,7 +338,7 @@ impl LockClient {
         give_up: D,
         first_try: bool,
     ) -> Result<Result<HoldClaim, D::GaveUp>> {
-        if names.kind == Kind::Read && !options.is_single_try() {
+        if names.kind == Kind::READ && !options.is_single_try() {
             return self.wait_alongside(names, owner, options, give_up).await;
         }
         self.wait_in_line(names, owner, options, give_up, first_try)

@@ -17,9 +17,9 @@ use crate::client::{Forever, GiveUp, LockClient, within_budget};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::held::{Held, Sealed};
-use crate::keys::{Kind, LockNames, semaphore_names};
 use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
+use crate::scripts::{Kind, LockNames, semaphore_names};
 
 /// Numbers the permits taken in this process, so that each has an owner id of its own.
 static PERMITS_TAKEN: AtomicU64 = AtomicU64::new(0);
@@ -222,10 +222,7 @@ impl Semaphore {
 
     /// `options` checked for a permit of this semaphore.
     fn resolve(&self, options: &LockOptions) -> Result<ResolvedOptions> {
-        let kind = Kind::Semaphore {
-            permits: self.permits,
-        };
-        options.resolve_for(self.client.engine().config(), kind)
+        options.resolve_for(self.client.engine().config(), Kind::SEMAPHORE)
     }
 
     /// The semaphore's keys, checked.

@@ -66,7 +66,8 @@ use uuid::Uuid;
 use crate::chores::{Chore, Chores};
 use crate::connection::Ownership;
 use crate::error::{LockError, Result};
-use crate::keys::{Kind, LockNames, keys_of_channel};
+use crate::keys::keys_of_channel;
+use crate::scripts::LockNames;
 
 mod hand_off;
 mod named;
@@ -182,16 +183,13 @@ pub(crate) enum Mark {
     WriterWaits,
 }
 
-/// `lua/rw_unmark.lua` (see [`Mark::WriterWaits`]).
-static RW_UNMARK: std::sync::OnceLock<fred::types::scripts::Script> = std::sync::OnceLock::new();
-
 impl Mark {
     /// The mark a refused waiting attempt on the lock `names` leaves, if any (a
     /// mutex in Redisson's layout has no queue of clients).
     pub(crate) fn left_by(names: &LockNames) -> Option<Self> {
         if names.queues_clients() {
             Some(Self::ClientQueued)
-        } else if names.kind == Kind::Write {
+        } else if names.kind.marks_waiting_writers() {
             Some(Self::WriterWaits)
         } else {
             None
@@ -556,10 +554,9 @@ impl Waiting {
                     redis.custom(zrem, vec![queue, client]).await
                 }
                 Mark::WriterWaits => {
-                    let unmark = RW_UNMARK.get_or_init(|| {
-                        fred::types::scripts::Script::from_lua(include_str!("../lua/rw_unmark.lua"))
-                    });
-                    unmark.evalsha_with_reload(&redis, key.as_str(), ()).await
+                    crate::scripts::RW_UNMARK
+                        .evalsha_with_reload(&redis, key.as_str(), ())
+                        .await
                 }
             };
             if let Err(error) = done {

@@ -23,11 +23,12 @@ use tokio::sync::mpsc;
 use crate::client::{Forever, LockClient};
 use crate::engine::Engine;
 use crate::error::{LockError, Result};
-use crate::keys::{election_names, leader_channel};
+use crate::keys::leader_channel;
 use crate::observe;
 use crate::options::{LockOptions, MAX_DATA_LEN};
 use crate::owner::owner_scope;
 use crate::scripts::LeaderRecord;
+use crate::scripts::election_names;
 
 /// How soon an observer whose subscription or leader read failed tries again, at first
 /// (doubling up to [`RESYNC_MAX`]).

@@ -17,9 +17,8 @@ use tokio::sync::{OwnedMutexGuard, Semaphore};
 
 use super::in_flight::{InFlight, Op};
 use super::{Backoff, Engine, Unreleased};
-use crate::compat::Compat;
 use crate::hold::{Hold, HoldUse};
-use crate::keys::{Kind, LockNames};
+use crate::scripts::LockNames;
 use crate::scripts::{Released, into_calls, key_slot};
 
 /// The most holds released in one script call.
@@ -117,9 +116,7 @@ impl Engine {
     /// Prepares the release of `hold` for a batch, if it can go in one: a mutex hold,
     /// not lost, held, whose operation lock is free now.
     fn ready_to_batch(self: &Arc<Self>, hold: &Arc<Hold>) -> Option<Ready> {
-        // Redisson's layout releases with its own script, one by one.
-        let batchable = hold.names.kind == Kind::Mutex && hold.names.compat == Compat::Holdlock;
-        if !batchable || hold.is_lost() || self.check_running().is_err() {
+        if !hold.names.kind.batch_releases() || hold.is_lost() || self.check_running().is_err() {
             return None;
         }
         let entry: HoldUse = self.holds.reenter(hold);

@@ -20,15 +20,14 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::chores::{Chore, Chores};
-use crate::compat::Compat;
 use crate::error::{LockError, Result};
 use crate::hold::{Hold, HoldUse, Holds, LocalHolder};
-use crate::keys::{Kind, LockNames};
 use crate::lease::{CLAIM_WINDOW, lost_deadline, renewal_period};
 use crate::options::{ClientConfig, ResolvedOptions};
 use crate::owner::local_owner;
 use crate::protocol::{CallFailed, Protocol};
 use crate::scripts::{Acquire, Queued};
+use crate::scripts::{Kind, LockNames};
 use crate::waiting::Waiting;
 use crate::watchdog::Watchdogs;
 
@@ -160,15 +159,11 @@ impl Engine {
 
     /// The owner id that a lock taken here and now would have.
     pub(crate) fn owner_id(&self) -> String {
-        use std::fmt::Write;
         // Built on every lock call: the client's part is formatted once, at connect.
         let prefix = &self.owner_prefix;
         let mut id = String::with_capacity(prefix.len() + 24);
         id.push_str(prefix);
-        let _ = match self.config.compat {
-            Compat::Holdlock => write!(id, "{}", local_owner()),
-            Compat::Redisson => write!(id, "{}", crate::compat::owner_number(local_owner())),
-        };
+        self.config.compat.write_owner(&mut id, local_owner());
         id
     }
 

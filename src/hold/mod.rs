@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use tokio::sync::{Notify, OwnedMutexGuard};
 use tokio::time::Instant;
 
-use crate::keys::LockNames;
+use crate::scripts::LockNames;
 
 mod lease_slot;
 mod registry;

@@ -11,7 +11,7 @@ use fred::bytes_utils::Str;
 use parking_lot::Mutex;
 
 use super::Hold;
-use crate::keys::{Kind, LockNames};
+use crate::scripts::{Kind, LockNames};
 
 /// Every hold of one client: by lock name, the holds of each owner (rarely more than
 /// one per lock: only one owner can hold a lock, others appear while they try).
@@ -383,16 +383,16 @@ mod tests {
         let hold = Arc::clone(&first.hold);
         drop(first);
         assert_eq!(holds.len(), 1, "a held lock stays registered");
-        match holds.local_holder("a", "o:1", Kind::Mutex) {
+        match holds.local_holder("a", "o:1", Kind::MUTEX) {
             LocalHolder::Owner(entry) => assert!(Arc::ptr_eq(&entry.hold, &hold)),
             other => panic!("the holder asked: {other:?}"),
         }
         assert!(matches!(
-            holds.local_holder("a", "o:2", Kind::Mutex),
+            holds.local_holder("a", "o:2", Kind::MUTEX),
             LocalHolder::Other
         ));
         assert!(matches!(
-            holds.local_holder("b", "o:1", Kind::Mutex),
+            holds.local_holder("b", "o:1", Kind::MUTEX),
             LocalHolder::Nobody
         ));
         let again = holds.reenter(&hold);
@@ -467,7 +467,7 @@ mod tests {
         drop(fourth);
         assert_eq!(holds.len(), 0);
         assert!(matches!(
-            holds.local_holder("a", "o:2", Kind::Mutex),
+            holds.local_holder("a", "o:2", Kind::MUTEX),
             LocalHolder::Nobody
         ));
     }

@@ -10,17 +10,12 @@ use fred::types::Value;
 use fred::util::redis_keyslot;
 
 use super::{Delivery, ScriptKey, Scripts, decimal, integer, protocol};
+use super::{Kind, LockNames};
 use crate::error::{LockError, Result};
-use crate::keys::{Kind, LEASES, LockNames};
+use crate::keys::LEASES;
 
-pub(super) const RENEW_MANY: &str = concat!(
-    include_str!("../../lua/leases.lua"),
-    include_str!("../../lua/renew_many.lua")
-);
-pub(super) const RELEASE_MANY: &str = concat!(
-    include_str!("../../lua/release_hold.lua"),
-    include_str!("../../lua/release_many.lua")
-);
+script!(RENEW_MANY = "leases.lua", "renew_many.lua");
+script!(RELEASE_MANY = "release_hold.lua", "release_many.lua");
 
 /// What one renewal in a batch found (see `lua/renew_many.lua`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +43,7 @@ impl HoldToRenew<'_> {
     /// Whether the lock's keys expire as a whole (mutex, fair lock), or each holder on
     /// its own (see `lua/leases.lua`).
     fn expires_whole(&self) -> bool {
-        matches!(self.kind, Kind::Mutex | Kind::Fair)
+        self.kind.expires_whole()
     }
 
     /// The holder's field in the lock's hash.
@@ -138,7 +133,7 @@ impl Scripts {
         let reply = self
             .eval(
                 client,
-                &self.renew_many,
+                &RENEW_MANY,
                 &call.keys.keys(),
                 &args,
                 Delivery::Retried,
@@ -191,13 +186,7 @@ impl Scripts {
             args
         };
         let reply = self
-            .eval(
-                client,
-                &self.release_many,
-                &keys,
-                &args,
-                Delivery::AtMostOnce,
-            )
+            .eval(client, &RELEASE_MANY, &keys, &args, Delivery::AtMostOnce)
             .await?;
         each(&reply, holds.len(), |n| match n {
             -1 => Some(Released::NotHeld),

@@ -1,21 +1,15 @@
 //! An election's scripts (`lua/election_*.lua`): the leader's record, kept in the hash
 //! of the election's fair lock, and the announcements of its changes.
 
-use std::sync::LazyLock;
-
 use fred::clients::Client;
 use fred::types::Value;
-use fred::types::scripts::Script;
 
 use super::{Delivery, Scripts, integer, protocol, unsigned};
 use crate::error::Result;
 
-static ELECT: LazyLock<Script> =
-    LazyLock::new(|| Script::from_lua(include_str!("../../lua/election_elect.lua")));
-static RESIGN: LazyLock<Script> =
-    LazyLock::new(|| Script::from_lua(include_str!("../../lua/election_resign.lua")));
-static LEADER: LazyLock<Script> =
-    LazyLock::new(|| Script::from_lua(include_str!("../../lua/election_leader.lua")));
+script!(ELECT = "election_elect.lua");
+script!(RESIGN = "election_resign.lua");
+script!(LEADER = "election_leader.lua");
 
 /// A leader's record, as `lua/election_leader.lua` reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]

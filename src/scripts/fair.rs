@@ -7,28 +7,22 @@ use fred::clients::Client;
 use fred::types::Value;
 use fred::types::scripts::Script;
 
+use super::LockNames;
 use super::{
     Acquire, Delivery, Queued, Scripts, acquire_reply, data_argument, decimal, integer, protocol,
     remaining_count, unsigned,
 };
 use crate::error::Result;
-use crate::keys::LockNames;
 use crate::lease::{CLAIM_WINDOW_MS, PLACE_WINDOW_MS};
 use crate::options::ResolvedOptions;
 
-pub(super) const FAIR_ACQUIRE: &str = concat!(
-    include_str!("../../lua/fencing.lua"),
-    include_str!("../../lua/fair_queue.lua"),
-    include_str!("../../lua/fair_acquire.lua")
+script!(
+    FAIR_ACQUIRE = "fencing.lua",
+    "fair_queue.lua",
+    "fair_acquire.lua"
 );
-pub(super) const FAIR_RELEASE: &str = concat!(
-    include_str!("../../lua/fair_queue.lua"),
-    include_str!("../../lua/fair_release.lua")
-);
-pub(super) const FAIR_LEAVE: &str = concat!(
-    include_str!("../../lua/fair_queue.lua"),
-    include_str!("../../lua/fair_leave.lua")
-);
+script!(FAIR_RELEASE = "fair_queue.lua", "fair_release.lua");
+script!(FAIR_LEAVE = "fair_queue.lua", "fair_leave.lua");
 
 impl Scripts {
     /// Takes the fair lock `names` afresh for `owner` (drawing a fencing token if
@@ -60,7 +54,7 @@ impl Scripts {
             args
         };
         let token_key = options.fenced.then(|| names.token_key());
-        let script = &self.fair_acquire;
+        let script = &FAIR_ACQUIRE;
         let reply = self
             .fair_call(
                 client,
@@ -84,7 +78,7 @@ impl Scripts {
         owner: &str,
     ) -> Result<Option<u32>> {
         let args = || self.fair_hand_on_args(owner);
-        let script = &self.fair_release;
+        let script = &FAIR_RELEASE;
         let reply = self
             .fair_call(client, script, names, None, &args, Delivery::AtMostOnce)
             .await?;
@@ -106,7 +100,7 @@ impl Scripts {
             args.push(decimal(wait));
             args
         };
-        let script = &self.fair_leave;
+        let script = &FAIR_LEAVE;
         self.fair_call(client, script, names, None, &args, Delivery::Retried)
             .await
             .map(drop)

@@ -5,46 +5,38 @@
 use fred::clients::Client;
 use fred::types::Value;
 
+use super::LockNames;
 use super::{
     Acquire, Delivery, Scripts, acquire_reply, data_argument, decimal, integer, protocol,
     remaining_count,
 };
 use crate::error::{LockError, Result};
-use crate::keys::{Kind, LockNames};
 use crate::lease::WRITER_PATIENCE_MS;
+use crate::options::ResolvedOptions;
 
-pub(super) const SEM_ACQUIRE: &str = concat!(
-    include_str!("../../lua/leases.lua"),
-    include_str!("../../lua/sem_acquire.lua")
-);
-pub(super) const SEM_RELEASE: &str = include_str!("../../lua/sem_release.lua");
-pub(super) const SEM_AVAILABLE: &str = include_str!("../../lua/sem_available.lua");
-pub(super) const LEASE_RENEW: &str = concat!(
-    include_str!("../../lua/leases.lua"),
-    include_str!("../../lua/lease_renew.lua")
-);
-pub(super) const RW_ACQUIRE: &str = concat!(
-    include_str!("../../lua/fencing.lua"),
-    include_str!("../../lua/leases.lua"),
-    include_str!("../../lua/rw_acquire.lua")
-);
-pub(super) const RW_RELEASE: &str = concat!(
-    include_str!("../../lua/leases.lua"),
-    include_str!("../../lua/rw_release.lua")
+script!(SEM_ACQUIRE = "leases.lua", "sem_acquire.lua");
+script!(SEM_RELEASE = "sem_release.lua");
+script!(SEM_AVAILABLE = "sem_available.lua");
+script!(LEASE_RENEW = "leases.lua", "lease_renew.lua");
+script!(RW_ACQUIRE = "fencing.lua", "leases.lua", "rw_acquire.lua");
+script!(RW_RELEASE = "leases.lua", "rw_release.lua");
+script!(
+    /// Takes down a waiting writer's mark (see `waiting::Mark::WriterWaits`).
+    pub(crate) RW_UNMARK = "rw_unmark.lua"
 );
 
 impl Scripts {
     /// Takes a permit `id` of the semaphore `names` (`lua/sem_acquire.lua`), asking
-    /// within `permits`; `waits` says whether a refusal should have the next release
-    /// publish.
+    /// within its `permits`; a waiting call's refusal has the next release publish.
     pub(crate) async fn sem_acquire(
         &self,
         client: &Client,
         names: &LockNames,
         id: &str,
-        (lease_ms, permits): (u64, u32),
-        (waits, data): (bool, Option<&str>),
+        options: &ResolvedOptions,
     ) -> Result<Acquire> {
+        let (lease_ms, permits) = (options.lease_ms, names.permits);
+        let (waits, data) = (!options.is_single_try(), options.data.as_deref());
         let leases = names.leases_key();
         let keys = [&*names.key, leases.as_str()];
         let args = || {
@@ -56,7 +48,7 @@ impl Scripts {
                 data_argument(data),
             ]
         };
-        let script = &self.sem_acquire;
+        let script = &SEM_ACQUIRE;
         match self
             .eval(client, script, &keys, &args, Delivery::Acquisition)
             .await
@@ -89,7 +81,7 @@ impl Scripts {
         let leases = names.leases_key();
         let keys = [&*names.key, leases.as_str()];
         let args = || vec![id.into(), Value::from_static_str(self.publish)];
-        let script = &self.sem_release;
+        let script = &SEM_RELEASE;
         let reply = self
             .eval(client, script, &keys, &args, Delivery::AtMostOnce)
             .await?;
@@ -99,7 +91,7 @@ impl Scripts {
     /// How many permits of the semaphore `names` are held now.
     pub(crate) async fn sem_held(&self, client: &Client, names: &LockNames) -> Result<u32> {
         let leases = names.leases_key();
-        let script = &self.sem_available;
+        let script = &SEM_AVAILABLE;
         let reply = self
             .eval(
                 client,
@@ -124,7 +116,7 @@ impl Scripts {
         let leases = names.leases_key();
         let keys = [&*names.key, leases.as_str()];
         let args = || vec![holder.into(), decimal(lease_ms)];
-        let script = &self.lease_renew;
+        let script = &LEASE_RENEW;
         let reply = self
             .eval(client, script, &keys, &args, Delivery::Retried)
             .await?;
@@ -132,26 +124,27 @@ impl Scripts {
     }
 
     /// Takes or re-enters the read or write side (`names.kind`) of a read-write lock
-    /// for `owner` (`lua/rw_acquire.lua`); `waits` says whether a refusal should have
-    /// the next release that lets someone in publish (and a writer's keep readers out).
-    /// A fresh write hold draws a fencing token if `fenced`.
+    /// for `owner` (`lua/rw_acquire.lua`); a waiting call's refusal has the next
+    /// release that lets someone in publish (and a writer's keeps readers out). A fresh
+    /// write hold draws a fencing token if fenced.
     pub(crate) async fn rw_acquire(
         &self,
         client: &Client,
         names: &LockNames,
         owner: &str,
-        (lease_ms, fenced): (u64, bool),
-        (waits, data): (bool, Option<&str>),
+        options: &ResolvedOptions,
     ) -> Result<Acquire> {
+        let (lease_ms, waits, data) = (
+            options.lease_ms,
+            !options.is_single_try(),
+            options.data.as_deref(),
+        );
         let leases = names.leases_key();
-        let token_key = (fenced && names.kind == Kind::Write).then(|| names.token_key());
+        let exclusive = names.kind.is_exclusive();
+        let token_key = (options.fenced && exclusive).then(|| names.token_key());
         let mut keys = vec![&*names.key, leases.as_str()];
         keys.extend(token_key.as_deref());
-        let side = if names.kind == Kind::Write {
-            "write"
-        } else {
-            "read"
-        };
+        let side = names.kind.label();
         let args = || {
             vec![
                 owner.into(),
@@ -162,7 +155,7 @@ impl Scripts {
                 data_argument(data),
             ]
         };
-        let script = &self.rw_acquire;
+        let script = &RW_ACQUIRE;
         match self
             .eval(client, script, &keys, &args, Delivery::Acquisition)
             .await
@@ -188,7 +181,7 @@ impl Scripts {
         let leases = names.leases_key();
         let keys = [&*names.key, leases.as_str()];
         let args = || vec![field.into(), Value::from_static_str(self.publish)];
-        let script = &self.rw_release;
+        let script = &RW_RELEASE;
         let reply = self
             .eval(client, script, &keys, &args, Delivery::AtMostOnce)
             .await?;

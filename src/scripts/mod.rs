@@ -19,43 +19,54 @@ use fred::types::{ClusterHash, CustomCommand, Value};
 use fred::util::redis_keyslot;
 use tokio::time::Instant;
 
-use crate::compat::Compat;
 use crate::error::{Cause, LockError, Result, classify};
-use crate::keys::LockNames;
 use crate::options::ResolvedOptions;
 use crate::waiting::HandOff;
+
+/// Declares a script: a `static` compiled on first use (its SHA-1 computed once) from
+/// the files of `lua/` named, joined in order. Every script is declared this way,
+/// beside the calls that send it.
+macro_rules! script {
+    ($(#[$doc:meta])* $vis:vis $name:ident = $($file:literal),+) => {
+        $(#[$doc])*
+        $vis static $name: std::sync::LazyLock<fred::types::scripts::Script> =
+            std::sync::LazyLock::new(|| {
+                fred::types::scripts::Script::from_lua(concat!(
+                    $(include_str!(concat!("../../lua/", $file))),+
+                ))
+            });
+    };
+}
 
 mod again;
 mod batch;
 mod election;
 mod fair;
+mod kinds;
 mod leases;
 mod operator;
 
 pub(crate) use batch::{HoldToRenew, Released, RenewalCall, Renewed, into_calls, key_slot};
-use batch::{RELEASE_MANY, RENEW_MANY};
 pub(crate) use election::LeaderRecord;
-use fair::{FAIR_ACQUIRE, FAIR_LEAVE, FAIR_RELEASE};
-use leases::{LEASE_RENEW, RW_ACQUIRE, RW_RELEASE, SEM_ACQUIRE, SEM_AVAILABLE, SEM_RELEASE};
+pub(crate) use kinds::{Kind, LockNames, election_names, fair_names, rw_names, semaphore_names};
+pub(crate) use leases::RW_UNMARK;
 pub(crate) use operator::Snapshot;
-use operator::{FORCE_UNLOCK, INSPECT};
 
-const ACQUIRE: &str = concat!(
-    include_str!("../../lua/fencing.lua"),
-    include_str!("../../lua/acquire.lua")
+script!(ACQUIRE = "fencing.lua", "acquire.lua");
+script!(
+    /// The acquire of the mutex in Redisson's layout (see `compat.rs`); its re-entry
+    /// and renewal are holdlock's own, which change the hash as Redisson's do.
+    REDISSON_ACQUIRE = "redisson/acquire.lua"
 );
-/// The acquire and release of the mutex in Redisson's layout (see `compat.rs`); its
-/// re-entry and renewal are holdlock's own, which change the hash as Redisson's do.
-const REDISSON_ACQUIRE: &str = include_str!("../../lua/redisson/acquire.lua");
-const REDISSON_RELEASE: &str = include_str!("../../lua/redisson/release.lua");
-const REENTER: &str = include_str!("../../lua/reenter.lua");
-const RELEASE: &str = concat!(
-    include_str!("../../lua/release_hold.lua"),
-    include_str!("../../lua/release.lua")
+script!(
+    /// The release of the mutex in Redisson's layout.
+    REDISSON_RELEASE = "redisson/release.lua"
 );
-const RENEW: &str = include_str!("../../lua/renew.lua");
-const FENCE: &str = include_str!("../../lua/fence.lua");
-const COMPLETE_PERIOD: &str = include_str!("../../lua/complete_period.lua");
+script!(REENTER = "reenter.lua");
+script!(RELEASE = "release_hold.lua", "release.lua");
+script!(RENEW = "renew.lua");
+script!(FENCE = "fence.lua");
+script!(COMPLETE_PERIOD = "complete_period.lua");
 /// How a script may be sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Delivery {
@@ -100,30 +111,9 @@ pub(crate) struct Queued {
     pub(crate) not_queued: Vec<usize>,
 }
 
-/// The compiled scripts, with their SHA-1 computed once.
+/// How the scripts are sent: the settings every call shares.
 #[derive(Debug)]
 pub(crate) struct Scripts {
-    acquire: Script,
-    reenter: Script,
-    release: Script,
-    renew: Script,
-    renew_many: Script,
-    release_many: Script,
-    force_unlock: Script,
-    fence: Script,
-    inspect: Script,
-    complete_period: Script,
-    sem_acquire: Script,
-    sem_release: Script,
-    sem_available: Script,
-    lease_renew: Script,
-    fair_acquire: Script,
-    fair_release: Script,
-    fair_leave: Script,
-    rw_acquire: Script,
-    rw_release: Script,
-    /// The mutex's layout: its acquire and release scripts are that dialect's.
-    compat: Compat,
     /// How release messages are published: `publish`, or `spublish` on a cluster.
     publish: &'static str,
     /// Every script's timeout (the connect timeout): set per command, so that a lent
@@ -136,44 +126,25 @@ pub(crate) struct Scripts {
 pub(crate) const TOKEN_FIELD: &str = "token";
 
 impl Scripts {
-    /// The scripts, publishing release messages on shard channels if `sharded`, the
-    /// mutex's in the layout of `compat`.
-    pub(crate) fn new(sharded: bool, timeout: Duration, compat: Compat) -> Self {
-        let (acquire, release) = match compat {
-            Compat::Holdlock => (ACQUIRE, RELEASE),
-            Compat::Redisson => (REDISSON_ACQUIRE, REDISSON_RELEASE),
-        };
+    /// The scripts, publishing release messages on shard channels if `sharded`.
+    pub(crate) fn new(sharded: bool, timeout: Duration) -> Self {
         Self {
             publish: if sharded { "spublish" } else { "publish" },
             timeout,
-            compat,
-            acquire: Script::from_lua(acquire),
-            reenter: Script::from_lua(REENTER),
-            release: Script::from_lua(release),
-            renew: Script::from_lua(RENEW),
-            renew_many: Script::from_lua(RENEW_MANY),
-            release_many: Script::from_lua(RELEASE_MANY),
-            force_unlock: Script::from_lua(FORCE_UNLOCK),
-            fence: Script::from_lua(FENCE),
-            inspect: Script::from_lua(INSPECT),
-            complete_period: Script::from_lua(COMPLETE_PERIOD),
-            sem_acquire: Script::from_lua(SEM_ACQUIRE),
-            sem_release: Script::from_lua(SEM_RELEASE),
-            sem_available: Script::from_lua(SEM_AVAILABLE),
-            lease_renew: Script::from_lua(LEASE_RENEW),
-            fair_acquire: Script::from_lua(FAIR_ACQUIRE),
-            fair_release: Script::from_lua(FAIR_RELEASE),
-            fair_leave: Script::from_lua(FAIR_LEAVE),
-            rw_acquire: Script::from_lua(RW_ACQUIRE),
-            rw_release: Script::from_lua(RW_RELEASE),
         }
     }
 
-    pub(crate) async fn acquire(&self, client: &Client, call: &AcquireCall<'_>) -> Result<Acquire> {
+    /// Takes a mutex with `script` (`lua/acquire.lua` or Redisson's), sent at most once.
+    pub(crate) async fn acquire(
+        &self,
+        client: &Client,
+        script: &Script,
+        call: AcquireCall<'_>,
+    ) -> Result<Acquire> {
         let reply = self
             .eval(
                 client,
-                &self.acquire,
+                script,
                 &call.keys(),
                 &|| call.args(),
                 Delivery::Acquisition,
@@ -197,7 +168,7 @@ impl Scripts {
             args
         };
         let reply = self
-            .eval(client, &self.reenter, &[key], &args, Delivery::AtMostOnce)
+            .eval(client, &REENTER, &[key], &args, Delivery::AtMostOnce)
             .await?;
         match integer(&reply)? {
             0 => Ok(Acquire::Vanished),
@@ -208,12 +179,16 @@ impl Scripts {
         }
     }
 
-    /// Returns the remaining hold count, or `None` if the owner held nothing. `held`
-    /// (the owner's count as known here) only picks the script's fastest path.
+    /// Releases a mutex with `script` (`lua/release.lua`, told the queue of waiting
+    /// clients as `second`, or Redisson's, told its channel). Returns the remaining hold
+    /// count, or `None` if the owner held nothing. `held` (the owner's count as known
+    /// here) only picks the script's fastest path.
     pub(crate) async fn release(
         &self,
         client: &Client,
+        script: &Script,
         names: &LockNames,
+        second: &str,
         owner: &str,
         held: u32,
     ) -> Result<Option<u32>> {
@@ -224,15 +199,9 @@ impl Scripts {
                 decimal(held.min(2)),
             ]
         };
-        // holdlock's release hands the lock to the first of the clients queued beside
-        // it; Redisson's is told its channel, as Redisson's own unlock is.
-        let second = match self.compat {
-            Compat::Holdlock => names.clients_key(),
-            Compat::Redisson => names.release_channel(),
-        };
-        let keys = [&*names.key, second.as_str()];
+        let keys = [&*names.key, second];
         let reply = self
-            .eval(client, &self.release, &keys, &args, Delivery::AtMostOnce)
+            .eval(client, script, &keys, &args, Delivery::AtMostOnce)
             .await?;
         remaining_count(&reply)
     }
@@ -247,7 +216,7 @@ impl Scripts {
     ) -> Result<bool> {
         let args = || vec![owner.into(), decimal(lease_ms)];
         let reply = self
-            .eval(client, &self.renew, &[key], &args, Delivery::Retried)
+            .eval(client, &RENEW, &[key], &args, Delivery::Retried)
             .await?;
         Ok(integer(&reply)? == 1)
     }
@@ -267,7 +236,7 @@ impl Scripts {
                 .collect()
         };
         let reply = self
-            .eval(client, &self.fence, &[key], &args, Delivery::Retried)
+            .eval(client, &FENCE, &[key], &args, Delivery::Retried)
             .await?;
         match &reply {
             Value::Array(items) if items.len() == 2 => match integer(&items[0])? {
@@ -294,7 +263,7 @@ impl Scripts {
         let reply = self
             .eval(
                 client,
-                &self.complete_period,
+                &COMPLETE_PERIOD,
                 &[key, marker],
                 &args,
                 Delivery::Retried,
@@ -313,7 +282,8 @@ impl Scripts {
     pub(crate) async fn acquire_then_wait(
         &self,
         client: &Client,
-        call: &AcquireCall<'_>,
+        script: &Script,
+        call: AcquireCall<'_>,
         (replicas, wait_ms): (u32, u64),
         timeout: Duration,
     ) -> Result<(Acquire, Result<u32>)> {
@@ -327,7 +297,7 @@ impl Scripts {
             let options = send_options(Delivery::Acquisition, deadline);
             let pipeline = client.pipeline();
             let sender = pipeline.with_options(&options);
-            let arguments = evalsha_arguments(&self.acquire, &keys, call.args());
+            let arguments = evalsha_arguments(script, &keys, call.args());
             Box::pin(sender.custom::<(), Value>(evalsha.clone(), arguments)).await?;
             let wait_args: Vec<Value> = vec![replicas.into(), decimal(wait_ms)];
             Box::pin(sender.custom::<(), Value>(wait.clone(), wait_args)).await?;
@@ -341,7 +311,7 @@ impl Scripts {
             let acquired = match acquired {
                 Err(error) if !loaded && classify(&error) == Cause::NoScript => {
                     tracing::debug!("script cache flushed on the server; loading the script again");
-                    Box::pin(self.acquire.load(client)).await?;
+                    Box::pin(script.load(client)).await?;
                     loaded = true;
                     continue;
                 }
@@ -351,7 +321,7 @@ impl Scripts {
                     // nothing of ours. The script alone follows the slot, then the
                     // `WAIT` goes where it ran, on the same connection.
                     tracing::debug!(%error, "not run; sending the script and WAIT apart");
-                    let acquired = Box::pin(self.acquire(client, call)).await?;
+                    let acquired = Box::pin(self.acquire(client, script, call.clone())).await?;
                     if !matches!(acquired, Acquire::Granted { .. }) {
                         return Ok((acquired, Ok(0)));
                     }
@@ -574,7 +544,7 @@ impl<'a> AcquireCall<'a> {
     pub(crate) fn of(names: &'a LockNames, owner: &'a str, options: &'a ResolvedOptions) -> Self {
         Self {
             key: &names.key,
-            clients: (names.compat == Compat::Holdlock).then(|| names.clients_key()),
+            clients: names.queues_clients().then(|| names.clients_key()),
             token_key: options.fenced.then(|| names.token_key()),
             owner,
             lease_ms: options.lease_ms,

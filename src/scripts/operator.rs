@@ -1,27 +1,22 @@
 //! The operator's scripts, for every kind of lock: reading one without taking it
 //! (`lua/inspect.lua`) and breaking it (`lua/force_unlock.lua`). Each takes the lock's
-//! hash and the sorted sets its kind keeps beside it ([`operator_keys`]), so the kind
-//! is told by the key alone.
+//! hash and the sorted sets its kind keeps beside it ([`LockNames::operator_keys`]).
 
 use std::time::Duration;
 
 use fred::clients::Client;
 use fred::types::Value;
 
-use super::{Delivery, Scripts, integer, protocol};
-use crate::compat::{self, Compat};
-use crate::error::{LockError, Result};
-use crate::keys::{CLIENT_CHANNEL, LockKind, LockNames, operator_keys};
+use super::{Delivery, LockNames, Scripts, integer, protocol};
+use crate::error::Result;
+use crate::keys::{CLIENT_CHANNEL, LockKind};
 use crate::lease::CLAIM_WINDOW_MS;
 
-pub(super) const INSPECT: &str = concat!(
-    include_str!("../../lua/leases.lua"),
-    include_str!("../../lua/inspect.lua")
-);
-pub(super) const FORCE_UNLOCK: &str = concat!(
-    include_str!("../../lua/fair_queue.lua"),
-    include_str!("../../lua/leases.lua"),
-    include_str!("../../lua/force_unlock.lua")
+script!(INSPECT = "leases.lua", "inspect.lua");
+script!(
+    FORCE_UNLOCK = "fair_queue.lua",
+    "leases.lua",
+    "force_unlock.lua"
 );
 
 /// The reply of `inspect.lua`, as Redis keeps it: what it means for each kind is read
@@ -36,7 +31,7 @@ pub(crate) struct Snapshot {
     pub(crate) fields: Vec<(String, String)>,
     /// The server's clock, in milliseconds since the Unix epoch.
     pub(crate) now_ms: u64,
-    /// The sorted sets of the kind (see [`operator_keys`]), each as (member, score) in
+    /// The sorted sets of the kind (see [`LockNames::operator_keys`]), each as (member, score) in
     /// order.
     pub(crate) sets: Vec<Vec<(String, f64)>>,
 }
@@ -64,11 +59,11 @@ impl Scripts {
         client: &Client,
         names: &LockNames,
     ) -> Result<Option<Snapshot>> {
-        let (kind, companions) = lock_keys(names)?;
+        let (kind, companions) = (names.kind.public(), names.operator_keys());
         let mut keys = vec![&*names.key];
         keys.extend(companions.iter().map(String::as_str));
         let reply = self
-            .eval(client, &self.inspect, &keys, &Vec::new, Delivery::Retried)
+            .eval(client, &INSPECT, &keys, &Vec::new, Delivery::Retried)
             .await?;
         let Value::Array(parts) = &reply else {
             return Err(protocol(&reply));
@@ -108,7 +103,7 @@ impl Scripts {
         names: &LockNames,
         prefix: &str,
     ) -> Result<bool> {
-        let (kind, companions) = lock_keys(names)?;
+        let (kind, companions) = (names.kind.public(), names.operator_keys());
         let mut keys = vec![&*names.key];
         keys.extend(companions.iter().map(String::as_str));
         let clients_channel: Value = [prefix, CLIENT_CHANNEL].concat().into();
@@ -120,34 +115,23 @@ impl Scripts {
                 clients_channel.clone(),
                 Value::from(names.registry_key()),
             ];
-            if names.compat == Compat::Redisson {
+            if let Some(message) = names.forced_message() {
                 // Told as Redisson's forceUnlock tells its waiters.
                 args.push(names.release_channel().into());
-                args.push(Value::from_static_str(compat::UNLOCK_MESSAGE));
+                args.push(Value::from_static_str(message));
             }
             args
         };
         // Sent again after a lost reply, a fair lock's would pass over the waiter the
         // first run handed it to.
-        let delivery = match kind {
-            LockKind::Fair => Delivery::AtMostOnce,
-            _ => Delivery::Retried,
+        let delivery = match names.kind.hands_on_when_forced() {
+            true => Delivery::AtMostOnce,
+            false => Delivery::Retried,
         };
         let reply = self
-            .eval(client, &self.force_unlock, &keys, &args, delivery)
+            .eval(client, &FORCE_UNLOCK, &keys, &args, delivery)
             .await?;
         Ok(integer(&reply)? == 1)
-    }
-}
-
-/// [`operator_keys`] of the lock `names` (a Redisson lock's hash keeps nothing beside
-/// it), or an error for a key that is no lock's hash.
-fn lock_keys(names: &LockNames) -> Result<(LockKind, Vec<String>)> {
-    let key = &names.key;
-    match names.compat {
-        Compat::Redisson => Ok((LockKind::Mutex, Vec::new())),
-        Compat::Holdlock => operator_keys(key)
-            .ok_or_else(|| LockError::Protocol(format!("{key:?} is no lock's hash"))),
     }
 }
 

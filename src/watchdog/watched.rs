@@ -16,7 +16,7 @@ use parking_lot::{Mutex, MutexGuard};
 use tokio::time::Instant;
 
 use crate::hold::{CELLS_PER_CHUNK, Hold, LeaseChunk, LeaseSlot, SlotState};
-use crate::keys::Kind;
+use crate::scripts::Kind;
 
 /// A hold the scheduler renews: what its renewals need besides their deadline. Its
 /// slot, shared with the hold until the renewals end, is found by its number (see

@@ -1,0 +1,670 @@
+//! The kinds of lock as data: one [`KindSpec`] per kind and layout, saying everything
+//! the engine, the protocol, the watchdog and the scripts need to know about it — its
+//! names, what it excludes, its hash field, how its holds are filed, renewed and
+//! batched, the keys kept beside it, and the scripts that take, release and renew it.
+//! Nothing outside this file decides by the kind or the layout: they read the
+//! descriptor a lock's [`LockNames`] carries.
+//!
+//! Adding a kind (or a layout of one, as Redisson's is of the mutex) is one `static`
+//! here, its name builder, and its Lua.
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
+
+use fred::bytes_utils::Str;
+use fred::clients::Client;
+
+use super::{ACQUIRE, Acquire, AcquireCall, REDISSON_ACQUIRE, REDISSON_RELEASE, RELEASE, Scripts};
+use crate::compat::{self, Compat};
+use crate::error::{LockError, Result};
+use crate::keys::{self, LockKind, validate_name};
+use crate::options::{ClientConfig, LockOptions, ResolvedOptions};
+
+/// A script call of a kind's, boxed so that the descriptor can name it.
+pub(crate) type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
+
+/// Takes the lock `names` afresh for `owner` (the read-write lock: or re-enters it).
+type AcquireFn = for<'a> fn(
+    &'a Scripts,
+    &'a Client,
+    &'a LockNames,
+    &'a str,
+    &'a ResolvedOptions,
+) -> Call<'a, Acquire>;
+/// Drops one of `owner`'s `held` holds: the count left, or `None` if it held none.
+type ReleaseFn =
+    for<'a> fn(&'a Scripts, &'a Client, &'a LockNames, &'a str, u32) -> Call<'a, Option<u32>>;
+/// Extends `owner`'s lease to `lease_ms`; whether it still held.
+type RenewFn = for<'a> fn(&'a Scripts, &'a Client, &'a LockNames, &'a str, u64) -> Call<'a, bool>;
+
+/// One kind of lock in one layout. See the module docs.
+#[derive(Debug)]
+pub(crate) struct KindSpec {
+    /// The kind in one word, as spans label it: `mutex`, `fair`, `read`, `write`,
+    /// `semaphore`.
+    label: &'static str,
+    /// The kind as the docs and errors name it: `lock`, `fair lock`, ...
+    describe: &'static str,
+    /// The kind as operators name it.
+    public: LockKind,
+    /// Whether a hold excludes every other holder, so that a fencing token can stand
+    /// for it (a read hold and a semaphore permit are shared).
+    exclusive: bool,
+    /// Whether two holds of this kind by different owners on one key exclude each
+    /// other (two readers do not).
+    excludes_itself: bool,
+    /// What follows the owner id in the hash field counting its holds (`:w` for the
+    /// write side, which a writer may hold beside a read hold).
+    field_suffix: &'static str,
+    /// Whether the client's registry files holds by the lock's name (the mutex: a
+    /// re-entry finds its hold before any key is built) or by its key.
+    filed_by_name: bool,
+    /// Whether the lock's keys expire as a whole (so `renew.lua` and `renew_many.lua`
+    /// renew it), or each holder on its own (see `lua/leases.lua`).
+    expires_whole: bool,
+    /// Whether background releases of its holds may go out together
+    /// (`lua/release_many.lua`).
+    batch_releases: bool,
+    /// Whether a re-entry is `lua/reenter.lua` (the read-write lock re-enters with its
+    /// acquire script, which knows the other side).
+    reenters_apart: bool,
+    /// Whether its waiting clients queue in Redis beside the hash (holdlock's mutex,
+    /// see `lua/acquire.lua`).
+    queues_clients: bool,
+    /// Whether a refused waiting attempt keeps new readers out for a while (the write
+    /// side's `writer_waits`, see `lua/rw_acquire.lua`).
+    marks_waiting_writers: bool,
+    /// Whether a force-unlock hands the lock on to a waiter (the fair lock), so that it
+    /// must not run twice.
+    hands_on_when_forced: bool,
+    /// Whether the hash keeps fields beside its holders (`data:<owner>`, a token):
+    /// Redisson's keeps nothing else.
+    keeps_data: bool,
+    /// The hash field keeping a fenced hold's token, or `None` where the token is its
+    /// counter's own key (Redisson's).
+    token_field: Option<&'static str>,
+    /// The key and channel names beside the hash, by layout.
+    layout: &'static Layout,
+    /// The kind's one acquire script, for kinds whose fresh acquisition can be
+    /// pipelined with a `WAIT` (see `Scripts::acquire_then_wait`).
+    pipelined: Option<&'static Script>,
+    acquire: AcquireFn,
+    release: ReleaseFn,
+    renew: RenewFn,
+}
+
+/// A script named by a descriptor.
+type Script = std::sync::LazyLock<fred::types::scripts::Script>;
+
+/// The names beside a lock's hash, by layout.
+#[derive(Debug)]
+struct Layout {
+    /// The key of the last fencing token issued for the lock at a key.
+    token_key: fn(&str) -> String,
+    /// The channel its releases are told on.
+    release_channel: fn(&str) -> String,
+    /// A key of its own beside it, in its Cluster slot.
+    beside: fn(&str, &str) -> String,
+    /// What its force-unlock tells its channel, beside telling the holders' clients:
+    /// Redisson's waiters wait for its unlock message.
+    forced_message: Option<&'static str>,
+}
+
+/// holdlock's own layout: `<key>:token`, `<key>:released`, `<key>:<suffix>`.
+static HOLDLOCK: Layout = Layout {
+    token_key: |key| [key, ":token"].concat(),
+    release_channel: keys::release_channel,
+    beside: |key, suffix| [key, ":", suffix].concat(),
+    forced_message: None,
+};
+
+/// Redisson's layout (see `compat.rs`).
+static REDISSON: Layout = Layout {
+    token_key: compat::token_key,
+    release_channel: compat::channel,
+    beside: compat::beside,
+    forced_message: Some(compat::UNLOCK_MESSAGE),
+};
+
+/// The reentrant mutex: a hash of owner -> hold count (`lua/acquire.lua`).
+pub(crate) static MUTEX: KindSpec = KindSpec {
+    label: "mutex",
+    describe: "lock",
+    public: LockKind::Mutex,
+    exclusive: true,
+    excludes_itself: true,
+    field_suffix: "",
+    filed_by_name: true,
+    expires_whole: true,
+    batch_releases: true,
+    reenters_apart: true,
+    queues_clients: true,
+    marks_waiting_writers: false,
+    hands_on_when_forced: false,
+    keeps_data: true,
+    token_field: Some(super::TOKEN_FIELD),
+    layout: &HOLDLOCK,
+    pipelined: Some(&ACQUIRE),
+    acquire: |scripts, client, names, owner, options| {
+        Box::pin(scripts.acquire(client, &ACQUIRE, AcquireCall::of(names, owner, options)))
+    },
+    release: |scripts, client, names, owner, held| {
+        let queue = names.clients_key();
+        Box::pin(async move {
+            scripts
+                .release(client, &RELEASE, names, &queue, owner, held)
+                .await
+        })
+    },
+    renew: renew_whole,
+};
+
+/// The mutex in the layout of Redisson's `RLock` (see `compat.rs`): its acquire and
+/// release are Redisson's, its re-entry and renewal holdlock's (they change the hash
+/// as Redisson's do). Its releases go one by one.
+pub(crate) static REDISSON_MUTEX: KindSpec = KindSpec {
+    batch_releases: false,
+    queues_clients: false,
+    keeps_data: false,
+    token_field: None,
+    layout: &REDISSON,
+    pipelined: Some(&REDISSON_ACQUIRE),
+    acquire: |scripts, client, names, owner, options| {
+        let call = AcquireCall::of(names, owner, options);
+        Box::pin(scripts.acquire(client, &REDISSON_ACQUIRE, call))
+    },
+    release: |scripts, client, names, owner, held| {
+        // Told its channel, as Redisson's own unlock is.
+        let channel = names.release_channel();
+        Box::pin(async move {
+            let release = scripts.release(client, &REDISSON_RELEASE, names, &channel, owner, held);
+            release.await
+        })
+    },
+    ..MUTEX
+};
+
+/// The fair lock: the mutex's hash, served first come first served from a queue
+/// (`lua/fair_queue.lua`).
+pub(crate) static FAIR: KindSpec = KindSpec {
+    label: "fair",
+    describe: "fair lock",
+    public: LockKind::Fair,
+    filed_by_name: false,
+    batch_releases: false,
+    queues_clients: false,
+    hands_on_when_forced: true,
+    pipelined: None,
+    acquire: |scripts, client, names, owner, options| {
+        Box::pin(scripts.fair_acquire(client, names, owner, options))
+    },
+    release: |scripts, client, names, owner, _| {
+        Box::pin(scripts.fair_release(client, names, owner))
+    },
+    ..MUTEX
+};
+
+/// The read side of a read-write lock (`lua/rw_acquire.lua`): shared among readers,
+/// each reader's lease its own.
+pub(crate) static READ: KindSpec = KindSpec {
+    label: "read",
+    describe: "read lock",
+    public: LockKind::ReadWrite,
+    exclusive: false,
+    excludes_itself: false,
+    filed_by_name: false,
+    expires_whole: false,
+    batch_releases: false,
+    reenters_apart: false,
+    queues_clients: false,
+    pipelined: None,
+    acquire: |scripts, client, names, owner, options| {
+        Box::pin(scripts.rw_acquire(client, names, owner, options))
+    },
+    release: |scripts, client, names, owner, _| {
+        let field = names.field(owner).into_owned();
+        Box::pin(async move { scripts.rw_release(client, names, &field).await })
+    },
+    renew: renew_one,
+    ..MUTEX
+};
+
+/// The write side of a read-write lock: its holder's field is `<owner>:w`.
+pub(crate) static WRITE: KindSpec = KindSpec {
+    label: "write",
+    describe: "write lock",
+    exclusive: true,
+    excludes_itself: true,
+    field_suffix: ":w",
+    marks_waiting_writers: true,
+    ..READ
+};
+
+/// A semaphore: a hash of permit -> 1, with each permit's deadline in a sorted set
+/// (`lua/sem_acquire.lua`). A permit is never re-entered.
+pub(crate) static SEMAPHORE: KindSpec = KindSpec {
+    label: "semaphore",
+    describe: "semaphore permit",
+    public: LockKind::Semaphore,
+    exclusive: false,
+    excludes_itself: true,
+    acquire: |scripts, client, names, owner, options| {
+        Box::pin(scripts.sem_acquire(client, names, owner, options))
+    },
+    release: |scripts, client, names, owner, _| {
+        Box::pin(async move {
+            let held = scripts.sem_release(client, names, owner).await?;
+            Ok(held.then_some(0))
+        })
+    },
+    ..READ
+};
+
+/// Renews a lock whose keys expire as a whole (`lua/renew.lua`).
+fn renew_whole<'a>(
+    scripts: &'a Scripts,
+    client: &'a Client,
+    names: &'a LockNames,
+    owner: &'a str,
+    lease_ms: u64,
+) -> Call<'a, bool> {
+    Box::pin(scripts.renew(client, &names.key, owner, lease_ms))
+}
+
+/// Renews one holder of a lock whose holders expire one by one (`lua/lease_renew.lua`).
+fn renew_one<'a>(
+    scripts: &'a Scripts,
+    client: &'a Client,
+    names: &'a LockNames,
+    owner: &'a str,
+    lease_ms: u64,
+) -> Call<'a, bool> {
+    let field = names.field(owner).into_owned();
+    Box::pin(async move { scripts.lease_renew(client, names, &field, lease_ms).await })
+}
+
+/// A kind of lock: a descriptor, compared by identity.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Kind(&'static KindSpec);
+
+impl PartialEq for Kind {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.0, other.0)
+    }
+}
+
+impl Eq for Kind {}
+
+impl Kind {
+    pub(crate) const MUTEX: Kind = Kind(&MUTEX);
+    pub(crate) const FAIR: Kind = Kind(&FAIR);
+    pub(crate) const READ: Kind = Kind(&READ);
+    pub(crate) const WRITE: Kind = Kind(&WRITE);
+    pub(crate) const SEMAPHORE: Kind = Kind(&SEMAPHORE);
+
+    /// The mutex in the layout of `compat`.
+    pub(crate) fn mutex(compat: Compat) -> Kind {
+        match compat {
+            Compat::Holdlock => Kind::MUTEX,
+            Compat::Redisson => Kind(&REDISSON_MUTEX),
+        }
+    }
+
+    /// The kind as the docs and errors name it.
+    pub(crate) fn describe(self) -> &'static str {
+        self.0.describe
+    }
+
+    /// The kind in one word, as spans label it.
+    pub(crate) fn label(self) -> &'static str {
+        self.0.label
+    }
+
+    /// The kind as operators name it.
+    pub(crate) fn public(self) -> LockKind {
+        self.0.public
+    }
+
+    /// Whether a hold of this kind excludes every other holder, so that a fencing token
+    /// can stand for it.
+    pub(crate) fn is_exclusive(self) -> bool {
+        self.0.exclusive
+    }
+
+    /// Whether a hold of this kind and one of `other` on the same key, by different
+    /// owners, exclude each other (only two shared holds of one kind do not).
+    pub(crate) fn excludes(self, other: Kind) -> bool {
+        self != other || self.0.excludes_itself
+    }
+
+    /// The hash field that counts `owner`'s holds of this kind.
+    pub(crate) fn field<'o>(self, owner: &'o str) -> Cow<'o, str> {
+        match self.0.field_suffix {
+            "" => Cow::Borrowed(owner),
+            suffix => Cow::Owned([owner, suffix].concat()),
+        }
+    }
+
+    /// [`field`](Self::field) for an owner id kept as shared bytes: the same bytes
+    /// where the field is the owner id, without a copy.
+    pub(crate) fn shared_field(self, owner: &Str) -> Str {
+        match self.field(owner) {
+            Cow::Borrowed(_) => owner.clone(),
+            Cow::Owned(field) => field.into(),
+        }
+    }
+
+    /// Whether the lock's keys expire as a whole, or each holder on its own.
+    pub(crate) fn expires_whole(self) -> bool {
+        self.0.expires_whole
+    }
+
+    /// Whether background releases of its holds may go out together.
+    pub(crate) fn batch_releases(self) -> bool {
+        self.0.batch_releases
+    }
+
+    /// Whether a re-entry is `lua/reenter.lua` rather than the acquire script.
+    pub(crate) fn reenters_apart(self) -> bool {
+        self.0.reenters_apart
+    }
+
+    /// Whether a refused waiting attempt keeps new readers out for a while.
+    pub(crate) fn marks_waiting_writers(self) -> bool {
+        self.0.marks_waiting_writers
+    }
+
+    /// Whether a force-unlock hands the lock on to a waiter (and so is sent at most
+    /// once).
+    pub(crate) fn hands_on_when_forced(self) -> bool {
+        self.0.hands_on_when_forced
+    }
+
+    /// Whether the hash keeps data beside its holders.
+    pub(crate) fn keeps_data(self) -> bool {
+        self.0.keeps_data
+    }
+
+    /// The script of a fresh acquisition that a `WAIT` may follow in one pipeline.
+    pub(crate) fn pipelined(self) -> Option<&'static Script> {
+        self.0.pipelined
+    }
+}
+
+/// Every Redis name belonging to one lock, and its kind. All keys share the hash tag
+/// `{name}`, so they live in one Redis Cluster slot. (A held lock keeps one of these:
+/// the names used less often are built when needed.)
+#[derive(Debug, Clone)]
+pub(crate) struct LockNames {
+    pub(crate) name: String,
+    /// `<prefix>{<name>}`: the lock's hash (with a suffix for kinds other than the
+    /// mutex). Shared bytes, cloned without a copy (an election keeps it); the batch
+    /// scripts copy it into one buffer per call instead (see `scripts::batch`).
+    pub(crate) key: Str,
+    pub(crate) kind: Kind,
+    /// A semaphore's number of permits (0 for other kinds, and for the operator calls,
+    /// which do not know it).
+    pub(crate) permits: u32,
+}
+
+impl LockNames {
+    /// Takes the lock afresh for `owner` with its kind's script (the read-write lock:
+    /// or re-enters it), sent at most once.
+    pub(crate) fn acquire<'a>(
+        &'a self,
+        scripts: &'a Scripts,
+        client: &'a Client,
+        owner: &'a str,
+        options: &'a ResolvedOptions,
+    ) -> Call<'a, Acquire> {
+        (self.kind.0.acquire)(scripts, client, self, owner, options)
+    }
+
+    /// Drops one of `owner`'s `held` holds with its kind's script, sent at most once:
+    /// the count left, or `None` if it held none.
+    pub(crate) fn release<'a>(
+        &'a self,
+        scripts: &'a Scripts,
+        client: &'a Client,
+        owner: &'a str,
+        held: u32,
+    ) -> Call<'a, Option<u32>> {
+        (self.kind.0.release)(scripts, client, self, owner, held)
+    }
+
+    /// Extends `owner`'s lease to `lease_ms` with its kind's script; whether it still
+    /// held.
+    pub(crate) fn renew<'a>(
+        &'a self,
+        scripts: &'a Scripts,
+        client: &'a Client,
+        owner: &'a str,
+        lease_ms: u64,
+    ) -> Call<'a, bool> {
+        (self.kind.0.renew)(scripts, client, self, owner, lease_ms)
+    }
+
+    /// The hash field counting `owner`'s holds.
+    pub(crate) fn field<'o>(&self, owner: &'o str) -> Cow<'o, str> {
+        self.kind.field(owner)
+    }
+
+    /// The sorted set of the holders' deadlines, for kinds whose holders expire one
+    /// by one (the semaphore, the read-write lock).
+    pub(crate) fn leases_key(&self) -> String {
+        keys::leases_key_of(&self.key)
+    }
+
+    /// A fair lock's queue and its waiters' liveness (see `lua/fair_queue.lua`).
+    pub(crate) fn queue_keys(&self) -> [String; 2] {
+        keys::queue_keys_of(&self.key)
+    }
+
+    /// What this client's registry of holds files the lock under: the name for the
+    /// mutex (so that a re-entry finds its hold before any key is built), the key for
+    /// other kinds (keys contain braces, names cannot: the two never collide).
+    pub(crate) fn registry_key(&self) -> &str {
+        match self.kind.0.filed_by_name {
+            true => &self.name,
+            false => &self.key,
+        }
+    }
+
+    /// Whether the lock's waiting clients queue in Redis (holdlock's mutex, see
+    /// `lua/acquire.lua`; Redisson's layout has no queue: every release wakes each
+    /// client's head).
+    pub(crate) fn queues_clients(&self) -> bool {
+        self.kind.0.queues_clients
+    }
+
+    /// The mutex's queue of waiting clients (see `lua/acquire.lua`).
+    pub(crate) fn clients_key(&self) -> String {
+        keys::clients_key(&self.key)
+    }
+
+    /// The key of the last fencing token issued for this lock (see `lua/acquire.lua`;
+    /// in Redisson's layout, `RFencedLock`'s counter).
+    pub(crate) fn token_key(&self) -> String {
+        (self.kind.0.layout.token_key)(&self.key)
+    }
+
+    /// Where a fenced hold's token is read: `HGET <key> <field>`, or `GET <token key>`
+    /// where the counter is a key of its own.
+    pub(crate) fn token_read(&self) -> (&'static str, Cow<'_, str>, Option<&'static str>) {
+        match self.kind.0.token_field {
+            Some(field) => ("HGET", Cow::Borrowed(&*self.key), Some(field)),
+            None => ("GET", Cow::Owned(self.token_key()), None),
+        }
+    }
+
+    /// The channel this lock's releases are told on.
+    pub(crate) fn release_channel(&self) -> String {
+        (self.kind.0.layout.release_channel)(&self.key)
+    }
+
+    /// What a force-unlock publishes on [`release_channel`](Self::release_channel)
+    /// beside telling the holders' clients, in layouts whose waiters wait for it.
+    pub(crate) fn forced_message(&self) -> Option<&'static str> {
+        self.kind.0.layout.forced_message
+    }
+
+    /// The channel on which the fair lock at this key hands itself to the waits of
+    /// `client` (see `lua/fair_queue.lua`): `<key>:released:<client id>`, in the
+    /// lock's Cluster slot. A hand-off reaches the one client it names, however many
+    /// clients wait.
+    pub(crate) fn hand_off_channel(&self, client: impl std::fmt::Display) -> String {
+        keys::hand_off_channel(&self.key, client)
+    }
+
+    /// A key of this lock's own beside its hash, in its Cluster slot:
+    /// `<key>:<suffix>`.
+    pub(crate) fn beside(&self, suffix: &str) -> String {
+        (self.kind.0.layout.beside)(&self.key, suffix)
+    }
+
+    /// The keys kept beside the hash that the operator scripts (`lua/inspect.lua`,
+    /// `lua/force_unlock.lua`) take after it: none for the mutex, the queue and the
+    /// waiters' liveness for the fair lock, the leases for the read-write lock and the
+    /// semaphore.
+    pub(crate) fn operator_keys(&self) -> Vec<String> {
+        keys::companions(&self.key, self.kind.public())
+    }
+}
+
+/// The names of the lock of `kind` called `name`, whose hash is `P{N}` and `suffix`.
+fn names_of(prefix: &str, name: &str, suffix: &str, kind: Kind) -> Result<LockNames> {
+    validate_name(name)?;
+    Ok(LockNames {
+        name: name.to_owned(),
+        key: keys::lock_key(prefix, name, suffix).into(),
+        kind,
+        permits: 0,
+    })
+}
+
+/// The keys and channel of the mutex called `name`, or an error if `name` is unusable.
+pub(crate) fn lock_names(prefix: &str, name: &str) -> Result<LockNames> {
+    names_of(prefix, name, "", Kind::MUTEX)
+}
+
+/// The keys and channel of the mutex called `name` in Redisson's layout (see
+/// `compat.rs`): the hash is `<prefix><name>`, braces and all.
+pub(crate) fn redisson_names(prefix: &str, name: &str) -> Result<LockNames> {
+    if name.is_empty() {
+        return Err(LockError::InvalidName {
+            name: String::new(),
+            reason: "the name is empty",
+        });
+    }
+    Ok(LockNames {
+        name: name.to_owned(),
+        key: [prefix, name].concat().into(),
+        kind: Kind::mutex(Compat::Redisson),
+        permits: 0,
+    })
+}
+
+/// The keys and channel of the semaphore called `name` with `permits` permits: its
+/// hash is `P{N}:sem`, beside the mutex `P{N}` of the same name but never the same
+/// key, and its holders' deadlines are the sorted set `P{N}:sem:leases`.
+pub(crate) fn semaphore_names(prefix: &str, name: &str, permits: u32) -> Result<LockNames> {
+    let suffix = LockKind::Semaphore.suffix();
+    let names = names_of(prefix, name, suffix, Kind::SEMAPHORE)?;
+    Ok(LockNames { permits, ..names })
+}
+
+/// The keys and channel of the fair lock called `name`: its hash is `P{N}:fair`
+/// (beside the mutex `P{N}`, never the same key), its queue `P{N}:fair:queue` and its
+/// waiters' liveness `P{N}:fair:alive`.
+pub(crate) fn fair_names(prefix: &str, name: &str) -> Result<LockNames> {
+    names_of(prefix, name, LockKind::Fair.suffix(), Kind::FAIR)
+}
+
+/// The keys and channel of the read or write side (`side`) of the read-write lock
+/// `name`: one hash `P{N}:rw` (beside the mutex `P{N}`, never the same key) for both
+/// sides, and the holders' deadlines in `P{N}:rw:leases`.
+pub(crate) fn rw_names(prefix: &str, name: &str, side: Kind) -> Result<LockNames> {
+    names_of(prefix, name, LockKind::ReadWrite.suffix(), side)
+}
+
+/// The keys and channel of the fair lock of the election called `name`: its hash is
+/// `P{N}:election` (beside the fair lock `P{N}:fair`, never the same key), which also
+/// keeps the leader's record, with the fair lock's queue, liveness and token floor
+/// after it (`P{N}:election:queue`, ...).
+pub(crate) fn election_names(prefix: &str, name: &str) -> Result<LockNames> {
+    names_of(prefix, name, keys::ELECTION, Kind::FAIR)
+}
+
+/// The names of the lock `name` of the public `kind`, for the operator calls (a
+/// semaphore's number of permits is not known there: 0; a read-write lock's are its
+/// write side's).
+fn kind_names(prefix: &str, name: &str, kind: LockKind) -> Result<LockNames> {
+    let kind = match kind {
+        LockKind::Mutex => Kind::MUTEX,
+        LockKind::Fair => Kind::FAIR,
+        LockKind::ReadWrite => Kind::WRITE,
+        LockKind::Semaphore => Kind::SEMAPHORE,
+    };
+    names_of(prefix, name, kind.public().suffix(), kind)
+}
+
+impl ClientConfig {
+    /// The names of the mutex `name` in this client's layout.
+    pub(crate) fn names(&self, name: &str) -> Result<LockNames> {
+        match self.compat {
+            Compat::Holdlock => lock_names(&self.prefix, name),
+            Compat::Redisson => redisson_names(&self.prefix, name),
+        }
+    }
+
+    /// The names of the lock `name` of `kind`, for the operator calls (the mutex's in
+    /// this client's layout).
+    pub(crate) fn kind_names(&self, name: &str, kind: LockKind) -> Result<LockNames> {
+        match kind {
+            LockKind::Mutex => self.names(name),
+            other => kind_names(&self.prefix, name, other),
+        }
+    }
+}
+
+impl LockOptions {
+    /// The options of a call taking a hold of `kind`, checked against what it can
+    /// honour (see [`resolve_as`](Self::resolve_as)).
+    pub(crate) fn resolve_for(&self, client: &ClientConfig, kind: Kind) -> Result<ResolvedOptions> {
+        self.resolve_as(client, kind.is_exclusive(), kind.describe())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_is_told_by_its_key() {
+        for kind in LockKind::ALL {
+            let names = kind_names("p:", "a:b", kind).unwrap();
+            assert_eq!(names.kind.public(), kind);
+            assert_eq!(keys::kind_of_key(&names.key), Some(("p:{a:b}", kind)));
+            let expected: Vec<String> = match kind {
+                LockKind::Mutex => vec![],
+                LockKind::Fair => names.queue_keys().to_vec(),
+                _ => vec![names.leases_key()],
+            };
+            assert_eq!(names.operator_keys(), expected);
+        }
+    }
+
+    #[test]
+    fn kinds_exclude_as_the_read_write_lock_says() {
+        assert!(Kind::WRITE.excludes(Kind::READ));
+        assert!(Kind::READ.excludes(Kind::WRITE));
+        assert!(Kind::WRITE.excludes(Kind::WRITE));
+        assert!(!Kind::READ.excludes(Kind::READ));
+        assert!(Kind::MUTEX.excludes(Kind::MUTEX));
+        assert_eq!(Kind::WRITE.field("o:1"), "o:1:w");
+        assert_eq!(Kind::READ.field("o:1"), "o:1");
+        assert_ne!(Kind::mutex(Compat::Redisson), Kind::MUTEX);
+        assert_eq!(Kind::mutex(Compat::Holdlock), Kind::MUTEX);
+    }
+}
