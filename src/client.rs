@@ -1,22 +1,19 @@
 //! [`LockClient`]: taking locks (and waiting for them), looking at them, shutting down.
 
-use std::convert::Infallible;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use fred::clients::Client;
-use futures::FutureExt;
-use tokio::time::Instant;
 
-use crate::engine::{Attempt, Engine, HoldClaim};
-use crate::error::{LockError, Result};
+use crate::engine::{Attempt, Engine};
+use crate::error::Result;
 use crate::guard::LockGuard;
 use crate::hold::LocalHolder;
 use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
-use crate::scripts::{Kind, LockNames};
-use crate::waiting::{HandOff, Listening, Mark};
+use crate::scripts::{Asking, Kind};
+use crate::waiting::{Forever, GiveUp, within_budget};
 
 /// A handle to Redis for taking reentrant, self-renewing locks.
 ///
@@ -234,11 +231,15 @@ impl LockClient {
         // could enter it (a release of it was in flight), the attempt was a fresh one:
         // a busy lock is then waited for like by any other caller.
         // (`tried`: that fresh attempt was the single try's one.)
-        let holder = self.engine.local_holder(name, &owner, Kind::mutex(self.compat())).await;
+        let holder = self
+            .engine
+            .local_holder(name, &owner, Kind::mutex(self.compat()))
+            .await;
         let (holder, names, tried) = match holder {
             LocalHolder::Owner(entry) => {
                 let names = Arc::clone(&entry.hold.names);
-                let attempt = self.engine.acquire(&names, &owner, &options, Some(entry));
+                let asked = (&options, &Asking::default());
+                let attempt = self.engine.acquire(&names, &owner, asked, Some(entry));
                 match attempt.await? {
                     Attempt::Granted(claim) => return Ok(Ok(LockGuard::new(claim))),
                     Attempt::Busy { .. } => (LocalHolder::Nobody, names, true),
@@ -249,142 +250,10 @@ impl LockClient {
 
         // A try is refused at once if another owner in this process holds the lock.
         let first_try = !tried && !matches!(holder, LocalHolder::Other);
-        let granted = self.wait_in_line(&names, &owner, options, give_up, first_try);
-        Ok(granted.await?.map(LockGuard::new))
-    }
-
-    /// Takes the lock `names` for `owner` afresh, waiting in line until `give_up`: the
-    /// hold, or what giving up yields. `first_try` is false when a single try (a zero
-    /// wait) is to be refused without asking Redis (the caller knows the answer).
-    pub(crate) async fn wait_in_line<D: GiveUp>(
-        &self,
-        names: &Arc<LockNames>,
-        owner: &str,
-        options: ResolvedOptions,
-        give_up: D,
-        first_try: bool,
-    ) -> Result<Result<HoldClaim, D::GaveUp>> {
-        // A single try never waits in line (its deadline has passed by now).
-        if options.is_single_try() {
-            if first_try {
-                let attempt = self.engine.acquire(names, owner, &options, None);
-                if let Attempt::Granted(claim) = attempt.await? {
-                    return Ok(Ok(claim));
-                }
-            }
-            if let Some(gave_up) = give_up.passed() {
-                return Ok(Err(gave_up));
-            }
-        }
-
-        // Queue behind the local callers already here (FIFO): only the head talks to
-        // Redis, so many callers arriving at once send one attempt, not one each. With
-        // nobody ahead, the turn is ours at once.
-        let ticket = self
+        let granted = self
             .engine
-            .waiting()
-            .join(&names.key, names.release_channel());
-        // With the turn ours at once, the first attempt is made before watching for
-        // shutdown: it does not wait, and a free lock (the usual case) then costs no
-        // watch registration.
-        let first_turn = ticket.try_turn();
-        // A mutex's waiting clients queue in Redis (see `waiting.rs`): an attempt tells
-        // `acquire.lua` what this client knows of the hand-off, and a refused one queues
-        // the client (a mark its room takes down when no waiter of it is left).
-        let mutex = names.queues_clients();
-        let mark = Mark::left_by(names);
-        let mut busy = None;
-        // When the attempt that the next sleep rests on was sent.
-        let mut attempted_at = Instant::now();
-        if first_turn.is_some() {
-            // What a room kept from earlier waiters heard is answered by this attempt.
-            ticket.asking();
-            let marking = ticket.marking(mark);
-            match self.engine.acquire(names, owner, &options, None).await? {
-                Attempt::Granted(claim) => {
-                    marking.granted(options.hand_off.requeues());
-                    return Ok(Ok(claim));
-                }
-                Attempt::Busy { pttl, .. } => busy = Some(pttl),
-            }
-        }
-        let mut options = options;
-        // Boxed: the wait is the rare path, and inline it would make every call's
-        // future (and so every task that takes a lock) several times larger.
-        let waiting = Box::pin(async {
-            let _turn = match first_turn {
-                Some(turn) => turn,
-                None => match give_up.until(ticket.turn()).await {
-                    Ok(turn) => turn,
-                    Err(gave_up) => return Ok(Err(gave_up)),
-                },
-            };
-            // A grant that queued this client again for this waiter: its name comes
-            // with a release, so wait for it without asking first.
-            if ticket.take_queued() && busy.is_none() {
-                busy = Some(None);
-            }
-            let mut named = false;
-            loop {
-                let attempt = match busy.take() {
-                    Some(pttl) => Attempt::Busy { pttl, queued: None },
-                    None => {
-                        ticket.asking();
-                        attempted_at = Instant::now();
-                        if mutex {
-                            options.hand_off = HandOff::Waited {
-                                requeue: ticket.waiters() > 1,
-                                front: named,
-                            };
-                        }
-                        let marking = ticket.marking(mark);
-                        let attempt = self.engine.acquire(names, owner, &options, None);
-                        let attempt = attempt.await?;
-                        if let Attempt::Granted(_) = attempt {
-                            marking.granted(options.hand_off.requeues());
-                        }
-                        attempt
-                    }
-                };
-                let pttl = match attempt {
-                    Attempt::Granted(claim) => {
-                        if options.hand_off.requeues() {
-                            ticket.queued_again();
-                        }
-                        return Ok(Ok(claim));
-                    }
-                    Attempt::Busy { pttl, .. } => pttl,
-                };
-                if let Some(gave_up) = give_up.passed() {
-                    return Ok(Err(gave_up));
-                }
-                // Subscribe before sleeping; a release between our attempt and the
-                // subscription would be missed, so a fresh subscription tries again
-                // first. One lost in transit is tried again soon.
-                let mut nap = pttl.unwrap_or(options.lease());
-                named = false;
-                match give_up.until(ticket.subscribe(attempted_at)).await {
-                    Ok(Ok(Listening::Now)) => continue,
-                    Ok(Ok(Listening::Already)) => {}
-                    Ok(Ok(Listening::Not(retry))) => nap = nap.min(retry),
-                    Ok(Err(error)) => return Err(error),
-                    Err(gave_up) => return Ok(Err(gave_up)),
-                }
-                let holder_expires = Instant::now() + nap.max(Duration::from_millis(1));
-                tokio::select! {
-                    first = ticket.released() => named = first,
-                    () = tokio::time::sleep_until(give_up.cap(holder_expires)) => {}
-                }
-            }
-        });
-        // `shutdown` ends the wait wherever it is: in line, subscribing, asleep (an
-        // acquire in flight is settled as if cancelled). Only the first attempt, which
-        // does not wait, runs before this watch.
-        tokio::select! {
-            biased;
-            () = ticket.closed() => Err(LockError::Shutdown),
-            result = waiting => result,
-        }
+            .wait_for(&names, &owner, options, give_up, first_try);
+        Ok(granted.await?.map(LockGuard::new))
     }
 
     /// Stops every watchdog and closes the connections. Releases nothing that is still
@@ -446,71 +315,5 @@ impl LockClient {
     /// The engine, for the other parts of the API (cron claims, fencing).
     pub(crate) fn engine(&self) -> &Arc<Engine> {
         &self.engine
-    }
-}
-
-/// `call`, a lock call with a wait, held to its caller's budget: if it has not
-/// returned by `answer_by` (see `ResolvedOptions::answer_by`: Redis did not answer an
-/// attempt in time), it is dropped and fails with [`LockError::unanswered`]. Dropping
-/// is cancel safe: an attempt whose outcome is unknown is settled in the background,
-/// and nothing is left held.
-pub(crate) fn within_budget<T>(
-    answer_by: Instant,
-    call: impl Future<Output = Result<T>>,
-) -> impl Future<Output = Result<T>> {
-    // Not an `async fn`, which would keep room for `call` twice (see `observe::observed`).
-    tokio::time::timeout_at(answer_by, call)
-        .map(|answered| answered.unwrap_or_else(|_| Err(LockError::unanswered())))
-}
-
-/// When a caller waiting for a lock gives up: never ([`Forever`]), or at an instant.
-pub(crate) trait GiveUp: Copy {
-    /// What giving up yields; [`Infallible`] for a caller that never gives up, so that
-    /// `lock()` has a guard or an error, with no third case.
-    type GaveUp;
-
-    /// `Some` once the deadline has passed.
-    fn passed(self) -> Option<Self::GaveUp>;
-
-    /// The output of `future`, unless the deadline comes first.
-    fn until<F: Future>(self, future: F) -> impl Future<Output = Result<F::Output, Self::GaveUp>>;
-
-    /// `wake`, or the deadline if that comes first.
-    fn cap(self, wake: Instant) -> Instant;
-}
-
-/// A caller that waits as long as it takes.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Forever;
-
-impl GiveUp for Forever {
-    type GaveUp = Infallible;
-
-    fn passed(self) -> Option<Infallible> {
-        None
-    }
-
-    async fn until<F: Future>(self, future: F) -> Result<F::Output, Infallible> {
-        Ok(future.await)
-    }
-
-    fn cap(self, wake: Instant) -> Instant {
-        wake
-    }
-}
-
-impl GiveUp for Instant {
-    type GaveUp = ();
-
-    fn passed(self) -> Option<()> {
-        (Instant::now() >= self).then_some(())
-    }
-
-    async fn until<F: Future>(self, future: F) -> Result<F::Output, ()> {
-        tokio::time::timeout_at(self, future).await.map_err(|_| ())
-    }
-
-    fn cap(self, wake: Instant) -> Instant {
-        wake.min(self)
     }
 }

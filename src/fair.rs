@@ -25,16 +25,18 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::{Forever, GiveUp, LockClient, within_budget};
-use crate::engine::{Attempt, Engine};
-use crate::error::{LockError, Result};
+use crate::client::LockClient;
+use crate::engine::{Attempt, Engine, HoldClaim};
+use crate::error::Result;
 use crate::guard::LockGuard;
 use crate::hold::LocalHolder;
 use crate::lease::{CLAIM_WINDOW, PLACE_REFRESH};
 use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
-use crate::scripts::{Kind, LockNames, fair_names};
-use crate::waiting::{Listening, PlacesCheck};
+use crate::scripts::{Asking, Kind, LockNames, fair_names};
+use crate::waiting::{
+    Asked, Forever, GiveUp, NamedWaiter, Places, PlacesCheck, Policy, Refusal, within_budget,
+};
 
 impl LockClient {
     /// Takes the fair lock `name`, waiting as long as it takes: waiters of every client
@@ -192,16 +194,16 @@ impl LockClient {
         // Every attempt of this call names its wait: it queues as an entry of its own
         // and claims only a lock handed to it.
         let wait = WAITS.fetch_add(1, Ordering::Relaxed);
-        let options = ResolvedOptions {
+        let asking = Asking {
             fair_wait: Some(wait),
-            ..options
+            ..Asking::default()
         };
         if let LocalHolder::Owner(entry) = engine
             .local_holder(names.registry_key(), &owner, Kind::FAIR)
             .await
         {
             // A re-entry; if the hold went away meanwhile, the owner queues afresh.
-            let attempt = engine.acquire(&names, &owner, &options, Some(entry));
+            let attempt = engine.acquire(&names, &owner, (&options, &asking), Some(entry));
             if let Attempt::Granted(claim) = attempt.await? {
                 return Ok(Ok(LockGuard::new(claim)));
             }
@@ -209,8 +211,7 @@ impl LockClient {
         // Hand-offs to this client's waits come on a channel of its own.
         let channel = names.hand_off_channel(engine.id());
         let ticket = engine.waiting().join(&names.key, channel);
-        let woken = ticket.named(&owner, wait);
-        let mut place = Place {
+        let place = Place {
             engine: Arc::clone(engine),
             names: Arc::clone(&names),
             owner: owner.clone(),
@@ -226,106 +227,152 @@ impl LockClient {
             && !options.fenced
             && options.min_replicas.is_none()
             && options.data.is_none();
-        let places = ticket.places();
-        let lease = options.lease();
-        let waiting = async {
-            // Set when this wait's next attempt is its client's refresh: it checks the
-            // places of the client's other waits too.
-            let mut refresh: Option<PlacesCheck> = None;
-            loop {
-                let sent_at = Instant::now();
-                let checking = refresh.as_ref().map(|check| ResolvedOptions {
-                    fair_check: Some(Arc::clone(&check.entries)),
-                    ..options.clone()
-                });
-                let attempt_options = checking.as_ref().unwrap_or(&options);
-                let attempt = engine.acquire(&names, &owner, attempt_options, None);
-                let pttl = match attempt.await? {
-                    Attempt::Granted(claim) => {
-                        place.queued = false;
-                        // The client's other waits try again when this lease runs out.
-                        places.granted(sent_at, lease);
-                        return Ok(Ok(LockGuard::new(claim)));
+        let queue = InQueue {
+            woken: ticket.named(&owner, wait),
+            places: ticket.places(),
+            engine,
+            names: &names,
+            owner: &owner,
+            options: &options,
+            asking,
+            place,
+            may_adopt,
+            refresh: None,
+        };
+        let waited = crate::waiting::wait(&ticket, queue, None, give_up).await?;
+        Ok(waited.map(LockGuard::new))
+    }
+}
+
+/// A wait in a fair lock's queue (a [`Policy`] of the one wait loop): every attempt
+/// names the wait; a refusal queues it and keeps its client's places; it sleeps until
+/// the lock is handed to it (and takes it on the message when it may), its client's
+/// next attempt is due, or the holder's lease runs out.
+struct InQueue<'w> {
+    engine: &'w Arc<Engine>,
+    names: &'w Arc<LockNames>,
+    owner: &'w str,
+    options: &'w ResolvedOptions,
+    asking: Asking,
+    place: Place,
+    woken: NamedWaiter,
+    places: &'w Places,
+    may_adopt: bool,
+    /// Set when this wait's next attempt is its client's refresh: it checks the places
+    /// of the client's other waits too.
+    refresh: Option<PlacesCheck>,
+}
+
+/// A fair wait's refused attempt: when it was sent, and the holder's lease left.
+struct Queued {
+    sent_at: Instant,
+    pttl: Option<Duration>,
+}
+
+impl Refusal for Queued {
+    fn attempted_at(&self) -> Instant {
+        self.sent_at
+    }
+}
+
+impl Policy for InQueue<'_> {
+    type Grant = HoldClaim;
+    type Refused = Queued;
+
+    async fn ask<D: GiveUp>(
+        &mut self,
+        _: D,
+    ) -> Result<Result<Asked<HoldClaim, Queued>, D::GaveUp>> {
+        let sent_at = Instant::now();
+        let checking = self.refresh.as_ref().map(|check| Asking {
+            fair_check: Some(Arc::clone(&check.entries)),
+            ..self.asking.clone()
+        });
+        let asking = checking.as_ref().unwrap_or(&self.asking);
+        let attempt = self
+            .engine
+            .acquire(self.names, self.owner, (self.options, asking), None);
+        let pttl = match attempt.await? {
+            Attempt::Granted(claim) => {
+                self.place.queued = false;
+                // The client's other waits try again when this lease runs out.
+                self.places.granted(sent_at, self.options.lease());
+                return Ok(Ok(Asked::Granted(claim)));
+            }
+            Attempt::Busy { pttl, queued } => {
+                let check = self.refresh.take();
+                if let Some(queued) = queued {
+                    self.woken.queued();
+                    self.places.answered(sent_at, queued.server_ms, pttl);
+                    if !queued.client_was_alive {
+                        // Its other waits' places were dropped: they queue again.
+                        self.woken.wake_others();
+                    } else if let Some(check) = check {
+                        // Those no longer queued (passed over, say, as a hand-off's
+                        // message went unheard) queue again.
+                        check.wake(&queued.not_queued);
                     }
-                    Attempt::Busy { pttl, queued } => {
-                        let check = refresh.take();
-                        if let Some(queued) = queued {
-                            woken.queued();
-                            places.answered(sent_at, queued.server_ms, pttl);
-                            if !queued.client_was_alive {
-                                // Its other waits' places were dropped: they queue again.
-                                woken.wake_others();
-                            } else if let Some(check) = check {
-                                // Those no longer queued (passed over, say, as a
-                                // hand-off's message went unheard) queue again.
-                                check.wake(&queued.not_queued);
-                            }
-                        }
-                        pttl
-                    }
-                };
-                if let Some(gave_up) = give_up.passed() {
-                    return Ok(Err(gave_up));
                 }
-                // Subscribe before sleeping; a hand-off between the attempt and the
-                // subscription went unheard, so a fresh subscription tries again first.
-                let mut retry_at = None;
-                match give_up.until(ticket.subscribe(sent_at)).await {
-                    Ok(Ok(Listening::Now)) => continue,
-                    Ok(Ok(Listening::Already)) => {}
-                    Ok(Ok(Listening::Not(retry))) => retry_at = Some(Instant::now() + retry),
-                    Ok(Err(error)) => return Err(error),
-                    Err(gave_up) => return Ok(Err(gave_up)),
-                }
-                let fallback = Instant::now() + next_attempt_in(pttl);
-                let handed = loop {
-                    let sooner = places.sooner();
-                    tokio::pin!(sooner);
-                    sooner.as_mut().enable();
-                    let due = places.due().unwrap_or(fallback);
-                    let wake = retry_at.map_or(due, |retry_at| due.min(retry_at));
-                    tokio::select! {
-                        handed = woken.named() => break handed,
-                        () = &mut sooner => {}
-                        () = tokio::time::sleep_until(give_up.cap(wake)) => {
-                            let now = Instant::now();
-                            // One wait of this client makes the attempt that is due.
-                            let retry = retry_at.is_some_and(|at| at <= now);
-                            if retry || give_up.passed().is_some() {
-                                break None;
-                            }
-                            if places.take_due(now) {
-                                refresh = Some(woken.others_to_check());
-                                break None;
-                            }
-                        }
+                pttl
+            }
+        };
+        Ok(Ok(Asked::Refused(Queued { sent_at, pttl })))
+    }
+
+    async fn sleep<D: GiveUp>(
+        &mut self,
+        refused: Queued,
+        retry: Option<Duration>,
+        give_up: D,
+    ) -> Result<Option<HoldClaim>> {
+        let places = self.places;
+        let retry_at = retry.map(|retry| Instant::now() + retry);
+        let fallback = Instant::now() + next_attempt_in(refused.pttl);
+        let handed = loop {
+            let sooner = places.sooner();
+            tokio::pin!(sooner);
+            sooner.as_mut().enable();
+            let due = places.due().unwrap_or(fallback);
+            let wake = retry_at.map_or(due, |retry_at| due.min(retry_at));
+            tokio::select! {
+                handed = self.woken.named() => break handed,
+                () = &mut sooner => {}
+                () = tokio::time::sleep_until(give_up.cap(wake)) => {
+                    let now = Instant::now();
+                    // One wait of this client makes the attempt that is due.
+                    let retry = retry_at.is_some_and(|at| at <= now);
+                    if retry || give_up.passed().is_some() {
+                        break None;
                     }
-                };
-                // The message names this wait and when Redis handed the lock to it, so
-                // Redis keeps it for the claim window from then. Taken on the message
-                // while at least half of that is left by the latest clock sample; else
-                // (or if the message names another wait, or no time) the next attempt
-                // claims or queues.
-                let handed_at = handed
-                    .filter(|handed| may_adopt && handed.wait == Some(place.wait))
-                    .and_then(|handed| places.local_time_of(handed.server_ms?))
-                    .filter(|at| at.elapsed() < CLAIM_WINDOW / 2);
-                if let Some(handed_at) = handed_at {
-                    let adopted = engine.adopt_handed(&names, &owner, &options, handed_at);
-                    if let Some(claim) = adopted.await {
-                        place.queued = false;
-                        // Redis keeps it for a claim window until its first renewal.
-                        places.granted(handed_at, CLAIM_WINDOW.min(lease));
-                        return Ok(Ok(LockGuard::new(claim)));
+                    if places.take_due(now) {
+                        self.refresh = Some(self.woken.others_to_check());
+                        break None;
                     }
                 }
             }
         };
-        tokio::select! {
-            biased;
-            () = ticket.closed() => Err(LockError::Shutdown),
-            result = waiting => result,
-        }
+        // The message names this wait and when Redis handed the lock to it, so Redis
+        // keeps it for the claim window from then. Taken on the message while at least
+        // half of that is left by the latest clock sample; else (or if the message
+        // names another wait, or no time) the next attempt claims or queues.
+        let handed_at = handed
+            .filter(|handed| self.may_adopt && handed.wait == Some(self.place.wait))
+            .and_then(|handed| places.local_time_of(handed.server_ms?))
+            .filter(|at| at.elapsed() < CLAIM_WINDOW / 2);
+        let Some(handed_at) = handed_at else {
+            return Ok(None);
+        };
+        let adopted = self
+            .engine
+            .adopt_handed(self.names, self.owner, self.options, handed_at);
+        let Some(claim) = adopted.await else {
+            return Ok(None);
+        };
+        self.place.queued = false;
+        // Redis keeps it for a claim window until its first renewal.
+        self.places
+            .granted(handed_at, CLAIM_WINDOW.min(self.options.lease()));
+        Ok(Some(claim))
     }
 }
 

@@ -14,11 +14,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::{LockClient, within_budget};
+use crate::client::LockClient;
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::held::{Held, Sealed};
 use crate::options::LockOptions;
+use crate::waiting::within_budget;
 
 impl LockClient {
     /// Takes every lock in `names`, waiting as long as it takes: all of them, or (on an

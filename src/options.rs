@@ -411,9 +411,6 @@ impl LockOptions {
                 Some(max_hold) => Some(positive("max_hold", max_hold)?),
                 None => client.max_hold,
             },
-            fair_wait: None,
-            fair_check: None,
-            hand_off: crate::waiting::HandOff::default(),
             data: match &self.data {
                 Some(data) if data.len() > MAX_DATA_LEN => {
                     return Err(LockError::InvalidOption {
@@ -440,19 +437,8 @@ pub(crate) struct ResolvedOptions {
     pub(crate) fenced: bool,
     pub(crate) min_replicas: Option<MinReplicas>,
     pub(crate) max_hold: Option<Duration>,
-    /// A fair lock's call: its wait, a number no other wait of this client has. The
-    /// wait queues as an entry of its own and claims only a lock handed to it; a hold
-    /// of its owner found under any other grant was given up (as lost, or by an
-    /// earlier wait) and is passed on to the first waiter (see `lua/fair_acquire.lua`).
-    pub(crate) fair_wait: Option<u64>,
     /// Data to keep with a fresh hold (see [`LockOptions::data`]).
     pub(crate) data: Option<Arc<str>>,
-    /// A fair wait's attempt that refreshes its client's places: the queue entries of
-    /// the client's other waits, to learn which are no longer queued.
-    pub(crate) fair_check: Option<Arc<[String]>>,
-    /// A mutex wait's attempt: what its client knows of the hand-off (set per attempt
-    /// by `wait_in_line`, see `src/waiting.rs`).
-    pub(crate) hand_off: crate::waiting::HandOff,
 }
 
 /// How long past its wait a call with a wait may take to return when Redis does not
@@ -544,10 +530,10 @@ mod tests {
             "holdlock:{account:42}:released"
         );
         assert_eq!(key_of_channel("holdlock:{account:42}:released"), names.key);
-        let fair = crate::scripts::fair_names("holdlock:", "a:released:b").unwrap();
-        let channel = fair.hand_off_channel("c1d2");
+        let fair = "holdlock:{a:released:b}:fair";
+        let channel = crate::keys::hand_off_channel(fair, "c1d2");
         assert_eq!(channel, "holdlock:{a:released:b}:fair:released:c1d2");
-        assert_eq!(key_of_channel(&channel), fair.key);
+        assert_eq!(key_of_channel(&channel), fair);
     }
 
     #[test]

@@ -27,7 +27,7 @@ use crate::lease::renewal_period;
 use crate::options::{MinReplicas, ResolvedOptions};
 use crate::replicas::Acknowledging;
 use crate::scripts::{
-    Acquire, AcquireCall, LockNames, Released, RenewalCall, Renewed, Scripts, Snapshot,
+    Acquire, AcquireCall, Asking, LockNames, Released, RenewalCall, Renewed, Scripts, Snapshot,
 };
 
 /// Whether an acquisition of `owner`, who holds it `held` times, must be acknowledged
@@ -232,7 +232,7 @@ impl Protocol {
         &self,
         names: &LockNames,
         owner: &str,
-        options: &ResolvedOptions,
+        (options, asking): (&ResolvedOptions, &Asking),
         held: u32,
         keep_lease: bool,
     ) -> Result<Acquire, CallFailed> {
@@ -247,7 +247,10 @@ impl Protocol {
         let acknowledged = acknowledged(options, held);
         loop {
             let reply = match acknowledged {
-                Some(min) => self.acquire_acknowledged(names, owner, options, min).await,
+                Some(min) => {
+                    let options = (options, asking);
+                    self.acquire_acknowledged(names, owner, options, min).await
+                }
                 None if held > 0 && names.kind.reenters_apart() => {
                     let lease_ms = (!keep_lease).then_some(options.lease_ms);
                     let reenter =
@@ -256,7 +259,8 @@ impl Protocol {
                     reenter.await.map_err(CallFailed::from)
                 }
                 None => {
-                    let acquire = self.acquire_script(self.scripting(), names, owner, options);
+                    let options = (options, asking);
+                    let acquire = names.acquire(&self.scripts, self.scripting(), owner, options);
                     acquire.await.map_err(CallFailed::from)
                 }
             };
@@ -291,18 +295,6 @@ impl Protocol {
                 _ => return Err(CallFailed::maybe_ran(error)),
             }
         }
-    }
-
-    /// The acquire script of the kind of `names` (a re-entry of the read-write lock's
-    /// too), sent on `client` at most once.
-    async fn acquire_script(
-        &self,
-        client: &Client,
-        names: &LockNames,
-        owner: &str,
-        options: &ResolvedOptions,
-    ) -> Result<Acquire> {
-        names.acquire(&self.scripts, client, owner, options).await
     }
 
     /// The reply of an acquire that ran but whose reply was lost: `count` holds.
@@ -421,7 +413,7 @@ impl Protocol {
         &self,
         names: &LockNames,
         owner: &str,
-        options: &ResolvedOptions,
+        (options, asking): (&ResolvedOptions, &Asking),
         min: MinReplicas,
     ) -> Result<Acquire, CallFailed> {
         let client = self.acknowledging().await?;
@@ -431,14 +423,15 @@ impl Protocol {
         let timeout = min.timeout + self.connect_timeout;
         let (acquired, acked) = if let Some(script) = names.kind.pipelined() {
             // One pipeline: the script and the `WAIT` in one write.
-            let call = AcquireCall::of(names, owner, options); // fresh acquisitions only
+            let call = AcquireCall::of(names, owner, (options, asking)); // fresh acquisitions only
             let pipeline = self
                 .scripts
                 .acquire_then_wait(client, script, call, wait, timeout);
             Box::pin(pipeline).await?
         } else {
             // The other kinds' scripts, then the `WAIT`, on the same connection.
-            let acquired = self.acquire_script(client, names, owner, options).await?;
+            let acquired = names.acquire(&self.scripts, client, owner, (options, asking));
+            let acquired = acquired.await?;
             if !matches!(acquired, Acquire::Granted { count: 1, .. }) {
                 return Ok(acquired);
             }

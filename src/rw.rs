@@ -12,9 +12,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
-use crate::client::{Forever, GiveUp, LockClient, within_budget};
+use crate::client::LockClient;
 use crate::engine::{Attempt, HoldClaim};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
@@ -22,8 +20,8 @@ use crate::held::{Held, Sealed};
 use crate::hold::LocalHolder;
 use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
-use crate::scripts::{Kind, LockNames, rw_names};
-use crate::waiting::Listening;
+use crate::scripts::{Asking, Kind, rw_names};
+use crate::waiting::{Forever, GiveUp, within_budget};
 
 impl LockClient {
     /// Takes the read side of the read-write lock `name`, waiting as long as it takes.
@@ -315,147 +313,19 @@ impl LockClient {
             }
             other => {
                 let first_try = !matches!(other, LocalHolder::Other);
-                return self
-                    .wait_for_side(&names, &owner, options, give_up, first_try)
+                return engine
+                    .wait_for(&names, &owner, options, give_up, first_try)
                     .await;
             }
         };
-        if let Attempt::Granted(claim) = engine.acquire(&names, &owner, &options, direct).await? {
+        let asked = (&options, &Asking::default());
+        if let Attempt::Granted(claim) = engine.acquire(&names, &owner, asked, direct).await? {
             return Ok(Ok(claim));
         }
-        self.wait_for_side(&names, &owner, options, give_up, true)
+        engine
+            .wait_for(&names, &owner, options, give_up, true)
             .await
     }
-
-    /// Takes a side afresh, waiting until `give_up`: a writer lines up behind this
-    /// client's other callers of the lock (only the head asks Redis), a reader does not
-    /// (see [`wait_alongside`](Self::wait_alongside)). A single try asks once.
-    async fn wait_for_side<D: GiveUp>(
-        &self,
-        names: &Arc<LockNames>,
-        owner: &str,
-        options: ResolvedOptions,
-        give_up: D,
-        first_try: bool,
-    ) -> Result<Result<HoldClaim, D::GaveUp>> {
-        if names.kind == Kind::READ && !options.is_single_try() {
-            return self.wait_alongside(names, owner, options, give_up).await;
-        }
-        self.wait_in_line(names, owner, options, give_up, first_try)
-            .await
-    }
-
-    /// A reader's wait: readers share the lock, so each asks Redis when it comes and
-    /// again at every release message (all of this client's waiting readers at once),
-    /// instead of one at a time in line: after a writer leaves, every waiting reader
-    /// is back in within one round trip, not one round trip each. Writer preference
-    /// stays Redis's: while a writer waits, each new reader is refused once and sleeps
-    /// until a release lets someone in (or the writer's mark runs out).
-    async fn wait_alongside<D: GiveUp>(
-        &self,
-        names: &Arc<LockNames>,
-        owner: &str,
-        options: ResolvedOptions,
-        give_up: D,
-    ) -> Result<Result<HoldClaim, D::GaveUp>> {
-        let engine = self.engine();
-        let ticket = engine.waiting().join(&names.key, names.release_channel());
-        // An attempt: granted, or refused with what the wait after it needs. The
-        // release it waits for is registered before it is sent, so that a release
-        // between its refusal and the sleep still wakes it.
-        let attempt = || async {
-            let released = ticket.any_release();
-            let (messages, _) = ticket.sharers_refused();
-            let attempted_at = Instant::now();
-            let attempt = engine.acquire(names, owner, &options, None).await?;
-            Ok::<_, LockError>(match attempt {
-                Attempt::Granted(claim) => Ok(claim),
-                Attempt::Busy { pttl, .. } => Err(Refusal {
-                    released,
-                    messages,
-                    attempted_at,
-                    pttl,
-                }),
-            })
-        };
-        // Unless other readers here were refused and sleep (this one would be too), the
-        // first attempt is made before watching for shutdown: it does not wait, and a
-        // free lock (the usual case) then costs no watch registration.
-        let mut refusal = None;
-        if ticket.sharers_refused().1.is_none() {
-            match attempt().await? {
-                Ok(claim) => return Ok(Ok(claim)),
-                Err(refused) => refusal = Some(refused),
-            }
-        }
-        // Boxed: the wait is the rare path (see `wait_in_line`).
-        let waiting = Box::pin(async {
-            loop {
-                let Refusal {
-                    released,
-                    messages,
-                    attempted_at,
-                    pttl,
-                } = match refusal.take() {
-                    Some(refused) => refused,
-                    None => {
-                        // Registered before the check: a release after it wakes this.
-                        let released = ticket.any_release();
-                        if let Some(until) = ticket.sharers_refused().1 {
-                            // Another reader here was refused and sleeps (subscribed):
-                            // so would this one be. It sleeps with it instead of asking.
-                            tokio::select! {
-                                () = released => {}
-                                () = tokio::time::sleep_until(give_up.cap(until)) => {}
-                            }
-                            if let Some(gave_up) = give_up.passed() {
-                                return Ok(Err(gave_up));
-                            }
-                            continue;
-                        }
-                        match attempt().await? {
-                            Ok(claim) => return Ok(Ok(claim)),
-                            Err(refused) => refused,
-                        }
-                    }
-                };
-                if let Some(gave_up) = give_up.passed() {
-                    return Ok(Err(gave_up));
-                }
-                let mut nap = pttl.unwrap_or(options.lease());
-                match give_up.until(ticket.subscribe(attempted_at)).await {
-                    Ok(Ok(Listening::Now)) => continue,
-                    Ok(Ok(Listening::Already)) => {}
-                    Ok(Ok(Listening::Not(retry))) => nap = nap.min(retry),
-                    Ok(Err(error)) => return Err(error),
-                    Err(gave_up) => return Ok(Err(gave_up)),
-                }
-                let wake = Instant::now() + nap.max(Duration::from_millis(1));
-                ticket.sharer_refused(messages, wake);
-                tokio::select! {
-                    () = released => {}
-                    () = tokio::time::sleep_until(give_up.cap(wake)) => {}
-                }
-            }
-        });
-        // `shutdown` ends the wait wherever it is (an acquire in flight is settled as
-        // if cancelled).
-        tokio::select! {
-            biased;
-            () = ticket.closed() => Err(LockError::Shutdown),
-            result = waiting => result,
-        }
-    }
-}
-
-/// A reader's refused attempt (see `LockClient::wait_alongside`): the release it waits
-/// for (registered before the attempt was sent), the count of release messages heard
-/// before it, when it was sent, and how long the holder had left.
-struct Refusal<'a> {
-    released: tokio::sync::futures::Notified<'a>,
-    messages: u64,
-    attempted_at: Instant,
-    pttl: Option<Duration>,
 }
 
 macro_rules! side_guard {

@@ -13,13 +13,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::client::{Forever, GiveUp, LockClient, within_budget};
+use crate::client::LockClient;
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::held::{Held, Sealed};
 use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
 use crate::scripts::{Kind, LockNames, semaphore_names};
+use crate::waiting::{Forever, GiveUp, within_budget};
 
 /// Numbers the permits taken in this process, so that each has an owner id of its own.
 static PERMITS_TAKEN: AtomicU64 = AtomicU64::new(0);
@@ -265,9 +266,7 @@ impl Semaphore {
             .await;
         let id = format!("{taker}:p{number}");
         observe::record_owner(&id);
-        let taken = self
-            .client
-            .wait_in_line(&names, &id, options, give_up, true);
+        let taken = engine.wait_for(&names, &id, options, give_up, true);
         Ok(taken.await?.map(|claim| Permit {
             guard: LockGuard::new(claim),
         }))

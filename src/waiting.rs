@@ -69,16 +69,19 @@ use crate::error::{LockError, Result};
 use crate::keys::keys_of_channel;
 use crate::scripts::LockNames;
 
+mod give_up;
 mod hand_off;
 mod named;
 mod places;
 mod shards;
+mod wait;
 
+pub(crate) use give_up::{Forever, GiveUp, within_budget};
 use hand_off::Due;
-pub(crate) use hand_off::HandOff;
 use named::Named;
 pub(crate) use named::{Handed, NamedWaiter, PlacesCheck};
 pub(crate) use places::Places;
+pub(crate) use wait::{Asked, Policy, Refusal, nap_until, wait};
 
 /// How long an emptied waiting room keeps its subscription, for a waiter of this
 /// client that comes back soon.

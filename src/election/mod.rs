@@ -20,7 +20,7 @@ use fred::clients::SubscriberClient;
 use fred::interfaces::{ClientLike, EventInterface};
 use tokio::sync::mpsc;
 
-use crate::client::{Forever, LockClient};
+use crate::client::LockClient;
 use crate::engine::Engine;
 use crate::error::{LockError, Result};
 use crate::keys::leader_channel;
@@ -29,6 +29,7 @@ use crate::options::{LockOptions, MAX_DATA_LEN};
 use crate::owner::owner_scope;
 use crate::scripts::LeaderRecord;
 use crate::scripts::election_names;
+use crate::waiting::Forever;
 
 /// How soon an observer whose subscription or leader read failed tries again, at first
 /// (doubling up to [`RESYNC_MAX`]).

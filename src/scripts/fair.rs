@@ -7,11 +7,11 @@ use fred::clients::Client;
 use fred::types::Value;
 use fred::types::scripts::Script;
 
-use super::LockNames;
 use super::{
     Acquire, Delivery, Queued, Scripts, acquire_reply, data_argument, decimal, integer, protocol,
     remaining_count, unsigned,
 };
+use super::{Asking, LockNames};
 use crate::error::Result;
 use crate::lease::{CLAIM_WINDOW_MS, PLACE_WINDOW_MS};
 use crate::options::ResolvedOptions;
@@ -32,7 +32,7 @@ impl Scripts {
         client: &Client,
         names: &LockNames,
         owner: &str,
-        options: &ResolvedOptions,
+        (options, asking): (&ResolvedOptions, &Asking),
     ) -> Result<Acquire> {
         let waits = !options.is_single_try();
         let args = || {
@@ -42,13 +42,13 @@ impl Scripts {
                 decimal(CLAIM_WINDOW_MS),
                 Value::from_static_str(if waits { "wait" } else { "try" }),
                 Value::from_static_str(self.publish),
-                options
+                asking
                     .fair_wait
                     .map_or_else(|| Value::from_static_str(""), decimal),
                 data_argument(options.data.as_deref()),
                 decimal(PLACE_WINDOW_MS),
             ];
-            for entry in options.fair_check.iter().flat_map(|check| check.iter()) {
+            for entry in asking.fair_check.iter().flat_map(|check| check.iter()) {
                 args.push(entry.as_str().into());
             }
             args

@@ -15,7 +15,9 @@ use std::pin::Pin;
 use fred::bytes_utils::Str;
 use fred::clients::Client;
 
-use super::{ACQUIRE, Acquire, AcquireCall, REDISSON_ACQUIRE, REDISSON_RELEASE, RELEASE, Scripts};
+use super::{
+    ACQUIRE, Acquire, AcquireCall, Asking, REDISSON_ACQUIRE, REDISSON_RELEASE, RELEASE, Scripts,
+};
 use crate::compat::{self, Compat};
 use crate::error::{LockError, Result};
 use crate::keys::{self, LockKind, validate_name};
@@ -30,7 +32,7 @@ type AcquireFn = for<'a> fn(
     &'a Client,
     &'a LockNames,
     &'a str,
-    &'a ResolvedOptions,
+    (&'a ResolvedOptions, &'a Asking),
 ) -> Call<'a, Acquire>;
 /// Drops one of `owner`'s `held` holds: the count left, or `None` if it held none.
 type ReleaseFn =
@@ -78,6 +80,9 @@ pub(crate) struct KindSpec {
     /// Whether a force-unlock hands the lock on to a waiter (the fair lock), so that it
     /// must not run twice.
     hands_on_when_forced: bool,
+    /// Whether its waiters ask alongside each other at every release (holds of it are
+    /// shared), rather than in line, the head of the client's waiters asking.
+    waits_alongside: bool,
     /// Whether the hash keeps fields beside its holders (`data:<owner>`, a token):
     /// Redisson's keeps nothing else.
     keeps_data: bool,
@@ -142,6 +147,7 @@ pub(crate) static MUTEX: KindSpec = KindSpec {
     queues_clients: true,
     marks_waiting_writers: false,
     hands_on_when_forced: false,
+    waits_alongside: false,
     keeps_data: true,
     token_field: Some(super::TOKEN_FIELD),
     layout: &HOLDLOCK,
@@ -218,9 +224,10 @@ pub(crate) static READ: KindSpec = KindSpec {
     batch_releases: false,
     reenters_apart: false,
     queues_clients: false,
+    waits_alongside: true,
     pipelined: None,
     acquire: |scripts, client, names, owner, options| {
-        Box::pin(scripts.rw_acquire(client, names, owner, options))
+        Box::pin(scripts.rw_acquire(client, names, owner, options.0))
     },
     release: |scripts, client, names, owner, _| {
         let field = names.field(owner).into_owned();
@@ -238,6 +245,7 @@ pub(crate) static WRITE: KindSpec = KindSpec {
     excludes_itself: true,
     field_suffix: ":w",
     marks_waiting_writers: true,
+    waits_alongside: false,
     ..READ
 };
 
@@ -249,8 +257,9 @@ pub(crate) static SEMAPHORE: KindSpec = KindSpec {
     public: LockKind::Semaphore,
     exclusive: false,
     excludes_itself: true,
+    waits_alongside: false,
     acquire: |scripts, client, names, owner, options| {
-        Box::pin(scripts.sem_acquire(client, names, owner, options))
+        Box::pin(scripts.sem_acquire(client, names, owner, options.0))
     },
     release: |scripts, client, names, owner, _| {
         Box::pin(async move {
@@ -381,6 +390,11 @@ impl Kind {
         self.0.hands_on_when_forced
     }
 
+    /// Whether its waiters ask alongside each other rather than in line.
+    pub(crate) fn waits_alongside(self) -> bool {
+        self.0.waits_alongside
+    }
+
     /// Whether the hash keeps data beside its holders.
     pub(crate) fn keeps_data(self) -> bool {
         self.0.keeps_data
@@ -416,7 +430,7 @@ impl LockNames {
         scripts: &'a Scripts,
         client: &'a Client,
         owner: &'a str,
-        options: &'a ResolvedOptions,
+        options: (&'a ResolvedOptions, &'a Asking),
     ) -> Call<'a, Acquire> {
         (self.kind.0.acquire)(scripts, client, self, owner, options)
     }

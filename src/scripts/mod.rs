@@ -21,7 +21,6 @@ use tokio::time::Instant;
 
 use crate::error::{Cause, LockError, Result, classify};
 use crate::options::ResolvedOptions;
-use crate::waiting::HandOff;
 
 /// Declares a script: a `static` compiled on first use (its SHA-1 computed once) from
 /// the files of `lua/` named, joined in order. Every script is declared this way,
@@ -39,6 +38,7 @@ macro_rules! script {
 }
 
 mod again;
+mod asking;
 mod batch;
 mod election;
 mod fair;
@@ -46,6 +46,7 @@ mod kinds;
 mod leases;
 mod operator;
 
+pub(crate) use asking::{Asking, HandOff};
 pub(crate) use batch::{HoldToRenew, Released, RenewalCall, Renewed, into_calls, key_slot};
 pub(crate) use election::LeaderRecord;
 pub(crate) use kinds::{Kind, LockNames, election_names, fair_names, rw_names, semaphore_names};
@@ -541,7 +542,11 @@ pub(crate) struct AcquireCall<'a> {
 
 impl<'a> AcquireCall<'a> {
     /// The call that takes lock `names` afresh for `owner`.
-    pub(crate) fn of(names: &'a LockNames, owner: &'a str, options: &'a ResolvedOptions) -> Self {
+    pub(crate) fn of(
+        names: &'a LockNames,
+        owner: &'a str,
+        (options, asking): (&'a ResolvedOptions, &Asking),
+    ) -> Self {
         Self {
             key: &names.key,
             clients: names.queues_clients().then(|| names.clients_key()),
@@ -550,7 +555,7 @@ impl<'a> AcquireCall<'a> {
             lease_ms: options.lease_ms,
             waits: !options.is_single_try(),
             data: options.data.as_deref(),
-            hand_off: options.hand_off,
+            hand_off: asking.hand_off,
         }
     }
 
