@@ -1,7 +1,6 @@
 //! [`LockGuard`]: one held hold of a lock.
 
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +10,6 @@ use crate::engine::{Engine, HoldClaim};
 #[cfg(doc)]
 use crate::error::LockError;
 use crate::error::Result;
-use crate::held::{Held, Sealed, held_methods};
 use crate::hold::Hold;
 
 /// One hold of a lock. Dropping it releases the hold in the background;
@@ -131,20 +129,13 @@ impl LockGuard {
         let pttl: i64 = redis.pttl(&*self.hold().names.key).await?;
         Ok(u64::try_from(pttl).ok().map(Duration::from_millis))
     }
-}
 
-held_methods!(LockGuard, "client.lock(\"a\").await?");
-
-impl Sealed for LockGuard {}
-
-impl Held for LockGuard {
-    fn holds(&self) -> &[LockGuard] {
-        std::slice::from_ref(self)
-    }
-
-    fn unlock(self) -> impl Future<Output = Result<()>> + Send {
+    /// Releases this hold now: the body of [`unlock`](Self::unlock) (which
+    /// [`Held`](crate::Held) gives every guard, in held.rs, so that this module does
+    /// not import that one).
+    pub(crate) async fn release_hold(self) -> Result<()> {
         let Self { claim } = self;
-        async move { Arc::clone(claim.engine()).release(claim).await }
+        Arc::clone(claim.engine()).release(claim).await
     }
 }
 

@@ -340,6 +340,20 @@ macro_rules! held_methods {
 }
 pub(crate) use held_methods;
 
+impl Sealed for LockGuard {}
+
+impl Held for LockGuard {
+    fn holds(&self) -> &[LockGuard] {
+        std::slice::from_ref(self)
+    }
+
+    fn unlock(self) -> impl Future<Output = Result<()>> + Send {
+        self.release_hold()
+    }
+}
+
+held_methods!(LockGuard, "client.lock(\"a\").await?");
+
 /// Runs `body` under `guard`, the critical section of every `with_*` call: the body's
 /// future is dropped at once if a hold is lost meanwhile ([`LockError::Lost`]);
 /// otherwise its value is returned once the guard is released, and an error of the
