@@ -117,10 +117,8 @@ fn exported_names(tokens: &[Token]) -> Vec<String> {
             }
             "as" => renamed = true,
             "::" | "{" => last = None,
-            text if is_ident(text) => {
-                if renamed || last.is_none() {
-                    last = Some(text.to_owned());
-                }
+            text if is_ident(text) && (renamed || last.is_none()) => {
+                last = Some(text.to_owned());
             }
             _ => {}
         }
