@@ -1,5 +1,7 @@
 //! [`Held`]: what every kind of guard has in common (the lost and at-risk signals, a
-//! fixed lease's extension, release), and the critical section written once over it.
+//! fixed lease's extension, release), written once over a guard's holds;
+//! [`held_methods!`], which gives every guard these methods of its own from that one
+//! definition; and the critical section written once over it.
 
 use std::fmt;
 use std::future::Future;
@@ -19,9 +21,12 @@ pub(crate) use sealed::Sealed;
 /// A held lock of any kind: [`LockGuard`] (the mutex and the fair lock),
 /// [`ReadGuard`](crate::ReadGuard), [`WriteGuard`](crate::WriteGuard),
 /// [`Permit`](crate::Permit), [`MultiGuard`](crate::MultiGuard) and
-/// [`Leadership`](crate::Leadership). Each guard also has these methods of its own;
-/// the trait is for code written once for every kind. Sealed: only this crate's
-/// guards implement it.
+/// [`Leadership`](crate::Leadership). Sealed: only this crate's guards implement it.
+///
+/// Every guard also has each of these methods of its own, with the same name and
+/// behaviour, so calling them needs no import: `guard.is_at_risk()` works on any guard
+/// as it is. The trait is for code written once for every kind, such as a function
+/// generic over `G: Held`.
 ///
 /// A guard is made of one hold, or (a [`MultiGuard`](crate::MultiGuard)) of several;
 /// the signals below fire for any of them.
@@ -43,8 +48,8 @@ pub trait Held: Sealed + Send + Sync + fmt::Debug + Sized {
     #[doc(hidden)]
     fn holds(&self) -> &[LockGuard];
 
-    /// Releases the guard's holds (for a semaphore permit, gives it back), as the
-    /// guard's own `unlock` (or `release`) does.
+    /// Releases the guard's holds (for a semaphore permit, gives it back; for a
+    /// leadership, resigns), as the guard's own [`unlock`](LockGuard::unlock) does.
     ///
     /// # Errors
     /// As [`LockGuard::unlock`].
@@ -56,7 +61,7 @@ pub trait Held: Sealed + Send + Sync + fmt::Debug + Sized {
 
     /// Whether a hold of the guard is known to be lost (see [`LockGuard::is_lost`]).
     fn is_lost(&self) -> bool {
-        self.holds().iter().any(LockGuard::is_lost)
+        self.holds().iter().any(|guard| guard.hold().is_lost())
     }
 
     /// Resolves when a hold of the guard is lost (see [`LockGuard::lost`]).
@@ -64,13 +69,13 @@ pub trait Held: Sealed + Send + Sync + fmt::Debug + Sized {
     /// # Cancel safety
     /// Cancel safe: it only watches.
     fn lost(&self) -> impl Future<Output = ()> + Send + '_ {
-        first_of(self.holds(), |hold| Box::pin(hold.lost()))
+        first_of(self.holds(), |guard| Box::pin(hold_lost(guard)))
     }
 
     /// Whether a hold of the guard has been warned at risk (see
     /// [`LockGuard::is_at_risk`]).
     fn is_at_risk(&self) -> bool {
-        self.holds().iter().any(LockGuard::is_at_risk)
+        self.holds().iter().any(|guard| guard.hold().is_at_risk())
     }
 
     /// Resolves when a hold of the guard is at risk of being lost (see
@@ -79,7 +84,9 @@ pub trait Held: Sealed + Send + Sync + fmt::Debug + Sized {
     /// # Cancel safety
     /// Cancel safe: it only watches.
     fn at_risk(&self) -> impl Future<Output = ()> + Send + '_ {
-        first_of(self.holds(), |hold| Box::pin(hold.at_risk()))
+        first_of(self.holds(), |guard| {
+            Box::pin(guard.hold().warned_at_risk())
+        })
     }
 
     /// The smallest lease left when the holds' last renewals landed (see
@@ -87,7 +94,7 @@ pub trait Held: Sealed + Send + Sync + fmt::Debug + Sized {
     fn renewal_margin(&self) -> Option<Duration> {
         self.holds()
             .iter()
-            .filter_map(LockGuard::renewal_margin)
+            .filter_map(|guard| guard.hold().margin())
             .min()
     }
 
@@ -102,23 +109,31 @@ pub trait Held: Sealed + Send + Sync + fmt::Debug + Sized {
     /// As [`LockGuard::extend`].
     fn extend(&self, lease: Duration) -> impl Future<Output = Result<()>> + Send + '_ {
         async move {
-            for hold in self.holds() {
-                hold.extend(lease).await?;
+            for guard in self.holds() {
+                guard.engine().extend(guard.hold(), lease).await?;
             }
             Ok(())
         }
     }
 }
 
-impl Sealed for LockGuard {}
-
-impl Held for LockGuard {
-    fn holds(&self) -> &[LockGuard] {
-        std::slice::from_ref(self)
-    }
-
-    fn unlock(self) -> impl Future<Output = Result<()>> + Send {
-        LockGuard::unlock(self)
+/// Resolves when the one hold of `guard` is lost: marked lost, or its fixed lease
+/// (nearly) ran out.
+async fn hold_lost(guard: &LockGuard) {
+    let hold = guard.hold();
+    loop {
+        if hold.is_lost() {
+            return;
+        }
+        match hold.expires_at() {
+            Some(at) => {
+                tokio::select! {
+                    () = hold.marked_lost() => {}
+                    () = tokio::time::sleep_until(at) => {}
+                }
+            }
+            None => hold.marked_lost().await,
+        }
     }
 }
 
@@ -133,6 +148,211 @@ where
         many => drop(select_all(many.iter().map(signal)).await),
     }
 }
+
+/// Gives the guard type `$guard` the methods of [`Held`] as methods of its own, so that
+/// they need no import: `is_lost`, `lost`, `is_at_risk`, `at_risk`, `renewal_margin`,
+/// `extend` and `unlock`, each forwarding to the trait's. Written once here, with their
+/// docs, for every guard: a capability added to [`Held`] is added here too, and every
+/// guard has it.
+///
+/// `$take` is an expression that takes such a guard from `client`, for the examples;
+/// the doc lines after `unlock:` say what releasing means for this kind, and go into
+/// `unlock`'s doc.
+macro_rules! held_methods {
+    ($guard:ident, $take:expr $(, unlock: $(#[$unlock:meta])*)? $(,)?) => {
+        impl $guard {
+            /// Whether a hold of the guard is known to be lost: its key or field
+            /// vanished, renewals failed until the lease was about to run out, a fixed
+            /// lease (nearly) ran out, or the client was shut down. A guard of several
+            /// holds ([`MultiGuard`](crate::MultiGuard)) is lost when any of them is.
+            ///
+            /// # Examples
+            /// ```no_run
+            /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+            #[doc = concat!("let guard = ", $take, ";")]
+            /// assert!(!guard.is_lost());
+            /// # Ok(()) }
+            /// ```
+            pub fn is_lost(&self) -> bool {
+                $crate::held::Held::is_lost(self)
+            }
+
+            /// Resolves when a hold of the guard is lost; never while it is held. Select
+            /// on it to stop work that must not continue without the lock.
+            ///
+            /// # Cancel safety
+            /// Cancel safe: it only watches.
+            ///
+            /// # Examples
+            /// ```no_run
+            /// # async fn dox(client: holdlock::LockClient, work: impl std::future::Future<Output = ()>) -> holdlock::Result<()> {
+            #[doc = concat!("let guard = ", $take, ";")]
+            /// tokio::select! {
+            ///     () = work => guard.unlock().await?,
+            ///     () = guard.lost() => eprintln!("lock lost; work abandoned"),
+            /// }
+            /// # Ok(()) }
+            /// ```
+            pub async fn lost(&self) {
+                $crate::held::Held::lost(self).await;
+            }
+
+            /// Whether a hold of the guard has been warned at risk of being lost: a
+            /// renewal landed with less than the client's at-risk share of the lease
+            /// left (a third by default, see
+            /// [`LockClientBuilder::at_risk_share`](crate::LockClientBuilder::at_risk_share)),
+            /// or a renewal failed, while the hold was not lost. The warning stays.
+            ///
+            /// # Examples
+            /// ```no_run
+            /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+            #[doc = concat!("let guard = ", $take, ";")]
+            /// assert!(!guard.is_at_risk());
+            /// # Ok(()) }
+            /// ```
+            pub fn is_at_risk(&self) -> bool {
+                $crate::held::Held::is_at_risk(self)
+            }
+
+            /// Resolves when a hold of the guard is [at risk](Self::is_at_risk): an
+            /// early warning, before [`lost`](Self::lost), that the holder's runtime or
+            /// Redis is too slow for the lease (a starved tokio worker, a paused server).
+            /// Stop taking new work and checkpoint; the lock may still be kept
+            /// (`lost()` fires later, or never). A hold with a fixed lease has no
+            /// renewals and is never warned.
+            ///
+            /// # Cancel safety
+            /// Cancel safe: it only watches.
+            ///
+            /// # Examples
+            /// ```no_run
+            /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+            #[doc = concat!("let guard = ", $take, ";")]
+            /// tokio::select! {
+            ///     () = guard.at_risk() => eprintln!("renewals are late: checkpoint now"),
+            ///     () = tokio::time::sleep(std::time::Duration::from_secs(60)) => {}
+            /// }
+            /// # Ok(()) }
+            /// ```
+            pub async fn at_risk(&self) {
+                $crate::held::Held::at_risk(self).await;
+            }
+
+            /// The lease that was left in Redis when the last renewal landed (the margin
+            /// the watchdog had), the smallest of the guard's holds; `None` before the
+            /// first renewal and for a fixed lease.
+            ///
+            /// # Examples
+            /// ```no_run
+            /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+            #[doc = concat!("let guard = ", $take, ";")]
+            /// if let Some(margin) = guard.renewal_margin() {
+            ///     println!("the last renewal landed with {margin:?} to spare");
+            /// }
+            /// # Ok(()) }
+            /// ```
+            pub fn renewal_margin(&self) -> Option<std::time::Duration> {
+                $crate::held::Held::renewal_margin(self)
+            }
+
+            /// Sets the lease of each hold of the guard, taken with a fixed lease
+            /// ([`LockOptions::lease`](crate::LockOptions::lease)), to `lease` from now,
+            /// if it is still held. No watchdog is started. Nested holds share the
+            /// lease, so this sets theirs too.
+            ///
+            /// # Errors
+            /// [`LockError::NotHeld`](crate::LockError::NotHeld) if a hold was lost (its
+            /// lease ran out, or it was force-unlocked);
+            /// [`LockError::InvalidOption`](crate::LockError::InvalidOption) for a zero
+            /// or overlong lease, or for a hold the watchdog renews;
+            /// [`LockError::Redis`](crate::LockError::Redis),
+            /// [`LockError::Shutdown`](crate::LockError::Shutdown). For a guard of
+            /// several holds, the error of the first that failed (the ones before it
+            /// were extended).
+            ///
+            /// # Cancel safety
+            /// Cancel safe: dropped while the renewal is in flight, Redis may keep the
+            /// longer lease while the guard counts the shorter one, so the guard reports
+            /// the hold lost early, never late.
+            ///
+            /// # Examples
+            /// ```no_run
+            /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+            /// use holdlock::LockError;
+            #[doc = concat!("let guard = ", $take, ";")]
+            /// // ... the job needs longer than planned ...
+            /// match guard.extend(std::time::Duration::from_secs(30)).await {
+            ///     Ok(()) => {}                              // a fixed lease, 30 s from now
+            ///     Err(LockError::InvalidOption { .. }) => {} // the watchdog renews it
+            ///     Err(error) => return Err(error),
+            /// }
+            /// # Ok(()) }
+            /// ```
+            pub async fn extend(&self, lease: std::time::Duration) -> $crate::error::Result<()> {
+                $crate::held::Held::extend(self, lease).await
+            }
+
+            /// Releases the guard now. A lock is deleted (and its waiters woken) when
+            /// the owner's last hold of it is released.
+            ///
+            $($(#[$unlock])*)?
+            ///
+            /// A hold the guard has given up as [lost](Self::is_lost) may still be in
+            /// Redis (a fixed lease past nine tenths, renewals that kept failing): it is
+            /// released all the same, checked against the owner, so a job that overran
+            /// its planned lease frees the lock at once instead of leaving it held until
+            /// the lease runs out.
+            ///
+            /// If Redis refuses the release (it changed nothing, e.g. `NOREPLICAS` or
+            /// `OOM`), the error is returned and the hold is released in the background,
+            /// as a dropped guard's is: retried until it succeeds, the hold is lost or
+            /// the client shuts down. Nested guards of the same hold are not affected:
+            /// the hold count in Redis and here stay equal.
+            ///
+            /// # Errors
+            /// [`LockError::NotHeld`](crate::LockError::NotHeld) if a hold was gone from
+            /// Redis (expired, force-unlocked, or replaced by a newer hold of the same
+            /// owner); [`LockError::Redis`](crate::LockError::Redis) if Redis could not
+            /// be reached (the hold then expires within its lease);
+            /// [`LockError::Shutdown`](crate::LockError::Shutdown). For a guard of
+            /// several holds, the first error; the others are still released.
+            ///
+            /// # Cancel safety
+            /// Cancel safe: dropping the future at any point releases the guard all the
+            /// same. Dropped before a release was sent (it may wait behind another call
+            /// of the same owner on the same lock), what is left of the guard is dropped
+            /// with it and released in the background; dropped after, the outcome is
+            /// read from Redis in the background and the release completed if it did not
+            /// run.
+            ///
+            /// # Examples
+            /// ```no_run
+            /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+            #[doc = concat!("let guard = ", $take, ";")]
+            /// guard.unlock().await?;
+            /// # Ok(()) }
+            /// ```
+            pub async fn unlock(self) -> $crate::error::Result<()> {
+                $crate::held::Held::unlock(self).await
+            }
+        }
+    };
+}
+pub(crate) use held_methods;
+
+impl Sealed for LockGuard {}
+
+impl Held for LockGuard {
+    fn holds(&self) -> &[LockGuard] {
+        std::slice::from_ref(self)
+    }
+
+    fn unlock(self) -> impl Future<Output = Result<()>> + Send {
+        self.release_hold()
+    }
+}
+
+held_methods!(LockGuard, "client.lock(\"a\").await?");
 
 /// Runs `body` under `guard`, the critical section of every `with_*` call: the body's
 /// future is dropped at once if a hold is lost meanwhile ([`LockError::Lost`]);

@@ -9,7 +9,6 @@
 //! multi-lock keeps every guarantee of the mutex; this module only orders the names
 //! and gives back what it took when it cannot take everything.
 
-use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -17,7 +16,7 @@ use tokio::time::Instant;
 use crate::client::LockClient;
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
-use crate::held::{Held, Sealed};
+use crate::held::{Held, Sealed, held_methods};
 use crate::options::LockOptions;
 use crate::waiting::within_budget;
 
@@ -257,6 +256,12 @@ impl Taken {
 /// it, the watchdog renews it, and it can be lost on its own (see
 /// [`is_lost`](Self::is_lost)).
 ///
+/// It has the methods every guard has (`is_lost`, `lost`, `is_at_risk`, `at_risk`,
+/// `renewal_margin`, `extend`, `unlock`), over all its members. Having several names,
+/// it has [`names`](Self::names) where the other guards have `name()`, and the
+/// per-member accessors take the member's name: [`fencing_token`](Self::fencing_token),
+/// and [`guard`](Self::guard) for a member's `owner()` and `hold_count()`.
+///
 /// # Examples
 /// ```no_run
 /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
@@ -322,65 +327,6 @@ impl MultiGuard {
         self.guard(name)?.fencing_token()
     }
 
-    /// Whether any member is known to be lost (see [`LockGuard::is_lost`]).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// let both = client.lock_all(["a", "b"]).await?;
-    /// assert!(!both.is_lost());
-    /// # Ok(()) }
-    /// ```
-    pub fn is_lost(&self) -> bool {
-        Held::is_lost(self)
-    }
-
-    /// Resolves once any member is lost (see [`LockGuard::lost`]).
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only watches.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// let both = client.lock_all(["a", "b"]).await?;
-    /// tokio::select! {
-    ///     () = both.lost() => eprintln!("a member was lost: stop"),
-    ///     () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn lost(&self) {
-        Held::lost(self).await;
-    }
-
-    /// Releases every member (the last one taken first), and returns the first error.
-    /// A member whose release fails is handled as [`LockGuard::unlock`] describes.
-    ///
-    /// # Errors
-    /// As [`LockGuard::unlock`], for the first member that failed; the others are still
-    /// released.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: the members not yet released are released in the background when
-    /// the future is dropped.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// client.lock_all(["a", "b"]).await?.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn unlock(mut self) -> Result<()> {
-        let mut first_error = None;
-        while let Some(guard) = self.guards.pop() {
-            if let Err(error) = guard.unlock().await {
-                first_error.get_or_insert(error);
-            }
-        }
-        first_error.map_or(Ok(()), Err)
-    }
-
     /// The members' guards, in lock order, to release them one at a time.
     ///
     /// # Examples
@@ -402,7 +348,20 @@ impl Held for MultiGuard {
         &self.guards
     }
 
-    fn unlock(self) -> impl Future<Output = Result<()>> + Send {
-        MultiGuard::unlock(self)
+    async fn unlock(mut self) -> Result<()> {
+        let mut first_error = None;
+        while let Some(guard) = self.guards.pop() {
+            if let Err(error) = guard.unlock().await {
+                first_error.get_or_insert(error);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 }
+
+held_methods!(
+    MultiGuard,
+    "client.lock_all([\"a\", \"b\"]).await?",
+    unlock:
+    /// A multi-lock's members are released one by one, the last one taken first.
+);

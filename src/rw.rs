@@ -16,7 +16,7 @@ use crate::client::LockClient;
 use crate::engine::{Attempt, HoldClaim};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
-use crate::held::{Held, Sealed};
+use crate::held::{Held, Sealed, held_methods};
 use crate::hold::LocalHolder;
 use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
@@ -373,53 +373,9 @@ macro_rules! side_guard {
             pub fn hold_count(&self) -> u32 {
                 self.0.hold_count()
             }
-
-            /// Whether the hold is known to be lost (see [`LockGuard::is_lost`]).
-            ///
-            /// # Examples
-            /// ```no_run
-            /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-            #[doc = concat!("assert!(!client.", $lock, "(\"a\").await?.is_lost());")]
-            /// # Ok(()) }
-            /// ```
-            pub fn is_lost(&self) -> bool {
-                self.0.is_lost()
-            }
-
-            /// Resolves once the hold is lost (see [`LockGuard::lost`]).
-            ///
-            /// # Cancel safety
-            /// Cancel safe: it only watches.
-            ///
-            /// # Examples
-            /// ```no_run
-            /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-            #[doc = concat!("let guard = client.", $lock, "(\"a\").await?;")]
-            /// guard.lost().await; // e.g. raced against the work in a select!
-            /// # Ok(()) }
-            /// ```
-            pub async fn lost(&self) {
-                self.0.lost().await;
-            }
-
-            /// Releases this hold (see [`LockGuard::unlock`]).
-            ///
-            /// # Errors
-            /// As [`LockGuard::unlock`].
-            ///
-            /// # Cancel safety
-            /// As [`LockGuard::unlock`]: dropping the future still releases.
-            ///
-            /// # Examples
-            /// ```no_run
-            /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-            #[doc = concat!("client.", $lock, "(\"a\").await?.unlock().await?;")]
-            /// # Ok(()) }
-            /// ```
-            pub async fn unlock(self) -> Result<()> {
-                self.0.unlock().await
-            }
         }
+
+        held_methods!($guard, concat!("client.", $lock, "(\"a\").await?"));
 
         impl Sealed for $guard {}
 
@@ -429,7 +385,7 @@ macro_rules! side_guard {
             }
 
             fn unlock(self) -> impl Future<Output = Result<()>> + Send {
-                self.0.unlock()
+                Held::unlock(self.0)
             }
         }
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 use crate::client::LockClient;
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
-use crate::held::{Held, Sealed};
+use crate::held::{Held, Sealed, held_methods};
 use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
 use crate::scripts::{Kind, LockNames, semaphore_names};
@@ -324,41 +324,29 @@ impl Permit {
         self.guard.owner()
     }
 
-    /// Whether the permit is known to be lost (see [`LockGuard::is_lost`]).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// assert!(!client.semaphore("exports", 5).acquire().await?.is_lost());
-    /// # Ok(()) }
-    /// ```
-    pub fn is_lost(&self) -> bool {
-        self.guard.is_lost()
-    }
-
-    /// Resolves once the permit is lost (see [`LockGuard::lost`]).
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only watches.
+    /// The owner id of the task that took the permit, `<client-uuid>:<task>` (see
+    /// [`LockClient::owner_id`]): its [`id`](Self::id) without the `:p<n>` that makes
+    /// the id unique to this permit.
     ///
     /// # Examples
     /// ```no_run
     /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
     /// let permit = client.semaphore("exports", 5).acquire().await?;
-    /// permit.lost().await; // e.g. raced against the work in a select!
+    /// assert_eq!(permit.owner(), client.owner_id());
     /// # Ok(()) }
     /// ```
-    pub async fn lost(&self) {
-        self.guard.lost().await;
+    pub fn owner(&self) -> &str {
+        let id = self.id();
+        id.rsplit_once(":p").map_or(id, |(owner, _)| owner)
     }
 
-    /// Gives the permit back.
+    /// Gives the permit back: [`unlock`](Self::unlock) under the semaphore's word.
     ///
     /// # Errors
-    /// As [`LockGuard::unlock`]: [`LockError::NotHeld`] if the permit was lost.
+    /// As [`unlock`](Self::unlock): [`LockError::NotHeld`] if the permit was lost.
     ///
     /// # Cancel safety
-    /// As [`LockGuard::unlock`]: dropping the future still gives the permit back.
+    /// As [`unlock`](Self::unlock): dropping the future still gives the permit back.
     ///
     /// # Examples
     /// ```no_run
@@ -367,9 +355,16 @@ impl Permit {
     /// # Ok(()) }
     /// ```
     pub async fn release(self) -> Result<()> {
-        self.guard.unlock().await
+        self.unlock().await
     }
 }
+
+held_methods!(
+    Permit,
+    "client.semaphore(\"exports\", 5).acquire().await?",
+    unlock:
+    /// A permit is given back to its semaphore ([`release`](Self::release) is the same).
+);
 
 impl Sealed for Permit {}
 
@@ -379,7 +374,7 @@ impl Held for Permit {
     }
 
     fn unlock(self) -> impl Future<Output = Result<()>> + Send {
-        self.release()
+        Held::unlock(self.guard)
     }
 }
 

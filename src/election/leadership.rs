@@ -9,7 +9,7 @@ use fred::bytes_utils::Str;
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::guard::LockGuard;
-use crate::held::{Held, Sealed};
+use crate::held::{Held, Sealed, held_methods};
 
 use super::*;
 
@@ -68,80 +68,42 @@ impl Leadership {
         self.info.fencing_token
     }
 
-    /// Whether the leadership's hold is known to be lost (see [`LockGuard::is_lost`]).
+    /// The election's name.
     ///
     /// # Examples
     /// ```no_run
     /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
     /// let leadership = client.election("scheduler").campaign("host-a").await?;
-    /// assert!(!leadership.is_lost());
+    /// assert_eq!(leadership.name(), "scheduler");
     /// # Ok(()) }
     /// ```
-    pub fn is_lost(&self) -> bool {
-        Held::is_lost(self)
+    pub fn name(&self) -> &str {
+        &self.info.election
     }
 
-    /// Resolves when the leadership's hold is lost (see [`LockGuard::lost`]): stop
-    /// acting as the leader.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only watches.
+    /// The leader's owner id, `<client-uuid>:<scope>` (each campaign is an owner of its
+    /// own).
     ///
     /// # Examples
     /// ```no_run
     /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
     /// let leadership = client.election("scheduler").campaign("host-a").await?;
-    /// leadership.lost().await;
-    /// eprintln!("no longer the leader");
+    /// assert!(leadership.owner().starts_with(&client.owner_id()[..36]));
     /// # Ok(()) }
     /// ```
-    pub async fn lost(&self) {
-        Held::lost(self).await;
+    pub fn owner(&self) -> &str {
+        &self.info.owner
     }
 
-    /// Whether the leadership has been warned at risk (see [`LockGuard::is_at_risk`]).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// let leadership = client.election("scheduler").campaign("host-a").await?;
-    /// assert!(!leadership.is_at_risk());
-    /// # Ok(()) }
-    /// ```
-    pub fn is_at_risk(&self) -> bool {
-        Held::is_at_risk(self)
-    }
-
-    /// Resolves when the leadership is at risk of being lost (see
-    /// [`LockGuard::at_risk`]): renewals land late. Stop taking new work and
-    /// checkpoint; [`lost`](Self::lost) may follow.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only watches.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// let leadership = client.election("scheduler").campaign("host-a").await?;
-    /// leadership.at_risk().await;
-    /// eprintln!("renewals are late: checkpoint now");
-    /// # Ok(()) }
-    /// ```
-    pub async fn at_risk(&self) {
-        Held::at_risk(self).await;
-    }
-
-    /// Steps down: deletes the leader's record and announces the change (if the record
-    /// is still this leader's), then releases the election's lock, which hands it to
-    /// the next candidate at once.
+    /// Steps down: [`unlock`](Self::unlock) under the election's word.
     ///
     /// # Errors
-    /// [`LockError::NotHeld`] if the leadership was already lost; [`LockError::Redis`]
-    /// (the leadership then ends within its lease all the same),
-    /// [`LockError::Shutdown`].
+    /// As [`unlock`](Self::unlock): [`LockError::NotHeld`] if the leadership was
+    /// already lost.
     ///
     /// # Cancel safety
-    /// Cancel safe: dropped before it finishes, the rest is done in the background.
+    /// As [`unlock`](Self::unlock): dropped before it finishes, the rest is done in the
+    /// background.
     ///
     /// # Examples
     /// ```no_run
@@ -151,19 +113,20 @@ impl Leadership {
     /// # Ok(()) }
     /// ```
     pub async fn resign(self) -> Result<()> {
-        let Leadership { mut term, .. } = self;
-        let Some(guard) = term.guard.as_ref() else {
-            return Ok(());
-        };
-        let (engine, owner) = (Arc::clone(guard.engine()), guard.owner().to_owned());
-        // Dropped meanwhile, the term still has the guard and resigns in the background.
-        let cleared = term.clear(&engine, &owner).await;
-        let Some(guard) = term.guard.take() else {
-            return cleared;
-        };
-        guard.unlock().await.and(cleared)
+        self.unlock().await
     }
 }
+
+held_methods!(
+    Leadership,
+    "client.election(\"scheduler\").campaign(\"host-a\").await?",
+    unlock:
+    /// A leadership steps down first: the leader's record is deleted and the change
+    /// announced (if the record is still this leader's); then the election's lock is
+    /// released, which hands it to the next candidate at once.
+    /// [`resign`](Self::resign) is the same. If Redis cannot be reached, the
+    /// leadership ends within its lease all the same.
+);
 
 impl Sealed for Leadership {}
 
@@ -173,7 +136,20 @@ impl Held for Leadership {
     }
 
     fn unlock(self) -> impl Future<Output = Result<()>> + Send {
-        self.resign()
+        let Leadership { mut term, .. } = self;
+        async move {
+            let Some(guard) = term.guard.as_ref() else {
+                return Ok(());
+            };
+            let (engine, owner) = (Arc::clone(guard.engine()), guard.owner().to_owned());
+            // Dropped meanwhile, the term still has the guard and resigns in the
+            // background.
+            let cleared = term.clear(&engine, &owner).await;
+            let Some(guard) = term.guard.take() else {
+                return cleared;
+            };
+            guard.unlock().await.and(cleared)
+        }
     }
 }
 
