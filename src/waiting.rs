@@ -67,10 +67,10 @@ use crate::chores::{Chore, Chores};
 use crate::connection::Ownership;
 use crate::error::{LockError, Result};
 use crate::keys::keys_of_channel;
-use crate::scripts::LockNames;
 
 mod give_up;
 mod hand_off;
+mod mark;
 mod named;
 mod places;
 mod shards;
@@ -78,6 +78,7 @@ mod wait;
 
 pub(crate) use give_up::{Forever, GiveUp, within_budget};
 use hand_off::Due;
+pub(crate) use mark::Mark;
 use named::Named;
 pub(crate) use named::{Handed, NamedWaiter, PlacesCheck};
 pub(crate) use places::Places;
@@ -150,7 +151,7 @@ struct Room {
     /// two (see [`Room::step`]).
     pace: Mutex<Option<(Instant, Duration)>>,
     /// Set by a grant that queued this client again for its next waiter
-    /// ([`HandOff::requeue`]): the next head waits for its name without asking.
+    /// (`HandOff::Waited`'s `requeue`): the next head waits for its name without asking.
     queued: AtomicBool,
     /// What a refused attempt of a waiter here left in Redis for this client's waits
     /// (see [`Mark`]): taken down when the room is forgotten.
@@ -171,33 +172,6 @@ struct Room {
     /// comes meanwhile need not ask, see [`Ticket::sharers_refused`]), and how many
     /// messages have come (a refusal that was answered before the last one is stale).
     sharers_refused: Mutex<(u64, Option<Instant>)>,
-}
-
-/// What a waiter's refused attempt leaves in Redis that outlives its wait unless it
-/// is taken down (see [`Ticket::marking`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mark {
-    /// A mutex's refused waiter queues its client (see `hand_off.rs`): `ZREM` it from
-    /// `<key>:clients`.
-    ClientQueued,
-    /// A read-write lock's refused writer keeps new readers out for a while (the field
-    /// `writer_waits`, see `lua/rw_acquire.lua`): `lua/rw_unmark.lua` takes it down.
-    /// Writers of other clients still waiting put it back when they next ask.
-    WriterWaits,
-}
-
-impl Mark {
-    /// The mark a refused waiting attempt on the lock `names` leaves, if any (a
-    /// mutex in Redisson's layout has no queue of clients).
-    pub(crate) fn left_by(names: &LockNames) -> Option<Self> {
-        if names.queues_clients() {
-            Some(Self::ClientQueued)
-        } else if names.kind.marks_waiting_writers() {
-            Some(Self::WriterWaits)
-        } else {
-            None
-        }
-    }
 }
 
 /// What a release message of a read-write lock that lets in only a writer starts with
@@ -534,48 +508,6 @@ impl Waiting {
         });
     }
 
-    /// Takes down the [`Mark`] the waits of `room` left at `key`, now that `room` is
-    /// forgotten: a client named with none of its waiters left would only hold up the
-    /// next hand-off, a writer's mark would keep readers out for nobody, and a clean
-    /// shutdown leaves neither behind. In the background, counted as a chore.
-    fn take_down_mark(self: &Arc<Self>, key: &str, room: &Arc<Room>) {
-        let Some(mark) = room.mark.lock().take() else {
-            return;
-        };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let (redis, chore) = (self.redis.clone(), self.chores.begin());
-        let client = self.client.to_string();
-        let (waiting, key) = (Arc::downgrade(self), key.to_owned());
-        runtime.spawn(async move {
-            use fred::types::{ClusterHash, CustomCommand};
-            let done: fred::prelude::FredResult<i64> = match mark {
-                Mark::ClientQueued => {
-                    let zrem = CustomCommand::new_static("ZREM", ClusterHash::FirstKey, false);
-                    let queue = crate::keys::clients_key(&key);
-                    redis.custom(zrem, vec![queue, client]).await
-                }
-                Mark::WriterWaits => {
-                    crate::scripts::RW_UNMARK
-                        .evalsha_with_reload(&redis, key.as_str(), ())
-                        .await
-                }
-            };
-            if let Err(error) = done {
-                tracing::debug!(%error, %key, ?mark, "taking down a waiter's mark failed");
-            }
-            // A waiter that came meanwhile may have been queued just before: its head
-            // asks again, which queues the client again.
-            if let Some(waiting) = waiting.upgrade() {
-                if let Some(room) = waiting.rooms.lock().get(&key) {
-                    room.wake_everyone();
-                }
-            }
-            drop(chore);
-        });
-    }
-
     /// Forgets `room` if nobody is in it; returns whether it did.
     fn forget_if_empty(&self, key: &str, room: &Arc<Room>) -> bool {
         let mut rooms = self.rooms.lock();
@@ -732,26 +664,6 @@ impl Ticket<'_> {
         self.room.queued.store(true, Ordering::Release);
     }
 
-    /// Records, before this waiter (the head: one attempt at a time) sends an attempt,
-    /// that a refusal would leave `mark` in Redis: the room takes it down when it is
-    /// forgotten (no waiter of this client left), also if the attempt is cancelled in
-    /// flight. A grant that leaves no mark undoes the record ([`Marking::granted`]), so
-    /// a lock taken at once costs nothing more.
-    pub(crate) fn marking(&self, mark: Option<Mark>) -> Marking<'_> {
-        let mut current = self.room.mark.lock();
-        let set = match (mark, *current) {
-            (Some(mark), None) => {
-                *current = Some(mark);
-                true
-            }
-            _ => false,
-        };
-        Marking {
-            room: &self.room,
-            set,
-        }
-    }
-
     /// Whether a grant queued this client again since the last call: the head then
     /// waits for its name without asking first.
     pub(crate) fn take_queued(&self) -> bool {
@@ -781,24 +693,6 @@ impl Ticket<'_> {
 /// A number in a release message (a fair lock's wait or time, a writer's delay).
 fn parse_number(text: &[u8]) -> Option<u64> {
     std::str::from_utf8(text).ok()?.parse().ok()
-}
-
-/// An attempt that may leave a [`Mark`] (see [`Ticket::marking`]).
-#[derive(Debug)]
-pub(crate) struct Marking<'t> {
-    room: &'t Room,
-    /// Whether this attempt recorded the mark (no earlier one had).
-    set: bool,
-}
-
-impl Marking<'_> {
-    /// The attempt was granted; `marks` if the grant left the mark itself (a client
-    /// queued again for its other waiters).
-    pub(crate) fn granted(self, marks: bool) {
-        if self.set && !marks {
-            *self.room.mark.lock() = None;
-        }
-    }
 }
 
 impl Drop for Ticket<'_> {

@@ -381,7 +381,8 @@ async fn a_client_built_while_a_node_is_not_ready_connects() {
     };
     let refused = LockClient::builder("redis://unused")
         .fred_clients(lent(), None)
-        .connect_timeout(Duration::from_millis(400))
+        // Long enough for fred's refusal to come first on a loaded machine.
+        .connect_timeout(Duration::from_secs(3))
         .build()
         .await
         .expect_err("no lent client while a node's state is fail");
