@@ -163,7 +163,10 @@ pub(crate) static MUTEX: KindSpec = KindSpec {
                 .await
         })
     },
-    renew: renew_whole,
+    // Its keys expire as a whole (`lua/renew.lua`).
+    renew: |scripts, client, names, owner, lease_ms| {
+        Box::pin(scripts.renew(client, &names.key, owner, lease_ms))
+    },
 };
 
 /// The mutex in the layout of Redisson's `RLock` (see `compat.rs`): its acquire and
@@ -233,7 +236,11 @@ pub(crate) static READ: KindSpec = KindSpec {
         let field = names.field(owner).into_owned();
         Box::pin(async move { scripts.rw_release(client, names, &field).await })
     },
-    renew: renew_one,
+    // Each holder expires on its own (`lua/lease_renew.lua`).
+    renew: |scripts, client, names, owner, lease_ms| {
+        let field = names.field(owner).into_owned();
+        Box::pin(async move { scripts.lease_renew(client, names, &field, lease_ms).await })
+    },
     ..MUTEX
 };
 
@@ -269,29 +276,6 @@ pub(crate) static SEMAPHORE: KindSpec = KindSpec {
     },
     ..READ
 };
-
-/// Renews a lock whose keys expire as a whole (`lua/renew.lua`).
-fn renew_whole<'a>(
-    scripts: &'a Scripts,
-    client: &'a Client,
-    names: &'a LockNames,
-    owner: &'a str,
-    lease_ms: u64,
-) -> Call<'a, bool> {
-    Box::pin(scripts.renew(client, &names.key, owner, lease_ms))
-}
-
-/// Renews one holder of a lock whose holders expire one by one (`lua/lease_renew.lua`).
-fn renew_one<'a>(
-    scripts: &'a Scripts,
-    client: &'a Client,
-    names: &'a LockNames,
-    owner: &'a str,
-    lease_ms: u64,
-) -> Call<'a, bool> {
-    let field = names.field(owner).into_owned();
-    Box::pin(async move { scripts.lease_renew(client, names, &field, lease_ms).await })
-}
 
 /// A kind of lock: a descriptor, compared by identity.
 #[derive(Debug, Clone, Copy)]
