@@ -7,6 +7,8 @@ use std::time::Duration;
 use fred::clients::Client;
 
 use crate::engine::{Attempt, Engine};
+#[cfg(doc)]
+use crate::error::LockError;
 use crate::error::Result;
 use crate::guard::LockGuard;
 use crate::hold::LocalHolder;
