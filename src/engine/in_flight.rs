@@ -25,6 +25,7 @@ pub(super) enum Op {
 /// (a definite error: nothing changed) or [`unresolved`](Self::unresolved) (the reply
 /// was lost); dropped otherwise (its caller's future was dropped), it is settled in the
 /// background like an unresolved call.
+#[must_use = "an in-flight call ends through land, refused or unresolved; dropped, it is settled in the background"]
 pub(super) struct InFlight {
     engine: Arc<Engine>,
     op: Op,
