@@ -228,3 +228,32 @@ fn tower_types_are_send_and_sync() {
     send_sync::<tower::OwnerScopeFuture<std::future::Ready<()>>>();
     send_sync::<tower::RetryAfter>();
 }
+
+/// Every guard has the shared methods of its own: this module does not import the
+/// trait `Held`, so it fails to compile if a guard lacks one of them.
+#[allow(dead_code)]
+mod without_the_trait {
+    use std::time::Duration;
+
+    use holdlock::{Leadership, LockGuard, MultiGuard, Permit, ReadGuard, WriteGuard};
+
+    macro_rules! shared_methods {
+        ($($guard:ty),*) => {$(
+            let _ = |guard: $guard| async move {
+                let _: bool = guard.is_lost();
+                guard.lost().await;
+                let _: bool = guard.is_at_risk();
+                guard.at_risk().await;
+                let _: Option<Duration> = guard.renewal_margin();
+                let _ = guard.extend(Duration::from_secs(1)).await;
+                let _ = guard.unlock().await;
+            };
+        )*};
+    }
+
+    fn every_guard() {
+        shared_methods!(
+            LockGuard, ReadGuard, WriteGuard, Permit, MultiGuard, Leadership
+        );
+    }
+}

@@ -83,12 +83,6 @@ pub(crate) struct KindSpec {
     /// Whether its waiters ask alongside each other at every release (holds of it are
     /// shared), rather than in line, the head of the client's waiters asking.
     waits_alongside: bool,
-    /// Whether the hash keeps fields beside its holders (`data:<owner>`, a token):
-    /// Redisson's keeps nothing else.
-    keeps_data: bool,
-    /// The hash field keeping a fenced hold's token, or `None` where the token is its
-    /// counter's own key (Redisson's).
-    token_field: Option<&'static str>,
     /// The key and channel names beside the hash, by layout.
     layout: &'static Layout,
     /// The kind's one acquire script, for kinds whose fresh acquisition can be
@@ -114,6 +108,10 @@ struct Layout {
     /// What its force-unlock tells its channel, beside telling the holders' clients:
     /// Redisson's waiters wait for its unlock message.
     forced_message: Option<&'static str>,
+    /// Whether the hash keeps fields beside its holders (`data:<owner>`, and a fenced
+    /// hold's token in the field `token`): Redisson's keeps nothing else, and its
+    /// token is its counter's own key.
+    keeps_fields: bool,
 }
 
 /// holdlock's own layout: `<key>:token`, `<key>:released`, `<key>:<suffix>`.
@@ -122,6 +120,7 @@ static HOLDLOCK: Layout = Layout {
     release_channel: keys::release_channel,
     beside: |key, suffix| [key, ":", suffix].concat(),
     forced_message: None,
+    keeps_fields: true,
 };
 
 /// Redisson's layout (see `compat.rs`).
@@ -130,6 +129,7 @@ static REDISSON: Layout = Layout {
     release_channel: compat::channel,
     beside: compat::beside,
     forced_message: Some(compat::UNLOCK_MESSAGE),
+    keeps_fields: false,
 };
 
 /// The reentrant mutex: a hash of owner -> hold count (`lua/acquire.lua`).
@@ -148,8 +148,6 @@ pub(crate) static MUTEX: KindSpec = KindSpec {
     marks_waiting_writers: false,
     hands_on_when_forced: false,
     waits_alongside: false,
-    keeps_data: true,
-    token_field: Some(super::TOKEN_FIELD),
     layout: &HOLDLOCK,
     pipelined: Some(&ACQUIRE),
     acquire: |scripts, client, names, owner, options| {
@@ -175,8 +173,6 @@ pub(crate) static MUTEX: KindSpec = KindSpec {
 pub(crate) static REDISSON_MUTEX: KindSpec = KindSpec {
     batch_releases: false,
     queues_clients: false,
-    keeps_data: false,
-    token_field: None,
     layout: &REDISSON,
     pipelined: Some(&REDISSON_ACQUIRE),
     acquire: |scripts, client, names, owner, options| {
@@ -232,14 +228,10 @@ pub(crate) static READ: KindSpec = KindSpec {
     acquire: |scripts, client, names, owner, options| {
         Box::pin(scripts.rw_acquire(client, names, owner, options.0))
     },
-    release: |scripts, client, names, owner, _| {
-        let field = names.field(owner).into_owned();
-        Box::pin(async move { scripts.rw_release(client, names, &field).await })
-    },
+    release: |scripts, client, names, owner, _| Box::pin(scripts.rw_release(client, names, owner)),
     // Each holder expires on its own (`lua/lease_renew.lua`).
     renew: |scripts, client, names, owner, lease_ms| {
-        let field = names.field(owner).into_owned();
-        Box::pin(async move { scripts.lease_renew(client, names, &field, lease_ms).await })
+        Box::pin(scripts.lease_renew(client, names, owner, lease_ms))
     },
     ..MUTEX
 };
@@ -381,7 +373,7 @@ impl Kind {
 
     /// Whether the hash keeps data beside its holders.
     pub(crate) fn keeps_data(self) -> bool {
-        self.0.keeps_data
+        self.0.layout.keeps_fields
     }
 
     /// The script of a fresh acquisition that a `WAIT` may follow in one pipeline.
@@ -490,9 +482,9 @@ impl LockNames {
     /// Where a fenced hold's token is read: `HGET <key> <field>`, or `GET <token key>`
     /// where the counter is a key of its own.
     pub(crate) fn token_read(&self) -> (&'static str, Cow<'_, str>, Option<&'static str>) {
-        match self.kind.0.token_field {
-            Some(field) => ("HGET", Cow::Borrowed(&*self.key), Some(field)),
-            None => ("GET", Cow::Owned(self.token_key()), None),
+        match self.kind.0.layout.keeps_fields {
+            true => ("HGET", Cow::Borrowed(&*self.key), Some(super::TOKEN_FIELD)),
+            false => ("GET", Cow::Owned(self.token_key()), None),
         }
     }
 

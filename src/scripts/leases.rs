@@ -110,12 +110,13 @@ impl Scripts {
         &self,
         client: &Client,
         names: &LockNames,
-        holder: &str,
+        owner: &str,
         lease_ms: u64,
     ) -> Result<bool> {
+        let holder = names.field(owner);
         let leases = names.leases_key();
         let keys = [&*names.key, leases.as_str()];
-        let args = || vec![holder.into(), decimal(lease_ms)];
+        let args = || vec![holder.as_ref().into(), decimal(lease_ms)];
         let script = &LEASE_RENEW;
         let reply = self
             .eval(client, script, &keys, &args, Delivery::Retried)
@@ -176,11 +177,12 @@ impl Scripts {
         &self,
         client: &Client,
         names: &LockNames,
-        field: &str,
+        owner: &str,
     ) -> Result<Option<u32>> {
+        let field = names.field(owner);
         let leases = names.leases_key();
         let keys = [&*names.key, leases.as_str()];
-        let args = || vec![field.into(), Value::from_static_str(self.publish)];
+        let args = || vec![field.as_ref().into(), Value::from_static_str(self.publish)];
         let script = &RW_RELEASE;
         let reply = self
             .eval(client, script, &keys, &args, Delivery::AtMostOnce)
