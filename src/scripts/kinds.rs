@@ -153,13 +153,10 @@ pub(crate) static MUTEX: KindSpec = KindSpec {
     acquire: |scripts, client, names, owner, options| {
         Box::pin(scripts.acquire(client, &ACQUIRE, AcquireCall::of(names, owner, options)))
     },
+    // Hands the lock to the first of the clients queued beside it.
     release: |scripts, client, names, owner, held| {
-        let queue = names.clients_key();
-        Box::pin(async move {
-            scripts
-                .release(client, &RELEASE, names, &queue, owner, held)
-                .await
-        })
+        let call = (scripts, client, names, owner, held);
+        release_mutex(call, &RELEASE, names.clients_key())
     },
     // Its keys expire as a whole (`lua/renew.lua`).
     renew: |scripts, client, names, owner, lease_ms| {
@@ -179,13 +176,10 @@ pub(crate) static REDISSON_MUTEX: KindSpec = KindSpec {
         let call = AcquireCall::of(names, owner, options);
         Box::pin(scripts.acquire(client, &REDISSON_ACQUIRE, call))
     },
+    // Told its channel, as Redisson's own unlock is.
     release: |scripts, client, names, owner, held| {
-        // Told its channel, as Redisson's own unlock is.
-        let channel = names.release_channel();
-        Box::pin(async move {
-            let release = scripts.release(client, &REDISSON_RELEASE, names, &channel, owner, held);
-            release.await
-        })
+        let call = (scripts, client, names, owner, held);
+        release_mutex(call, &REDISSON_RELEASE, names.release_channel())
     },
     ..MUTEX
 };
@@ -268,6 +262,19 @@ pub(crate) static SEMAPHORE: KindSpec = KindSpec {
     },
     ..READ
 };
+
+/// A mutex's release with `script` (holdlock's or Redisson's), which takes `second`
+/// as its second key.
+fn release_mutex<'a>(
+    (scripts, client, names, owner, held): (&'a Scripts, &'a Client, &'a LockNames, &'a str, u32),
+    script: &'static Script,
+    second: String,
+) -> Call<'a, Option<u32>> {
+    Box::pin(async move {
+        let release = scripts.release(client, script, names, &second, owner, held);
+        release.await
+    })
+}
 
 /// A kind of lock: a descriptor, compared by identity.
 #[derive(Debug, Clone, Copy)]
