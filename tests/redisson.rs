@@ -322,3 +322,43 @@ async fn dropped_calls_leave_no_hold_and_no_subscription_behind() {
     let fields: Vec<(String, String)> = redis.hgetall(name.as_str()).await.unwrap();
     assert!(fields.is_empty(), "{fields:?}");
 }
+
+/// The client knows its own holds in Redisson's layout as in its own: a holder's
+/// re-entry goes straight to Redis, not behind this client's waiters for the lock
+/// (who wait for that very holder), and another owner's try is refused without a
+/// round trip.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_holder_re_enters_past_its_clients_waiters_and_tries_cost_redis_nothing() {
+    let server = common::RedisServer::start();
+    let client = redisson_client(&server.url()).await;
+    let name = common::unique("redisson-local");
+    let outer = client.lock(&name).await.unwrap();
+    let waiter = {
+        let (client, name) = (client.clone(), name.clone());
+        tokio::spawn(async move { client.lock(&name).await.unwrap() })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let inner = tokio::time::timeout(Duration::from_secs(2), client.lock(&name))
+        .await
+        .expect("the re-entry waited behind a waiter for its own lock")
+        .unwrap();
+    assert_eq!(inner.hold_count(), 2);
+
+    server.query(&["CONFIG", "RESETSTAT"]).unwrap();
+    for _ in 0..10 {
+        let (client, name) = (client.clone(), name.clone());
+        let refused = tokio::spawn(async move { client.try_lock(&name).await.unwrap() });
+        assert!(
+            refused.await.unwrap().is_none(),
+            "another owner got a held lock"
+        );
+    }
+    assert_eq!(
+        server.command_calls("evalsha"),
+        0,
+        "refused without a round trip"
+    );
+    inner.unlock().await.unwrap();
+    outer.unlock().await.unwrap();
+    waiter.await.unwrap().unlock().await.unwrap();
+}
