@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use fred::clients::Client;
 
@@ -13,9 +12,9 @@ use crate::error::Result;
 use crate::guard::LockGuard;
 use crate::hold::LocalHolder;
 use crate::observe;
-use crate::options::{LockOptions, ResolvedOptions};
+use crate::options::ResolvedOptions;
 use crate::scripts::{Asking, Kind};
-use crate::waiting::{Forever, GiveUp, within_budget};
+use crate::waiting::GiveUp;
 
 /// A handle to Redis for taking reentrant, self-renewing locks.
 ///
@@ -87,139 +86,9 @@ impl LockClient {
         self.engine.config().compat
     }
 
-    /// Takes the lock, waiting as long as it takes. Re-entry by the same owner returns
-    /// at once with the hold count raised.
-    ///
-    /// # Errors
-    /// [`LockError::InvalidName`], [`LockError::WrongType`] if the key holds something
-    /// else, [`LockError::Redis`] on connection failure, [`LockError::Shutdown`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe: dropping the future at any point leaves no hold behind. If the
-    /// acquire script had already been sent, its reply is awaited in the background
-    /// and a granted hold is released at once. A cancelled waiter gives up its place
-    /// in the queue.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// let guard = client.lock("account:42").await?;
-    /// let nested = client.lock("account:42").await?; // same task: re-entry
-    /// assert_eq!(nested.hold_count(), 2);
-    /// # Ok(()) }
-    /// ```
-    pub async fn lock(&self, name: &str) -> Result<LockGuard> {
-        self.engine.check_running()?;
-        let options = LockOptions::new().wait_forever();
-        let options = options.resolve(self.engine.config())?;
-        match self.wait_for(name, options, Forever).await? {
-            Ok(guard) => Ok(guard),
-            Err(never) => match never {},
-        }
-    }
-
-    /// Takes the lock if it is free (or already held by this owner), without waiting.
-    ///
-    /// One round trip; none at all when another owner in this process holds the lock
-    /// (a burst of tries in one process costs Redis only the tries that can win).
-    ///
-    /// # Errors
-    /// As [`lock`](Self::lock).
-    ///
-    /// # Cancel safety
-    /// As [`lock`](Self::lock).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// match client.try_lock("job:nightly").await? {
-    ///     Some(guard) => { /* run the job */ guard.unlock().await? }
-    ///     None => println!("another instance is running it"),
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn try_lock(&self, name: &str) -> Result<Option<LockGuard>> {
-        self.lock_with(name, LockOptions::new().wait(Duration::ZERO))
-            .await
-    }
-
-    /// Takes the lock, waiting at most `wait`; `None` if it did not come free.
-    ///
-    /// # Errors
-    /// As [`lock`](Self::lock), and [`LockError::InvalidOption`] for a wait longer than
-    /// ten years.
-    ///
-    /// # Cancel safety
-    /// As [`lock`](Self::lock).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// use std::time::Duration;
-    /// if let Some(guard) = client.lock_timeout("account:42", Duration::from_millis(500)).await? {
-    ///     guard.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn lock_timeout(&self, name: &str, wait: Duration) -> Result<Option<LockGuard>> {
-        self.lock_with(name, LockOptions::new().wait(wait)).await
-    }
-
-    /// Takes the lock with per-call [`LockOptions`]: how long to wait, a fixed lease
-    /// instead of the watchdog, a fencing token.
-    ///
-    /// # Errors
-    /// As [`lock_timeout`](Self::lock_timeout), and [`LockError::InvalidOption`] for a
-    /// zero or overlong lease.
-    ///
-    /// # Cancel safety
-    /// As [`lock`](Self::lock).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// use std::time::Duration;
-    /// use holdlock::LockOptions;
-    /// let options = LockOptions::new().wait(Duration::from_secs(1)).lease(Duration::from_secs(5));
-    /// let guard = client.lock_with("x", options).await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn lock_with(&self, name: &str, options: LockOptions) -> Result<Option<LockGuard>> {
-        self.engine.check_running()?;
-        let options = options.resolve(self.engine.config())?;
-        match options.deadline()? {
-            None => Ok(self.wait_for(name, options, Forever).await?.ok()),
-            Some(deadline) => {
-                let answer_by = options.answer_by(deadline);
-                let call = self.wait_for(name, options, deadline);
-                Ok(within_budget(answer_by, call).await?.ok())
-            }
-        }
-    }
-
-    /// Takes the lock called `name`, waiting until `give_up`: the guard, or what giving
-    /// up yields (nothing at all for [`Forever`]).
-    async fn wait_for<D: GiveUp>(
-        &self,
-        name: &str,
-        options: ResolvedOptions,
-        give_up: D,
-    ) -> Result<Result<LockGuard, D::GaveUp>> {
-        let call = if options.is_single_try() {
-            "try_lock"
-        } else {
-            "lock"
-        };
-        observe::observed(
-            observe::lock_span(call, name),
-            call == "try_lock",
-            self.take(name, options, give_up),
-        )
-        .await
-    }
-
-    /// [`wait_for`](Self::wait_for), in its span.
-    async fn take<D: GiveUp>(
+    /// Takes the mutex `name` for the current owner, waiting until `give_up` (the
+    /// mutex's step of the front door, `acquire.rs`).
+    pub(crate) async fn take_mutex<D: GiveUp>(
         &self,
         name: &str,
         options: ResolvedOptions,

@@ -32,148 +32,19 @@ use crate::guard::LockGuard;
 use crate::hold::LocalHolder;
 use crate::lease::{CLAIM_WINDOW, PLACE_REFRESH};
 use crate::observe;
-use crate::options::{LockOptions, ResolvedOptions};
+use crate::options::ResolvedOptions;
 use crate::scripts::{Asking, Kind, LockNames, fair_names};
-use crate::waiting::{
-    Asked, Forever, GiveUp, NamedWaiter, Places, PlacesCheck, Policy, Refusal, within_budget,
-};
+use crate::waiting::{Asked, GiveUp, NamedWaiter, Places, PlacesCheck, Policy, Refusal};
 
 impl LockClient {
-    /// Takes the fair lock `name`, waiting as long as it takes: waiters of every client
-    /// are served in the order their waits began. Reentrant like [`lock`](Self::lock).
-    ///
-    /// The fair lock `name` and the mutex `name` are different locks (the fair lock's
-    /// key is `<prefix>{name}:fair`). Waits that began within a millisecond or so of
-    /// each other (one round trip to Redis) may be served either way round: the order
-    /// is that of their first attempts' arrival at Redis. Fair locks draw fencing
-    /// tokens when asked (every fresh hold, a hand-off included, from a floor of their
-    /// own at `<prefix>{name}:fair:token`), and wait for replicas when asked
-    /// (`min_replicas`: then a hand-off is claimed with an acknowledged attempt, never
-    /// taken on its message alone).
-    ///
-    /// # Errors
-    /// As [`lock`](Self::lock).
-    ///
-    /// # Cancel safety
-    /// Cancel safe: dropping the future leaves no hold behind, and takes the waiter out
-    /// of the queue (in the background); a lock already handed to it passes on.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// let guard = client.fair_lock("account:42").await?;
-    /// guard.unlock().await?; // handed to the longest waiter, if any
-    /// # Ok(()) }
-    /// ```
-    pub async fn fair_lock(&self, name: &str) -> Result<LockGuard> {
-        let options = LockOptions::new().wait_forever();
-        let options = options.resolve(self.engine().config())?;
-        match self.wait_in_queue(name, options, Forever).await? {
-            Ok(guard) => Ok(guard),
-            Err(never) => match never {},
-        }
-    }
-
-    /// Takes the fair lock `name` if it is free and nobody waits for it (or this owner
-    /// holds it), without waiting or queueing.
-    ///
-    /// # Errors
-    /// As [`lock`](Self::lock).
-    ///
-    /// # Cancel safety
-    /// As [`fair_lock`](Self::fair_lock).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// if let Some(guard) = client.try_fair_lock("account:42").await? {
-    ///     guard.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn try_fair_lock(&self, name: &str) -> Result<Option<LockGuard>> {
-        self.fair_lock_with(name, LockOptions::new().wait(Duration::ZERO))
-            .await
-    }
-
-    /// Takes the fair lock `name`, queueing at most `wait`; `None` if it was not handed
-    /// over in time (the wait leaves the queue).
-    ///
-    /// # Errors
-    /// As [`lock_timeout`](Self::lock_timeout).
-    ///
-    /// # Cancel safety
-    /// As [`fair_lock`](Self::fair_lock).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// let wait = std::time::Duration::from_secs(1);
-    /// if let Some(guard) = client.fair_lock_timeout("account:42", wait).await? {
-    ///     guard.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn fair_lock_timeout(&self, name: &str, wait: Duration) -> Result<Option<LockGuard>> {
-        self.fair_lock_with(name, LockOptions::new().wait(wait))
-            .await
-    }
-
-    /// Takes the fair lock `name` with per-call [`LockOptions`] (the wait, a fixed
-    /// lease); `None` if it was not handed over within the wait.
-    ///
-    /// # Errors
-    /// As [`lock_with`](Self::lock_with).
-    ///
-    /// # Cancel safety
-    /// As [`fair_lock`](Self::fair_lock).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// use std::time::Duration;
-    /// let options = holdlock::LockOptions::new().wait(Duration::from_secs(1));
-    /// if let Some(guard) = client.fair_lock_with("account:42", options).await? {
-    ///     guard.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn fair_lock_with(
-        &self,
-        name: &str,
-        options: LockOptions,
-    ) -> Result<Option<LockGuard>> {
-        let options = options.resolve(self.engine().config())?;
-        match options.deadline()? {
-            None => Ok(self.wait_in_queue(name, options, Forever).await?.ok()),
-            Some(deadline) => {
-                let answer_by = options.answer_by(deadline);
-                let call = self.wait_in_queue(name, options, deadline);
-                Ok(within_budget(answer_by, call).await?.ok())
-            }
-        }
-    }
-
-    /// Takes the fair lock `name` for the current owner, queueing until `give_up`.
-    async fn wait_in_queue<D: GiveUp>(
+    /// Takes the fair lock `name` for the current owner, queueing until `give_up` (the
+    /// fair lock's step of the front door, `acquire.rs`).
+    pub(crate) async fn take_fair<D: GiveUp>(
         &self,
         name: &str,
         options: ResolvedOptions,
         give_up: D,
     ) -> Result<Result<LockGuard, D::GaveUp>> {
-        let span = observe::lock_span("fair_lock", name);
-        let single_try = options.is_single_try();
-        observe::observed(span, single_try, self.queue_for(name, options, give_up)).await
-    }
-
-    /// [`wait_in_queue`](Self::wait_in_queue), in its span.
-    async fn queue_for<D: GiveUp>(
-        &self,
-        name: &str,
-        options: ResolvedOptions,
-        give_up: D,
-    ) -> Result<Result<LockGuard, D::GaveUp>> {
-        self.engine().check_running()?;
         let names = fair_names(&self.engine().config().prefix, name)?;
         self.queue_at(names, options, give_up).await
     }

@@ -25,7 +25,7 @@
 //! # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
 //! use holdlock::{fence, LockOptions};
 //!
-//! let guard = client.lock_with("report", LockOptions::fenced()).await?.unwrap();
+//! let guard = client.lock("report").options(LockOptions::fenced()).await?.unwrap();
 //! let token = guard.fencing_token().unwrap();
 //! fence::set(&client, "report:latest", "v2", token).await?; // Err(StaleToken) if overtaken
 //! let current = fence::get(&client, "report:latest").await?;
@@ -101,7 +101,7 @@ pub async fn set(
 /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
 /// use holdlock::{fence, LockOptions};
 ///
-/// let guard = client.lock_with("stock:7", LockOptions::fenced()).await?.unwrap();
+/// let guard = client.lock("stock:7").options(LockOptions::fenced()).await?.unwrap();
 /// let token = guard.fencing_token().unwrap();
 /// let stock: u64 = fence::read(&client, "stock:7:count", token)
 ///     .await?
@@ -146,7 +146,7 @@ async fn fenced(
 /// # Examples
 /// ```no_run
 /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-/// let guard = client.lock_with("stock:7", holdlock::LockOptions::fenced()).await?.unwrap();
+/// let guard = client.lock("stock:7").options(holdlock::LockOptions::fenced()).await?.unwrap();
 /// holdlock::fence::set_with(&guard, "stock:7:count", "41").await?;
 /// # Ok(()) }
 /// ```
@@ -162,7 +162,7 @@ pub async fn set_with(guard: &LockGuard, key: &str, value: impl Into<String>) ->
 /// # Examples
 /// ```no_run
 /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-/// let guard = client.lock_with("stock:7", holdlock::LockOptions::fenced()).await?.unwrap();
+/// let guard = client.lock("stock:7").options(holdlock::LockOptions::fenced()).await?.unwrap();
 /// let count = holdlock::fence::read_with(&guard, "stock:7:count").await?;
 /// # Ok(()) }
 /// ```

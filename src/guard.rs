@@ -103,7 +103,7 @@ impl LockGuard {
     /// # Examples
     /// ```no_run
     /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// let guard = client.lock_with("a", holdlock::LockOptions::fenced()).await?.unwrap();
+    /// let guard = client.lock("a").options(holdlock::LockOptions::fenced()).await?.unwrap();
     /// let token: u64 = guard.fencing_token().expect("fenced");
     /// # Ok(()) }
     /// ```

@@ -48,12 +48,12 @@ pub mod bench;
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
 // API
+pub mod acquire;
 #[cfg(feature = "blocking")]
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
 mod builder;
 mod client;
-mod critical;
 mod election;
 mod fair;
 pub mod fence;
@@ -91,6 +91,7 @@ mod owner;
 mod serde_millis;
 mod url;
 
+pub use acquire::Acquire;
 pub use builder::LockClientBuilder;
 pub use client::LockClient;
 pub use compat::Compat;

@@ -9,229 +9,97 @@
 //! multi-lock keeps every guarantee of the mutex; this module only orders the names
 //! and gives back what it took when it cannot take everything.
 
+use std::future::Future;
 use std::time::Duration;
-
-use tokio::time::Instant;
 
 use crate::client::LockClient;
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::held::{Held, Sealed, held_methods};
-use crate::options::LockOptions;
-use crate::waiting::within_budget;
+use crate::options::ResolvedOptions;
+use crate::waiting::GiveUp;
 
-impl LockClient {
-    /// Takes every lock in `names`, waiting as long as it takes: all of them, or (on an
-    /// error) none. Names the owner already holds are re-entered.
-    ///
-    /// The names are taken one by one in a global order (sorted by key), whatever order
-    /// they are given in, so callers whose sets overlap never deadlock each other. Names
-    /// the owner already held *before* the call are outside that order: holding one
-    /// while waiting for another can deadlock like any nested locks do, so take related
-    /// names in one call.
-    ///
-    /// # Errors
-    /// [`LockError::InvalidName`] for an empty list, a bad name or a name given twice
-    /// (nothing is taken); otherwise as [`lock`](Self::lock). A failure releases the
-    /// members taken so far before it returns.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: dropping the future releases the members taken so far in the
-    /// background (see [`LockGuard`]'s drop) and cancels the member being taken (see
-    /// [`lock`](Self::lock)); nothing is left held.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// let both = client.lock_all(["account:1", "account:2"]).await?;
-    /// // ... move money between the two accounts ...
-    /// both.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn lock_all<I>(&self, names: I) -> Result<MultiGuard>
-    where
-        I: IntoIterator,
-        I::Item: AsRef<str>,
-    {
-        let taken = self.lock_all_with(names, LockOptions::new().wait_forever());
-        match taken.await? {
-            Some(guards) => Ok(guards),
-            // Waiting forever never gives up.
-            None => Err(LockError::Protocol(
-                "a lock_all() without a deadline gave up".into(),
-            )),
-        }
-    }
-
-    /// Takes every lock in `names` if each is free (or held by this owner) now, without
-    /// waiting; `None`, with nothing held, if any of them is not.
-    ///
-    /// # Errors
-    /// As [`lock_all`](Self::lock_all).
-    ///
-    /// # Cancel safety
-    /// As [`lock_all`](Self::lock_all).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// if let Some(both) = client.try_lock_all(["account:1", "account:2"]).await? {
-    ///     both.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn try_lock_all<I>(&self, names: I) -> Result<Option<MultiGuard>>
-    where
-        I: IntoIterator,
-        I::Item: AsRef<str>,
-    {
-        self.lock_all_with(names, LockOptions::new().wait(Duration::ZERO))
-            .await
-    }
-
-    /// Takes every lock of `names` as [`lock_all`](Self::lock_all) does, waiting at most
-    /// `wait` in all; `None` (and nothing held) if they could not all be had in time.
-    ///
-    /// # Errors
-    /// As [`lock_all`](Self::lock_all).
-    ///
-    /// # Cancel safety
-    /// As [`lock_all`](Self::lock_all).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// let wait = std::time::Duration::from_secs(1);
-    /// if let Some(both) = client.lock_all_timeout(["account:1", "account:2"], wait).await? {
-    ///     both.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn lock_all_timeout<I>(&self, names: I, wait: Duration) -> Result<Option<MultiGuard>>
-    where
-        I: IntoIterator,
-        I::Item: AsRef<str>,
-    {
-        self.lock_all_with(names, LockOptions::new().wait(wait))
-            .await
-    }
-
-    /// Takes every lock in `names` with per-call [`LockOptions`], for every member: the
-    /// wait bounds the whole call (`None` if the set could not be taken within it, with
-    /// nothing held), and the lease and fencing apply to each member.
-    ///
-    /// # Errors
-    /// As [`lock_all`](Self::lock_all), and [`LockError::InvalidOption`] for bad options.
-    ///
-    /// # Cancel safety
-    /// As [`lock_all`](Self::lock_all).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// use std::time::Duration;
-    /// let options = holdlock::LockOptions::fenced().wait(Duration::from_secs(1));
-    /// if let Some(both) = client.lock_all_with(["account:1", "account:2"], options).await? {
-    ///     let token = both.fencing_token("account:1");
-    ///     both.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn lock_all_with<I>(
-        &self,
-        names: I,
-        options: LockOptions,
-    ) -> Result<Option<MultiGuard>>
-    where
-        I: IntoIterator,
-        I::Item: AsRef<str>,
-    {
-        let names = self.lock_order(names)?;
-        let resolved = options.resolve(self.engine().config())?;
-        match resolved.deadline()? {
-            Some(deadline) => {
-                let call = self.take_all(&names, &options, Some(deadline));
-                within_budget(resolved.answer_by(deadline), call).await
+/// Takes every lock of `names` (in lock order) with `options`, until `give_up`: each
+/// member with `member` (the mutex's step of the front door, in its own span), every
+/// member with the whole call's deadline, and a member asked after the deadline with a
+/// single try. What giving up yields, with nothing held, if the set could not be had
+/// in time (the multi-lock's step of the front door, `acquire.rs`).
+pub(crate) async fn take_all<'n, D, F, Fut>(
+    names: &'n [String],
+    options: ResolvedOptions,
+    give_up: D,
+    member: F,
+) -> Result<Result<MultiGuard, D::GaveUp>>
+where
+    D: GiveUp,
+    F: Fn(&'n str, ResolvedOptions, D) -> Fut,
+    Fut: Future<Output = Result<Result<LockGuard, D::GaveUp>>>,
+{
+    let mut taken = Taken(Vec::with_capacity(names.len()));
+    loop {
+        for name in names {
+            let mut options = options.clone();
+            if give_up.passed().is_some() {
+                // Whatever is left of the wait; a single try once it is spent.
+                options.wait = Some(Duration::ZERO);
             }
-            None => self.take_all(&names, &options, None).await,
-        }
-    }
-
-    /// Takes every lock of `names` (in lock order) with `options`, giving up at
-    /// `deadline`.
-    async fn take_all(
-        &self,
-        names: &[String],
-        options: &LockOptions,
-        deadline: Option<Instant>,
-    ) -> Result<Option<MultiGuard>> {
-        let mut taken = Taken(Vec::with_capacity(names.len()));
-        loop {
-            for name in names {
-                let member = match deadline {
-                    // Whatever is left of the wait; a single try once it is spent.
-                    Some(deadline) => options
-                        .clone()
-                        .wait(deadline.saturating_duration_since(Instant::now())),
-                    None => options.clone(),
-                };
-                match self.lock_with(name, member).await {
-                    Ok(Some(guard)) => taken.0.push(guard),
-                    Ok(None) => {
-                        taken.give_back().await;
-                        return Ok(None);
-                    }
-                    Err(error) => {
-                        taken.give_back().await;
-                        return Err(error);
-                    }
+            match member(name, options, give_up).await {
+                Ok(Ok(guard)) => taken.0.push(guard),
+                Ok(Err(gave_up)) => {
+                    taken.give_back().await;
+                    return Ok(Err(gave_up));
+                }
+                Err(error) => {
+                    taken.give_back().await;
+                    return Err(error);
                 }
             }
-            // A member taken early may have been lost while a later one was waited
-            // for (its lease ran out in a pause, a failover lost it): never hand out a
-            // set with a member that is not held. Start over, within the wait.
-            if !taken.0.iter().any(LockGuard::is_lost) {
-                return Ok(Some(MultiGuard {
-                    guards: std::mem::take(&mut taken.0),
-                }));
-            }
-            tracing::debug!(names = ?names, "a member was lost while the others were taken; taking them again");
-            taken.give_back().await;
-            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-                return Ok(None);
-            }
+        }
+        // A member taken early may have been lost while a later one was waited
+        // for (its lease ran out in a pause, a failover lost it): never hand out a
+        // set with a member that is not held. Start over, within the wait.
+        if !taken.0.iter().any(LockGuard::is_lost) {
+            return Ok(Ok(MultiGuard {
+                guards: std::mem::take(&mut taken.0),
+            }));
+        }
+        tracing::debug!(names = ?names, "a member was lost while the others were taken; taking them again");
+        taken.give_back().await;
+        if let Some(gave_up) = give_up.passed() {
+            return Ok(Err(gave_up));
         }
     }
+}
 
-    /// `names` in the global lock order, checked: not empty, each usable, none twice.
-    fn lock_order<I>(&self, names: I) -> Result<Vec<String>>
-    where
-        I: IntoIterator,
-        I::Item: AsRef<str>,
-    {
-        let mut ordered = Vec::new();
-        for name in names {
-            let name = name.as_ref();
-            self.engine().config().check_name(name)?;
-            ordered.push(name.to_owned());
-        }
-        if ordered.is_empty() {
-            return Err(LockError::InvalidName {
-                name: String::new(),
-                reason: "no names were given",
-            });
-        }
-        // Every key is the client's prefix and the name (in braces in holdlock's
-        // layout): ordering the names orders the keys.
-        ordered.sort_unstable();
-        if let Some(twice) = ordered.windows(2).find(|pair| pair[0] == pair[1]) {
-            return Err(LockError::InvalidName {
-                name: twice[0].clone(),
-                reason: "the name is given twice; a multi-lock takes each name once",
-            });
-        }
-        Ok(ordered)
+/// `names` in the global lock order, checked for `client`: not empty, each usable,
+/// none twice.
+pub(crate) fn lock_order<I>(client: &LockClient, names: I) -> Result<Vec<String>>
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
+    let mut ordered = Vec::new();
+    for name in names {
+        let name = name.as_ref();
+        client.engine().config().check_name(name)?;
+        ordered.push(name.to_owned());
     }
+    if ordered.is_empty() {
+        return Err(LockError::InvalidName {
+            name: String::new(),
+            reason: "no names were given",
+        });
+    }
+    // Every key is the client's prefix and the name (in braces in holdlock's
+    // layout): ordering the names orders the keys.
+    ordered.sort_unstable();
+    if let Some(twice) = ordered.windows(2).find(|pair| pair[0] == pair[1]) {
+        return Err(LockError::InvalidName {
+            name: twice[0].clone(),
+            reason: "the name is given twice; a multi-lock takes each name once",
+        });
+    }
+    Ok(ordered)
 }
 
 /// The members a multi-lock has taken so far: released in the background if the call
@@ -319,7 +187,7 @@ impl MultiGuard {
     /// ```no_run
     /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
     /// let options = holdlock::LockOptions::fenced();
-    /// let both = client.lock_all_with(["a", "b"], options).await?.expect("waited");
+    /// let both = client.lock_all(["a", "b"]).options(options).await?.expect("waited");
     /// assert!(both.fencing_token("a").is_some());
     /// # Ok(()) }
     /// ```

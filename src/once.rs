@@ -220,7 +220,7 @@ impl LockClient {
             })?;
         let index = u64::try_from(since_epoch.as_millis() / period_ms).unwrap_or(u64::MAX);
         let names = self.engine().config().names(name)?;
-        let Some(guard) = self.lock_with(name, options).await? else {
+        let Some(guard) = self.lock(name).options(options).await? else {
             return Ok(Claim::Busy);
         };
         let marker = names.beside(&format!("period:{index}"));

@@ -204,7 +204,7 @@ pub(crate) fn whole_millis(millis: u64) -> Duration {
 /// let options = LockOptions::new()
 ///     .wait(Duration::from_secs(1))   // give up after a second
 ///     .lease(Duration::from_secs(5)); // no watchdog: the hold expires after 5 s
-/// if let Some(guard) = client.lock_with("report", options).await? {
+/// if let Some(guard) = client.lock("report").options(options).await? {
 ///     guard.unlock().await?;
 /// }
 /// # Ok(()) }
@@ -428,8 +428,11 @@ impl LockOptions {
     }
 }
 
+/// [`LockOptions`] checked against the client's (see `LockOptions::resolve`): what a
+/// call asks of Redis. Nominally public, in a private module, so that the front door's
+/// sealed trait (`acquire.rs`) may name it; nothing outside the crate can.
 #[derive(Debug, Clone)]
-pub(crate) struct ResolvedOptions {
+pub struct ResolvedOptions {
     pub(crate) wait: Option<Duration>,
     /// The lease in whole milliseconds, as Redis keeps it.
     pub(crate) lease_ms: u64,

@@ -10,7 +10,6 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::client::LockClient;
 use crate::engine::{Attempt, HoldClaim};
@@ -19,274 +18,21 @@ use crate::guard::LockGuard;
 use crate::held::{Held, Sealed, held_methods};
 use crate::hold::LocalHolder;
 use crate::observe;
-use crate::options::{LockOptions, ResolvedOptions};
+use crate::options::ResolvedOptions;
 use crate::scripts::{Asking, Kind, rw_names};
-use crate::waiting::{Forever, GiveUp, within_budget};
+use crate::waiting::GiveUp;
 
 impl LockClient {
-    /// Takes the read side of the read-write lock `name`, waiting as long as it takes.
-    /// Many owners may hold it together; it waits while a writer holds the lock, and
-    /// while a writer waits for it (writers are not starved). Reentrant; an owner
-    /// holding the write side may take the read side too.
-    ///
-    /// The read-write lock `name` and the mutex `name` are different locks (its key is
-    /// `<prefix>{name}:rw`).
-    ///
-    /// # Errors
-    /// As [`lock`](Self::lock).
-    ///
-    /// # Cancel safety
-    /// Cancel safe, as [`lock`](Self::lock): dropping the future leaves no hold.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// let reading = client.read_lock("balance:7").await?;
-    /// // ... read; other readers may read at the same time ...
-    /// reading.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn read_lock(&self, name: &str) -> Result<ReadGuard> {
-        let taken = self.take_side(name, Kind::READ, LockOptions::new(), Forever);
-        match taken.await? {
-            Ok(hold) => Ok(ReadGuard(LockGuard::new(hold))),
-            Err(never) => match never {},
-        }
-    }
-
-    /// Takes the write side of the read-write lock `name`, waiting as long as it
-    /// takes: once every reader and any other writer has left. Reentrant.
-    ///
-    /// # Errors
-    /// As [`lock`](Self::lock), and [`LockError::WouldDeadlock`] at once if the owner
-    /// holds the read side (and not the write side) of this lock.
-    ///
-    /// # Cancel safety
-    /// As [`read_lock`](Self::read_lock).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// let writing = client.write_lock("balance:7").await?;
-    /// // ... nobody else reads or writes meanwhile ...
-    /// writing.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn write_lock(&self, name: &str) -> Result<WriteGuard> {
-        let taken = self.take_side(name, Kind::WRITE, LockOptions::new(), Forever);
-        match taken.await? {
-            Ok(hold) => Ok(WriteGuard(LockGuard::new(hold))),
-            Err(never) => match never {},
-        }
-    }
-
-    /// Takes the read side if it can be had now, without waiting.
-    ///
-    /// # Errors
-    /// As [`read_lock`](Self::read_lock).
-    ///
-    /// # Cancel safety
-    /// As [`read_lock`](Self::read_lock).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// if let Some(reading) = client.try_read_lock("balance:7").await? {
-    ///     reading.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn try_read_lock(&self, name: &str) -> Result<Option<ReadGuard>> {
-        self.read_lock_with(name, LockOptions::new().wait(Duration::ZERO))
-            .await
-    }
-
-    /// Takes the write side if it can be had now, without waiting.
-    ///
-    /// # Errors
-    /// As [`write_lock`](Self::write_lock).
-    ///
-    /// # Cancel safety
-    /// As [`read_lock`](Self::read_lock).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// if let Some(writing) = client.try_write_lock("balance:7").await? {
-    ///     writing.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn try_write_lock(&self, name: &str) -> Result<Option<WriteGuard>> {
-        self.write_lock_with(name, LockOptions::new().wait(Duration::ZERO))
-            .await
-    }
-
-    /// Takes the read side of the read-write lock `name`, waiting at most `wait`;
-    /// `None` if it could not be had in time.
-    ///
-    /// # Errors
-    /// As [`read_lock`](Self::read_lock).
-    ///
-    /// # Cancel safety
-    /// As [`read_lock`](Self::read_lock).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// let wait = std::time::Duration::from_millis(500);
-    /// if let Some(reading) = client.read_lock_timeout("balance:7", wait).await? {
-    ///     reading.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn read_lock_timeout(&self, name: &str, wait: Duration) -> Result<Option<ReadGuard>> {
-        self.read_lock_with(name, LockOptions::new().wait(wait))
-            .await
-    }
-
-    /// Takes the write side of the read-write lock `name`, waiting at most `wait`;
-    /// `None` if it could not be had in time.
-    ///
-    /// # Errors
-    /// As [`write_lock`](Self::write_lock).
-    ///
-    /// # Cancel safety
-    /// As [`read_lock`](Self::read_lock).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// let wait = std::time::Duration::from_millis(500);
-    /// if let Some(writing) = client.write_lock_timeout("balance:7", wait).await? {
-    ///     writing.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn write_lock_timeout(
-        &self,
-        name: &str,
-        wait: Duration,
-    ) -> Result<Option<WriteGuard>> {
-        self.write_lock_with(name, LockOptions::new().wait(wait))
-            .await
-    }
-
-    /// Takes the read side with per-call [`LockOptions`] (the wait, a fixed lease,
-    /// replica acknowledgement); `None` if it could not be had within the wait. A read
-    /// hold is shared with other readers, so it draws no fencing token.
-    ///
-    /// # Errors
-    /// As [`lock_with`](Self::lock_with); [`LockOptions::fenced`] is refused with
-    /// [`LockError::InvalidOption`], never ignored.
-    ///
-    /// # Cancel safety
-    /// As [`read_lock`](Self::read_lock).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// use std::time::Duration;
-    /// let options = holdlock::LockOptions::new().wait(Duration::from_secs(1));
-    /// if let Some(reading) = client.read_lock_with("balance:7", options).await? {
-    ///     reading.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn read_lock_with(
-        &self,
-        name: &str,
-        options: LockOptions,
-    ) -> Result<Option<ReadGuard>> {
-        let hold = self.take_side_with(name, Kind::READ, options).await?;
-        Ok(hold.map(|hold| ReadGuard(LockGuard::new(hold))))
-    }
-
-    /// Takes the write side with per-call [`LockOptions`] (the wait, a fixed lease, a
-    /// fencing token: see [`WriteGuard::fencing_token`], replica acknowledgement);
-    /// `None` if it could not be had within the wait.
-    ///
-    /// # Errors
-    /// As [`write_lock`](Self::write_lock), [`LockError::InvalidOption`] for bad
-    /// options, and [`LockError::NotReplicated`] as for
-    /// [`lock_with`](Self::lock_with).
-    ///
-    /// # Cancel safety
-    /// As [`read_lock`](Self::read_lock).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// use std::time::Duration;
-    /// let options = holdlock::LockOptions::new().wait(Duration::from_secs(1));
-    /// if let Some(writing) = client.write_lock_with("balance:7", options).await? {
-    ///     writing.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn write_lock_with(
-        &self,
-        name: &str,
-        options: LockOptions,
-    ) -> Result<Option<WriteGuard>> {
-        let hold = self.take_side_with(name, Kind::WRITE, options).await?;
-        Ok(hold.map(|hold| WriteGuard(LockGuard::new(hold))))
-    }
-
-    /// One side of the lock `name` with `options`, within their wait.
-    async fn take_side_with(
-        &self,
-        name: &str,
-        side: Kind,
-        options: LockOptions,
-    ) -> Result<Option<HoldClaim>> {
-        let resolved = options.resolve_for(self.engine().config(), side)?;
-        match resolved.deadline()? {
-            None => Ok(self.take_side(name, side, options, Forever).await?.ok()),
-            Some(deadline) => {
-                let call = self.take_side(name, side, options, deadline);
-                Ok(within_budget(resolved.answer_by(deadline), call)
-                    .await?
-                    .ok())
-            }
-        }
-    }
-
     /// Takes the `side` of the read-write lock `name` for the current owner, waiting
-    /// until `give_up`.
-    async fn take_side<D: GiveUp>(
+    /// until `give_up` (the read-write lock's step of the front door, `acquire.rs`).
+    pub(crate) async fn take_side<D: GiveUp>(
         &self,
         name: &str,
         side: Kind,
-        options: LockOptions,
-        give_up: D,
-    ) -> Result<Result<HoldClaim, D::GaveUp>> {
-        let call = if side == Kind::WRITE {
-            "write_lock"
-        } else {
-            "read_lock"
-        };
-        let span = observe::lock_span(call, name);
-        let single_try = options.wait == Some(Duration::ZERO);
-        observe::observed(
-            span,
-            single_try,
-            self.take_side_now(name, side, options, give_up),
-        )
-        .await
-    }
-
-    /// [`take_side`](Self::take_side), in its span.
-    async fn take_side_now<D: GiveUp>(
-        &self,
-        name: &str,
-        side: Kind,
-        options: LockOptions,
+        options: ResolvedOptions,
         give_up: D,
     ) -> Result<Result<HoldClaim, D::GaveUp>> {
         let engine = self.engine();
-        engine.check_running()?;
-        let options: ResolvedOptions = options.resolve_for(engine.config(), side)?;
         let names = Arc::new(rw_names(&engine.config().prefix, name, side)?);
         let owner = self.owner_id();
         observe::record_owner(&owner);
@@ -373,6 +119,11 @@ macro_rules! side_guard {
             pub fn hold_count(&self) -> u32 {
                 self.0.hold_count()
             }
+
+            /// The guard of the hold `claim` took.
+            pub(crate) fn new(claim: HoldClaim) -> Self {
+                Self(LockGuard::new(claim))
+            }
         }
 
         held_methods!($guard, concat!("client.", $lock, "(\"a\").await?"));
@@ -450,7 +201,7 @@ impl WriteGuard {
     /// ```no_run
     /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
     /// let options = holdlock::LockOptions::fenced();
-    /// let writing = client.write_lock_with("balance:7", options).await?.unwrap();
+    /// let writing = client.write_lock("balance:7").options(options).await?.unwrap();
     /// let token: u64 = writing.fencing_token().expect("fenced");
     /// # Ok(()) }
     /// ```

@@ -11,7 +11,6 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use crate::client::LockClient;
 use crate::error::{LockError, Result};
@@ -20,7 +19,7 @@ use crate::held::{Held, Sealed, held_methods};
 use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
 use crate::scripts::{Kind, LockNames, semaphore_names};
-use crate::waiting::{Forever, GiveUp, within_budget};
+use crate::waiting::GiveUp;
 
 /// Numbers the permits taken in this process, so that each has an owner id of its own.
 static PERMITS_TAKEN: AtomicU64 = AtomicU64::new(0);
@@ -99,108 +98,6 @@ impl Semaphore {
         self.permits
     }
 
-    /// Takes a permit, waiting (asleep until a permit is given back or expires) as
-    /// long as it takes.
-    ///
-    /// # Errors
-    /// [`LockError::InvalidName`]; [`LockError::InvalidOption`] for 0 permits or a
-    /// number of permits other than the one the semaphore is held with;
-    /// [`LockError::WrongType`], [`LockError::Redis`], [`LockError::Shutdown`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe, as [`LockClient::lock`]: dropping the future leaves no permit
-    /// taken.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// let permit = client.semaphore("partner-api", 3).acquire().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn acquire(&self) -> Result<Permit> {
-        let options = LockOptions::new().wait_forever();
-        let taken = self.take(self.resolve(&options)?, Forever);
-        match taken.await? {
-            Ok(permit) => Ok(permit),
-            Err(never) => match never {},
-        }
-    }
-
-    /// Takes a permit if one is free now, without waiting.
-    ///
-    /// # Errors
-    /// As [`acquire`](Self::acquire).
-    ///
-    /// # Cancel safety
-    /// As [`acquire`](Self::acquire).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// match client.semaphore("exports", 5).try_acquire().await? {
-    ///     Some(permit) => permit.release().await?,
-    ///     None => println!("5 exports are running; try later"),
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn try_acquire(&self) -> Result<Option<Permit>> {
-        self.acquire_with(LockOptions::new().wait(Duration::ZERO))
-            .await
-    }
-
-    /// Takes a permit, waiting at most `wait`; `None` if none came free.
-    ///
-    /// # Errors
-    /// As [`acquire`](Self::acquire), and [`LockError::InvalidOption`] for a wait
-    /// longer than ten years.
-    ///
-    /// # Cancel safety
-    /// As [`acquire`](Self::acquire).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// use std::time::Duration;
-    /// let permit = client.semaphore("exports", 5).acquire_timeout(Duration::from_secs(1)).await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn acquire_timeout(&self, wait: Duration) -> Result<Option<Permit>> {
-        self.acquire_with(LockOptions::new().wait(wait)).await
-    }
-
-    /// Takes a permit with per-call [`LockOptions`]: the wait, a fixed lease instead of
-    /// the watchdog, replica acknowledgement (`min_replicas`), a renewal cap. A permit
-    /// is shared with the other permits' holders, so it draws no fencing token.
-    ///
-    /// # Errors
-    /// As [`acquire_timeout`](Self::acquire_timeout), and [`LockError::InvalidOption`]
-    /// for a zero or overlong lease, or [`LockOptions::fenced`] (refused, never
-    /// ignored); [`LockError::NotReplicated`] as for [`LockClient::lock_with`].
-    ///
-    /// # Cancel safety
-    /// As [`acquire`](Self::acquire).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// use std::time::Duration;
-    /// let options = holdlock::LockOptions::new().lease(Duration::from_secs(30));
-    /// let permit = client.semaphore("exports", 5).acquire_with(options).await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn acquire_with(&self, options: LockOptions) -> Result<Option<Permit>> {
-        let options = self.resolve(&options)?;
-        match options.deadline()? {
-            None => Ok(self.take(options, Forever).await?.ok()),
-            Some(deadline) => {
-                let answer_by = options.answer_by(deadline);
-                Ok(within_budget(answer_by, self.take(options, deadline))
-                    .await?
-                    .ok())
-            }
-        }
-    }
-
     /// How many permits are free now: the number of permits less those held (a
     /// permit whose holder died counts as free once its lease has run out).
     ///
@@ -221,8 +118,13 @@ impl Semaphore {
         Ok(self.permits.saturating_sub(held))
     }
 
+    /// The client the semaphore belongs to.
+    pub(crate) fn client(&self) -> &LockClient {
+        &self.client
+    }
+
     /// `options` checked for a permit of this semaphore.
-    fn resolve(&self, options: &LockOptions) -> Result<ResolvedOptions> {
+    pub(crate) fn resolve(&self, options: &LockOptions) -> Result<ResolvedOptions> {
         options.resolve_for(self.client.engine().config(), Kind::SEMAPHORE)
     }
 
@@ -238,25 +140,14 @@ impl Semaphore {
         semaphore_names(&config.prefix, &self.name, self.permits)
     }
 
-    /// Takes a permit of its own (a fresh owner id) until `give_up`.
-    async fn take<D: GiveUp>(
-        &self,
-        options: ResolvedOptions,
-        give_up: D,
-    ) -> Result<Result<Permit, D::GaveUp>> {
-        let span = observe::lock_span("semaphore.acquire", &self.name);
-        let single_try = options.is_single_try();
-        observe::observed(span, single_try, self.take_now(options, give_up)).await
-    }
-
-    /// [`take`](Self::take), in its span.
-    async fn take_now<D: GiveUp>(
+    /// Takes a permit of its own (a fresh owner id) until `give_up` (the semaphore's
+    /// step of the front door, `acquire.rs`).
+    pub(crate) async fn take<D: GiveUp>(
         &self,
         options: ResolvedOptions,
         give_up: D,
     ) -> Result<Result<Permit, D::GaveUp>> {
         let engine = self.client.engine();
-        engine.check_running()?;
         let names = Arc::new(self.names()?);
         let number = PERMITS_TAKEN.fetch_add(1, Ordering::Relaxed);
         let taker = engine.owner_id();

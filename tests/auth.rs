@@ -169,7 +169,8 @@ async fn everything_as(url: &str) {
 
     // Lock, re-enter, inspect, list, check.
     let guard = client
-        .lock_with(&name, LockOptions::fenced())
+        .lock(&name)
+        .options(LockOptions::fenced())
         .await
         .unwrap()
         .unwrap();
@@ -181,7 +182,7 @@ async fn everything_as(url: &str) {
     );
     assert_eq!(client.list(&name).await.unwrap().len(), 1);
     assert!(waiter.is_locked(&name).await.unwrap());
-    assert!(waiter.try_lock(&name).await.unwrap().is_none());
+    assert!(waiter.lock(&name).try_now().await.unwrap().is_none());
 
     // Fenced writes to a resource under the prefix.
     let resource = format!("{}:data", common::key(&name));
@@ -201,25 +202,32 @@ async fn everything_as(url: &str) {
     // Every other kind, held by this client while another one queues or shares.
     let multi_names = [format!("{name}:a"), format!("{name}:b")];
     let multi = client
-        .lock_all_with(&multi_names, LockOptions::fenced())
+        .lock_all(&multi_names)
+        .options(LockOptions::fenced())
         .await
         .unwrap()
         .unwrap();
     assert!(multi.fencing_token(&multi_names[0]).is_some());
-    assert!(waiter.try_lock_all(&multi_names).await.unwrap().is_none());
+    assert!(
+        waiter
+            .lock_all(&multi_names)
+            .try_now()
+            .await
+            .unwrap()
+            .is_none()
+    );
 
     let fair_name = format!("{name}:fair");
     let fair = client
-        .fair_lock_with(&fair_name, LockOptions::fenced())
+        .fair_lock(&fair_name)
+        .options(LockOptions::fenced())
         .await
         .unwrap()
         .unwrap();
     assert!(fair.fencing_token().is_some());
     let gave_up = waiter
-        .fair_lock_with(
-            &fair_name,
-            LockOptions::new().wait(Duration::from_millis(50)),
-        )
+        .fair_lock(&fair_name)
+        .options(LockOptions::new().wait(Duration::from_millis(50)))
         .await
         .unwrap();
     assert!(gave_up.is_none(), "the fair lock was had twice");
@@ -230,7 +238,14 @@ async fn everything_as(url: &str) {
 
     let rw_name = format!("{name}:rw");
     let read = client.read_lock(&rw_name).await.unwrap();
-    assert!(waiter.try_write_lock(&rw_name).await.unwrap().is_none());
+    assert!(
+        waiter
+            .write_lock(&rw_name)
+            .try_now()
+            .await
+            .unwrap()
+            .is_none()
+    );
     let shared = waiter.read_lock(&rw_name).await.unwrap();
     let writing = {
         let (waiter, rw_name) = (waiter.clone(), rw_name.clone());
@@ -245,7 +260,7 @@ async fn everything_as(url: &str) {
         .await
         .unwrap();
     assert_eq!(semaphore.available().await.unwrap(), 0);
-    assert!(semaphore.try_acquire().await.unwrap().is_none());
+    assert!(semaphore.acquire().try_now().await.unwrap().is_none());
     let acquiring = {
         let semaphore = waiter.semaphore(semaphore.name(), 2);
         tokio::spawn(async move { semaphore.acquire().await })
@@ -283,7 +298,14 @@ async fn everything_as(url: &str) {
         .expect("the writer was not woken")
         .unwrap()
         .unwrap();
-    assert!(client.try_read_lock(&rw_name).await.unwrap().is_none());
+    assert!(
+        client
+            .read_lock(&rw_name)
+            .try_now()
+            .await
+            .unwrap()
+            .is_none()
+    );
     permit.release().await.unwrap();
     let woken_permit = tokio::time::timeout(Duration::from_secs(2), acquiring)
         .await
@@ -316,16 +338,23 @@ async fn everything_as(url: &str) {
     // Every kind is force-unlocked, holds taken with data.
     let with_data = || LockOptions::new().data("acl test");
     let fair = client
-        .fair_lock_with(&fair_name, with_data())
+        .fair_lock(&fair_name)
+        .options(with_data())
         .await
         .unwrap()
         .unwrap();
     let read = client
-        .read_lock_with(&rw_name, with_data())
+        .read_lock(&rw_name)
+        .options(with_data())
         .await
         .unwrap()
         .unwrap();
-    let permit = semaphore.acquire_with(with_data()).await.unwrap().unwrap();
+    let permit = semaphore
+        .acquire()
+        .options(with_data())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(
         client
             .force_unlock_kind(LockKind::Fair, &fair_name)
@@ -373,7 +402,8 @@ async fn everything_as(url: &str) {
     let acknowledged = LockOptions::new().min_replicas(1, Duration::from_millis(20));
     assert!(matches!(
         client
-            .lock_with(&common::unique("acl-wait"), acknowledged)
+            .lock(&common::unique("acl-wait"))
+            .options(acknowledged)
             .await,
         Err(LockError::NotReplicated { .. })
     ));
@@ -464,7 +494,8 @@ async fn the_documented_rule_covers_a_live_reshard() {
     // Every kind held in the slot (a fencing token's floor key too), two readers so
     // that the read-write lock keeps its leases key.
     let mutex = client
-        .lock_with(&name, LockOptions::fenced())
+        .lock(&name)
+        .options(LockOptions::fenced())
         .await
         .unwrap()
         .unwrap();
@@ -708,7 +739,7 @@ async fn a_user_without_the_prefix_gets_a_permission_error() {
         .unwrap();
     let holder = LockClient::connect(&server.url()).await.unwrap();
     let _held = holder.lock(&name).await.unwrap();
-    let waited = deaf.lock_timeout(&name, Duration::from_secs(2)).await;
+    let waited = deaf.lock(&name).timeout(Duration::from_secs(2)).await;
     assert!(
         matches!(&waited, Err(LockError::PermissionDenied { detail }) if detail.contains("channel")),
         "{waited:?}"

@@ -42,7 +42,7 @@ fn sell_out(stock: i64, locked: bool) -> (i64, i64) {
             threads.spawn(move || {
                 for _ in 0..5 {
                     if locked {
-                        client.with_lock(name, |_| purchase()).unwrap();
+                        client.lock(name).run(|_| purchase()).unwrap();
                     } else {
                         purchase();
                     }
@@ -72,8 +72,8 @@ fn the_lock_prevents_overselling_across_threads_and_clients() {
 fn locks_are_reentrant_per_thread_and_exclude_other_threads() {
     let client = connect();
     let name = common::unique("reentry");
-    let outer = client.lock(&name).unwrap();
-    let inner = client.lock(&name).unwrap();
+    let outer = client.lock(&name).block().unwrap();
+    let inner = client.lock(&name).block().unwrap();
     assert_eq!(inner.hold_count(), 2);
     assert_eq!(outer.owner(), inner.owner());
     assert_eq!(outer.owner(), client.owner_id());
@@ -82,7 +82,7 @@ fn locks_are_reentrant_per_thread_and_exclude_other_threads() {
     let other = thread::scope(|threads| {
         threads
             .spawn(|| {
-                let busy = client.try_lock(&name).unwrap();
+                let busy = client.lock(&name).try_now().block().unwrap();
                 assert!(busy.is_none(), "another thread entered a held lock");
                 client.owner_id()
             })
@@ -97,7 +97,9 @@ fn locks_are_reentrant_per_thread_and_exclude_other_threads() {
     thread::scope(|threads| {
         threads.spawn(|| {
             let free = client
-                .try_lock(&name)
+                .lock(&name)
+                .try_now()
+                .block()
                 .unwrap()
                 .expect("free after both holds went");
             free.unlock().unwrap();
@@ -112,19 +114,25 @@ fn with_lock_runs_its_body_and_returns_its_value() {
     let client = connect();
     let name = common::unique("section");
     let value = client
-        .with_lock(&name, |guard| {
+        .lock(&name)
+        .run(|guard| {
             assert!(client.is_locked(&name).unwrap());
-            let nested = client.with_lock(&name, |inner| inner.hold_count()).unwrap();
+            let nested = client.lock(&name).run(|inner| inner.hold_count()).unwrap();
             (guard.name().to_owned(), nested)
         })
         .unwrap();
     assert_eq!(value, (name.clone(), 2));
     assert!(!client.is_locked(&name).unwrap());
 
-    let held = client.lock(&name).unwrap();
+    let held = client.lock(&name).block().unwrap();
     let busy = thread::scope(|threads| {
         threads
-            .spawn(|| client.try_with_lock(&name, |_| unreachable!("ran while busy")))
+            .spawn(|| {
+                client
+                    .lock(&name)
+                    .try_now()
+                    .run(|_| unreachable!("ran while busy"))
+            })
             .join()
             .unwrap()
     });
@@ -139,7 +147,7 @@ fn a_guard_dropped_after_its_client_releases_the_lock() {
     let observer = connect();
     let name = common::unique("orphan");
     let client = connect();
-    let guard = client.lock(&name).unwrap();
+    let guard = client.lock(&name).block().unwrap();
     drop(client);
     assert!(observer.is_locked(&name).unwrap());
     assert!(!guard.is_lost());
@@ -160,13 +168,13 @@ fn the_watchdog_keeps_a_lock_while_the_thread_sleeps() {
         .build()
         .unwrap();
     let rival = connect();
-    let guard = holder.lock(&name).unwrap();
+    let guard = holder.lock(&name).block().unwrap();
     let done = AtomicBool::new(false);
     let tries = AtomicUsize::new(0);
     thread::scope(|threads| {
         threads.spawn(|| {
             while !done.load(Ordering::Acquire) {
-                let taken = rival.try_lock(&name).unwrap();
+                let taken = rival.lock(&name).try_now().block().unwrap();
                 assert!(taken.is_none(), "the lock was taken while its holder slept");
                 tries.fetch_add(1, Ordering::Relaxed);
                 thread::sleep(Duration::from_millis(100));
@@ -183,7 +191,9 @@ fn the_watchdog_keeps_a_lock_while_the_thread_sleeps() {
     assert!(tries.into_inner() >= 20);
     guard.unlock().unwrap();
     rival
-        .try_lock(&name)
+        .lock(&name)
+        .try_now()
+        .block()
         .unwrap()
         .expect("free after the unlock")
         .unlock()
@@ -207,9 +217,9 @@ fn calls_inside_a_runtime_fail_with_blocking_in_runtime() {
     let observer = connect();
     let client = connect();
     let name = common::unique("in-runtime");
-    let guard = client.lock(&name).unwrap();
+    let guard = client.lock(&name).block().unwrap();
     runtime.block_on(async {
-        let refused = client.try_lock(&name);
+        let refused = client.lock(&name).try_now().block();
         assert!(
             matches!(refused, Err(LockError::BlockingInRuntime)),
             "{refused:?}"
@@ -222,7 +232,8 @@ fn calls_inside_a_runtime_fail_with_blocking_in_runtime() {
         );
         // The async face works there; a task is an owner of its own.
         let (other, named) = (client.as_async().clone(), name.clone());
-        let taken = tokio::spawn(async move { other.try_lock(&named).await.map(|g| g.is_some()) });
+        let taken =
+            tokio::spawn(async move { other.lock(&named).try_now().await.map(|g| g.is_some()) });
         assert!(
             !taken.await.unwrap().unwrap(),
             "a task entered a thread's lock"
@@ -246,7 +257,8 @@ fn a_semaphore_limits_holders_across_threads() {
             threads.spawn(|| {
                 for _ in 0..3 {
                     semaphore
-                        .with_permit(|_| {
+                        .acquire()
+                        .run(|_| {
                             let now = current.fetch_add(1, Ordering::SeqCst) + 1;
                             most.fetch_max(now, Ordering::SeqCst);
                             thread::sleep(Duration::from_millis(30));
@@ -259,11 +271,15 @@ fn a_semaphore_limits_holders_across_threads() {
     });
     assert_eq!(most.into_inner(), 3);
     assert_eq!(semaphore.available().unwrap(), 3);
-    let permits: Vec<_> = (0..3).map(|_| semaphore.acquire().unwrap()).collect();
-    assert!(semaphore.try_acquire().unwrap().is_none());
+    let permits: Vec<_> = (0..3)
+        .map(|_| semaphore.acquire().block().unwrap())
+        .collect();
+    assert!(semaphore.acquire().try_now().block().unwrap().is_none());
     assert!(
         semaphore
-            .acquire_timeout(Duration::from_millis(100))
+            .acquire()
+            .timeout(Duration::from_millis(100))
+            .block()
             .unwrap()
             .is_none()
     );
@@ -277,14 +293,15 @@ fn a_semaphore_limits_holders_across_threads() {
 fn a_fair_lock_serves_threads_in_turn() {
     let client = connect();
     let name = common::unique("fair");
-    let first = client.fair_lock(&name).unwrap();
+    let first = client.fair_lock(&name).block().unwrap();
     let order = parking_lot::Mutex::new(Vec::new());
     thread::scope(|threads| {
         for turn in 0..3 {
             let (client, name, order) = (&client, &name, &order);
             threads.spawn(move || {
                 client
-                    .with_fair_lock(name, |_| order.lock().push(turn))
+                    .fair_lock(name)
+                    .run(|_| order.lock().push(turn))
                     .unwrap();
             });
             // Each queues before the next starts.
@@ -304,27 +321,41 @@ fn a_fair_lock_serves_threads_in_turn() {
 fn read_write_locks_share_reads_and_exclude_writes() {
     let client = connect();
     let name = common::unique("rw");
-    let read = client.read_lock(&name).unwrap();
+    let read = client.read_lock(&name).block().unwrap();
     thread::scope(|threads| {
         threads.spawn(|| {
-            let shared = client.try_read_lock(&name).unwrap().expect("readers share");
+            let shared = client
+                .read_lock(&name)
+                .try_now()
+                .block()
+                .unwrap()
+                .expect("readers share");
             shared.unlock().unwrap();
-            assert!(client.try_write_lock(&name).unwrap().is_none());
+            assert!(
+                client
+                    .write_lock(&name)
+                    .try_now()
+                    .block()
+                    .unwrap()
+                    .is_none()
+            );
         });
     });
     assert!(matches!(
-        client.try_write_lock(&name),
+        client.write_lock(&name).try_now().block(),
         Err(LockError::WouldDeadlock { .. })
     ));
     read.unlock().unwrap();
     let seen = client
-        .with_write_lock(&name, |_| {
+        .write_lock(&name)
+        .run(|_| {
             let inside = client
-                .with_read_lock(&name, |_| "read inside write")
+                .read_lock(&name)
+                .run(|_| "read inside write")
                 .unwrap();
             let excluded = thread::scope(|threads| {
                 threads
-                    .spawn(|| client.try_read_lock(&name).unwrap().is_none())
+                    .spawn(|| client.read_lock(&name).try_now().block().unwrap().is_none())
                     .join()
                     .unwrap()
             });
@@ -340,12 +371,19 @@ fn read_write_locks_share_reads_and_exclude_writes() {
 fn lock_all_takes_every_name_and_never_deadlocks() {
     let client = connect();
     let (a, b) = (common::unique("all-a"), common::unique("all-b"));
-    let both = client.lock_all([&a, &b]).unwrap();
+    let both = client.lock_all([&a, &b]).block().unwrap();
     assert_eq!(both.names().count(), 2);
     thread::scope(|threads| {
         threads.spawn(|| {
-            assert!(client.try_lock_all([&b, &a]).unwrap().is_none());
-            assert!(client.try_lock(&a).unwrap().is_none());
+            assert!(
+                client
+                    .lock_all([&b, &a])
+                    .try_now()
+                    .block()
+                    .unwrap()
+                    .is_none()
+            );
+            assert!(client.lock(&a).try_now().block().unwrap().is_none());
         });
     });
     both.unlock().unwrap();
@@ -360,7 +398,8 @@ fn lock_all_takes_every_name_and_never_deadlocks() {
                 start.wait();
                 for _ in 0..5 {
                     client
-                        .with_lock_all(names, |_| runs.fetch_add(1, Ordering::Relaxed))
+                        .lock_all(names)
+                        .run(|_| runs.fetch_add(1, Ordering::Relaxed))
                         .unwrap();
                 }
             });
@@ -378,7 +417,9 @@ fn guards_report_loss_and_extend_fixed_leases() {
     let name = common::unique("lost");
     let fixed = |lease| holdlock::LockOptions::new().lease(lease);
     let guard = client
-        .lock_with(&name, fixed(Duration::from_secs(2)))
+        .lock(&name)
+        .options(fixed(Duration::from_secs(2)))
+        .block()
         .unwrap()
         .unwrap();
     guard.extend(Duration::from_secs(20)).unwrap();
@@ -387,7 +428,9 @@ fn guards_report_loss_and_extend_fixed_leases() {
     guard.unlock().unwrap();
 
     let short = client
-        .lock_with(&name, fixed(Duration::from_millis(400)))
+        .lock(&name)
+        .options(fixed(Duration::from_millis(400)))
+        .block()
         .unwrap()
         .unwrap();
     let start = Instant::now();
@@ -462,8 +505,8 @@ fn list_report_and_force_unlock_kind_cover_every_kind() {
         .build()
         .unwrap();
     let name = common::unique("kinds");
-    let mutex = client.lock(&name).unwrap();
-    let permit = client.semaphore(&name, 3).acquire().unwrap();
+    let mutex = client.lock(&name).block().unwrap();
+    let permit = client.semaphore(&name, 3).acquire().block().unwrap();
     let stray = format!("holdlock:{{{name}:stray}}");
     common::shared().query(&["SET", &stray, "x"]).unwrap();
 
@@ -516,7 +559,7 @@ fn the_builder_passes_compat_and_hold_spans_on() {
         .unwrap();
     assert_eq!(redisson.compat(), holdlock::Compat::Redisson);
     let name = common::unique("compat");
-    let guard = redisson.lock(&name).unwrap();
+    let guard = redisson.lock(&name).block().unwrap();
     let kind = common::shared().query(&["TYPE", &name]).unwrap();
     assert_eq!(kind, "+hash", "Redisson's key is the name itself");
     guard.unlock().unwrap();
@@ -537,7 +580,7 @@ fn the_builder_passes_compat_and_hold_spans_on() {
         .finish();
     let name = common::unique("spans");
     tracing::subscriber::with_default(subscriber, || {
-        spans.lock(&name).unwrap().unlock().unwrap();
+        spans.lock(&name).block().unwrap().unlock().unwrap();
     });
     let text = seen.lock().unwrap().clone();
     assert!(

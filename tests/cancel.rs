@@ -39,7 +39,8 @@ async fn a_fenced_lock_after_a_dropped_guard_is_a_new_hold(url: &str) {
             client.lock(&name).await.unwrap()
         } else {
             let first = client
-                .lock_with(&name, LockOptions::fenced())
+                .lock(&name)
+                .options(LockOptions::fenced())
                 .await
                 .unwrap();
             first.expect("waits forever")
@@ -47,7 +48,8 @@ async fn a_fenced_lock_after_a_dropped_guard_is_a_new_hold(url: &str) {
         last = last.max(first.fencing_token().unwrap_or(0));
         drop(first);
         let again = client
-            .lock_with(&name, LockOptions::fenced())
+            .lock(&name)
+            .options(LockOptions::fenced())
             .await
             .unwrap();
         let again = again.expect("waits forever");
@@ -76,7 +78,8 @@ async fn a_write_lock_after_a_dropped_read_guard_is_granted(url: &str) {
             client.write_lock(&name).await
         } else {
             client
-                .try_write_lock(&name)
+                .write_lock(&name)
+                .try_now()
                 .await
                 .map(|write| write.expect("free"))
         };
@@ -106,7 +109,8 @@ async fn a_fenced_lock_all_after_a_cancelled_unlock_is_a_new_hold_of_every_membe
             LockOptions::new()
         };
         let first = client
-            .lock_all_with([a.as_str(), b.as_str()], options)
+            .lock_all([a.as_str(), b.as_str()])
+            .options(options)
             .await
             .unwrap()
             .expect("waits forever");
@@ -119,7 +123,8 @@ async fn a_fenced_lock_all_after_a_cancelled_unlock_is_a_new_hold_of_every_membe
             let _ = first.unlock().now_or_never();
         }
         let again = client
-            .lock_all_with([b.as_str(), c.as_str()], LockOptions::fenced())
+            .lock_all([b.as_str(), c.as_str()])
+            .options(LockOptions::fenced())
             .await
             .unwrap()
             .expect("waits forever");
@@ -147,7 +152,7 @@ async fn a_permit_given_back_by_a_drop_is_free_for_its_owner_at_once(url: &str) 
     let semaphore = client.semaphore(common::unique("drop-permit"), 1);
     for round in 0..DROP_ROUNDS {
         drop(semaphore.acquire().await.unwrap());
-        let again = semaphore.try_acquire().await.unwrap();
+        let again = semaphore.acquire().try_now().await.unwrap();
         let again = again.unwrap_or_else(|| panic!("round {round}: refused its own permit"));
         again.release().await.unwrap();
     }
@@ -202,7 +207,8 @@ async fn cancelled_waiters_leave_no_hold_and_no_subscription(url: &str) {
     }
     // And the lock still works for the next caller.
     waiters
-        .try_lock(&name)
+        .lock(&name)
+        .try_now()
         .await
         .unwrap()
         .expect("free")
@@ -314,7 +320,8 @@ async fn an_unlock_timed_out_behind_a_slow_release_still_releases() {
     first.await.unwrap().unwrap();
     common::wait_until_free(&other, &name, Duration::from_secs(3)).await;
     other
-        .try_lock(&name)
+        .lock(&name)
+        .try_now()
         .await
         .unwrap()
         .expect("another client takes the lock")

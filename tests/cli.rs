@@ -615,7 +615,8 @@ async fn inspect_list_and_force_unlock() {
     let (first, second) = (format!("{base}:a"), format!("{base}:b"));
     let client = common::client().await;
     let guard = client
-        .lock_with(&first, LockOptions::fenced())
+        .lock(&first)
+        .options(LockOptions::fenced())
         .await
         .unwrap()
         .unwrap();
@@ -1042,7 +1043,8 @@ async fn top_once_shows_contended_locks_first() {
     // A waiting call refused: the lock is marked as waited for.
     assert!(
         other
-            .lock_timeout(&busy, Duration::from_millis(50))
+            .lock(&busy)
+            .timeout(Duration::from_millis(50))
             .await
             .unwrap()
             .is_none()

@@ -30,7 +30,7 @@ async fn locks_work_across_slots_and_nodes() {
         let nested = a.lock(name).await.unwrap();
         assert_eq!(nested.hold_count(), 2);
         assert!(guard.fencing_token().is_some());
-        assert!(b.try_lock(name).await.unwrap().is_none());
+        assert!(b.lock(name).try_now().await.unwrap().is_none());
         drop(nested);
         guards.push(guard);
     }
@@ -48,7 +48,8 @@ async fn locks_work_across_slots_and_nodes() {
         let (b, name) = (b.clone(), names[7].clone());
         tokio::spawn(async move {
             let guard = b
-                .lock_with(&name, LockOptions::fenced())
+                .lock(&name)
+                .options(LockOptions::fenced())
                 .await
                 .unwrap()
                 .unwrap();
@@ -309,6 +310,6 @@ async fn a_lock_that_times_out_while_writes_are_paused_leaves_nothing_behind() {
     let node = cluster.primary_of(&common::key(&name));
     common::lock_through_a_write_pause(&client, node, &name).await;
     let other = LockClient::connect(&cluster.url()).await.unwrap();
-    let guard = other.try_lock(&name).await.unwrap();
+    let guard = other.lock(&name).try_now().await.unwrap();
     assert!(guard.is_some(), "the name is still held");
 }

@@ -27,7 +27,8 @@ async fn the_body_value_comes_back_and_the_lock_is_released(url: &str) {
     let other = common::connect(url).await;
     let name = common::unique("with-lock");
     let value = client
-        .with_lock(&name, async |guard| {
+        .lock(&name)
+        .run(async |guard| {
             assert_eq!(guard.hold_count(), 1);
             assert!(other.is_locked(&name).await.unwrap());
             41 + 1
@@ -40,9 +41,9 @@ async fn the_body_value_comes_back_and_the_lock_is_released(url: &str) {
         "released before returning"
     );
     let token = client
-        .with_lock_with(&name, LockOptions::fenced(), async |guard| {
-            guard.fencing_token()
-        })
+        .lock(&name)
+        .options(LockOptions::fenced())
+        .run(async |guard| guard.fencing_token())
         .await
         .unwrap()
         .expect("waits forever");
@@ -54,9 +55,11 @@ async fn a_nested_critical_section_re_enters(url: &str) {
     let client = common::connect(url).await;
     let name = common::unique("with-lock-nested");
     let counts = client
-        .with_lock(&name, async |outer| {
+        .lock(&name)
+        .run(async |outer| {
             let inner = client
-                .with_lock(&name, async |inner| inner.hold_count())
+                .lock(&name)
+                .run(async |inner| inner.hold_count())
                 .await
                 .unwrap();
             (inner, outer.hold_count())
@@ -79,13 +82,17 @@ async fn a_busy_lock_runs_no_body(url: &str) {
     let held = holder.lock(&name).await.unwrap();
     let ran = AtomicBool::new(false);
     let tried = client
-        .try_with_lock(&name, async |_| ran.store(true, Ordering::SeqCst))
+        .lock(&name)
+        .try_now()
+        .run(async |_| ran.store(true, Ordering::SeqCst))
         .await
         .unwrap();
     assert!(tried.is_none());
     let options = LockOptions::new().wait(Duration::from_millis(50));
     let waited = client
-        .with_lock_with(&name, options, async |_| ran.store(true, Ordering::SeqCst))
+        .lock(&name)
+        .options(options)
+        .run(async |_| ran.store(true, Ordering::SeqCst))
         .await
         .unwrap();
     assert!(waited.is_none());
@@ -99,38 +106,44 @@ async fn every_kind_runs_its_critical_section(url: &str) {
     let client = common::connect(url).await;
     let name = common::unique("with-every-kind");
     let fair = client
-        .with_fair_lock(&name, async |guard| guard.hold_count())
+        .fair_lock(&name)
+        .run(async |guard| guard.hold_count())
         .await
         .unwrap();
     let read = client
-        .with_read_lock(&name, async |guard| guard.hold_count())
+        .read_lock(&name)
+        .run(async |guard| guard.hold_count())
         .await
         .unwrap();
     let write = client
-        .with_write_lock(&name, async |guard| guard.hold_count())
+        .write_lock(&name)
+        .run(async |guard| guard.hold_count())
         .await
         .unwrap();
     let (a, b) = (format!("{name}-a"), format!("{name}-b"));
     let members = client
-        .with_lock_all([&b, &a], async |guard| guard.names().count())
+        .lock_all([&b, &a])
+        .run(async |guard| guard.names().count())
         .await
         .unwrap();
     let semaphore = client.semaphore(name.as_str(), 1);
     let permit = semaphore
-        .with_permit(async |permit| permit.name().to_owned())
+        .acquire()
+        .run(async |permit| permit.name().to_owned())
         .await
         .unwrap();
     assert_eq!((fair, read, write, members), (1, 1, 1, 2));
     assert_eq!(permit, name);
     // Everything was released: each can be taken at once by another owner.
     let other = common::connect(url).await;
-    assert!(other.try_fair_lock(&name).await.unwrap().is_some());
-    assert!(other.try_write_lock(&name).await.unwrap().is_some());
-    assert!(other.try_lock_all([&a, &b]).await.unwrap().is_some());
+    assert!(other.fair_lock(&name).try_now().await.unwrap().is_some());
+    assert!(other.write_lock(&name).try_now().await.unwrap().is_some());
+    assert!(other.lock_all([&a, &b]).try_now().await.unwrap().is_some());
     assert!(
         other
             .semaphore(name.as_str(), 1)
-            .try_acquire()
+            .acquire()
+            .try_now()
             .await
             .unwrap()
             .is_some()
@@ -147,7 +160,7 @@ async fn a_body_is_stopped_when_its_lock_is_lost(url: &str) {
     let stopped_at = Arc::new(Mutex::new(None));
     let finished = AtomicBool::new(false);
     let broken_at = Arc::new(Mutex::new(None));
-    let section = client.with_lock(&name, async |guard| {
+    let section = client.lock(&name).run(async |guard| {
         // Records when the body's future is dropped.
         struct Stopped(Arc<Mutex<Option<Instant>>>);
         impl Drop for Stopped {
@@ -186,7 +199,8 @@ async fn a_fixed_lease_is_extended_while_held(url: &str) {
     let name = common::unique("extend");
     let options = LockOptions::new().lease(Duration::from_millis(400));
     let guard = client
-        .lock_with(&name, options.clone())
+        .lock(&name)
+        .options(options.clone())
         .await
         .unwrap()
         .unwrap();
@@ -218,13 +232,14 @@ async fn a_fixed_lease_is_extended_while_held(url: &str) {
     );
     renewed.unlock().await.unwrap();
 
-    let short = client.lock_with(&name, options).await.unwrap().unwrap();
+    let short = client.lock(&name).options(options).await.unwrap().unwrap();
     tokio::time::sleep(Duration::from_millis(450)).await;
     let late = short.extend(Duration::from_secs(5)).await;
     assert!(matches!(late, Err(LockError::NotHeld { .. })), "{late:?}");
     // The other kinds extend through `Held`.
     let reading = client
-        .read_lock_with(&name, LockOptions::new().lease(Duration::from_millis(400)))
+        .read_lock(&name)
+        .options(LockOptions::new().lease(Duration::from_millis(400)))
         .await
         .unwrap()
         .unwrap();
@@ -295,21 +310,24 @@ async fn every_kind_has_a_timeout_variant() {
     let started = Instant::now();
     assert!(
         client
-            .fair_lock_timeout(&name, wait)
+            .fair_lock(&name)
+            .timeout(wait)
             .await
             .unwrap()
             .is_none()
     );
     assert!(
         client
-            .read_lock_timeout(&name, wait)
+            .read_lock(&name)
+            .timeout(wait)
             .await
             .unwrap()
             .is_none()
     );
     assert!(
         client
-            .write_lock_timeout(&name, wait)
+            .write_lock(&name)
+            .timeout(wait)
             .await
             .unwrap()
             .is_none()
@@ -317,7 +335,8 @@ async fn every_kind_has_a_timeout_variant() {
     let (a, b) = (format!("{name}-a"), format!("{name}-b"));
     assert!(
         client
-            .lock_all_timeout([&a, &b], wait)
+            .lock_all([&a, &b])
+            .timeout(wait)
             .await
             .unwrap()
             .is_none()
@@ -335,7 +354,8 @@ async fn every_kind_has_a_timeout_variant() {
     writing.unlock().await.unwrap();
     member.unlock().await.unwrap();
     let fair = client
-        .fair_lock_timeout(&name, wait)
+        .fair_lock(&name)
+        .timeout(wait)
         .await
         .unwrap()
         .expect("free");
@@ -343,19 +363,22 @@ async fn every_kind_has_a_timeout_variant() {
     // The writer first: the timed-out writer above keeps new readers out for a while
     // (writer preference), not writers.
     let writing = client
-        .write_lock_timeout(&name, wait)
+        .write_lock(&name)
+        .timeout(wait)
         .await
         .unwrap()
         .expect("free");
     writing.unlock().await.unwrap();
     let reading = client
-        .read_lock_timeout(&name, Duration::from_secs(5))
+        .read_lock(&name)
+        .timeout(Duration::from_secs(5))
         .await
         .unwrap()
         .expect("free");
     reading.unlock().await.unwrap();
     let both = client
-        .lock_all_timeout([&a, &b], wait)
+        .lock_all([&a, &b])
+        .timeout(wait)
         .await
         .unwrap()
         .expect("free");

@@ -413,7 +413,7 @@ async fn an_election_is_apart_from_the_fair_lock_of_its_name(url: &str) {
             .await
             .expect("the fair lock of the same name does not hold the election up")
             .unwrap();
-    assert!(two.try_fair_lock(&name).await.unwrap().is_none());
+    assert!(two.fair_lock(&name).try_now().await.unwrap().is_none());
     leadership.resign().await.unwrap();
     guard.unlock().await.unwrap();
 }

@@ -55,7 +55,7 @@ async fn waiters_of_three_clients_are_served_in_the_order_they_queued(url: &str)
                 options.clone(),
             );
             waiters.push(tokio::spawn(async move {
-                let guard = client.fair_lock_with(&name, options).await.unwrap();
+                let guard = client.fair_lock(&name).options(options).await.unwrap();
                 let guard = guard.expect("no wait limit");
                 served.lock().push(waiter);
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -246,7 +246,8 @@ async fn a_fair_lock_is_reentrant_and_apart_from_the_mutex(url: &str) {
         let inner = client.fair_lock(&name).await.unwrap();
         assert_eq!(inner.hold_count(), 2);
         let mutex = client
-            .try_lock(&name)
+            .lock(&name)
+            .try_now()
             .await
             .unwrap()
             .expect("a different lock");
@@ -257,7 +258,8 @@ async fn a_fair_lock_is_reentrant_and_apart_from_the_mutex(url: &str) {
     .await;
     let other = common::connect(url).await;
     other
-        .try_fair_lock(&name)
+        .fair_lock(&name)
+        .try_now()
         .await
         .unwrap()
         .expect("free")
@@ -276,7 +278,7 @@ async fn a_try_neither_waits_nor_queues(url: &str) {
     let holder = common::connect(url).await;
     let held = holder.fair_lock(&name).await.unwrap();
     let asked = Instant::now();
-    assert!(client.try_fair_lock(&name).await.unwrap().is_none());
+    assert!(client.fair_lock(&name).try_now().await.unwrap().is_none());
     assert!(asked.elapsed() < Duration::from_secs(1));
     let queue = format!("{}:fair:queue", common::key(&name));
     let queued: i64 = client.redis().exists(queue.as_str()).await.unwrap();
@@ -294,7 +296,8 @@ async fn fenced_fair_locks_draw_rising_tokens_and_hand_offs_carry_their_own(url:
     let fenced = LockOptions::fenced();
     let holder = common::connect(url).await;
     let first = holder
-        .fair_lock_with(&name, fenced.clone())
+        .fair_lock(&name)
+        .options(fenced.clone())
         .await
         .unwrap()
         .expect("free");
@@ -325,7 +328,14 @@ async fn fenced_fair_locks_draw_rising_tokens_and_hand_offs_carry_their_own(url:
     let waiter = common::connect(url).await;
     let waiting = tokio::spawn({
         let (name, fenced) = (name.clone(), fenced.clone());
-        async move { waiter.fair_lock_with(&name, fenced).await.unwrap().unwrap() }
+        async move {
+            waiter
+                .fair_lock(&name)
+                .options(fenced)
+                .await
+                .unwrap()
+                .unwrap()
+        }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     first.unlock().await.unwrap();
@@ -474,7 +484,7 @@ async fn a_wait_right_after_an_abandoned_wait_keeps_its_turn(url: &str) {
             let (b, name, served) = (b.clone(), name.clone(), Arc::clone(&served));
             async move {
                 let wait = LockOptions::new().wait(Duration::from_millis(200));
-                let first = b.fair_lock_with(&name, wait).await.unwrap();
+                let first = b.fair_lock(&name).options(wait).await.unwrap();
                 assert!(first.is_none(), "served while the lock was held");
                 // The same task (owner) waits again at once.
                 let guard = b.fair_lock(&name).await.unwrap();
@@ -539,7 +549,7 @@ async fn an_abandoned_wait_never_shares_the_lock_with_the_next_waiter(url: &str)
             let (b, name, section) = (b.clone(), name.clone(), section.clone());
             async move {
                 let wait = LockOptions::new().wait(Duration::from_millis(100));
-                let guard = match b.fair_lock_with(&name, wait).await.unwrap() {
+                let guard = match b.fair_lock(&name).options(wait).await.unwrap() {
                     Some(guard) => guard,
                     None => b.fair_lock(&name).await.unwrap(),
                 };
@@ -575,14 +585,16 @@ async fn a_fenced_fair_lock_after_a_dropped_guard_is_a_new_hold(url: &str) {
     let mut last = 0;
     for round in 0..20 {
         let first = client
-            .fair_lock_with(&name, LockOptions::fenced())
+            .fair_lock(&name)
+            .options(LockOptions::fenced())
             .await
             .unwrap()
             .unwrap();
         last = last.max(first.fencing_token().unwrap());
         drop(first);
         let again = client
-            .fair_lock_with(&name, LockOptions::fenced())
+            .fair_lock(&name)
+            .options(LockOptions::fenced())
             .await
             .unwrap()
             .unwrap();
@@ -869,7 +881,7 @@ async fn leases_run_out_in_turn(tag: &str, clients: &[LockClient]) {
             options.clone(),
         );
         tasks.push(tokio::spawn(async move {
-            let guard = client.fair_lock_with(&name, options).await.unwrap();
+            let guard = client.fair_lock(&name).options(options).await.unwrap();
             (Instant::now(), guard)
         }));
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -162,7 +162,7 @@ async fn a_lock_call_fails_cleanly_when_the_server_is_gone() {
         .unwrap();
     drop(server);
     let start = Instant::now();
-    let result = tokio::time::timeout(Duration::from_secs(10), client.try_lock("gone"))
+    let result = tokio::time::timeout(Duration::from_secs(10), client.lock("gone").try_now())
         .await
         .expect("hung");
     assert!(result.is_err());
@@ -215,7 +215,7 @@ async fn a_refused_release_keeps_the_counts_and_is_done_later() {
     let start = Instant::now();
     let guard = loop {
         let (other_task, other_name) = (client.clone(), name.clone());
-        let tried = tokio::spawn(async move { other_task.try_lock(&other_name).await });
+        let tried = tokio::spawn(async move { other_task.lock(&other_name).try_now().await });
         if let Some(guard) = tried.await.unwrap().unwrap() {
             break guard;
         }
@@ -266,7 +266,7 @@ async fn a_dropped_guard_whose_release_is_refused_is_given_up_by_its_deadline() 
         .unwrap();
     let other = common::connect(&server.url()).await;
     let taken = loop {
-        if let Some(guard) = other.try_lock(&name).await.unwrap() {
+        if let Some(guard) = other.lock(&name).try_now().await.unwrap() {
             break guard;
         }
         assert!(
@@ -299,7 +299,7 @@ async fn a_slow_grant_hands_out_a_guard_that_holds() {
         });
         tokio::time::sleep(Duration::from_millis(100)).await;
         let asked = Instant::now();
-        let guard = client.lock_with(&name, options).await.unwrap().unwrap();
+        let guard = client.lock(&name).options(options).await.unwrap().unwrap();
         sleeper.join().unwrap().unwrap();
         assert!(
             asked.elapsed() > lease * 3 / 4,
@@ -374,35 +374,45 @@ async fn every_kind_returns_within_its_budget(client: &LockClient, name: &str, w
         vec![
             (
                 "lock_with",
-                Box::pin(async move { a.lock_with(&na, options()).await.map(|g| g.is_some()) }),
+                Box::pin(async move { a.lock(&na).options(options()).await.map(|g| g.is_some()) }),
             ),
             (
                 "try_lock",
-                Box::pin(async move { b.try_lock(&nb).await.map(|g| g.is_some()) }),
+                Box::pin(async move { b.lock(&nb).try_now().await.map(|g| g.is_some()) }),
             ),
             (
                 "fair_lock_with",
-                Box::pin(
-                    async move { c2.fair_lock_with(&nc, options()).await.map(|g| g.is_some()) },
-                ),
+                Box::pin(async move {
+                    c2.fair_lock(&nc)
+                        .options(options())
+                        .await
+                        .map(|g| g.is_some())
+                }),
             ),
             (
                 "read_lock_with",
-                Box::pin(
-                    async move { d.read_lock_with(&nd, options()).await.map(|g| g.is_some()) },
-                ),
+                Box::pin(async move {
+                    d.read_lock(&nd)
+                        .options(options())
+                        .await
+                        .map(|g| g.is_some())
+                }),
             ),
             (
                 "write_lock_with",
-                Box::pin(
-                    async move { e.write_lock_with(&ne, options()).await.map(|g| g.is_some()) },
-                ),
+                Box::pin(async move {
+                    e.write_lock(&ne)
+                        .options(options())
+                        .await
+                        .map(|g| g.is_some())
+                }),
             ),
             (
                 "acquire_with",
                 Box::pin(async move {
                     f.semaphore(nf, 2)
-                        .acquire_with(options())
+                        .acquire()
+                        .options(options())
                         .await
                         .map(|p| p.is_some())
                 }),
@@ -410,7 +420,8 @@ async fn every_kind_returns_within_its_budget(client: &LockClient, name: &str, w
             (
                 "lock_all_with",
                 Box::pin(async move {
-                    g.lock_all_with([format!("{ng}-1"), format!("{ng}-2")], options())
+                    g.lock_all([format!("{ng}-1"), format!("{ng}-2")])
+                        .options(options())
                         .await
                         .map(|m| m.is_some())
                 }),

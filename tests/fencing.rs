@@ -14,14 +14,15 @@ async fn a_paused_holders_late_write_is_rejected() {
 
     // Holder 1: a fixed 1 s lease, so nothing renews it while it "pauses".
     let fixed = LockOptions::fenced().lease(Duration::from_secs(1));
-    let first = client.lock_with(&name, fixed).await.unwrap().unwrap();
+    let first = client.lock(&name).options(fixed).await.unwrap().unwrap();
     let first_token = first.fencing_token().unwrap();
 
     // Holder 1 pauses for 2 s; meanwhile its lease expires and holder 2 takes over.
     let second_client = common::client().await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let second = second_client
-        .lock_with(&name, LockOptions::fenced())
+        .lock(&name)
+        .options(LockOptions::fenced())
         .await
         .unwrap()
         .unwrap();
@@ -54,7 +55,7 @@ async fn a_fenced_read_keeps_a_read_modify_write_whole() {
     let fixed = LockOptions::fenced().lease(Duration::from_millis(300));
 
     // Holder 1 reads the counter, then stalls past its lease before writing.
-    let first = client.lock_with(&name, fixed).await.unwrap().unwrap();
+    let first = client.lock(&name).options(fixed).await.unwrap().unwrap();
     assert_eq!(fence::read_with(&first, &counter).await.unwrap(), None);
     tokio::time::sleep(Duration::from_millis(500)).await;
 
@@ -62,7 +63,8 @@ async fn a_fenced_read_keeps_a_read_modify_write_whole() {
     // although holder 2 has not written yet (a plain read would have let it land and
     // holder 2's write would then have lost holder 1's update).
     let second = client
-        .lock_with(&name, LockOptions::fenced())
+        .lock(&name)
+        .options(LockOptions::fenced())
         .await
         .unwrap()
         .unwrap();
@@ -121,7 +123,7 @@ async fn tokens_increase_across_holders_expiries_force_unlocks_and_restarts() {
                 let short = LockOptions::fenced().lease(Duration::from_millis(200));
                 drop(guard);
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                let expiring = client.lock_with(&name, short).await.unwrap().unwrap();
+                let expiring = client.lock(&name).options(short).await.unwrap().unwrap();
                 seen.push(expiring.fencing_token().unwrap());
                 tokio::time::sleep(Duration::from_millis(300)).await;
             }
@@ -130,7 +132,8 @@ async fn tokens_increase_across_holders_expiries_force_unlocks_and_restarts() {
     }
     let client = LockClient::connect(&common::url()).await.unwrap();
     let last = client
-        .lock_with(&name, LockOptions::fenced())
+        .lock(&name)
+        .options(LockOptions::fenced())
         .await
         .unwrap()
         .unwrap();
@@ -227,7 +230,7 @@ async fn a_foreign_token_key_fails_a_fenced_acquire_with_nothing_written() {
         .await
         .unwrap();
 
-    match client.lock_with(&name, LockOptions::fenced()).await {
+    match client.lock(&name).options(LockOptions::fenced()).await {
         Err(LockError::WrongType { key }) => assert_eq!(key, token_key),
         other => panic!("expected WrongType for the token key, got {other:?}"),
     }
@@ -235,7 +238,7 @@ async fn a_foreign_token_key_fails_a_fenced_acquire_with_nothing_written() {
     assert_eq!(exists, 0, "no half-written hold is left behind");
     assert!(!client.is_locked(&name).await.unwrap());
     // The lock itself is free for an unfenced holder.
-    let guard = client.try_lock(&name).await.unwrap().expect("free");
+    let guard = client.lock(&name).try_now().await.unwrap().expect("free");
     guard.unlock().await.unwrap();
 }
 
@@ -252,7 +255,8 @@ async fn write_locks_draw_tokens_and_shared_holds_refuse_them() {
     let mut last = 0;
     for round in 0..5 {
         let writing = client
-            .write_lock_with(&name, LockOptions::fenced())
+            .write_lock(&name)
+            .options(LockOptions::fenced())
             .await
             .unwrap()
             .expect("free");
@@ -270,13 +274,13 @@ async fn write_locks_draw_tokens_and_shared_holds_refuse_them() {
     assert_eq!(unfenced.fencing_token(), None);
     unfenced.unlock().await.unwrap();
 
-    let refused = client.read_lock_with(&name, LockOptions::fenced()).await;
+    let refused = client.read_lock(&name).options(LockOptions::fenced()).await;
     assert!(
         matches!(&refused, Err(LockError::InvalidOption { option: "fenced", reason }) if reason.contains("read lock")),
         "{refused:?}"
     );
     let semaphore = client.semaphore(name.as_str(), 2);
-    let refused = semaphore.acquire_with(LockOptions::fenced()).await;
+    let refused = semaphore.acquire().options(LockOptions::fenced()).await;
     assert!(
         matches!(&refused, Err(LockError::InvalidOption { option: "fenced", reason }) if reason.contains("semaphore")),
         "{refused:?}"

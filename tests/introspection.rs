@@ -21,7 +21,7 @@ async fn inspect_shows_owner_count_ttl_and_token() {
     // Another process was refused: word that it waits is kept in the lock, but it is
     // no owner.
     let other = common::client().await;
-    assert!(other.try_lock(&name).await.unwrap().is_none());
+    assert!(other.lock(&name).try_now().await.unwrap().is_none());
     let info = client.inspect(&name).await.unwrap().expect("held");
     assert_eq!(info.name, name);
     assert_eq!(info.owners.len(), 1);
@@ -194,7 +194,8 @@ async fn lock_info_serializes_and_reads_back() {
     let client = common::client().await;
     let name = common::unique("serde");
     let guard = client
-        .lock_with(&name, holdlock::LockOptions::fenced())
+        .lock(&name)
+        .options(holdlock::LockOptions::fenced())
         .await
         .unwrap()
         .unwrap();
@@ -353,9 +354,16 @@ async fn a_read_write_lock_shows_its_writer_its_readers_and_a_waiting_writer(url
     let first = client.read_lock(&name).await.unwrap();
     let second = {
         let (client, name, long) = (client.clone(), name.clone(), long.clone());
-        tokio::spawn(async move { client.read_lock_with(&name, long).await.unwrap().unwrap() })
-            .await
-            .unwrap()
+        tokio::spawn(async move {
+            client
+                .read_lock(&name)
+                .options(long)
+                .await
+                .unwrap()
+                .unwrap()
+        })
+        .await
+        .unwrap()
     };
     // The writer waits, then (the same owner) also takes the read side.
     let writer_client = common::connect(url).await;
@@ -976,12 +984,14 @@ async fn data_kept_with_a_hold_is_shown_for_every_kind_and_goes_with_it(url: &st
     };
     // The mutex, with a re-entry that brings other data.
     let outer = client
-        .lock_with(&name, with("web-1 pid 7: export"))
+        .lock(&name)
+        .options(with("web-1 pid 7: export"))
         .await
         .unwrap()
         .unwrap();
     let inner = client
-        .lock_with(&name, with("ignored"))
+        .lock(&name)
+        .options(with("ignored"))
         .await
         .unwrap()
         .unwrap();
@@ -999,7 +1009,8 @@ async fn data_kept_with_a_hold_is_shown_for_every_kind_and_goes_with_it(url: &st
     outer.unlock().await.unwrap();
     // The fair lock, the read-write lock (a reader and, apart, a writer), a permit.
     let fair = client
-        .fair_lock_with(&name, with("fair"))
+        .fair_lock(&name)
+        .options(with("fair"))
         .await
         .unwrap()
         .unwrap();
@@ -1007,7 +1018,8 @@ async fn data_kept_with_a_hold_is_shown_for_every_kind_and_goes_with_it(url: &st
     assert_eq!(owner_data(&info), [Some("fair".to_owned())]);
     fair.unlock().await.unwrap();
     let reading = client
-        .read_lock_with(&name, with("reader"))
+        .read_lock(&name)
+        .options(with("reader"))
         .await
         .unwrap()
         .unwrap();
@@ -1023,7 +1035,8 @@ async fn data_kept_with_a_hold_is_shown_for_every_kind_and_goes_with_it(url: &st
     assert_eq!(owner_data(&info), [Some("reader".to_owned())]);
     reading.unlock().await.unwrap();
     let writing = client
-        .write_lock_with(&name, with("writer"))
+        .write_lock(&name)
+        .options(with("writer"))
         .await
         .unwrap()
         .unwrap();
@@ -1036,7 +1049,8 @@ async fn data_kept_with_a_hold_is_shown_for_every_kind_and_goes_with_it(url: &st
     writing.unlock().await.unwrap();
     let semaphore = client.semaphore(name.as_str(), 2);
     let permit = semaphore
-        .acquire_with(with("permit"))
+        .acquire()
+        .options(with("permit"))
         .await
         .unwrap()
         .unwrap();
@@ -1069,7 +1083,7 @@ async fn data_kept_with_a_hold_is_shown_for_every_kind_and_goes_with_it(url: &st
     again.unlock().await.unwrap();
     // Past 1 KiB: refused, nothing taken.
     let long = "x".repeat(holdlock::MAX_DATA_LEN + 1);
-    let refused = client.lock_with(&name, with(&long)).await;
+    let refused = client.lock(&name).options(with(&long)).await;
     assert!(
         matches!(
             refused,

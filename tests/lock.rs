@@ -44,14 +44,19 @@ async fn try_lock_on_a_held_lock_returns_none_without_waiting(url: &str) {
     let (a, b) = (common::connect(url).await, common::connect(url).await);
     let held = a.lock(&name).await.unwrap();
     let start = Instant::now();
-    assert!(b.try_lock(&name).await.unwrap().is_none());
+    assert!(b.lock(&name).try_now().await.unwrap().is_none());
     assert!(
         start.elapsed() < Duration::from_millis(500),
         "took {:?}",
         start.elapsed()
     );
     held.unlock().await.unwrap();
-    let got = b.try_lock(&name).await.unwrap().expect("free after unlock");
+    let got = b
+        .lock(&name)
+        .try_now()
+        .await
+        .unwrap()
+        .expect("free after unlock");
     got.unlock().await.unwrap();
 }
 
@@ -110,7 +115,7 @@ async fn tries_against_a_lock_held_in_this_process_cost_redis_nothing() {
     let tries: Vec<_> = (0..100)
         .map(|_| {
             let (client, name) = (client.clone(), name.clone());
-            tokio::spawn(async move { client.try_lock(&name).await.unwrap().is_none() })
+            tokio::spawn(async move { client.lock(&name).try_now().await.unwrap().is_none() })
         })
         .collect();
     for refused in tries {
@@ -128,7 +133,8 @@ async fn tries_against_a_lock_held_in_this_process_cost_redis_nothing() {
         let (client, name) = (client.clone(), name.clone());
         async move {
             client
-                .try_lock(&name)
+                .lock(&name)
+                .try_now()
                 .await
                 .unwrap()
                 .map(|g| g.hold_count())
@@ -182,7 +188,7 @@ async fn a_try_to_re_enter_is_not_refused_for_a_local_holder_that_lost_the_lock_
         let (client, name) = (client.clone(), name.clone());
         async move {
             let outer = client.lock(&name).await.unwrap();
-            let inner = client.try_lock(&name).await.unwrap();
+            let inner = client.lock(&name).try_now().await.unwrap();
             let count = inner.as_ref().map(LockGuard::hold_count);
             drop(inner);
             outer.unlock().await.unwrap();
@@ -203,7 +209,8 @@ async fn lock_timeout_gives_up_after_its_timeout(url: &str) {
     let _held = a.lock(&name).await.unwrap();
     let start = Instant::now();
     let got = b
-        .lock_timeout(&name, Duration::from_millis(300))
+        .lock(&name)
+        .timeout(Duration::from_millis(300))
         .await
         .unwrap();
     let waited = start.elapsed();
@@ -246,7 +253,8 @@ async fn another_owner_cannot_release_and_a_guard_moves_between_tasks(url: &str)
     // Another task (another owner) cannot take it...
     let other = client.clone();
     let name2 = name.clone();
-    let blocked = tokio::spawn(async move { other.try_lock(&name2).await.unwrap().is_none() });
+    let blocked =
+        tokio::spawn(async move { other.lock(&name2).try_now().await.unwrap().is_none() });
     assert!(blocked.await.unwrap());
     // ...nor release it through the scripts: only the owner's field counts.
     let raw = client.redis();
@@ -310,13 +318,13 @@ async fn bad_input_is_rejected_and_changes_nothing(url: &str) {
         Err(LockError::InvalidName { .. })
     ));
     assert!(matches!(
-        client.try_lock("a{b}").await,
+        client.lock("a{b}").try_now().await,
         Err(LockError::InvalidName { .. })
     ));
     let name = common::unique("bad");
     let zero = LockOptions::new().lease(Duration::ZERO);
     assert!(matches!(
-        client.lock_with(&name, zero).await,
+        client.lock(&name).options(zero).await,
         Err(LockError::InvalidOption {
             option: "lease",
             ..
@@ -324,12 +332,12 @@ async fn bad_input_is_rejected_and_changes_nothing(url: &str) {
     ));
     let huge = LockOptions::new().lease(Duration::MAX);
     assert!(matches!(
-        client.lock_with(&name, huge).await,
+        client.lock(&name).options(huge).await,
         Err(LockError::InvalidOption { .. })
     ));
     let forever = LockOptions::new().wait(Duration::MAX);
     assert!(matches!(
-        client.lock_with(&name, forever).await,
+        client.lock(&name).options(forever).await,
         Err(LockError::InvalidOption { .. })
     ));
     assert!(
@@ -373,7 +381,7 @@ async fn a_key_of_another_type_is_wrongtype_and_left_alone(url: &str) {
         client.lock(&name).await,
         Err(LockError::WrongType { .. })
     ));
-    let second = client.try_lock(&name).await;
+    let second = client.lock(&name).try_now().await;
     assert!(
         matches!(second, Err(LockError::WrongType { .. })),
         "{second:?}"
@@ -434,7 +442,7 @@ async fn a_client_built_from_a_fred_config_locks_the_same_keys() {
     let guard = client.lock(&name).await.unwrap();
     let other = common::client().await;
     assert!(
-        other.try_lock(&name).await.unwrap().is_none(),
+        other.lock(&name).try_now().await.unwrap().is_none(),
         "the same key"
     );
     guard.unlock().await.unwrap();
@@ -501,10 +509,13 @@ async fn lock_call_futures_stay_small() {
     let client = common::client().await;
     let sizes = [
         ("lock", std::mem::size_of_val(&client.lock("a"))),
-        ("try_lock", std::mem::size_of_val(&client.try_lock("a"))),
+        (
+            "try_lock",
+            std::mem::size_of_val(&client.lock("a").try_now()),
+        ),
         (
             "lock_timeout",
-            std::mem::size_of_val(&client.lock_timeout("a", Duration::from_secs(1))),
+            std::mem::size_of_val(&client.lock("a").timeout(Duration::from_secs(1))),
         ),
         ("fair_lock", std::mem::size_of_val(&client.fair_lock("a"))),
         ("read_lock", std::mem::size_of_val(&client.read_lock("a"))),

@@ -26,9 +26,10 @@ async fn lock_calls_are_counted_and_timed() {
     let refused = tokio::spawn({
         let (other, name) = (other.clone(), name.clone());
         async move {
-            let busy = other.try_lock(&name).await.unwrap().is_none();
+            let busy = other.lock(&name).try_now().await.unwrap().is_none();
             let timed_out = other
-                .lock_timeout(&name, Duration::from_millis(50))
+                .lock(&name)
+                .timeout(Duration::from_millis(50))
                 .await
                 .unwrap()
                 .is_none();

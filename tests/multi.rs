@@ -139,7 +139,7 @@ async fn a_timeout_on_a_later_member_leaves_nothing_held(url: &str) {
     let held = other.lock(&b).await.unwrap();
     let asked = Instant::now();
     let options = LockOptions::new().wait(Duration::from_millis(300));
-    let taken = client.lock_all_with([&a, &b], options).await.unwrap();
+    let taken = client.lock_all([&a, &b]).options(options).await.unwrap();
     assert!(taken.is_none(), "b is held elsewhere");
     assert!(
         asked.elapsed() >= Duration::from_millis(300),
@@ -160,7 +160,8 @@ async fn a_cancelled_lock_all_leaves_nothing_held(url: &str) {
     common::wait_until_free(&other, &a, Duration::from_secs(2)).await;
     // And no background work takes it again.
     other
-        .try_lock(&a)
+        .lock(&a)
+        .try_now()
         .await
         .unwrap()
         .expect("a is free")
@@ -184,14 +185,15 @@ async fn try_lock_all_takes_all_or_nothing(url: &str) {
     let (client, other) = (common::connect(url).await, common::connect(url).await);
     let held = other.lock(&names[1]).await.unwrap();
     let asked = Instant::now();
-    assert!(client.try_lock_all(&names).await.unwrap().is_none());
+    assert!(client.lock_all(&names).try_now().await.unwrap().is_none());
     assert!(asked.elapsed() < Duration::from_secs(1), "a try waited");
     for name in &names {
         assert_eq!(client.is_locked(name).await.unwrap(), *name == names[1]);
     }
     held.unlock().await.unwrap();
     let all = client
-        .try_lock_all(&names)
+        .lock_all(&names)
+        .try_now()
         .await
         .unwrap()
         .expect("all free");
@@ -246,7 +248,7 @@ async fn bad_name_lists_are_rejected_and_take_nothing(url: &str) {
             Err(LockError::InvalidName { .. }) => {}
             other => panic!("{names:?}: {other:?}"),
         }
-        match client.try_lock_all(&names).await {
+        match client.lock_all(&names).try_now().await {
             Err(LockError::InvalidName { .. }) => {}
             other => panic!("{names:?}: {other:?}"),
         }
@@ -261,7 +263,8 @@ async fn each_member_has_its_fencing_token_and_a_lost_member_is_told(url: &str) 
     let (a, b) = (common::unique("fenced-a"), common::unique("fenced-b"));
     let client: LockClient = common::client_with_lease(url, Duration::from_secs(3)).await;
     let both = client
-        .lock_all_with([&a, &b], LockOptions::fenced())
+        .lock_all([&a, &b])
+        .options(LockOptions::fenced())
         .await
         .unwrap()
         .unwrap();
@@ -298,7 +301,8 @@ async fn a_member_lost_while_a_later_one_is_waited_for_is_taken_again(url: &str)
         .lease(Duration::from_millis(300))
         .wait(Duration::from_secs(5));
     let both = client
-        .lock_all_with([&a, &b], options)
+        .lock_all([&a, &b])
+        .options(options)
         .await
         .unwrap()
         .unwrap();

@@ -47,7 +47,7 @@ async fn lock_calls_run_in_a_span_with_their_outcome() {
     let other = common::connect(&common::url()).await;
     let refused = tokio::spawn({
         let name = name.clone();
-        async move { other.try_lock(&name).await.unwrap().is_none() }
+        async move { other.lock(&name).try_now().await.unwrap().is_none() }
     });
     assert!(refused.await.unwrap());
     guard.unlock().await.unwrap();

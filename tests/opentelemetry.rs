@@ -76,7 +76,8 @@ async fn every_kind_of_hold_is_a_span_from_grant_to_release() {
         nested.unlock().await.unwrap();
         guard.unlock().await.unwrap();
         let guard = client
-            .lock_with(&fenced, holdlock::LockOptions::fenced())
+            .lock(&fenced)
+            .options(holdlock::LockOptions::fenced())
             .await
             .unwrap()
             .unwrap();

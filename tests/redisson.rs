@@ -102,7 +102,7 @@ async fn a_hold_written_by_redisson_keeps_us_out_and_its_message_wakes_us() {
     let _: () = redis.hset(name.as_str(), (java.as_str(), 1)).await.unwrap();
     let _: bool = redis.pexpire(name.as_str(), 30_000, None).await.unwrap();
 
-    assert!(client.try_lock(&name).await.unwrap().is_none());
+    assert!(client.lock(&name).try_now().await.unwrap().is_none());
     let info = client.inspect(&name).await.unwrap().unwrap();
     assert_eq!(info.owners.len(), 1);
     assert_eq!(info.owners[0].id, java);
@@ -149,7 +149,7 @@ async fn fencing_tokens_share_redissons_counter_and_keep_increasing() {
         .await
         .unwrap();
 
-    let fenced = || client.lock_with(&name, LockOptions::fenced());
+    let fenced = || client.lock(&name).options(LockOptions::fenced());
     let guard = fenced().await.unwrap().unwrap();
     let ours = guard.fencing_token().unwrap();
     assert!(ours > 41, "{ours}");
@@ -184,7 +184,7 @@ async fn fencing_tokens_share_redissons_counter_and_keep_increasing() {
         .set(counter.as_str(), "not a number", None, None, false)
         .await
         .unwrap();
-    let refused = client.lock_with(&name, LockOptions::fenced()).await;
+    let refused = client.lock(&name).options(LockOptions::fenced()).await;
     assert!(refused.is_err(), "{refused:?}");
     assert!(!client.is_locked(&name).await.unwrap());
 }
@@ -244,7 +244,8 @@ async fn bad_input_is_refused_and_writes_nothing() {
     let name = common::unique("refused");
     // Data would be a field Redisson reads as a holder.
     let refused = client
-        .lock_with(&name, LockOptions::new().data("host-1"))
+        .lock(&name)
+        .options(LockOptions::new().data("host-1"))
         .await;
     assert!(
         matches!(

@@ -159,7 +159,7 @@ async fn a_redisson_holder_reenters_while_we_wait_and_its_last_release_wakes_us(
         fields[0].0.ends_with(":7") && fields[0].1 == "2",
         "{fields:?}"
     );
-    assert!(client.try_lock(&name).await.unwrap().is_none());
+    assert!(client.lock(&name).try_now().await.unwrap().is_none());
 
     let waiter = tokio::spawn({
         let (client, name) = (client.clone(), name.clone());
@@ -223,7 +223,7 @@ async fn a_killed_redisson_holder_frees_the_lock_for_us_within_its_lease() {
     peer.call(&format!("lock {name} 1"), Duration::from_secs(10));
     // Its watchdog keeps it past its lease while it lives.
     tokio::time::sleep(lease + Duration::from_secs(1)).await;
-    assert!(client.try_lock(&name).await.unwrap().is_none());
+    assert!(client.lock(&name).try_now().await.unwrap().is_none());
 
     let waiter = tokio::spawn({
         let (client, name) = (client.clone(), name.clone());

@@ -311,7 +311,7 @@ async fn a_java_holder_reenters_while_we_wait_and_its_last_release_wakes_us(url:
     assert_eq!(fields, vec![(first[2].clone(), "2".to_owned())]);
     let pttl: i64 = redis.pttl(name.as_str()).await.unwrap();
     assert!(pttl > 20_000 && pttl <= 30_000, "{pttl}");
-    assert!(client.try_lock(&name).await.unwrap().is_none());
+    assert!(client.lock(&name).try_now().await.unwrap().is_none());
 
     let waiter = tokio::spawn({
         let (client, name) = (client.clone(), name.clone());
@@ -377,7 +377,7 @@ async fn a_killed_java_holder_frees_the_lock_for_us_within_its_lease(url: &str) 
     peer.call(&format!("lock {name} 1"), Duration::from_secs(10));
     // Its watchdog keeps it past its lease while it lives.
     tokio::time::sleep(lease + Duration::from_secs(1)).await;
-    assert!(client.try_lock(&name).await.unwrap().is_none());
+    assert!(client.lock(&name).try_now().await.unwrap().is_none());
 
     let waiter = tokio::spawn({
         let (client, name) = (client.clone(), name.clone());
@@ -504,7 +504,7 @@ async fn fencing_tokens_form_one_increasing_sequence_across_both_sides(url: &str
     let client = redisson_client(url, LEASE).await;
     let redis = common::raw(url).await;
     let mut peer = Peer::start(url, LEASE);
-    let fenced = || client.lock_with(&name, LockOptions::fenced());
+    let fenced = || client.lock(&name).options(LockOptions::fenced());
 
     // Taken in turn: each side's token is above the other's last one, and Java's
     // INCR continues right above ours.
@@ -540,7 +540,8 @@ async fn fencing_tokens_form_one_increasing_sequence_across_both_sides(url: &str
             tokio::spawn(async move {
                 for _ in 0..SECTIONS {
                     let guard = client
-                        .lock_with(&name, LockOptions::fenced())
+                        .lock(&name)
+                        .options(LockOptions::fenced())
                         .await
                         .unwrap()
                         .unwrap();

@@ -113,7 +113,7 @@ async fn a_re_entry_sets_the_lease_only_when_no_watchdog_keeps_it(url: &str) {
     );
     // Nor may a nested fixed lease cut short the lease the watchdog counts on.
     let brief = holdlock::LockOptions::new().lease(Duration::from_millis(500));
-    let third = client.lock_with(&watched, brief).await.unwrap().unwrap();
+    let third = client.lock(&watched).options(brief).await.unwrap().unwrap();
     let kept = pttl(watched.clone()).await;
     assert!(
         kept > 1_000,
@@ -126,9 +126,9 @@ async fn a_re_entry_sets_the_lease_only_when_no_watchdog_keeps_it(url: &str) {
     // lock() lengthens it to the lease its watchdog will renew (the client's 30 s)...
     let fixed = common::unique("reenter-fixed");
     let short = holdlock::LockOptions::new().lease(Duration::from_secs(2));
-    let outer = client.lock_with(&fixed, short).await.unwrap().unwrap();
+    let outer = client.lock(&fixed).options(short).await.unwrap().unwrap();
     let long = holdlock::LockOptions::new().lease(Duration::from_secs(10));
-    let inner = client.lock_with(&fixed, long).await.unwrap().unwrap();
+    let inner = client.lock(&fixed).options(long).await.unwrap().unwrap();
     assert!(
         pttl(fixed.clone()).await > 8_000,
         "the fixed lease was not lengthened"
@@ -146,7 +146,7 @@ async fn a_re_entry_sets_the_lease_only_when_no_watchdog_keeps_it(url: &str) {
     // renewal on.
     let longer = common::unique("reenter-longer");
     let minute = holdlock::LockOptions::new().lease(Duration::from_secs(60));
-    let outer = client.lock_with(&longer, minute).await.unwrap().unwrap();
+    let outer = client.lock(&longer).options(minute).await.unwrap().unwrap();
     let inner = client.lock(&longer).await.unwrap();
     assert!(
         pttl(longer.clone()).await > 50_000,
@@ -169,31 +169,35 @@ async fn a_re_entry_never_shortens_a_fixed_lease_of_any_kind(url: &str) {
     let short = LockOptions::new().lease(Duration::from_secs(1));
     let name = common::unique("shorten-mutex");
     let outer = client
-        .lock_with(&name, long.clone())
+        .lock(&name)
+        .options(long.clone())
         .await
         .unwrap()
         .unwrap();
     let inner = client
-        .lock_with(&name, short.clone())
+        .lock(&name)
+        .options(short.clone())
         .await
         .unwrap()
         .unwrap();
     let held = checked(&client, "mutex", common::key(&name), outer, inner).await;
     let other = {
         let (client, name) = (client.clone(), name.clone());
-        tokio::spawn(async move { client.try_lock(&name).await.unwrap().is_none() })
+        tokio::spawn(async move { client.lock(&name).try_now().await.unwrap().is_none() })
     };
     assert!(other.await.unwrap(), "another owner took the lock");
     drop(held);
 
     let name = common::unique("shorten-fair");
     let outer = client
-        .fair_lock_with(&name, long.clone())
+        .fair_lock(&name)
+        .options(long.clone())
         .await
         .unwrap()
         .unwrap();
     let inner = client
-        .fair_lock_with(&name, short.clone())
+        .fair_lock(&name)
+        .options(short.clone())
         .await
         .unwrap()
         .unwrap();
@@ -202,12 +206,14 @@ async fn a_re_entry_never_shortens_a_fixed_lease_of_any_kind(url: &str) {
 
     let name = common::unique("shorten-write");
     let outer = client
-        .write_lock_with(&name, long.clone())
+        .write_lock(&name)
+        .options(long.clone())
         .await
         .unwrap()
         .unwrap();
     let inner = client
-        .write_lock_with(&name, short.clone())
+        .write_lock(&name)
+        .options(short.clone())
         .await
         .unwrap()
         .unwrap();
@@ -216,12 +222,14 @@ async fn a_re_entry_never_shortens_a_fixed_lease_of_any_kind(url: &str) {
 
     let name = common::unique("shorten-read");
     let outer = client
-        .read_lock_with(&name, long.clone())
+        .read_lock(&name)
+        .options(long.clone())
         .await
         .unwrap()
         .unwrap();
     let inner = client
-        .read_lock_with(&name, short.clone())
+        .read_lock(&name)
+        .options(short.clone())
         .await
         .unwrap()
         .unwrap();
@@ -229,8 +237,8 @@ async fn a_re_entry_never_shortens_a_fixed_lease_of_any_kind(url: &str) {
     drop(checked(&client, "read lock", key, outer, inner).await);
 
     let name = common::unique("shorten-redisson");
-    let outer = redisson.lock_with(&name, long).await.unwrap().unwrap();
-    let inner = redisson.lock_with(&name, short).await.unwrap().unwrap();
+    let outer = redisson.lock(&name).options(long).await.unwrap().unwrap();
+    let inner = redisson.lock(&name).options(short).await.unwrap().unwrap();
     drop(checked(&client, "redisson mutex", name, outer, inner).await);
 }
 

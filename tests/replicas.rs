@@ -45,7 +45,7 @@ async fn acquisitions_need_the_replicas_they_ask_for() {
     guard.unlock().await.unwrap();
 
     // More replicas than there are: refused, with the count, and nothing left held.
-    let refused = client.lock_with(&name, acknowledged(2)).await;
+    let refused = client.lock(&name).options(acknowledged(2)).await;
     assert!(
         matches!(
             refused,
@@ -62,7 +62,7 @@ async fn acquisitions_need_the_replicas_they_ask_for() {
     // Paused replica: nobody acknowledges; the hold is released again.
     let pid = replica.process_id();
     signal(&replica, pid, "STOP");
-    let paused = client.lock_with(&name, acknowledged(1)).await;
+    let paused = client.lock(&name).options(acknowledged(1)).await;
     let after = client.inspect(&name).await;
     signal(&replica, pid, "CONT");
     assert!(
@@ -84,7 +84,8 @@ async fn acquisitions_need_the_replicas_they_ask_for() {
     // Turned off per call, the same acquisition succeeds without the replica.
     signal(&replica, pid, "STOP");
     let unchecked = client
-        .lock_with(&name, acknowledged(0))
+        .lock(&name)
+        .options(acknowledged(0))
         .await
         .unwrap()
         .expect("free");
@@ -129,19 +130,23 @@ async fn every_kind_needs_the_replicas_it_asks_for() {
         let options = acknowledged(wanted);
         let results = [
             client
-                .fair_lock_with(&name, options.clone())
+                .fair_lock(&name)
+                .options(options.clone())
                 .await
                 .map(|g| g.map(drop)),
             client
-                .read_lock_with(&name, options.clone())
+                .read_lock(&name)
+                .options(options.clone())
                 .await
                 .map(|g| g.map(drop)),
             client
-                .write_lock_with(&name, options.clone())
+                .write_lock(&name)
+                .options(options.clone())
                 .await
                 .map(|g| g.map(drop)),
             semaphore
-                .acquire_with(options.clone())
+                .acquire()
+                .options(options.clone())
                 .await
                 .map(|p| p.map(drop)),
         ];
@@ -179,7 +184,7 @@ async fn a_slow_wait_does_not_hold_up_other_locks_of_the_client() {
     let waiting = {
         let (client, name) = (client.clone(), common::unique("slow-wait"));
         let options = LockOptions::new().min_replicas(1, Duration::from_millis(1500));
-        tokio::spawn(async move { client.lock_with(&name, options).await })
+        tokio::spawn(async move { client.lock(&name).options(options).await })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
     // WAIT blocks its own connection only: plain locks go on meanwhile.
@@ -227,7 +232,8 @@ async fn killed_connections_leave_acknowledged_holds_exactly_once() {
     while std::time::Instant::now() < deadline {
         for name in &names {
             let result = client
-                .lock_with(name, LockOptions::new().wait(Duration::ZERO))
+                .lock(name)
+                .options(LockOptions::new().wait(Duration::ZERO))
                 .await;
             let held = common::hold_count(client.redis(), name, &client.owner_id()).await;
             match result {

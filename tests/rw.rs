@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::future::IntoFuture;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -218,12 +219,13 @@ async fn a_writer_may_read_and_release_both_in_any_order(url: &str) {
         assert_eq!(nested.hold_count(), 2);
         nested.unlock().await.unwrap();
         assert!(
-            other.try_read_lock(&name).await.unwrap().is_none(),
+            other.read_lock(&name).try_now().await.unwrap().is_none(),
             "a writer holds"
         );
         writing.unlock().await.unwrap();
         other
-            .try_read_lock(&name)
+            .read_lock(&name)
+            .try_now()
             .await
             .unwrap()
             .expect("readers share")
@@ -231,14 +233,15 @@ async fn a_writer_may_read_and_release_both_in_any_order(url: &str) {
             .await
             .unwrap();
         assert!(
-            other.try_write_lock(&name).await.unwrap().is_none(),
+            other.write_lock(&name).try_now().await.unwrap().is_none(),
             "the owner still reads"
         );
         reading.unlock().await.unwrap();
     })
     .await;
     other
-        .try_write_lock(&name)
+        .write_lock(&name)
+        .try_now()
         .await
         .unwrap()
         .expect("free")
@@ -260,7 +263,7 @@ async fn an_upgrade_is_refused_at_once(url: &str) {
             other => panic!("{other:?}"),
         }
         assert!(matches!(
-            client.try_write_lock(&name).await,
+            client.write_lock(&name).try_now().await,
             Err(LockError::WouldDeadlock { .. })
         ));
         assert!(asked.elapsed() < Duration::from_millis(500));
@@ -294,17 +297,17 @@ async fn cancelled_calls_leave_nothing_held(url: &str) {
     let client = common::connect(url).await;
     for round in 0..40 {
         if round % 2 == 0 {
-            let mut call = Box::pin(client.write_lock(&name));
+            let mut call = Box::pin(client.write_lock(&name).into_future());
             let _ = futures::poll!(&mut call);
         } else {
-            let mut call = Box::pin(client.read_lock(&name));
+            let mut call = Box::pin(client.read_lock(&name).into_future());
             let _ = futures::poll!(&mut call);
         }
     }
     let holder = common::connect(url).await;
     let start = Instant::now();
     let held = loop {
-        if let Some(held) = holder.try_write_lock(&name).await.unwrap() {
+        if let Some(held) = holder.write_lock(&name).try_now().await.unwrap() {
             break held;
         }
         assert!(
@@ -379,7 +382,8 @@ async fn the_read_write_lock_and_the_mutex_of_a_name_are_apart(url: &str) {
     let (client, other) = (common::connect(url).await, common::connect(url).await);
     let writing = client.write_lock(&name).await.unwrap();
     other
-        .try_lock(&name)
+        .lock(&name)
+        .try_now()
         .await
         .unwrap()
         .expect("the mutex is free")

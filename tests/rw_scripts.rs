@@ -524,7 +524,8 @@ async fn inspect_shows_a_lone_readers_lease() {
     let name = common::unique("rw-solo-inspect");
     let options = LockOptions::new().lease(std::time::Duration::from_secs(20));
     let reading = client
-        .read_lock_with(&name, options)
+        .read_lock(&name)
+        .options(options)
         .await
         .unwrap()
         .unwrap();

@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::future::IntoFuture;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -104,7 +105,7 @@ async fn a_dead_holders_permit_comes_back_within_its_lease_while_others_renew(ur
     let third = common::client_with_lease(url, lease).await;
     let semaphore = third.semaphore(name.clone(), 2);
     assert!(
-        semaphore.try_acquire().await.unwrap().is_none(),
+        semaphore.acquire().try_now().await.unwrap().is_none(),
         "both permits are held"
     );
     let asked = Instant::now();
@@ -151,7 +152,7 @@ async fn available_counts_the_free_permits(url: &str) {
     let semaphore = client.semaphore(name.clone(), 3);
     assert_eq!(semaphore.available().await.unwrap(), 3);
     let first = semaphore.acquire().await.unwrap();
-    let second = semaphore.try_acquire().await.unwrap().unwrap();
+    let second = semaphore.acquire().try_now().await.unwrap().unwrap();
     assert_eq!(semaphore.available().await.unwrap(), 1);
     assert_ne!(first.id(), second.id());
     first.release().await.unwrap();
@@ -192,7 +193,7 @@ async fn bad_permit_numbers_are_typed_errors_and_change_nothing(url: &str) {
         );
     }
     let held = client.semaphore(name.clone(), 5).acquire().await.unwrap();
-    match client.semaphore(name.clone(), 3).try_acquire().await {
+    match client.semaphore(name.clone(), 3).acquire().try_now().await {
         Err(LockError::InvalidOption {
             option: "permits",
             reason,
@@ -253,7 +254,7 @@ async fn a_cancelled_acquire_leaves_no_permit_taken(url: &str) {
     held.release().await.unwrap();
     for _ in 0..50 {
         // Polled once: the script is sent, then the future is dropped.
-        let mut acquire = Box::pin(semaphore.acquire());
+        let mut acquire = Box::pin(semaphore.acquire().into_future());
         let _ = futures::poll!(&mut acquire);
         drop(acquire);
     }
@@ -266,7 +267,8 @@ async fn a_cancelled_acquire_leaves_no_permit_taken(url: &str) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     semaphore
-        .try_acquire()
+        .acquire()
+        .try_now()
         .await
         .unwrap()
         .expect("free")
@@ -282,6 +284,6 @@ async fn permits_are_not_reentrant(url: &str) {
     let client = common::connect(url).await;
     let semaphore = client.semaphore(name.clone(), 1);
     let first = semaphore.acquire().await.unwrap();
-    assert!(semaphore.try_acquire().await.unwrap().is_none());
+    assert!(semaphore.acquire().try_now().await.unwrap().is_none());
     first.release().await.unwrap();
 }

@@ -59,49 +59,54 @@ fn _futures(
 
     // The mutex (client.rs).
     send(&client.lock(name));
-    send(&client.try_lock(name));
-    send(&client.lock_timeout(name, wait));
-    send(&client.lock_with(name, LockOptions::new()));
+    send(&client.lock(name).try_now());
+    send(&client.lock(name).timeout(wait));
+    send(&client.lock(name).options(LockOptions::new()));
 
     // The fair lock (fair.rs).
     send(&client.fair_lock(name));
-    send(&client.try_fair_lock(name));
-    send(&client.fair_lock_timeout(name, wait));
-    send(&client.fair_lock_with(name, LockOptions::new()));
+    send(&client.fair_lock(name).try_now());
+    send(&client.fair_lock(name).timeout(wait));
+    send(&client.fair_lock(name).options(LockOptions::new()));
 
     // The read-write lock (rw.rs).
     send(&client.read_lock(name));
-    send(&client.try_read_lock(name));
-    send(&client.read_lock_timeout(name, wait));
-    send(&client.read_lock_with(name, LockOptions::new()));
+    send(&client.read_lock(name).try_now());
+    send(&client.read_lock(name).timeout(wait));
+    send(&client.read_lock(name).options(LockOptions::new()));
     send(&client.write_lock(name));
-    send(&client.try_write_lock(name));
-    send(&client.write_lock_timeout(name, wait));
-    send(&client.write_lock_with(name, LockOptions::new()));
+    send(&client.write_lock(name).try_now());
+    send(&client.write_lock(name).timeout(wait));
+    send(&client.write_lock(name).options(LockOptions::new()));
 
     // Several locks at once (multi.rs).
     send(&client.lock_all(["a", "b"]));
-    send(&client.try_lock_all(["a", "b"]));
-    send(&client.lock_all_timeout(["a", "b"], wait));
-    send(&client.lock_all_with(["a", "b"], LockOptions::new()));
+    send(&client.lock_all(["a", "b"]).try_now());
+    send(&client.lock_all(["a", "b"]).timeout(wait));
+    send(&client.lock_all(["a", "b"]).options(LockOptions::new()));
 
     // The semaphore (semaphore.rs).
     let semaphore = client.semaphore(name, 2);
     send(&semaphore.acquire());
-    send(&semaphore.try_acquire());
-    send(&semaphore.acquire_timeout(wait));
-    send(&semaphore.acquire_with(LockOptions::new()));
+    send(&semaphore.acquire().try_now());
+    send(&semaphore.acquire().timeout(wait));
+    send(&semaphore.acquire().options(LockOptions::new()));
     send(&semaphore.available());
 
     // The critical sections (critical.rs).
-    send(&client.with_lock(name, async |_| 1));
-    send(&client.try_with_lock(name, async |_| 1));
-    send(&client.with_lock_with(name, LockOptions::new(), async |_| 1));
-    send(&client.with_fair_lock(name, async |_| 1));
-    send(&client.with_read_lock(name, async |_| 1));
-    send(&client.with_write_lock(name, async |_| 1));
-    send(&client.with_lock_all(["a", "b"], async |_| 1));
-    send(&semaphore.with_permit(async |_| 1));
+    send(&client.lock(name).run(async |_| 1));
+    send(&client.lock(name).try_now().run(async |_| 1));
+    send(
+        &client
+            .lock(name)
+            .options(LockOptions::new())
+            .run(async |_| 1),
+    );
+    send(&client.fair_lock(name).run(async |_| 1));
+    send(&client.read_lock(name).run(async |_| 1));
+    send(&client.write_lock(name).run(async |_| 1));
+    send(&client.lock_all(["a", "b"]).run(async |_| 1));
+    send(&semaphore.acquire().run(async |_| 1));
 
     // Elections (election/).
     let election = client.election(name);

@@ -71,11 +71,23 @@ async fn left_behind(client: &LockClient, prefix: &str, name: &str) -> Vec<Strin
 async fn hold(client: &LockClient, kind: Kind, name: &str) -> Box<dyn std::any::Any + Send> {
     let lease = LockOptions::new().lease(Duration::from_secs(5));
     match kind {
-        Kind::Mutex => Box::new(client.lock_with(name, lease).await.unwrap().unwrap()),
-        Kind::Fair => Box::new(client.fair_lock_with(name, lease).await.unwrap().unwrap()),
-        Kind::Write | Kind::Read => {
-            Box::new(client.write_lock_with(name, lease).await.unwrap().unwrap())
-        }
+        Kind::Mutex => Box::new(client.lock(name).options(lease).await.unwrap().unwrap()),
+        Kind::Fair => Box::new(
+            client
+                .fair_lock(name)
+                .options(lease)
+                .await
+                .unwrap()
+                .unwrap(),
+        ),
+        Kind::Write | Kind::Read => Box::new(
+            client
+                .write_lock(name)
+                .options(lease)
+                .await
+                .unwrap()
+                .unwrap(),
+        ),
         Kind::Semaphore => Box::new(client.semaphore(name, 1).acquire().await.unwrap()),
     }
 }

@@ -92,7 +92,7 @@ fn try_lock_app(client: LockClient, name: String) -> Router {
     Router::new().route(
         "/try",
         get(move || async move {
-            match client.try_lock(&name).await.unwrap() {
+            match client.lock(&name).try_now().await.unwrap() {
                 Some(guard) => {
                     let count = guard.hold_count();
                     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -170,7 +170,7 @@ fn reservation_app(client: LockClient, name: String, reservations: Reservations)
             "/try",
             get(
                 move |ConnectInfo(peer): ConnectInfo<SocketAddr>| async move {
-                    match client.try_lock(&name).await.unwrap() {
+                    match client.lock(&name).try_now().await.unwrap() {
                         Some(guard) => {
                             let count = guard.hold_count();
                             guard.unlock().await.unwrap();
@@ -301,10 +301,8 @@ async fn busy_status_and_retry_after_follow_the_settings() {
     // Someone else holds account 7 on a fixed lease of 5 s.
     let holder = common::connect(&url).await;
     let held = holder
-        .lock_with(
-            &format!("{prefix}:7"),
-            LockOptions::new().lease(Duration::from_secs(5)),
-        )
+        .lock(&format!("{prefix}:7"))
+        .options(LockOptions::new().lease(Duration::from_secs(5)))
         .await
         .unwrap()
         .unwrap();
@@ -521,7 +519,7 @@ async fn a_request_is_one_owner_across_stacked_layers() {
     let handler = {
         let (client, outer_name) = (client.clone(), outer_name.clone());
         move || async move {
-            let again = client.try_lock(&outer_name).await.unwrap();
+            let again = client.lock(&outer_name).try_now().await.unwrap();
             let count = again.as_ref().map_or(0, LockGuard::hold_count);
             if let Some(guard) = again {
                 guard.unlock().await.unwrap();

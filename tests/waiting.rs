@@ -54,7 +54,8 @@ async fn shutdown_wakes_every_waiter_with_shutdown() {
         let (client, name) = (client.clone(), name.clone());
         tokio::spawn(async move {
             client
-                .lock_timeout(&name, Duration::from_secs(60))
+                .lock(&name)
+                .timeout(Duration::from_secs(60))
                 .await
                 .map(drop)
         })
@@ -163,7 +164,7 @@ async fn waiters_survive_losing_the_subscriber_connection() {
                 while !stop.load(Ordering::Relaxed) {
                     let wait = Duration::from_millis(5 + 7 * i);
                     let options = LockOptions::new().wait(wait);
-                    if let Some(guard) = client.lock_with(&name, options).await? {
+                    if let Some(guard) = client.lock(&name).options(options).await? {
                         drop(guard);
                     }
                 }
@@ -319,7 +320,7 @@ async fn a_refused_try_leaves_no_mark_and_its_release_publishes_nothing() {
     let name = common::unique("try-no-mark");
     let publishes = || server.command_calls("publish") + server.command_calls("spublish");
     let held = holder.lock(&name).await.unwrap();
-    assert!(trier.try_lock(&name).await.unwrap().is_none());
+    assert!(trier.lock(&name).try_now().await.unwrap().is_none());
     let marked: bool = holder
         .redis()
         .hexists(common::key(&name), "waiting")
@@ -332,7 +333,8 @@ async fn a_refused_try_leaves_no_mark_and_its_release_publishes_nothing() {
 
     let held = holder.lock(&name).await.unwrap();
     let waited = trier
-        .lock_timeout(&name, Duration::from_millis(50))
+        .lock(&name)
+        .timeout(Duration::from_millis(50))
         .await
         .unwrap();
     assert!(waited.is_none());
@@ -413,7 +415,8 @@ async fn clients_that_stopped_waiting_do_not_strand_the_others() {
         for _ in 0..gone {
             let quitter = LockClient::connect(&url).await.unwrap();
             let waited = quitter
-                .lock_timeout(&name, Duration::from_millis(20))
+                .lock(&name)
+                .timeout(Duration::from_millis(20))
                 .await
                 .unwrap();
             assert!(waited.is_none());

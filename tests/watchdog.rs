@@ -2,6 +2,7 @@
 
 mod common;
 
+use std::future::IntoFuture;
 use std::time::{Duration, Instant};
 
 use fred::interfaces::{HashesInterface, KeysInterface};
@@ -25,7 +26,7 @@ async fn a_fixed_lease_is_not_renewed_and_reports_lost_when_it_runs_out(url: &st
     let client = common::connect(url).await;
     let name = common::unique("fixed");
     let options = LockOptions::new().lease(Duration::from_millis(400));
-    let guard = client.lock_with(&name, options).await.unwrap().unwrap();
+    let guard = client.lock(&name).options(options).await.unwrap().unwrap();
     let start = Instant::now();
     tokio::time::timeout(Duration::from_secs(2), guard.lost())
         .await
@@ -46,9 +47,9 @@ async fn lost_by_the_time_another_takes_it(
     lease: Duration,
 ) -> bool {
     let fixed = LockOptions::new().lease(lease);
-    let guard = holder.lock_with(name, fixed).await.unwrap().unwrap();
+    let guard = holder.lock(name).options(fixed).await.unwrap().unwrap();
     let taken = loop {
-        if let Some(taken) = rival.try_lock(name).await.unwrap() {
+        if let Some(taken) = rival.lock(name).try_now().await.unwrap() {
             break taken;
         }
     };
@@ -85,7 +86,8 @@ async fn a_fixed_lease_guard_counts_the_whole_milliseconds_redis_keeps() {
     // of being sent: on a loaded machine not every time, hence many runs.
     for run in 0..30 {
         let guard = client
-            .lock_with(&name, fixed.clone())
+            .lock(&name)
+            .options(fixed.clone())
             .await
             .unwrap()
             .unwrap();
@@ -117,7 +119,8 @@ async fn a_lease_below_the_minimum_is_refused_and_changes_nothing() {
     ];
     for short in too_short {
         let refused = client
-            .lock_with(&name, LockOptions::new().lease(short))
+            .lock(&name)
+            .options(LockOptions::new().lease(short))
             .await;
         assert!(
             matches!(&refused, Err(LockError::InvalidOption { option: "lease", reason })
@@ -131,7 +134,8 @@ async fn a_lease_below_the_minimum_is_refused_and_changes_nothing() {
     let guard = client.lock(&name).await.unwrap();
     for short in too_short {
         let refused = client
-            .lock_with(&name, LockOptions::new().lease(short))
+            .lock(&name)
+            .options(LockOptions::new().lease(short))
             .await;
         assert!(refused.is_err(), "{short:?}: {refused:?}");
     }
@@ -161,7 +165,8 @@ async fn a_lease_below_the_minimum_is_refused_and_changes_nothing() {
         );
     }
     let shortest = client
-        .lock_with(&name, LockOptions::new().lease(holdlock::MIN_LEASE))
+        .lock(&name)
+        .options(LockOptions::new().lease(holdlock::MIN_LEASE))
         .await
         .unwrap();
     assert!(shortest.is_some(), "the minimum itself is accepted");
@@ -336,7 +341,8 @@ async fn renewals_that_fall_due_together_go_out_together_and_survive_a_pause() {
     let names: Vec<String> = (0..HOLDS).map(|_| common::unique("due-together")).collect();
     let first_grant = Instant::now();
     // Taken at once (pipelined), so that a busy machine does not spread them out.
-    let taken = futures::future::join_all(names.iter().map(|name| client.lock(name))).await;
+    let taken =
+        futures::future::join_all(names.iter().map(|name| client.lock(name).into_future())).await;
     let guards: Vec<_> = taken.into_iter().map(Result::unwrap).collect();
     assert!(
         first_grant.elapsed() < Duration::from_millis(700),
@@ -391,8 +397,10 @@ async fn holds_of_many_owners_due_together_are_each_renewed_for_their_own_owner(
             let client = client.clone();
             tokio::spawn(async move {
                 let names: Vec<String> = (0..EACH).map(|_| common::unique("many-owners")).collect();
-                let taken =
-                    futures::future::join_all(names.iter().map(|name| client.lock(name))).await;
+                let taken = futures::future::join_all(
+                    names.iter().map(|name| client.lock(name).into_future()),
+                )
+                .await;
                 taken.into_iter().map(Result::unwrap).collect::<Vec<_>>()
             })
         })
@@ -524,7 +532,8 @@ async fn dropped_guards_pending_together_are_released_together_and_tell_waiters(
     let waiter = tokio::spawn(async move {
         let asked = Instant::now();
         let guard = other
-            .lock_timeout(&wanted, Duration::from_secs(10))
+            .lock(&wanted)
+            .timeout(Duration::from_secs(10))
             .await
             .unwrap()
             .expect("the waiter gets the lock");
@@ -631,7 +640,12 @@ async fn a_hold_past_its_max_hold_is_no_longer_renewed_and_told_lost(url: &str) 
     let (capped, free) = (common::unique("max-hold"), common::unique("no-max-hold"));
     let asked = Instant::now();
     let options = LockOptions::new().max_hold(Duration::from_millis(1_500));
-    let guard = client.lock_with(&capped, options).await.unwrap().unwrap();
+    let guard = client
+        .lock(&capped)
+        .options(options)
+        .await
+        .unwrap()
+        .unwrap();
     let uncapped = client.lock(&free).await.unwrap();
     tokio::time::timeout(Duration::from_secs(5), guard.lost())
         .await
@@ -655,7 +669,7 @@ async fn a_hold_past_its_max_hold_is_no_longer_renewed_and_told_lost(url: &str) 
     ));
     let zero = LockOptions::new().max_hold(Duration::ZERO);
     assert!(matches!(
-        client.lock_with(&capped, zero).await,
+        client.lock(&capped).options(zero).await,
         Err(LockError::InvalidOption {
             option: "max_hold",
             ..
@@ -675,28 +689,36 @@ async fn a_late_unlock_of_a_fixed_lease_still_releases_every_kind(url: &str) {
     let options = || LockOptions::new().lease(lease);
     let late = Duration::from_millis(930);
     // The mutex.
-    let guard = client.lock_with(&name, options()).await.unwrap().unwrap();
+    let guard = client
+        .lock(&name)
+        .options(options())
+        .await
+        .unwrap()
+        .unwrap();
     tokio::time::sleep(late).await;
     assert!(guard.is_lost(), "given up at 90 %");
     guard.unlock().await.expect("released late");
     assert!(
-        other.try_lock(&name).await.unwrap().is_some(),
+        other.lock(&name).try_now().await.unwrap().is_some(),
         "still held after a late unlock"
     );
     // The fair lock, both sides of the read-write lock, a semaphore permit.
     let fair = client
-        .fair_lock_with(&name, options())
+        .fair_lock(&name)
+        .options(options())
         .await
         .unwrap()
         .unwrap();
     let read = client
-        .read_lock_with(&name, options())
+        .read_lock(&name)
+        .options(options())
         .await
         .unwrap()
         .unwrap();
     let permit = client
         .semaphore(name.as_str(), 1)
-        .acquire_with(options())
+        .acquire()
+        .options(options())
         .await
         .unwrap()
         .unwrap();
@@ -705,19 +727,21 @@ async fn a_late_unlock_of_a_fixed_lease_still_releases_every_kind(url: &str) {
     fair.unlock().await.expect("fair released late");
     read.unlock().await.expect("read released late");
     permit.release().await.expect("permit released late");
-    assert!(other.try_fair_lock(&name).await.unwrap().is_some());
+    assert!(other.fair_lock(&name).try_now().await.unwrap().is_some());
     let write = client
-        .write_lock_with(&name, options())
+        .write_lock(&name)
+        .options(options())
         .await
         .unwrap()
         .unwrap();
     tokio::time::sleep(late).await;
     write.unlock().await.expect("write released late");
-    assert!(other.try_write_lock(&name).await.unwrap().is_some());
+    assert!(other.write_lock(&name).try_now().await.unwrap().is_some());
     assert!(
         other
             .semaphore(name.as_str(), 1)
-            .try_acquire()
+            .acquire()
+            .try_now()
             .await
             .unwrap()
             .is_some()
@@ -731,7 +755,7 @@ async fn a_late_unlock_never_touches_the_owners_newer_hold(url: &str) {
     let client = common::connect(url).await;
     let name = common::unique("late-unlock-newer");
     let options = LockOptions::new().lease(Duration::from_millis(1_000));
-    let old = client.lock_with(&name, options).await.unwrap().unwrap();
+    let old = client.lock(&name).options(options).await.unwrap().unwrap();
     tokio::time::sleep(Duration::from_millis(930)).await;
     assert!(old.is_lost());
     let new = client.lock(&name).await.unwrap();
@@ -750,7 +774,7 @@ async fn a_late_unlock_after_the_lease_ran_out_is_not_held(url: &str) {
     let client = common::connect(url).await;
     let name = common::unique("late-unlock-expired");
     let options = LockOptions::new().lease(Duration::from_millis(300));
-    let guard = client.lock_with(&name, options).await.unwrap().unwrap();
+    let guard = client.lock(&name).options(options).await.unwrap().unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
     let late = guard.unlock().await;
     assert!(matches!(late, Err(LockError::NotHeld { .. })), "{late:?}");

@@ -308,12 +308,13 @@ impl TaskWorker {
         match self.config.kind {
             LockKind::Holdlock | LockKind::Redisson | LockKind::FairBroken => Ok(self
                 .locks
-                .lock_timeout(name, wait)
+                .lock(name)
+                .timeout(wait)
                 .await?
                 .map(Held::Holdlock)),
             LockKind::Fair => {
                 let options = holdlock::LockOptions::new().wait(wait).with_fencing();
-                let guard = self.locks.fair_lock_with(name, options).await?;
+                let guard = self.locks.fair_lock(name).options(options).await?;
                 Ok(guard.map(Held::Holdlock))
             }
             LockKind::Multi
@@ -393,9 +394,9 @@ impl TaskWorker {
                 Held::Holdlock(_) if nest => {
                     // Same task, so the same owner: granted at once, one hold deeper.
                     let inner = if self.config.kind == LockKind::Fair {
-                        self.locks.try_fair_lock(name).await
+                        self.locks.fair_lock(name).try_now().await
                     } else {
-                        self.locks.try_lock(name).await
+                        self.locks.lock(name).try_now().await
                     };
                     let count = match &inner {
                         Ok(Some(guard)) => guard.hold_count(),
@@ -627,13 +628,13 @@ impl TaskWorker {
             guard: Some(guard),
         };
         if self.config.kind == LockKind::Multi {
-            let taken = self.locks.lock_all_with(names, options).await?;
+            let taken = self.locks.lock_all(names).options(options).await?;
             return Ok(taken.map(|all| all.into_guards().into_iter().map(member).collect()));
         }
-        let Some(first) = self.locks.lock_with(&names[0], options.clone()).await? else {
+        let Some(first) = self.locks.lock(&names[0]).options(options.clone()).await? else {
             return Ok(None);
         };
-        let Some(second) = self.locks.lock_with(&names[1], options).await? else {
+        let Some(second) = self.locks.lock(&names[1]).options(options).await? else {
             let _ = first.unlock().await;
             return Ok(None);
         };
@@ -670,22 +671,26 @@ impl TaskWorker {
         let taking = async {
             match kind {
                 LockKind::Fair => {
-                    let guard = self.locks.fair_lock_with(&name, options).await?;
+                    let guard = self.locks.fair_lock(&name).options(options).await?;
                     Ok(guard.map(Side::Fair))
                 }
                 // The broken semaphore has one permit too many.
                 LockKind::Semaphore | LockKind::SemaphoreBroken => {
                     let permits = PERMITS + u32::from(kind == LockKind::SemaphoreBroken);
                     let semaphore = self.locks.semaphore(name.as_str(), permits);
-                    Ok(semaphore.acquire_with(options).await?.map(Side::Permit))
+                    Ok(semaphore
+                        .acquire()
+                        .options(options)
+                        .await?
+                        .map(Side::Permit))
                 }
                 // The broken read-write lock has writers take the read side too.
                 _ if shared || kind == LockKind::ReadWriteBroken => {
-                    let guard = self.locks.read_lock_with(&name, options).await?;
+                    let guard = self.locks.read_lock(&name).options(options).await?;
                     Ok::<_, LockError>(guard.map(Side::Read))
                 }
                 _ => {
-                    let guard = self.locks.write_lock_with(&name, options).await?;
+                    let guard = self.locks.write_lock(&name).options(options).await?;
                     Ok(guard.map(Side::Write))
                 }
             }

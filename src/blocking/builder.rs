@@ -164,7 +164,7 @@ impl LockClientBuilder {
     /// ```no_run
     /// # fn dox() -> holdlock::Result<()> {
     /// let client = holdlock::blocking::LockClient::builder("redis://127.0.0.1:6379").fencing(true).build()?;
-    /// assert!(client.lock("stock:7")?.fencing_token().is_some());
+    /// assert!(client.lock("stock:7").block()?.fencing_token().is_some());
     /// # Ok(()) }
     /// ```
     pub fn fencing(self, fencing: bool) -> Self {

@@ -23,7 +23,7 @@ use crate::held::{Held, end_section};
 /// # Examples
 /// ```no_run
 /// # fn dox(client: holdlock::blocking::LockClient) -> holdlock::Result<()> {
-/// let guard = client.lock("account:42")?;
+/// let guard = client.lock("account:42").block()?;
 /// println!("{} held {} time(s)", guard.name(), guard.hold_count());
 /// guard.unlock()?;
 /// # Ok(()) }
@@ -60,7 +60,7 @@ impl<G: Held> Guard<G> {
     /// # Examples
     /// ```no_run
     /// # fn dox(client: holdlock::blocking::LockClient) -> holdlock::Result<()> {
-    /// let guard = client.lock("a")?;
+    /// let guard = client.lock("a").block()?;
     /// let owner: &str = guard.as_async().owner();
     /// # Ok(()) }
     /// ```
@@ -78,7 +78,7 @@ impl<G: Held> Guard<G> {
     /// # Examples
     /// ```no_run
     /// # fn dox(client: holdlock::blocking::LockClient) -> holdlock::Result<()> {
-    /// client.lock("a")?.unlock()?;
+    /// client.lock("a").block()?.unlock()?;
     /// # Ok(()) }
     /// ```
     pub fn unlock(self) -> Result<()> {
@@ -92,7 +92,7 @@ impl<G: Held> Guard<G> {
     /// # Examples
     /// ```no_run
     /// # fn dox(client: holdlock::blocking::LockClient) -> holdlock::Result<()> {
-    /// let guard = client.lock("a")?;
+    /// let guard = client.lock("a").block()?;
     /// assert!(!guard.is_lost());
     /// # Ok(()) }
     /// ```
@@ -109,7 +109,7 @@ impl<G: Held> Guard<G> {
     /// # Examples
     /// ```no_run
     /// # fn dox(client: holdlock::blocking::LockClient) -> holdlock::Result<()> {
-    /// let guard = client.lock("job")?;
+    /// let guard = client.lock("job").block()?;
     /// if guard.wait_lost(std::time::Duration::from_secs(1))? {
     ///     eprintln!("lost the lock; stopping");
     /// }
@@ -129,7 +129,7 @@ impl<G: Held> Guard<G> {
     /// # Examples
     /// ```no_run
     /// # fn dox(client: holdlock::blocking::LockClient) -> holdlock::Result<()> {
-    /// let guard = client.lock("a")?;
+    /// let guard = client.lock("a").block()?;
     /// assert!(!guard.is_at_risk());
     /// # Ok(()) }
     /// ```
@@ -143,7 +143,7 @@ impl<G: Held> Guard<G> {
     /// # Examples
     /// ```no_run
     /// # fn dox(client: holdlock::blocking::LockClient) -> holdlock::Result<()> {
-    /// let guard = client.lock("a")?;
+    /// let guard = client.lock("a").block()?;
     /// let margin: Option<std::time::Duration> = guard.renewal_margin();
     /// # Ok(()) }
     /// ```
@@ -164,7 +164,7 @@ impl<G: Held> Guard<G> {
     /// # fn dox(client: holdlock::blocking::LockClient) -> holdlock::Result<()> {
     /// use std::time::Duration;
     /// let options = holdlock::LockOptions::new().lease(Duration::from_secs(10));
-    /// let guard = client.lock_with("report", options)?.expect("waits forever");
+    /// let guard = client.lock("report").options(options).block()?.expect("waits forever");
     /// guard.extend(Duration::from_secs(30))?;
     /// # Ok(()) }
     /// ```
@@ -185,7 +185,7 @@ impl Guard<crate::LockGuard> {
     /// # Examples
     /// ```no_run
     /// # fn dox(client: holdlock::blocking::LockClient) -> holdlock::Result<()> {
-    /// let ttl = client.lock("a")?.remaining_ttl()?;
+    /// let ttl = client.lock("a").block()?.remaining_ttl()?;
     /// # Ok(()) }
     /// ```
     pub fn remaining_ttl(&self) -> Result<Option<Duration>> {
@@ -202,7 +202,7 @@ impl Guard<crate::Permit> {
     /// # Examples
     /// ```no_run
     /// # fn dox(client: holdlock::blocking::LockClient) -> holdlock::Result<()> {
-    /// client.semaphore("exports", 5).acquire()?.release()?;
+    /// client.semaphore("exports", 5).acquire().block()?.release()?;
     /// # Ok(()) }
     /// ```
     pub fn release(self) -> Result<()> {

@@ -47,8 +47,8 @@
 //!         .build()?;
 //!
 //!     // One lock, released explicitly (a dropped guard releases in the background).
-//!     let guard = client.lock("account:42")?;
-//!     let again = client.lock("account:42")?; // same thread: re-entry
+//!     let guard = client.lock("account:42").block()?;
+//!     let again = client.lock("account:42").block()?; // same thread: re-entry
 //!     assert_eq!(again.hold_count(), 2);
 //!     drop(again);
 //!     guard.unlock()?;
@@ -56,7 +56,7 @@
 //!     // Four threads, one at a time in the critical section.
 //!     std::thread::scope(|threads| {
 //!         for _ in 0..4 {
-//!             threads.spawn(|| client.with_lock("stock:7", |_guard| { /* sell one */ }));
+//!             threads.spawn(|| client.lock("stock:7").run(|_guard| { /* sell one */ }));
 //!         }
 //!     });
 //!
@@ -70,20 +70,18 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::error::Result;
-use crate::options::LockOptions;
 
+mod acquire;
 mod builder;
-mod critical;
 mod guards;
 mod inspect;
-mod kinds;
 mod once;
 mod runtime;
 mod semaphore;
 
+pub use acquire::Acquire;
 pub use builder::LockClientBuilder;
 pub use guards::{Guard, LockGuard, MultiGuard, Permit, ReadGuard, WriteGuard};
 pub use once::{Claim, PeriodClaim};
@@ -125,7 +123,7 @@ impl Drop for Shared {
 /// ```no_run
 /// # fn dox() -> holdlock::Result<()> {
 /// let client = holdlock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
-/// let guard = client.lock("account:42")?;
+/// let guard = client.lock("account:42").block()?;
 /// // ... exclusive across every process using the same Redis ...
 /// guard.unlock()?;
 /// # Ok(()) }
@@ -154,8 +152,9 @@ impl LockClient {
         self.shared.block(call)
     }
 
-    fn guard<G: crate::Held>(&self, held: G) -> Guard<G> {
-        Guard::new(held, &self.shared)
+    /// What the client shares with its clones, guards and semaphores.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
     /// Connects with the default settings (see
@@ -205,7 +204,7 @@ impl LockClient {
     /// # Examples
     /// ```no_run
     /// # fn dox(client: holdlock::blocking::LockClient) -> holdlock::Result<()> {
-    /// assert_eq!(client.lock("a")?.owner(), client.owner_id());
+    /// assert_eq!(client.lock("a").block()?.owner(), client.owner_id());
     /// # Ok(()) }
     /// ```
     pub fn owner_id(&self) -> String {
@@ -223,78 +222,6 @@ impl LockClient {
     /// ```
     pub fn compat(&self) -> crate::Compat {
         self.client().compat()
-    }
-
-    /// Takes the lock, waiting as long as it takes; the same thread taking it again re-enters (the hold count goes up).
-    ///
-    /// # Errors
-    /// As [`LockClient::lock`](crate::LockClient::lock);
-    /// [`LockError::BlockingInRuntime`](crate::LockError::BlockingInRuntime) inside a
-    /// tokio runtime.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # fn dox(client: holdlock::blocking::LockClient) -> holdlock::Result<()> {
-    /// let guard = client.lock("account:42")?;
-    /// # Ok(()) }
-    /// ```
-    pub fn lock(&self, name: &str) -> Result<LockGuard> {
-        self.block(self.client().lock(name))
-            .map(|held| self.guard(held))
-    }
-
-    /// Takes the lock if it is free (or this thread holds it); `None` if it is busy.
-    ///
-    /// # Errors
-    /// As [`LockClient::try_lock`](crate::LockClient::try_lock);
-    /// [`LockError::BlockingInRuntime`](crate::LockError::BlockingInRuntime) inside a
-    /// tokio runtime.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # fn dox(client: holdlock::blocking::LockClient) -> holdlock::Result<()> {
-    /// if let Some(guard) = client.try_lock("job:nightly")? { guard.unlock()?; }
-    /// # Ok(()) }
-    /// ```
-    pub fn try_lock(&self, name: &str) -> Result<Option<LockGuard>> {
-        self.block(self.client().try_lock(name))
-            .map(|held| held.map(|held| self.guard(held)))
-    }
-
-    /// Takes the lock, waiting at most `wait`; `None` if it did not come free.
-    ///
-    /// # Errors
-    /// As [`LockClient::lock_timeout`](crate::LockClient::lock_timeout);
-    /// [`LockError::BlockingInRuntime`](crate::LockError::BlockingInRuntime) inside a
-    /// tokio runtime.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # fn dox(client: holdlock::blocking::LockClient) -> holdlock::Result<()> {
-    /// let guard = client.lock_timeout("a", std::time::Duration::from_millis(500))?;
-    /// # Ok(()) }
-    /// ```
-    pub fn lock_timeout(&self, name: &str, wait: Duration) -> Result<Option<LockGuard>> {
-        self.block(self.client().lock_timeout(name, wait))
-            .map(|held| held.map(|held| self.guard(held)))
-    }
-
-    /// Takes the lock with per-call [`LockOptions`]; `None` if it was not free within the wait.
-    ///
-    /// # Errors
-    /// As [`LockClient::lock_with`](crate::LockClient::lock_with);
-    /// [`LockError::BlockingInRuntime`](crate::LockError::BlockingInRuntime) inside a
-    /// tokio runtime.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # fn dox(client: holdlock::blocking::LockClient) -> holdlock::Result<()> {
-    /// let guard = client.lock_with("a", holdlock::LockOptions::fenced())?;
-    /// # Ok(()) }
-    /// ```
-    pub fn lock_with(&self, name: &str, options: LockOptions) -> Result<Option<LockGuard>> {
-        self.block(self.client().lock_with(name, options))
-            .map(|held| held.map(|held| self.guard(held)))
     }
 
     /// Shuts the client down for every clone and guard (see

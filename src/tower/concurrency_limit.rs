@@ -204,7 +204,7 @@ impl LimitConfig {
     {
         let name = self.semaphore.name();
         let options = self.options.clone().wait(self.wait);
-        let permit = match self.semaphore.acquire_with(options).await {
+        let permit = match self.semaphore.acquire().options(options).await {
             Ok(Some(permit)) => permit,
             Ok(None) => {
                 return Ok(busy_response(

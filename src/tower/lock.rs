@@ -333,7 +333,7 @@ impl<K> LockConfig<K> {
             return inner.call(request).await;
         };
         let options = self.options.clone().wait(self.wait);
-        let guard = match self.client.lock_with(&name, options).await {
+        let guard = match self.client.lock(&name).options(options).await {
             Ok(Some(guard)) => guard,
             Ok(None) => {
                 return Ok(busy_response(

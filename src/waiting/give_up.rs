@@ -25,16 +25,19 @@ pub(crate) fn within_budget<T>(
 }
 
 /// When a caller waiting for a lock gives up: never ([`Forever`]), or at an instant.
-pub(crate) trait GiveUp: Copy {
+pub trait GiveUp: Copy + Send + Sync + 'static {
     /// What giving up yields; [`Infallible`] for a caller that never gives up, so that
     /// `lock()` has a guard or an error, with no third case.
-    type GaveUp;
+    type GaveUp: Send;
 
     /// `Some` once the deadline has passed.
     fn passed(self) -> Option<Self::GaveUp>;
 
     /// The output of `future`, unless the deadline comes first.
-    fn until<F: Future>(self, future: F) -> impl Future<Output = Result<F::Output, Self::GaveUp>>;
+    fn until<F: Future + Send>(
+        self,
+        future: F,
+    ) -> impl Future<Output = Result<F::Output, Self::GaveUp>> + Send;
 
     /// `wake`, or the deadline if that comes first.
     fn cap(self, wake: Instant) -> Instant;
@@ -51,7 +54,7 @@ impl GiveUp for Forever {
         None
     }
 
-    async fn until<F: Future>(self, future: F) -> Result<F::Output, Infallible> {
+    async fn until<F: Future + Send>(self, future: F) -> Result<F::Output, Infallible> {
         Ok(future.await)
     }
 
@@ -67,7 +70,7 @@ impl GiveUp for Instant {
         (Instant::now() >= self).then_some(())
     }
 
-    async fn until<F: Future>(self, future: F) -> Result<F::Output, ()> {
+    async fn until<F: Future + Send>(self, future: F) -> Result<F::Output, ()> {
         tokio::time::timeout_at(self, future).await.map_err(|_| ())
     }
 

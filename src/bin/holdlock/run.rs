@@ -253,7 +253,8 @@ async fn acquire(
         let taking = format!("cannot take a permit of semaphore {:?}", args.name);
         let semaphore = client.semaphore(args.name.clone(), permits);
         let permit = semaphore
-            .acquire_with(args.lock_options(client.compat()))
+            .acquire()
+            .options(args.lock_options(client.compat()))
             .await
             .map_err(|error| Failure::from_lock_error(&taking, &error))?;
         return Ok(match permit {
@@ -263,7 +264,8 @@ async fn acquire(
     }
     let taking = format!("cannot take lock {:?}", args.name);
     let lock = client
-        .lock_with(&args.name, args.lock_options(client.compat()))
+        .lock(&args.name)
+        .options(args.lock_options(client.compat()))
         .await
         .map_err(|error| Failure::from_lock_error(&taking, &error))?;
     let Some(lock) = lock else {
