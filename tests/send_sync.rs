@@ -8,6 +8,7 @@
 //! public `async fn` belongs there (`grep -rn 'pub async fn' src` lists them, less
 //! `src/bench` and `src/bin`).
 
+use std::future::IntoFuture;
 use std::time::{Duration, SystemTime};
 
 use holdlock::{
@@ -36,6 +37,30 @@ macro_rules! guard_futures {
     )*};
 }
 
+/// `request` (an acquire request) and the future it becomes are `Send`.
+#[allow(dead_code)]
+fn awaited<R: IntoFuture + Send + Sync>(request: R)
+where
+    R::IntoFuture: Send,
+{
+    send(&request.into_future());
+}
+
+/// Every mode of each request `$request`, as a future, and each mode's critical
+/// section.
+macro_rules! every_mode {
+    ($($request:expr),*) => {$(
+        awaited($request);
+        awaited($request.try_now());
+        awaited($request.timeout(Duration::from_secs(1)));
+        awaited($request.options(LockOptions::new()));
+        send(&$request.run(async |_| 1));
+        send(&$request.try_now().run(async |_| 1));
+        send(&$request.timeout(Duration::from_secs(1)).run(async |_| 1));
+        send(&$request.options(LockOptions::new()).run(async |_| 1));
+    )*};
+}
+
 /// Every public future, made and dropped unpolled.
 #[allow(dead_code)]
 #[allow(clippy::too_many_arguments)]
@@ -57,56 +82,18 @@ fn _futures(
     send(&LockClient::builder("redis://127.0.0.1").build());
     send(&client.shutdown());
 
-    // The mutex (client.rs).
-    send(&client.lock(name));
-    send(&client.lock(name).try_now());
-    send(&client.lock(name).timeout(wait));
-    send(&client.lock(name).options(LockOptions::new()));
-
-    // The fair lock (fair.rs).
-    send(&client.fair_lock(name));
-    send(&client.fair_lock(name).try_now());
-    send(&client.fair_lock(name).timeout(wait));
-    send(&client.fair_lock(name).options(LockOptions::new()));
-
-    // The read-write lock (rw.rs).
-    send(&client.read_lock(name));
-    send(&client.read_lock(name).try_now());
-    send(&client.read_lock(name).timeout(wait));
-    send(&client.read_lock(name).options(LockOptions::new()));
-    send(&client.write_lock(name));
-    send(&client.write_lock(name).try_now());
-    send(&client.write_lock(name).timeout(wait));
-    send(&client.write_lock(name).options(LockOptions::new()));
-
-    // Several locks at once (multi.rs).
-    send(&client.lock_all(["a", "b"]));
-    send(&client.lock_all(["a", "b"]).try_now());
-    send(&client.lock_all(["a", "b"]).timeout(wait));
-    send(&client.lock_all(["a", "b"]).options(LockOptions::new()));
-
-    // The semaphore (semaphore.rs).
+    // Every kind in every mode of the front door (acquire.rs): the request, the
+    // future it becomes when awaited, and its critical section.
     let semaphore = client.semaphore(name, 2);
-    send(&semaphore.acquire());
-    send(&semaphore.acquire().try_now());
-    send(&semaphore.acquire().timeout(wait));
-    send(&semaphore.acquire().options(LockOptions::new()));
-    send(&semaphore.available());
-
-    // The critical sections (critical.rs).
-    send(&client.lock(name).run(async |_| 1));
-    send(&client.lock(name).try_now().run(async |_| 1));
-    send(
-        &client
-            .lock(name)
-            .options(LockOptions::new())
-            .run(async |_| 1),
+    every_mode!(
+        client.lock(name),
+        client.fair_lock(name),
+        client.read_lock(name),
+        client.write_lock(name),
+        client.lock_all(["a", "b"]),
+        semaphore.acquire()
     );
-    send(&client.fair_lock(name).run(async |_| 1));
-    send(&client.read_lock(name).run(async |_| 1));
-    send(&client.write_lock(name).run(async |_| 1));
-    send(&client.lock_all(["a", "b"]).run(async |_| 1));
-    send(&semaphore.acquire().run(async |_| 1));
+    send(&semaphore.available());
 
     // Elections (election/).
     let election = client.election(name);
@@ -215,6 +202,9 @@ fn blocking_types_are_send_and_sync() {
     send_sync::<blocking::MultiGuard>();
     send_sync::<blocking::Permit>();
     send_sync::<blocking::Guard<Leadership>>();
+    send_sync::<blocking::Acquire<'static, holdlock::acquire::Mutex<'static>>>();
+    send_sync::<blocking::Acquire<'static, holdlock::acquire::All, holdlock::acquire::Bounded>>();
+    send_sync::<blocking::Acquire<'static, holdlock::acquire::SemaphorePermit<'static>>>();
 }
 
 /// The tower layers and services, which servers clone into their worker threads.
