@@ -27,9 +27,8 @@ use crate::owner::LocalOwner;
 /// The layout and protocol of the mutex: holdlock's own, or that of Redisson's `RLock`
 /// (Java), chosen with [`LockClientBuilder::compat`](crate::LockClientBuilder::compat).
 ///
-/// In [`Compat::Redisson`] the mutex ([`lock`](crate::LockClient::lock),
-/// [`try_lock`](crate::LockClient::try_lock), [`lock_with`](crate::LockClient::lock_with),
-/// [`with_lock`](crate::LockClient::with_lock), [`lock_all`](crate::LockClient::lock_all)
+/// In [`Compat::Redisson`] the mutex ([`lock`](crate::LockClient::lock) in every mode
+/// of [`Acquire`](crate::Acquire), [`lock_all`](crate::LockClient::lock_all)
 /// and every other way to take it) keeps its locks exactly as Redisson 4.7 does, so
 /// that a Java service's `redisson.getLock("account:42")` and a Rust service's
 /// `client.lock("account:42")` exclude each other. The other kinds (fair lock,

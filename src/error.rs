@@ -7,8 +7,9 @@ pub type Result<T, E = LockError> = std::result::Result<T, E>;
 
 /// Everything that can go wrong when taking, renewing or releasing a lock.
 ///
-/// Contention is not an error: [`LockClient::try_lock`](crate::LockClient::try_lock) and
-/// friends return `Ok(None)` when the lock is held by someone else.
+/// Contention is not an error: the bounded modes of [`Acquire`](crate::Acquire)
+/// (`try_now`, `timeout`, `options`) return `Ok(None)` when the lock is held by someone
+/// else.
 ///
 /// # Examples
 /// ```no_run
@@ -104,7 +105,7 @@ pub enum LockError {
     },
 
     /// The lock was lost while a critical section ran under it (see
-    /// [`LockClient::with_lock`](crate::LockClient::with_lock)): the section was stopped
+    /// [`Acquire::run`](crate::Acquire::run)): the section was stopped
     /// at its next await, and its work must be taken as not done under the lock.
     #[error("lock `{name}` was lost while the critical section ran; the section was stopped")]
     Lost {

@@ -187,7 +187,7 @@ impl LockClient {
     ///
     /// # Errors
     /// [`LockError::InvalidOption`] for a zero or overlong period, or a time before 1970;
-    /// otherwise as [`lock_with`](Self::lock_with).
+    /// otherwise as [`Acquire::options`](crate::Acquire::options).
     ///
     /// # Examples
     /// ```no_run

@@ -50,7 +50,7 @@ pub const MAX_DATA_LEN: usize = 1024;
 /// ```
 /// use std::time::Duration;
 /// let wait = Duration::from_secs(4000 * 86_400);
-/// assert!(wait > holdlock::MAX_DURATION); // `lock_with` would refuse this wait
+/// assert!(wait > holdlock::MAX_DURATION); // `.options(..)` would refuse this wait
 /// ```
 pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
@@ -191,7 +191,7 @@ pub(crate) fn whole_millis(millis: u64) -> Duration {
 }
 
 /// How long to wait for a lock, and how long to hold it, for one call of
-/// [`LockClient::lock_with`](crate::LockClient::lock_with).
+/// [`Acquire::options`](crate::Acquire::options) (`client.lock(name).options(..)`).
 ///
 /// The defaults wait forever and hold with the client's lease, renewed by the watchdog.
 ///

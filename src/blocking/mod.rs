@@ -1,8 +1,12 @@
 //! A synchronous API, for code without an async runtime (feature `blocking`).
 //!
 //! [`LockClient`] has the async [`holdlock::LockClient`](crate::LockClient)'s calls with
-//! the same names and arguments, minus `async`: each blocks the calling thread until
-//! the async call is done. Three are left out: [`election`](crate::LockClient::election)
+//! the same names and arguments, minus `async`. Taking a lock returns a request,
+//! [`Acquire`], with the async [`Acquire`](crate::Acquire)'s modes (`timeout`,
+//! `try_now`, `options`) and a terminal call instead of `.await`: [`block`](Acquire::block)
+//! (`client.lock(name).block()?`, where async code writes `client.lock(name).await?`)
+//! or [`run`](Acquire::run) for a critical section. Each blocks the calling thread
+//! until the async call is done. Three are left out: [`election`](crate::LockClient::election)
 //! (a campaign and its leadership are async through and through) and
 //! [`redis`](crate::LockClient::redis) (fred's commands are async), which
 //! [`LockClient::as_async`] reaches, and [`of`](crate::LockClient::of) (a blocking
@@ -30,11 +34,11 @@
 //! fails as its async counterpart does.
 //!
 //! # Critical sections
-//! The `with_*` calls take plain closures, run on the calling thread: the lock is
+//! [`Acquire::run`] takes a plain closure, run on the calling thread: the lock is
 //! taken, the body runs to its end and the lock is released before its value is
 //! returned. A body cannot be stopped midway: if the lock was lost while it ran, its
 //! value is dropped and the call fails with [`LockError::Lost`](crate::LockError::Lost).
-//! Bodies may call the client again (a nested `with_lock` of the same name re-enters).
+//! Bodies may call the client again (a nested `run` of the same lock re-enters).
 //!
 //! # Examples
 //! ```no_run

@@ -103,7 +103,7 @@ impl ConcurrencyLimitLayer {
     }
 
     /// The options each permit is taken with (a fixed lease, data for the
-    /// operators, ...), as [`Semaphore::acquire_with`] takes them; their own wait is
+    /// operators, ...), as [`Acquire::options`](crate::Acquire::options) takes them; their own wait is
     /// replaced by the layer's [`wait`](Self::wait).
     ///
     /// # Examples

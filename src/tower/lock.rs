@@ -181,7 +181,7 @@ impl<K> LockLayer<K> {
     }
 
     /// The options each lock is taken with (a fixed lease, fencing, data for the
-    /// operators, ...), as [`LockClient::lock_with`] takes them; their own wait is
+    /// operators, ...), as [`Acquire::options`](crate::Acquire::options) takes them; their own wait is
     /// replaced by the layer's [`wait`](Self::wait).
     ///
     /// # Examples
