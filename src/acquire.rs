@@ -10,7 +10,7 @@
 //!
 //! The part every kind shares (the options checked for the kind, the span, the
 //! shut-down check, the deadline and the budget that holds a call with a wait to it) is
-//! written once, in [`take`]; a kind brings only its guard type, its span's name and
+//! written once, in `take`; a kind brings only its guard type, its span's name and
 //! the one step that takes it (the sealed trait [`Acquirable`]), as lock_api's
 //! `Mutex<R: RawMutex>` does with its raw locks.
 

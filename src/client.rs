@@ -129,7 +129,7 @@ impl LockClient {
 
     /// Stops every watchdog and closes the connections. Releases nothing that is still
     /// held: such locks expire within their lease, and their guards report themselves
-    /// lost. Calls waiting for a lock return [`LockError::Shutdown`] at once, and every
+    /// lost. Calls waiting for a lock return [`LockError::Shutdown`](crate::LockError::Shutdown) at once, and every
     /// later call fails with it.
     ///
     /// What this client still owes Redis is given up to the connect timeout to finish

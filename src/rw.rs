@@ -191,7 +191,7 @@ side_guard!(
 
 impl WriteGuard {
     /// The fencing token of this write hold, if it was taken with fencing
-    /// ([`LockOptions::fenced`], or a client that fences every lock): strictly greater
+    /// ([`LockOptions::fenced`](crate::LockOptions::fenced), or a client that fences every lock): strictly greater
     /// than every token handed to earlier writers of the same name, drawn as for
     /// [`LockGuard::fencing_token`] from a floor of the read-write lock's own
     /// (`<prefix>{name}:rw:token`). Nested write holds share the token of the first.
