@@ -101,6 +101,11 @@ pub enum Bounded {}
 /// Every kind has every mode: `client.fair_lock(name)`, `client.read_lock(name)`,
 /// `client.write_lock(name)`, `semaphore.acquire()` and `client.lock_all(names)` too.
 ///
+/// An `Acquire` is [`IntoFuture`], not a future itself: where a future value is needed
+/// (`Box::pin`, `futures::future::join_all`, `futures::poll!`), call
+/// [`into_future`](IntoFuture::into_future). The future is boxed, `Send`, and borrows
+/// the client and the name.
+///
 /// # Errors
 /// [`LockError::InvalidName`], [`LockError::InvalidOption`] for options the kind
 /// cannot honour (a fencing token for a shared hold, a zero or overlong lease, a wait

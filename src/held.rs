@@ -354,7 +354,7 @@ impl Held for LockGuard {
 
 held_methods!(LockGuard, "client.lock(\"a\").await?");
 
-/// Runs `body` under `guard`, the critical section of every `with_*` call: the body's
+/// Runs `body` under `guard`, the critical section of every `Acquire::run`: the body's
 /// future is dropped at once if a hold is lost meanwhile ([`LockError::Lost`]);
 /// otherwise its value is returned once the guard is released, and an error of the
 /// release is returned, not swallowed.

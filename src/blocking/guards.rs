@@ -1,5 +1,5 @@
 //! [`Guard`]: a held lock of any kind, for blocking code; and the critical section of
-//! the blocking `with_*` calls.
+//! the blocking `Acquire::run`.
 
 use std::fmt;
 use std::ops::Deref;
@@ -227,7 +227,7 @@ impl<G: fmt::Debug> fmt::Debug for Guard<G> {
 }
 
 /// Runs `body` under `guard` and releases it, the critical section of every blocking
-/// `with_*` call. The body runs on the calling thread to its end (it cannot be
+/// `Acquire::run`. The body runs on the calling thread to its end (it cannot be
 /// stopped): if a hold was lost meanwhile its value is dropped and the call fails with
 /// [`LockError::Lost`](crate::LockError::Lost), as the async section does.
 pub(crate) fn critical_section<G: Held, T>(
