@@ -1,12 +1,13 @@
-//! `Send` and `Sync`, checked at compile time: every public future (each acquire, the
-//! `with_*` critical sections, the guards' async methods, inspection, fencing,
+//! `Send` and `Sync`, checked at compile time: every public future (each kind's
+//! `Acquire` in every mode and its `run` critical section, the guards' async methods,
+//! inspection, fencing,
 //! `claim_period`, ...) is `Send`, so it can run on a multi-thread runtime and inside
 //! `tokio::spawn`; every guard, client and handle, async and blocking, is
 //! `Send + Sync`. This file fails to compile if one is not; nothing here talks to Redis.
 //!
 //! The futures are made in `_futures`, which is type-checked and never called. A new
 //! public `async fn` belongs there (`grep -rn 'pub async fn' src` lists them, less
-//! `src/bench` and `src/bin`).
+//! `src/bench` and `src/bin`), and a new kind of lock in `every_mode!`.
 
 use std::future::IntoFuture;
 use std::time::{Duration, SystemTime};
