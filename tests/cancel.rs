@@ -90,7 +90,7 @@ async fn a_write_lock_after_a_dropped_read_guard_is_granted(url: &str) {
 }
 
 /// A `MultiGuard::unlock()` cancelled after its first poll, and the same task's fenced
-/// `lock_all_with` of an overlapping set at once: every member is a new hold with a
+/// `lock_all(..).options(..)` of an overlapping set at once: every member is a new hold with a
 /// token greater than any the cancelled set had.
 async fn a_fenced_lock_all_after_a_cancelled_unlock_is_a_new_hold_of_every_member(url: &str) {
     use holdlock::LockOptions;
@@ -145,7 +145,7 @@ async fn a_fenced_lock_all_after_a_cancelled_unlock_is_a_new_hold_of_every_membe
     }
 }
 
-/// A permit of a one-permit semaphore dropped, and the same task's `try_acquire` at
+/// A permit of a one-permit semaphore dropped, and the same task's `acquire().try_now()` at
 /// once: the permit it gave back is counted free (its release lands first).
 async fn a_permit_given_back_by_a_drop_is_free_for_its_owner_at_once(url: &str) {
     let client = common::connect(url).await;

@@ -1,4 +1,4 @@
-//! The critical section, ready-made (`with_lock` and its siblings), the early warning
+//! The critical section, ready-made (`lock(..).run(..)` and its siblings), the early warning
 //! before a lock is lost (`at_risk`), and a fixed lease extended (`extend`).
 
 mod common;
@@ -21,7 +21,7 @@ common::on_every_topology!(
     a_fixed_lease_is_extended_while_held,
 );
 
-/// `with_lock` returns the body's value, and the lock is free when it returns.
+/// `lock(..).run(..)` returns the body's value, and the lock is free when it returns.
 async fn the_body_value_comes_back_and_the_lock_is_released(url: &str) {
     let client = common::connect(url).await;
     let other = common::connect(url).await;
@@ -50,7 +50,7 @@ async fn the_body_value_comes_back_and_the_lock_is_released(url: &str) {
     assert!(token.is_some(), "the body sees the guard's token");
 }
 
-/// A `with_lock` inside another of the same name, in the same task, re-enters it.
+/// A `lock(..).run(..)` inside another of the same name, in the same task, re-enters it.
 async fn a_nested_critical_section_re_enters(url: &str) {
     let client = common::connect(url).await;
     let name = common::unique("with-lock-nested");
@@ -73,7 +73,7 @@ async fn a_nested_critical_section_re_enters(url: &str) {
     );
 }
 
-/// A busy lock: `try_with_lock` and a timed-out `with_lock_with` return `None`, and
+/// A busy lock: `lock(..).try_now().run(..)` and a timed-out `lock(..).options(..).run(..)` return `None`, and
 /// their bodies never run.
 async fn a_busy_lock_runs_no_body(url: &str) {
     let client = common::connect(url).await;
@@ -152,7 +152,7 @@ async fn every_kind_runs_its_critical_section(url: &str) {
 
 /// A lock force-unlocked while its body runs: the body's future is dropped as soon as
 /// the holder learns of the loss (its next renewal, a third of the 600 ms lease), and
-/// `with_lock` fails with `Lost` naming the lock; the body never reaches its end.
+/// `lock(..).run(..)` fails with `Lost` naming the lock; the body never reaches its end.
 async fn a_body_is_stopped_when_its_lock_is_lost(url: &str) {
     let client = common::client_with_lease(url, Duration::from_millis(600)).await;
     let breaker = common::connect(url).await;

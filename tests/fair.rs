@@ -268,7 +268,7 @@ async fn a_fair_lock_is_reentrant_and_apart_from_the_mutex(url: &str) {
         .unwrap();
 }
 
-/// `try_fair_lock` on a held lock returns `None` at once and leaves no place in the
+/// `fair_lock(..).try_now()` on a held lock returns `None` at once and leaves no place in the
 /// queue behind.
 async fn a_try_neither_waits_nor_queues(url: &str) {
     let name = common::unique("fair-try");

@@ -506,7 +506,7 @@ async fn a_client_over_the_applications_own_fred_clients() {
 async fn lock_call_futures_stay_small() {
     // Every task that takes a lock carries its call's future; a future that kept room
     // for an inner future twice (an `async fn` awaiting its argument) was 14 KiB for
-    // `try_lock`, which made a burst of a thousand tries spend its time allocating.
+    // `lock(..).try_now()`, which made a burst of a thousand tries spend its time allocating.
     // The futures are boxed (`Acquire` is `IntoFuture`): what counts is the size of
     // the box's content, the future itself.
     let client = common::client().await;

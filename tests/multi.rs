@@ -131,7 +131,7 @@ async fn callers_in_opposite_orders_never_deadlock(url: &str) {
     }
 }
 
-/// The second member is held elsewhere: a bounded `lock_all_with` gives up with
+/// The second member is held elsewhere: a bounded `lock_all(..).options(..)` gives up with
 /// `None` and the first member, which it had taken, is free when it returns.
 async fn a_timeout_on_a_later_member_leaves_nothing_held(url: &str) {
     let (a, b) = (common::unique("timeout-a"), common::unique("timeout-b"));
@@ -174,7 +174,7 @@ async fn a_cancelled_lock_all_leaves_nothing_held(url: &str) {
     assert!(!client.is_locked(&b).await.unwrap());
 }
 
-/// `try_lock_all` never waits: with one member busy it returns `None` at once and
+/// `lock_all(..).try_now()` never waits: with one member busy it returns `None` at once and
 /// holds nothing; with all free it takes all.
 async fn try_lock_all_takes_all_or_nothing(url: &str) {
     let names = [
@@ -287,7 +287,7 @@ async fn each_member_has_its_fencing_token_and_a_lost_member_is_told(url: &str) 
 }
 
 /// With a fixed 300 ms lease, the first member expires while the second is held
-/// elsewhere for 600 ms: `lock_all_with` does not hand out the lost member, but takes
+/// elsewhere for 600 ms: `lock_all(..).options(..)` does not hand out the lost member, but takes
 /// the set again, and returns it with every member held.
 async fn a_member_lost_while_a_later_one_is_waited_for_is_taken_again(url: &str) {
     let (a, b) = (common::unique("relost-a"), common::unique("relost-b"));

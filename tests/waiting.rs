@@ -307,7 +307,7 @@ async fn a_client_joining_a_busy_lock_gets_it_within_a_few_hand_overs() {
     }
 }
 
-/// A refused `try_lock` will not wait, so it leaves no `waiting` mark, and the holder's
+/// A refused `lock(..).try_now()` will not wait, so it leaves no `waiting` mark, and the holder's
 /// release publishes to nobody; a refused waiting call does leave the mark.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_refused_try_leaves_no_mark_and_its_release_publishes_nothing() {
