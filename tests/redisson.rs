@@ -348,7 +348,7 @@ async fn a_holder_re_enters_past_its_clients_waiters_and_tries_cost_redis_nothin
     server.query(&["CONFIG", "RESETSTAT"]).unwrap();
     for _ in 0..10 {
         let (client, name) = (client.clone(), name.clone());
-        let refused = tokio::spawn(async move { client.try_lock(&name).await.unwrap() });
+        let refused = tokio::spawn(async move { client.lock(&name).try_now().await.unwrap() });
         assert!(
             refused.await.unwrap().is_none(),
             "another owner got a held lock"
