@@ -18,7 +18,7 @@ use crate::error::{LockError, Result};
 use crate::options::{ClientConfig, MinReplicas};
 use crate::protocol::Protocol;
 use crate::url::redact_url;
-use crate::waiting::Waiting;
+use crate::waiting::{Detection, Waiting};
 
 impl LockClient {
     /// A builder over a fred [`Config`] you already have (servers, credentials, TLS,
@@ -316,6 +316,39 @@ impl LockClientBuilder {
         self
     }
 
+    /// How long a wait lasts before it is checked for a deadlock: a wait longer than
+    /// this records which lock its owner waits for (a wait-for edge beside the
+    /// holders each lock records) and follows the edges from there; a cycle back to it
+    /// is a deadlock, and exactly one of its waiters, the one whose wait began last,
+    /// fails with [`LockError::Deadlock`](crate::LockError::Deadlock) (see
+    /// `docs/design.md`, "Deadlocks"). Default: one second
+    /// ([`DEFAULT_DEADLOCK_CHECK`](crate::DEFAULT_DEADLOCK_CHECK), PostgreSQL's
+    /// `deadlock_timeout`); `None` turns detection off. A shorter wait, and a lock
+    /// taken at once, send nothing for it.
+    ///
+    /// # Errors
+    /// `build` fails with [`LockError::InvalidOption`](crate::LockError::InvalidOption)
+    /// for a check shorter than a millisecond or longer than ten years.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// use std::time::Duration;
+    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .deadlock_check(Duration::from_millis(200))
+    ///     .build()
+    ///     .await?;
+    /// let off = holdlock::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .deadlock_check(None)
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn deadlock_check(mut self, check: impl Into<Option<Duration>>) -> Self {
+        self.config.deadlock_check = check.into();
+        self
+    }
+
     /// How the connections are re-established after they drop. Default: exponential
     /// back-off from 50 ms to 2 s, retrying forever (a lock client must get back to
     /// renew its holds). A policy that gives up leaves the client unable to renew or
@@ -472,6 +505,7 @@ impl LockClientBuilder {
             sharded,
             id,
             Arc::clone(&chores),
+            Detection::new(&self.config),
         );
         let engine = Engine::start(id, self.config, Arc::new(protocol), waiting, chores);
         Ok(LockClient::over(engine))

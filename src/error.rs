@@ -125,6 +125,36 @@ pub enum LockError {
         name: String,
     },
 
+    /// This call's wait closed a cycle of waits across owners (each waits for a lock
+    /// that the next one holds, and the last for one this owner holds): none of them
+    /// could ever be granted, and the watchdog would renew their holds forever. Of
+    /// the waiters in the cycle, exactly one gets this error: the one whose wait began
+    /// last. It stops waiting and keeps its holds; the others go on waiting, and are
+    /// granted once it lets go. Drop (unlock) what this owner holds and retry, or
+    /// give up. See [`LockClientBuilder::deadlock_check`](crate::LockClientBuilder::deadlock_check).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let first = client.lock("account:1").await?;
+    /// match client.lock("account:2").await {
+    ///     Err(holdlock::LockError::Deadlock { cycle }) => {
+    ///         for wait in &cycle {
+    ///             eprintln!("{wait}");
+    ///         }
+    ///         first.unlock().await?; // let the others go, then retry
+    ///     }
+    ///     other => drop(other?),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    #[error("deadlock: {}", DisplayCycle(cycle))]
+    Deadlock {
+        /// The cycle, starting with this call's wait: each owner waits for the lock
+        /// named, which the next owner in the list holds (the last's, the first owner).
+        cycle: Vec<WaitFor>,
+    },
+
     /// The client was shut down with [`LockClient::shutdown`](crate::LockClient::shutdown).
     #[error("the lock client has been shut down")]
     Shutdown,
@@ -676,5 +706,58 @@ mod tests {
             }
         }
         assert_eq!(files, LUA.len());
+    }
+}
+
+/// One wait of a deadlock's cycle (see [`LockError::Deadlock`]): `owner` waits for the
+/// lock `name` of `kind`.
+///
+/// # Examples
+/// ```
+/// # fn dox(cycle: &[holdlock::WaitFor]) {
+/// for wait in cycle {
+///     println!("{} waits for the {} `{}`", wait.owner, wait.kind, wait.name);
+/// }
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub struct WaitFor {
+    /// The waiting owner's id, `<client-uuid>:<task>`.
+    pub owner: String,
+    /// The kind of the lock it waits for.
+    pub kind: crate::keys::LockKind,
+    /// The name of the lock it waits for (without prefix).
+    pub name: String,
+}
+
+impl WaitFor {
+    /// `owner` waits for the lock `name` of `kind`.
+    pub(crate) fn new(owner: String, kind: crate::keys::LockKind, name: String) -> Self {
+        Self { owner, kind, name }
+    }
+}
+
+impl std::fmt::Display for WaitFor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} waits for {} `{}`", self.owner, self.kind, self.name)
+    }
+}
+
+/// A deadlock's cycle as one line: `a waits for mutex `x`, held by b; b waits for ...`.
+struct DisplayCycle<'c>(&'c [WaitFor]);
+
+impl std::fmt::Display for DisplayCycle<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let waits = self.0;
+        for (i, wait) in waits.iter().enumerate() {
+            let holder = &waits[(i + 1) % waits.len()].owner;
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{wait}, held by {holder}")?;
+        }
+        Ok(())
     }
 }

@@ -150,6 +150,10 @@ impl Policy for InQueue<'_> {
     type Grant = HoldClaim;
     type Refused = Queued;
 
+    fn waiter(&self) -> (&LockNames, &str) {
+        (self.names, self.owner)
+    }
+
     async fn ask<D: GiveUp>(
         &mut self,
         _: D,

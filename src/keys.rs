@@ -44,6 +44,15 @@ pub(crate) fn client_channel(prefix: &str, client: uuid::Uuid) -> String {
     format!("{prefix}{CLIENT_CHANNEL}{client}")
 }
 
+/// The wait-for edge of `owner`, `<prefix>waits:<owner>` (see `waiting/deadlock.rs`):
+/// like [`client_channel`], it has no `{` after the prefix, so it is never a lock's key.
+pub(crate) fn wait_key(prefix: &str, owner: &str) -> String {
+    [prefix, WAITS, owner].concat()
+}
+
+/// What follows the prefix in a wait-for edge's key (see [`wait_key`]).
+pub(crate) const WAITS: &str = "waits:";
+
 /// What follows the prefix in a client's own channel (see [`client_channel`]).
 pub(crate) const CLIENT_CHANNEL: &str = "client:";
 

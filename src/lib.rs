@@ -96,7 +96,7 @@ pub use builder::LockClientBuilder;
 pub use client::LockClient;
 pub use compat::Compat;
 pub use election::{Election, LeaderChange, LeaderChanges, LeaderInfo, Leadership};
-pub use error::{LockError, Result};
+pub use error::{LockError, Result, WaitFor};
 /// The Redis client underneath, for commands of your own via [`LockClient::redis`].
 pub use fred;
 pub use guard::LockGuard;
@@ -109,8 +109,8 @@ pub use keys::{LockKind, validate_name};
 pub use multi::MultiGuard;
 pub use once::{Claim, PeriodClaim};
 pub use options::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PREFIX, LockOptions, MAX_DATA_LEN,
-    MAX_DURATION, MIN_LEASE,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_DEADLOCK_CHECK, DEFAULT_LEASE, DEFAULT_PREFIX, LockOptions,
+    MAX_DATA_LEN, MAX_DURATION, MIN_LEASE,
 };
 pub use owner::owner_scope;
 pub use rw::{ReadGuard, WriteGuard};

@@ -167,6 +167,11 @@ pub(crate) mod metrics {
         ::metrics::histogram!("holdlock_renewal_margin_seconds").record(margin.as_secs_f64());
     }
 
+    /// A deadlock was broken: this client's wait was its victim.
+    pub(crate) fn deadlock_broken() {
+        ::metrics::counter!("holdlock_deadlocks_total").increment(1);
+    }
+
     /// A hold was lost.
     pub(crate) fn lost() {
         ::metrics::counter!("holdlock_locks_lost_total").increment(1);

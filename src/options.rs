@@ -73,6 +73,9 @@ pub(crate) struct ClientConfig {
     /// Whether each hold gets a `holdlock.hold` span, from its grant to its release
     /// or loss (see `LockClientBuilder::hold_spans`).
     pub(crate) hold_spans: bool,
+    /// How long a wait lasts before it is made visible as a wait-for edge and checked
+    /// for a deadlock (see `waiting/deadlock.rs`); `None`: never.
+    pub(crate) deadlock_check: Option<Duration>,
     /// Background work always runs on the client's own runtime, never on the one
     /// current where a guard is dropped: a blocking client's runtime is the only one
     /// sure to run (see `blocking::runtime`).
@@ -83,6 +86,10 @@ pub(crate) struct ClientConfig {
 /// The default share of the lease left below which a renewal warns that its hold is at
 /// risk: a third, so a renewal (due every third of the lease) that came a whole period
 /// late warns.
+/// How long a wait lasts, by default, before it is checked for a deadlock: one second,
+/// PostgreSQL's `deadlock_timeout`.
+pub const DEFAULT_DEADLOCK_CHECK: Duration = Duration::from_secs(1);
+
 pub(crate) const DEFAULT_AT_RISK_SHARE: f64 = 1.0 / 3.0;
 
 impl Default for ClientConfig {
@@ -97,6 +104,7 @@ impl Default for ClientConfig {
             max_hold: None,
             at_risk_share: DEFAULT_AT_RISK_SHARE,
             hold_spans: false,
+            deadlock_check: Some(DEFAULT_DEADLOCK_CHECK),
             #[cfg(feature = "blocking")]
             background_on_own_runtime: false,
         }
@@ -123,6 +131,16 @@ impl ClientConfig {
         }
         if let Some(min) = self.min_replicas {
             min.validate()?;
+        }
+        if let Some(check) = self.deadlock_check {
+            if check.as_millis() == 0 || check > MAX_DURATION {
+                return Err(LockError::InvalidOption {
+                    option: "deadlock_check",
+                    reason: format!(
+                        "{check:?} is not between 1 ms and ten years (`None` turns detection off)"
+                    ),
+                });
+            }
         }
         if !(self.at_risk_share > 0.0 && self.at_risk_share < 1.0) {
             return Err(LockError::InvalidOption {

@@ -68,6 +68,7 @@ use crate::connection::Ownership;
 use crate::error::{LockError, Result};
 use crate::keys::keys_of_channel;
 
+mod deadlock;
 mod give_up;
 mod hand_off;
 mod mark;
@@ -76,6 +77,7 @@ mod places;
 mod shards;
 mod wait;
 
+pub(crate) use deadlock::Detection;
 pub(crate) use give_up::{Forever, GiveUp, within_budget};
 use hand_off::Due;
 pub(crate) use mark::Mark;
@@ -116,6 +118,8 @@ pub(crate) struct Waiting {
     rooms: Mutex<HashMap<String, Arc<Room>>>,
     /// This client's own channel and what to do with a message on it.
     notices: std::sync::OnceLock<Notices>,
+    /// The deadlock checks of long waits, unless they are off (see `deadlock.rs`).
+    deadlock: Option<Arc<Detection>>,
 }
 
 /// What a message on a client's own channel is handed to: the message's bytes.
@@ -240,13 +244,15 @@ impl Waiting {
     /// `sharded` subscribes shard channels (and, on a cluster, follows them when their
     /// slots move). `client` is this client's id (the first part of its owner ids).
     /// `redis` is the scripts' connection; `chores` counts every wait and the leaving
-    /// of a queue it leaves to do, for a clean shutdown.
+    /// of a queue it leaves to do, for a clean shutdown; `deadlock` checks long waits
+    /// for deadlocks, unless it is `None`.
     pub(crate) fn start(
         (subscriber, ownership): (SubscriberClient, Ownership),
         redis: fred::clients::Client,
         sharded: bool,
         client: Uuid,
         chores: Arc<Chores>,
+        deadlock: Option<Detection>,
     ) -> Arc<Self> {
         let waiting = Arc::new(Self {
             subscriber,
@@ -259,6 +265,7 @@ impl Waiting {
             closed: watch::Sender::new(false),
             rooms: Mutex::new(HashMap::new()),
             notices: std::sync::OnceLock::new(),
+            deadlock: deadlock.map(Arc::new),
         });
         if sharded && waiting.subscriber.is_clustered() {
             shards::follow_slots(Arc::downgrade(&waiting));

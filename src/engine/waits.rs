@@ -96,6 +96,11 @@ struct Waiter<'w> {
 }
 
 impl Waiter<'_> {
+    /// Who waits, for which lock.
+    fn who(&self) -> (&LockNames, &str) {
+        (self.names, self.owner)
+    }
+
     /// One attempt, telling the script `asking`.
     async fn acquire(&self, asking: &Asking) -> Result<Attempt> {
         let options = (self.options, asking);
@@ -177,6 +182,10 @@ impl Policy for InLine<'_> {
     type Grant = HoldClaim;
     type Refused = Refused<()>;
 
+    fn waiter(&self) -> (&LockNames, &str) {
+        self.waiter.who()
+    }
+
     async fn ask<D: GiveUp>(
         &mut self,
         give_up: D,
@@ -251,6 +260,10 @@ impl<'w> Alongside<'w> {
 impl<'w> Policy for Alongside<'w> {
     type Grant = HoldClaim;
     type Refused = Refused<Shared<'w>>;
+
+    fn waiter(&self) -> (&LockNames, &str) {
+        self.0.who()
+    }
 
     async fn ask<D: GiveUp>(
         &mut self,

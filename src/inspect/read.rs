@@ -10,33 +10,14 @@ use super::{
 use crate::error::{LockError, Result};
 use crate::keys::LockKind;
 use crate::scripts::Snapshot;
-
-/// What the field keeping a holder's data starts with: `data:<holder field>` (see
-/// `LockOptions::data` and `lua/acquire.lua`).
-const DATA: &str = "data:";
+use crate::scripts::fields::{
+    CLAIM, DATA, PERMITS, SOLO, TOKEN, WAITING, WRITE_HOLDS, WRITER_WAITS,
+};
 
 /// The data kept with the holder `field`, if any.
 fn data_of(snapshot: &Snapshot, field: &str) -> Option<String> {
     snapshot.field(&[DATA, field].concat()).map(str::to_owned)
 }
-
-/// The fields of a lock's hash that are not holders: a fenced hold's token, the mark
-/// that someone waits, the fair lock's pending hand-off, the read-write lock's mode,
-/// writer and writer's wait, and the semaphore's number of permits (see `lua/`).
-const TOKEN: &str = "token";
-const WAITING: &str = "waiting";
-const CLAIM: &str = "claim";
-const MODE: &str = "mode";
-const WRITER: &str = "writer";
-const WRITER_WAITS: &str = "writer_waits";
-/// A read-write lock's lone holder, whose deadline is the hash's expiry (see
-/// `lua/rw_acquire.lua`).
-const SOLO: &str = "solo";
-const PERMITS: &str = "permits";
-
-/// What a field of a lock's hash ends with when it counts write holds
-/// (`lua/rw_acquire.lua`).
-const WRITE_HOLDS: &str = ":w";
 
 /// What `snapshot` says of the lock `name`: `None` if nobody holds it and nobody
 /// waits in its queue.
@@ -57,12 +38,12 @@ pub(super) fn read_snapshot(name: String, snapshot: &Snapshot) -> Result<Option<
     };
     let found = match snapshot.kind {
         LockKind::Mutex => {
-            info.owners = counted(snapshot, &[TOKEN, WAITING])?;
+            info.owners = counted(snapshot)?;
             !info.owners.is_empty()
         }
         LockKind::Fair => {
             let fair = read_fair(snapshot)?;
-            info.owners = counted(snapshot, &[TOKEN, WAITING, CLAIM])?;
+            info.owners = counted(snapshot)?;
             info.waiting |= !fair.queue.is_empty();
             let found = !info.owners.is_empty() || !fair.queue.is_empty();
             info.fair = Some(fair);
@@ -96,15 +77,13 @@ pub(super) fn read_snapshot(name: String, snapshot: &Snapshot) -> Result<Option<
     Ok(found.then_some(info))
 }
 
-/// The owners of a hash whose fields other than `reserved` are owner id -> hold count.
-fn counted(snapshot: &Snapshot, reserved: &[&str]) -> Result<Vec<LockOwner>> {
+/// The owners of a hash whose holder fields are owner id -> hold count.
+fn counted(snapshot: &Snapshot) -> Result<Vec<LockOwner>> {
     snapshot
-        .fields
-        .iter()
-        .filter(|(field, _)| !reserved.contains(&field.as_str()) && !field.starts_with(DATA))
+        .holders()
         .map(|(id, count)| {
             Ok(LockOwner {
-                id: id.clone(),
+                id: id.to_owned(),
                 hold_count: number(id, count)?,
                 data: data_of(snapshot, id),
             })
@@ -188,14 +167,10 @@ fn split_wait(member: &str) -> (&str, Option<u64>) {
 /// each with its deadline in the lock's leases; a holder past its deadline is left
 /// out.
 fn read_write(snapshot: &Snapshot) -> Result<ReadWriteInfo> {
-    let reserved = [TOKEN, WAITING, MODE, WRITER, WRITER_WAITS, SOLO];
     let solo = snapshot.field(SOLO);
     let mut writer = None;
     let mut readers = Vec::new();
-    for (field, count) in &snapshot.fields {
-        if reserved.contains(&field.as_str()) || field.starts_with(DATA) {
-            continue;
-        }
+    for (field, count) in snapshot.holders() {
         let lease = match solo {
             Some(solo) if solo == field => snapshot.ttl,
             _ => match lease_left(snapshot, field) {
@@ -214,7 +189,7 @@ fn read_write(snapshot: &Snapshot) -> Result<ReadWriteInfo> {
                 });
             }
             None => readers.push(RwHolder {
-                owner: field.clone(),
+                owner: field.to_owned(),
                 hold_count,
                 lease,
                 data: data_of(snapshot, field),
@@ -237,10 +212,7 @@ fn read_write(snapshot: &Snapshot) -> Result<ReadWriteInfo> {
 /// with its deadline in the leases; a permit past its deadline is left out.
 fn read_semaphore(snapshot: &Snapshot) -> Result<SemaphoreInfo> {
     let mut held = Vec::new();
-    for (id, _) in &snapshot.fields {
-        if [PERMITS, WAITING, TOKEN].contains(&id.as_str()) || id.starts_with(DATA) {
-            continue;
-        }
+    for (id, _) in snapshot.holders() {
         let Some(lease) = lease_left(snapshot, id) else {
             continue;
         };
@@ -248,9 +220,9 @@ fn read_semaphore(snapshot: &Snapshot) -> Result<SemaphoreInfo> {
         let owner = id
             .rsplit_once(":p")
             .filter(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-            .map_or(id.as_str(), |(owner, _)| owner);
+            .map_or(id, |(owner, _)| owner);
         held.push(PermitHolder {
-            id: id.clone(),
+            id: id.to_owned(),
             owner: owner.to_owned(),
             lease,
             data: data_of(snapshot, id),

@@ -45,13 +45,15 @@ mod fair;
 mod kinds;
 mod leases;
 mod operator;
+mod waits;
 
 pub(crate) use asking::{Asking, HandOff};
 pub(crate) use batch::{HoldToRenew, Released, RenewalCall, Renewed, into_calls, key_slot};
 pub(crate) use election::LeaderRecord;
 pub(crate) use kinds::{Kind, LockNames, election_names, fair_names, rw_names, semaphore_names};
 pub(crate) use leases::RW_UNMARK;
-pub(crate) use operator::Snapshot;
+pub(crate) use operator::{Snapshot, fields};
+pub(crate) use waits::{clear_wait, read_wait, write_wait};
 
 script!(ACQUIRE = "fencing.lua", "acquire.lua");
 script!(

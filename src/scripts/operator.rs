@@ -36,6 +36,42 @@ pub(crate) struct Snapshot {
     pub(crate) sets: Vec<Vec<(String, f64)>>,
 }
 
+/// The names of a lock's hash fields that are not owner ids (see `lua/`).
+pub(crate) mod fields {
+    /// A fenced hold's token.
+    pub(crate) const TOKEN: &str = super::super::TOKEN_FIELD;
+    /// The mark that someone waits.
+    pub(crate) const WAITING: &str = "waiting";
+    /// The fair lock's pending hand-off.
+    pub(crate) const CLAIM: &str = "claim";
+    /// The read-write lock's mode, writer, and writer's wait.
+    pub(crate) const MODE: &str = "mode";
+    pub(crate) const WRITER: &str = "writer";
+    pub(crate) const WRITER_WAITS: &str = "writer_waits";
+    /// A read-write lock's lone holder, whose deadline is the hash's expiry (see
+    /// `lua/rw_acquire.lua`).
+    pub(crate) const SOLO: &str = "solo";
+    /// The semaphore's number of permits.
+    pub(crate) const PERMITS: &str = "permits";
+    /// Every field above: none is an owner, for every kind (owner ids contain a colon).
+    pub(super) const NOT_HOLDERS: [&str; 8] = [
+        TOKEN,
+        WAITING,
+        CLAIM,
+        MODE,
+        WRITER,
+        WRITER_WAITS,
+        SOLO,
+        PERMITS,
+    ];
+    /// What the field keeping a holder's data starts with: `data:<holder field>` (see
+    /// `LockOptions::data` and `lua/acquire.lua`).
+    pub(crate) const DATA: &str = "data:";
+    /// What a field ends with when it counts write holds (`lua/rw_acquire.lua`).
+    pub(crate) const WRITE_HOLDS: &str = ":w";
+}
+use fields::{DATA, NOT_HOLDERS, WRITE_HOLDS};
+
 impl Snapshot {
     /// The value of the hash's field `name`, if it has one.
     pub(crate) fn field(&self, name: &str) -> Option<&str> {
@@ -43,6 +79,33 @@ impl Snapshot {
             .iter()
             .find(|(field, _)| field == name)
             .map(|(_, value)| value.as_str())
+    }
+
+    /// The hash's holder fields with their values: every field but the kinds' own
+    /// and the holders' data. (A holder of a kind whose holders expire one by one may
+    /// be past its deadline: see `inspect/read.rs`.)
+    pub(crate) fn holders(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.fields
+            .iter()
+            .filter(|(field, _)| !NOT_HOLDERS.contains(&field.as_str()) && !field.starts_with(DATA))
+            .map(|(field, value)| (field.as_str(), value.as_str()))
+    }
+
+    /// The owners a waiter for this lock waits for, for the wait-for graph (see
+    /// `waiting/deadlock.rs`): its holders, a write hold's field without its `:w`. None
+    /// for a semaphore: a waiter for a permit waits for any one of its holders, not for
+    /// each, so a cycle through it need not be a deadlock.
+    pub(crate) fn owners_waited_for(&self) -> Vec<&str> {
+        if self.kind == LockKind::Semaphore {
+            return Vec::new();
+        }
+        let mut owners: Vec<&str> = self
+            .holders()
+            .map(|(field, _)| field.strip_suffix(WRITE_HOLDS).unwrap_or(field))
+            .collect();
+        owners.sort_unstable();
+        owners.dedup();
+        owners
     }
 
     /// The `index`th sorted set of the kind (empty if the kind has none there).

@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use super::give_up::GiveUp;
 use super::{Listening, Ticket};
 use crate::error::{LockError, Result};
+use crate::scripts::LockNames;
 
 /// The answer to one attempt: the grant, or a refusal with what the sleep after it
 /// needs.
@@ -41,6 +42,9 @@ pub(crate) trait Policy {
     /// What a refused attempt leaves for the sleep after it.
     type Refused: Refusal;
 
+    /// Who waits, for which lock (for the deadlock check, see `deadlock.rs`).
+    fn waiter(&self) -> (&LockNames, &str);
+
     /// Makes the next attempt (or answers it without asking, from what the client
     /// already knows), unless the caller gives up first.
     fn ask<D: GiveUp>(
@@ -61,7 +65,12 @@ pub(crate) trait Policy {
 
 /// Waits on `ticket` with `policy` until granted, or `give_up`. `first` is an attempt
 /// already answered (made before this call, so that the usual free lock costs no
-/// shutdown watch); the loop starts from its refusal.
+/// shutdown watch); the loop starts from its refusal. A wait that lasts is checked for
+/// deadlocks (see `deadlock.rs`).
+///
+/// # Errors
+/// [`LockError::Shutdown`], [`LockError::Deadlock`] if this wait is a deadlock's
+/// victim, and the policy's.
 ///
 /// # Cancel safety
 /// Dropping it drops the attempt or sleep in progress; an attempt in flight is settled
@@ -76,6 +85,14 @@ pub(crate) async fn wait<P: Policy, D: GiveUp>(
         Some(Asked::Granted(grant)) => return Ok(Ok(grant)),
         Some(Asked::Refused(refused)) => Some(refused),
         None => None,
+    };
+    let (names, owner) = policy.waiter();
+    let watch = ticket.waiting.watch(names, owner);
+    let deadlock = async move {
+        match watch {
+            Some(watch) => watch.run().await,
+            None => std::future::pending().await,
+        }
     };
     // Boxed: the wait is the rare path, and inline it would make every call's future
     // (and so every task that takes a lock) several times larger.
@@ -111,11 +128,13 @@ pub(crate) async fn wait<P: Policy, D: GiveUp>(
         }
     });
     // `shutdown` ends the wait wherever it is: in line, subscribing, asleep (an acquire
-    // in flight is settled as if cancelled).
+    // in flight is settled as if cancelled); so does a deadlock this wait is the victim
+    // of, unless the wait has just ended otherwise.
     tokio::select! {
         biased;
         () = ticket.closed() => Err(LockError::Shutdown),
         result = waiting => result,
+        deadlock = deadlock => Err(deadlock),
     }
 }
 

@@ -1,0 +1,40 @@
+//! The wait-for edges of the deadlock check (see `waiting/deadlock.rs`): one string
+//! per waiting owner, `<prefix>waits:<owner>`, written with an expiry while a long wait
+//! lasts, read by the other waiters' walks, and taken down when the wait ends.
+
+use std::time::Duration;
+
+use fred::clients::Client;
+use fred::interfaces::KeysInterface;
+use fred::types::Expiration;
+
+use crate::error::Result;
+
+script!(WAITS_CLEAR = "waits_clear.lua");
+
+/// Records `record` at `key` for `expiry` (whole milliseconds, at least one).
+pub(crate) async fn write_wait(
+    client: &Client,
+    key: &str,
+    record: &str,
+    expiry: Duration,
+) -> Result<()> {
+    let millis = i64::try_from(expiry.as_millis()).unwrap_or(i64::MAX).max(1);
+    client
+        .set::<(), _, _>(key, record, Some(Expiration::PX(millis)), None, false)
+        .await?;
+    Ok(())
+}
+
+/// The record at `key`, if any.
+pub(crate) async fn read_wait(client: &Client, key: &str) -> Result<Option<String>> {
+    Ok(client.get(key).await?)
+}
+
+/// Deletes `key` if it still holds `record` (see `lua/waits_clear.lua`).
+pub(crate) async fn clear_wait(client: &Client, key: &str, record: &str) -> Result<()> {
+    WAITS_CLEAR
+        .evalsha_with_reload::<i64, _, _>(client, key, record)
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,315 @@
+//! Deadlocks across processes, found and broken.
+//!
+//! With the watchdog, a cycle of waits (A holds `x` and waits for `y`, B holds `y` and
+//! waits for `x`) never ends by itself: both holders live, so both leases are renewed.
+//! Each wait that lasts longer than the client's check delay (`deadlock_check`) looks
+//! for one:
+//!
+//! - **The edge.** It records which lock its owner waits for: a string per owner,
+//!   `<prefix>waits:<owner>` = `<wait began, ms> <wait id> <kind> <name>`, with an
+//!   expiry of a few check delays, written again at each check and taken down when the
+//!   wait ends (only if it is still this wait's, see `lua/waits_clear.lua`). A shorter
+//!   wait, and a lock taken at once, send nothing for it.
+//! - **The walk.** From the lock it waits for, it reads the holders (the operator's
+//!   `lua/inspect.lua`), each holder's edge, the holders of the lock that one waits for,
+//!   and so on, breadth first, [`MOST_LOCKS`] locks at most. A holder that is this owner
+//!   closes a cycle. The reads are one by one, so the walk works on a cluster, where the
+//!   keys are in different slots, as on a single server.
+//! - **The second look.** A walk's reads are not one snapshot, so a cycle may be made of
+//!   states that never were at once. A cycle counts only if a second walk, a moment
+//!   later, finds the very same waits (owners and wait ids): a deadlock is stable, a
+//!   passing state is not.
+//! - **The victim.** Every waiter of the cycle finds it; the one whose wait began last
+//!   (the latest recorded start, then the greatest owner id, then wait id: the same
+//!   answer for each, from the same records) fails with `LockError::Deadlock`, and the
+//!   others go on waiting. It began last, so when its first check comes every other
+//!   edge of the cycle is there already.
+//!
+//! A semaphore's waits are left out: a waiter for a permit waits for any one of its
+//! holders, not for each, so a cycle through one need not be a deadlock.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::Waiting;
+use crate::error::{LockError, Result, WaitFor};
+use crate::keys::{LockKind, wait_key};
+use crate::options::ClientConfig;
+use crate::scripts::{LockNames, Scripts, clear_wait, read_wait, write_wait};
+
+/// The most locks one walk reads: a longer cycle is not looked for.
+pub(crate) const MOST_LOCKS: usize = 64;
+
+/// How many check delays an edge outlives its last write (a crashed waiter's is gone
+/// after that).
+const EDGE_CHECKS: u32 = 3;
+
+/// Counts the waits of this process, so that an edge names its wait.
+static WAITS: AtomicU64 = AtomicU64::new(0);
+
+/// A client's deadlock checks: how long a wait lasts before it is checked, and what
+/// the walk needs to read the locks.
+#[derive(Debug)]
+pub(crate) struct Detection {
+    check: Duration,
+    config: ClientConfig,
+    scripts: Scripts,
+}
+
+impl Detection {
+    /// The checks of a client with `config`, if they are on.
+    pub(crate) fn new(config: &ClientConfig) -> Option<Self> {
+        Some(Self {
+            check: config.deadlock_check?,
+            config: config.clone(),
+            scripts: Scripts::new(false, config.connect_timeout),
+        })
+    }
+
+    /// The gap between a walk that found a cycle and the second look.
+    fn second_look(&self) -> Duration {
+        (self.check / 4).clamp(Duration::from_millis(10), Duration::from_millis(250))
+    }
+}
+
+/// One owner's wait, as its edge records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Edge {
+    owner: String,
+    /// When the wait began, in milliseconds since the Unix epoch (the waiter's clock).
+    since_ms: u64,
+    wait: u64,
+    kind: LockKind,
+    name: String,
+}
+
+impl Edge {
+    /// The edge's record: `<since_ms> <wait> <kind> <name>` (the name last: it may
+    /// hold spaces).
+    fn record(&self) -> String {
+        format!(
+            "{} {} {} {}",
+            self.since_ms,
+            self.wait,
+            self.kind.as_str(),
+            self.name
+        )
+    }
+
+    /// The edge of `owner` whose record is `record`; `None` for one this crate did not
+    /// write.
+    fn read(owner: &str, record: &str) -> Option<Self> {
+        let mut parts = record.splitn(4, ' ');
+        Some(Self {
+            owner: owner.to_owned(),
+            since_ms: parts.next()?.parse().ok()?,
+            wait: parts.next()?.parse().ok()?,
+            kind: parts.next()?.parse().ok()?,
+            name: parts.next()?.to_owned(),
+        })
+    }
+
+    /// Which wait of a cycle gives up: the one that began last (ties: the greatest
+    /// owner id, then wait id).
+    fn rank(&self) -> (u64, &str, u64) {
+        (self.since_ms, &self.owner, self.wait)
+    }
+}
+
+/// A wait's deadlock check, made by [`Waiting::watch`]: see the module docs.
+#[derive(Debug)]
+pub(crate) struct Watch {
+    waiting: Arc<Waiting>,
+    detection: Arc<Detection>,
+    edge: Edge,
+    key: String,
+    /// Whether the edge may be in Redis (a write was sent): taken down on drop.
+    written: bool,
+}
+
+impl Waiting {
+    /// The deadlock check of `owner`'s wait for the lock `names`, which begins now;
+    /// `None` if checks are off or the kind takes no part (a semaphore).
+    pub(crate) fn watch(self: &Arc<Self>, names: &LockNames, owner: &str) -> Option<Watch> {
+        let detection = Arc::clone(self.deadlock.as_ref()?);
+        let kind = names.kind.public();
+        if kind == LockKind::Semaphore {
+            return None;
+        }
+        let since_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis() as u64);
+        Some(Watch {
+            waiting: Arc::clone(self),
+            detection,
+            key: wait_key(&self.deadlock.as_ref()?.config.prefix, owner),
+            edge: Edge {
+                owner: owner.to_owned(),
+                since_ms,
+                wait: WAITS.fetch_add(1, Ordering::Relaxed),
+                kind,
+                name: names.name.clone(),
+            },
+            written: false,
+        })
+    }
+}
+
+impl Watch {
+    /// Checks the wait every check delay, as long as it lasts: returns only when the
+    /// wait closes a cycle and is its victim, with the error that ends it. A check that
+    /// fails (Redis unreachable) is tried again at the next.
+    ///
+    /// # Cancel safety
+    /// Dropping it (the wait ended) takes the edge down in the background.
+    pub(crate) async fn run(mut self) -> LockError {
+        loop {
+            tokio::time::sleep(self.detection.check).await;
+            match self.check().await {
+                Ok(Some(cycle)) => return LockError::Deadlock { cycle },
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::debug!(%error, name = %self.edge.name, "a deadlock check failed");
+                }
+            }
+        }
+    }
+
+    /// Writes the edge, and looks for a cycle through it twice: the cycle if this wait
+    /// is its victim.
+    async fn check(&mut self) -> Result<Option<Vec<WaitFor>>> {
+        let detection = &*self.detection;
+        let (check, second_look) = (detection.check, detection.second_look());
+        let redis = self.waiting.redis.clone();
+        let record = self.edge.record();
+        self.written = true;
+        write_wait(&redis, &self.key, &record, check * EDGE_CHECKS).await?;
+        let Some(first) = self.walk().await? else {
+            return Ok(None);
+        };
+        tokio::time::sleep(second_look).await;
+        let Some(second) = self.walk().await? else {
+            return Ok(None);
+        };
+        let Some(victim) = second.iter().max_by(|a, b| a.rank().cmp(&b.rank())) else {
+            return Ok(None);
+        };
+        if first != second || *victim != self.edge {
+            return Ok(None);
+        }
+        let cycle: Vec<WaitFor> = second
+            .into_iter()
+            .map(|edge| WaitFor::new(edge.owner, edge.kind, edge.name))
+            .collect();
+        tracing::warn!(
+            cycle = %LockError::Deadlock { cycle: cycle.clone() },
+            "a deadlock was found; this wait gives up"
+        );
+        #[cfg(feature = "metrics")]
+        crate::observe::metrics::deadlock_broken();
+        Ok(Some(cycle))
+    }
+
+    /// Follows the edges from this wait's lock, breadth first: the shortest cycle
+    /// back to this wait (starting with it), if there is one.
+    async fn walk(&self) -> Result<Option<Vec<Edge>>> {
+        let detection = &*self.detection;
+        let redis = &self.waiting.redis;
+        // Each edge met, and the index of the edge whose lock its owner holds.
+        let mut edges = vec![(self.edge.clone(), 0)];
+        let mut seen = HashSet::from([self.edge.owner.clone()]);
+        let mut next = 0;
+        while next < edges.len() && next < MOST_LOCKS {
+            let (kind, name) = (edges[next].0.kind, edges[next].0.name.clone());
+            let names = detection.config.kind_names(&name, kind)?;
+            let Some(snapshot) = detection.scripts.inspect(redis, &names).await? else {
+                next += 1;
+                continue;
+            };
+            for holder in snapshot.owners_waited_for() {
+                if holder == self.edge.owner {
+                    let mut cycle = Vec::new();
+                    let mut at = next;
+                    loop {
+                        cycle.push(edges[at].0.clone());
+                        if at == 0 {
+                            break;
+                        }
+                        at = edges[at].1;
+                    }
+                    cycle.reverse();
+                    return Ok(Some(cycle));
+                }
+                if !seen.insert(holder.to_owned()) {
+                    continue;
+                }
+                let key = wait_key(&detection.config.prefix, holder);
+                if let Some(edge) = read_wait(redis, &key).await? {
+                    if let Some(edge) = Edge::read(holder, &edge) {
+                        edges.push((edge, next));
+                    }
+                }
+            }
+            next += 1;
+        }
+        Ok(None)
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if !self.written {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (redis, chore) = (self.waiting.redis.clone(), self.waiting.chores.begin());
+        let (key, record) = (std::mem::take(&mut self.key), self.edge.record());
+        runtime.spawn(async move {
+            if let Err(error) = clear_wait(&redis, &key, &record).await {
+                tracing::debug!(%error, %key, "taking down a wait-for edge failed");
+            }
+            drop(chore);
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_edge_reads_back_what_it_records() {
+        let edge = Edge {
+            owner: "u:1".into(),
+            since_ms: 1_700_000_000_123,
+            wait: 7,
+            kind: LockKind::ReadWrite,
+            name: "a name with spaces".into(),
+        };
+        assert_eq!(Edge::read("u:1", &edge.record()), Some(edge));
+        assert_eq!(Edge::read("u:1", "12 x mutex a"), None);
+        assert_eq!(Edge::read("u:1", "12 3 lock a"), None);
+        assert_eq!(Edge::read("u:1", "12 3 mutex"), None);
+    }
+
+    #[test]
+    fn the_wait_that_began_last_is_the_victim() {
+        let edge = |owner: &str, since_ms, wait| Edge {
+            owner: owner.into(),
+            since_ms,
+            wait,
+            kind: LockKind::Mutex,
+            name: "a".into(),
+        };
+        let cycle = [edge("a:1", 10, 1), edge("b:1", 30, 1), edge("c:1", 20, 9)];
+        let victim = cycle.iter().max_by(|a, b| a.rank().cmp(&b.rank()));
+        assert_eq!(victim.map(|e| e.owner.as_str()), Some("b:1"));
+        let tied = [edge("a:1", 30, 1), edge("b:1", 30, 1)];
+        let victim = tied.iter().max_by(|a, b| a.rank().cmp(&b.rank()));
+        assert_eq!(victim.map(|e| e.owner.as_str()), Some("b:1"));
+    }
+}

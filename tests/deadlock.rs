@@ -1,0 +1,434 @@
+//! Deadlocks across owners are found and broken: a cycle of waits (each owner holds a
+//! lock the next waits for) ends with exactly one `LockError::Deadlock`, for the wait
+//! that began last, naming the cycle; the others are granted once it lets go. On a
+//! single server and on a cluster (the names in different slots), through every kind
+//! but the semaphore, and between two tasks of one client. A wait shorter than the
+//! check, and a lock taken at once, send nothing for it.
+
+mod common;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::interfaces::KeysInterface;
+use holdlock::{LockClient, LockError, LockKind, WaitFor};
+use tokio::sync::Barrier;
+use tokio::time::Instant;
+
+common::on_every_topology!(
+    two_clients_crossing_two_mutexes,
+    three_clients_in_a_ring,
+    a_cycle_through_a_write_lock_and_a_read_lock,
+    a_cycle_through_a_fair_lock,
+    a_cycle_through_a_lock_all,
+    two_tasks_of_one_client,
+    a_cancelled_long_wait_takes_its_edge_down,
+);
+
+/// The check delay of the tests' clients.
+const CHECK: Duration = Duration::from_millis(200);
+
+/// How long after the previous one each owner of a cycle begins to wait: the last to
+/// begin is the victim.
+const STAGGER: Duration = Duration::from_millis(150);
+
+/// A client of `url` checking waits after [`CHECK`].
+async fn checking(url: &str) -> LockClient {
+    LockClient::builder(url)
+        .deadlock_check(CHECK)
+        .build()
+        .await
+        .expect("connect to the test redis")
+}
+
+/// A lock of some kind, for an owner of a cycle to hold or wait for.
+#[derive(Debug, Clone)]
+enum Lock {
+    Mutex(String),
+    Read(String),
+    Write(String),
+    Fair(String),
+    All(Vec<String>),
+}
+
+impl Lock {
+    /// The kind and name a cycle names it by.
+    fn waited(&self) -> (LockKind, String) {
+        match self {
+            Lock::Mutex(name) => (LockKind::Mutex, name.clone()),
+            Lock::Read(name) | Lock::Write(name) => (LockKind::ReadWrite, name.clone()),
+            Lock::Fair(name) => (LockKind::Fair, name.clone()),
+            Lock::All(names) => (LockKind::Mutex, names[0].clone()),
+        }
+    }
+}
+
+type Boxed<'a, T> = Pin<Box<dyn Future<Output = holdlock::Result<T>> + Send + 'a>>;
+
+/// Takes `lock` with `client`, runs `body` under it and lets go.
+fn under<'a, T: Send + 'a>(
+    client: &'a LockClient,
+    lock: &'a Lock,
+    body: impl Future<Output = T> + Send + 'a,
+) -> Boxed<'a, T> {
+    match lock {
+        Lock::Mutex(name) => Box::pin(client.lock(name).run(async |_| body.await)),
+        Lock::Read(name) => Box::pin(client.read_lock(name).run(async |_| body.await)),
+        Lock::Write(name) => Box::pin(client.write_lock(name).run(async |_| body.await)),
+        Lock::Fair(name) => Box::pin(client.fair_lock(name).run(async |_| body.await)),
+        Lock::All(names) => Box::pin(client.lock_all(names).run(async |_| body.await)),
+    }
+}
+
+/// What one owner of a cycle saw.
+#[derive(Debug)]
+struct Outcome {
+    owner: String,
+    /// The wait for its second lock: granted, or the error.
+    second: holdlock::Result<()>,
+    /// How long that wait lasted.
+    waited: Duration,
+}
+
+/// In a task of its own on `client`: takes `first`, meets the others at `all_hold`,
+/// waits `delay`, then waits for `then` under it.
+fn owner(
+    client: LockClient,
+    first: Lock,
+    then: Lock,
+    all_hold: Arc<Barrier>,
+    delay: Duration,
+) -> tokio::task::JoinHandle<Outcome> {
+    tokio::spawn(async move {
+        let owner = client.owner_id();
+        let held = under(&client, &first, async {
+            all_hold.wait().await;
+            tokio::time::sleep(delay).await;
+            let began = Instant::now();
+            let second = under(&client, &then, async {}).await;
+            (second, began.elapsed())
+        });
+        let (second, waited) = held.await.expect("the first lock");
+        Outcome {
+            owner,
+            second,
+            waited,
+        }
+    })
+}
+
+/// Runs a cycle: owner `i` holds `locks[i]` and then waits for `locks[i + 1]` (the
+/// last for `locks[0]`), on `clients[i % clients.len()]`, each beginning to wait
+/// [`STAGGER`] after the one before. Checks that exactly the last is told of the
+/// deadlock, within the check delay and a second of the cycle forming, with the cycle
+/// named from its wait on; that the others are granted; and that no edge is left.
+async fn cycle(clients: &[LockClient], locks: &[Lock]) {
+    let n = locks.len();
+    let all_hold = Arc::new(Barrier::new(n));
+    let owners: Vec<_> = (0..n)
+        .map(|i| {
+            let client = clients[i % clients.len()].clone();
+            let (first, then) = (locks[i].clone(), locks[(i + 1) % n].clone());
+            owner(
+                client,
+                first,
+                then,
+                Arc::clone(&all_hold),
+                STAGGER * i as u32,
+            )
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for owner in owners {
+        outcomes.push(finished(owner).await);
+    }
+    let victim = outcomes.last().unwrap();
+    let Err(LockError::Deadlock { cycle }) = &victim.second else {
+        panic!("the last wait was not the victim: {outcomes:#?}");
+    };
+    assert!(
+        victim.waited < CHECK + Duration::from_secs(1),
+        "found {:?} after the cycle formed",
+        victim.waited
+    );
+    for outcome in &outcomes[..n - 1] {
+        assert!(outcome.second.is_ok(), "{outcomes:#?}");
+    }
+    // The cycle from the victim's wait on: it waits for what the first owner holds,
+    // who waits for what the second holds, ...
+    let expected: Vec<WaitFor> = (0..n)
+        .map(|k| {
+            let i = (n - 1 + k) % n;
+            let (kind, name) = locks[(i + 1) % n].waited();
+            (outcomes[i].owner.clone(), kind, name)
+        })
+        .map(|(owner, kind, name)| {
+            let wait = cycle.iter().find(|wait| wait.owner == owner).cloned();
+            let wait = wait.unwrap_or_else(|| panic!("{owner} missing from {cycle:?}"));
+            assert_eq!((wait.kind, wait.name.as_str()), (kind, name.as_str()));
+            wait
+        })
+        .collect();
+    assert_eq!(cycle, &expected);
+    let message = victim.second.as_ref().unwrap_err().to_string();
+    assert!(message.starts_with("deadlock: "), "{message}");
+    // Every edge is taken down (in the background, soon after each wait).
+    let redis = clients[0].redis();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for outcome in &outcomes {
+        let key = format!("holdlock:waits:{}", outcome.owner);
+        loop {
+            let left: Option<String> = redis.get(&key).await.unwrap();
+            if left.is_none() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{key} was left: {left:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// What `owner` saw, once the cycle it is part of was broken.
+async fn finished(owner: tokio::task::JoinHandle<Outcome>) -> Outcome {
+    tokio::time::timeout(Duration::from_secs(20), owner)
+        .await
+        .expect("the cycle was not broken")
+        .unwrap()
+}
+
+/// `n` lock names no other test uses (in different slots of a cluster, mostly).
+fn names(n: usize) -> Vec<String> {
+    (0..n).map(|_| common::unique("deadlock")).collect()
+}
+
+async fn two_clients_crossing_two_mutexes(url: &str) {
+    let clients = [checking(url).await, checking(url).await];
+    let [x, y] = <[String; 2]>::try_from(names(2)).unwrap();
+    let locks = [Lock::Mutex(x), Lock::Mutex(y)];
+    cycle(&clients, &locks).await;
+}
+
+async fn three_clients_in_a_ring(url: &str) {
+    let clients = [
+        checking(url).await,
+        checking(url).await,
+        checking(url).await,
+    ];
+    let locks: Vec<Lock> = names(3).into_iter().map(Lock::Mutex).collect();
+    cycle(&clients, &locks).await;
+}
+
+/// A writer waits for a mutex whose holder waits for the read side: a reader waits
+/// for the writer that waits for it.
+async fn a_cycle_through_a_write_lock_and_a_read_lock(url: &str) {
+    let clients = [checking(url).await, checking(url).await];
+    let [x, y] = <[String; 2]>::try_from(names(2)).unwrap();
+    // Owner 0 holds the write side of x and waits for y; owner 1 holds y and waits
+    // for the read side of x.
+    let locks = [Lock::Write(x.clone()), Lock::Mutex(y)];
+    let (n, all_hold) = (2, Arc::new(Barrier::new(2)));
+    let first = owner(
+        clients[0].clone(),
+        locks[0].clone(),
+        locks[1].clone(),
+        Arc::clone(&all_hold),
+        Duration::ZERO,
+    );
+    let second = owner(
+        clients[1].clone(),
+        locks[1].clone(),
+        Lock::Read(x),
+        all_hold,
+        STAGGER,
+    );
+    let (first, second) = (finished(first).await, finished(second).await);
+    assert!(first.second.is_ok(), "{first:?}");
+    let Err(LockError::Deadlock { cycle }) = &second.second else {
+        panic!("the reader was not the victim: {second:?}");
+    };
+    assert_eq!(cycle.len(), n);
+    assert_eq!(cycle[0].owner, second.owner);
+    assert_eq!(cycle[0].kind, LockKind::ReadWrite);
+    assert_eq!(cycle[1].owner, first.owner);
+    assert_eq!(cycle[1].kind, LockKind::Mutex);
+}
+
+async fn a_cycle_through_a_fair_lock(url: &str) {
+    let clients = [checking(url).await, checking(url).await];
+    let [x, y] = <[String; 2]>::try_from(names(2)).unwrap();
+    let locks = [Lock::Fair(x), Lock::Mutex(y)];
+    cycle(&clients, &locks).await;
+}
+
+/// The member of a multi-lock waited for takes part like any mutex.
+async fn a_cycle_through_a_lock_all(url: &str) {
+    let clients = [checking(url).await, checking(url).await];
+    let [x, y, z] = <[String; 3]>::try_from(names(3)).unwrap();
+    // Owner 0 holds x and waits for {y, z} (z is free, y is held by owner 1); owner 1
+    // holds y and waits for x.
+    let all_hold = Arc::new(Barrier::new(2));
+    let zero = owner(
+        clients[0].clone(),
+        Lock::Mutex(x.clone()),
+        Lock::All(vec![z, y.clone()]),
+        Arc::clone(&all_hold),
+        Duration::ZERO,
+    );
+    let one = owner(
+        clients[1].clone(),
+        Lock::Mutex(y.clone()),
+        Lock::Mutex(x.clone()),
+        all_hold,
+        STAGGER,
+    );
+    let (zero, one) = (finished(zero).await, finished(one).await);
+    assert!(zero.second.is_ok(), "{zero:?}");
+    let Err(LockError::Deadlock { cycle }) = &one.second else {
+        panic!("the later wait was not the victim: {one:?}");
+    };
+    let cycle: Vec<_> = cycle
+        .iter()
+        .map(|w| (w.owner.as_str(), w.name.as_str()))
+        .collect();
+    assert_eq!(
+        cycle,
+        [
+            (one.owner.as_str(), x.as_str()),
+            (zero.owner.as_str(), y.as_str())
+        ]
+    );
+}
+
+async fn two_tasks_of_one_client(url: &str) {
+    let client = checking(url).await;
+    let locks: Vec<Lock> = names(2).into_iter().map(Lock::Mutex).collect();
+    cycle(&[client], &locks).await;
+}
+
+/// A wait dropped after its edge was written takes it down; the next wait of the same
+/// owner writes its own.
+async fn a_cancelled_long_wait_takes_its_edge_down(url: &str) {
+    let (holder, waiter) = (checking(url).await, checking(url).await);
+    let name = common::unique("deadlock");
+    let held = holder.lock(&name).await.unwrap();
+    let key = format!("holdlock:waits:{}", waiter.owner_id());
+    let redis = waiter.redis().clone();
+    // The edge of a wait that lasts past the check, read while it waits.
+    let edge_while_waiting = async || {
+        tokio::select! {
+            granted = waiter.lock(&name) => panic!("granted a held lock: {granted:?}"),
+            edge = async {
+                tokio::time::sleep(CHECK * 3 / 2).await;
+                redis.get::<Option<String>, _>(&key).await.unwrap()
+            } => edge.expect("no edge after the check"),
+        }
+    };
+    let first = edge_while_waiting().await;
+    // Dropped: the edge is taken down soon after.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left: Option<String> = redis.get(&key).await.unwrap();
+        if left.is_none() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{key} was left: {left:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let second = edge_while_waiting().await;
+    assert_ne!(first, second, "the second wait's edge is its own");
+    held.unlock().await.unwrap();
+}
+
+/// A wait shorter than the check, and a lock taken at once, send nothing for the
+/// check; a wait longer than it writes its edge once per check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn short_waits_and_free_locks_send_nothing_for_the_check() {
+    let server = common::RedisServer::start();
+    let url = server.url();
+    let (holder, waiter) = (checking(&url).await, checking(&url).await);
+    let name = common::unique("deadlock");
+    server.query(&["CONFIG", "RESETSTAT"]).unwrap();
+    for _ in 0..20 {
+        waiter.lock(&name).await.unwrap().unlock().await.unwrap();
+    }
+    let held = holder.lock(&name).await.unwrap();
+    let short = tokio::spawn({
+        let (waiter, name) = (waiter.clone(), name.clone());
+        async move { waiter.lock(&name).await.unwrap().unlock().await.unwrap() }
+    });
+    tokio::time::sleep(CHECK / 2).await;
+    held.unlock().await.unwrap();
+    short.await.unwrap();
+    tokio::time::sleep(CHECK * 2).await;
+    let stats = server.command_stats();
+    for command in ["set", "get"] {
+        assert_eq!(stats.get(command), None, "{command}: {stats:?}");
+    }
+    // (Without the check in the first place, a long wait would not write either.)
+    let held = holder.lock(&name).await.unwrap();
+    let long = tokio::spawn({
+        let (waiter, name) = (waiter.clone(), name.clone());
+        async move { waiter.lock(&name).await.unwrap().unlock().await.unwrap() }
+    });
+    tokio::time::sleep(CHECK * 3).await;
+    held.unlock().await.unwrap();
+    long.await.unwrap();
+    assert!(
+        server.command_calls("set") >= 1,
+        "a long wait wrote no edge"
+    );
+}
+
+/// With the check off, a cycle is not broken (the waits last until their timeout), and
+/// no edge is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_the_check_off_nothing_is_sent_and_nothing_is_broken() {
+    let url = common::url();
+    let client = LockClient::builder(&url)
+        .deadlock_check(None)
+        .build()
+        .await
+        .unwrap();
+    let [x, y] = <[String; 2]>::try_from(names(2)).unwrap();
+    let all_hold = Arc::new(Barrier::new(2));
+    let wait = |first: &String, then: &String| {
+        let (client, all_hold) = (client.clone(), Arc::clone(&all_hold));
+        let (first, then) = (first.clone(), then.clone());
+        tokio::spawn(async move {
+            let held = client.lock(&first).await.unwrap();
+            all_hold.wait().await;
+            let second = client.lock(&then).timeout(CHECK * 4).await;
+            held.unlock().await.unwrap();
+            second.map(|granted| granted.is_some())
+        })
+    };
+    let (a, b) = (wait(&x, &y), wait(&y, &x));
+    let (a, b) = (a.await.unwrap(), b.await.unwrap());
+    assert!(
+        matches!(a, Ok(false)) || matches!(b, Ok(false)),
+        "{a:?} {b:?}"
+    );
+    assert!(!matches!(a, Err(LockError::Deadlock { .. })), "{a:?}");
+    assert!(!matches!(b, Err(LockError::Deadlock { .. })), "{b:?}");
+}
+
+/// A check shorter than a millisecond is refused at build.
+#[tokio::test]
+async fn a_zero_check_is_refused() {
+    let built = LockClient::builder(common::url())
+        .deadlock_check(Duration::ZERO)
+        .build()
+        .await;
+    assert!(
+        matches!(
+            built,
+            Err(LockError::InvalidOption {
+                option: "deadlock_check",
+                ..
+            })
+        ),
+        "{built:?}"
+    );
+}
