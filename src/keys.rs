@@ -66,14 +66,24 @@ pub(crate) fn name_of_key<'k>(prefix: &str, key: &'k str) -> Option<&'k str> {
 
 /// A SCAN pattern matching the lock keys whose names match the glob `pattern`.
 pub(crate) fn scan_pattern(prefix: &str, pattern: &str) -> String {
-    let mut escaped = String::with_capacity(prefix.len() + pattern.len() + 2);
-    for c in prefix.chars() {
+    format!("{}{{{pattern}}}", glob_escaped(prefix))
+}
+
+/// A SCAN pattern matching every wait-for edge's key (see [`wait_key`]).
+pub(crate) fn waits_scan_pattern(prefix: &str) -> String {
+    [&glob_escaped(prefix), WAITS, "*"].concat()
+}
+
+/// `text` with the characters a glob gives meaning to escaped.
+fn glob_escaped(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len() + 2);
+    for c in text.chars() {
         if matches!(c, '*' | '?' | '[' | ']' | '\\') {
             escaped.push('\\');
         }
         escaped.push(c);
     }
-    format!("{escaped}{{{pattern}}}")
+    escaped
 }
 
 /// The channel on which the fair lock at `key` hands itself to the waits of

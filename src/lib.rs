@@ -102,8 +102,8 @@ pub use fred;
 pub use guard::LockGuard;
 pub use held::Held;
 pub use inspect::{
-    FairGrant, FairInfo, FairWaiter, LockInfo, LockListing, LockOwner, PermitHolder, ReadWriteInfo,
-    RwHolder, SemaphoreInfo, UnreadableLock,
+    FairGrant, FairInfo, FairWaiter, LockInfo, LockListing, LockOwner, LongWait, PermitHolder,
+    ReadWriteInfo, RwHolder, SemaphoreInfo, UnreadableLock, WaitGraph,
 };
 pub use keys::{LockKind, validate_name};
 pub use multi::MultiGuard;

@@ -77,7 +77,7 @@ mod places;
 mod shards;
 mod wait;
 
-pub(crate) use deadlock::Detection;
+pub(crate) use deadlock::{Detection, Walker, second_look};
 pub(crate) use give_up::{Forever, GiveUp, within_budget};
 use hand_off::Due;
 pub(crate) use mark::Mark;

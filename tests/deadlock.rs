@@ -25,6 +25,7 @@ common::on_every_topology!(
     a_cycle_through_a_lock_all,
     two_tasks_of_one_client,
     a_cancelled_long_wait_takes_its_edge_down,
+    operators_see_long_waits_and_a_deadlock_whose_victim_is_stalled,
 );
 
 /// The check delay of the tests' clients.
@@ -431,4 +432,73 @@ async fn a_zero_check_is_refused() {
         ),
         "{built:?}"
     );
+}
+
+/// `waits()` lists each wait past its check, and a cycle whose victim has not acted
+/// yet (its process stalled: here, its wait's record is written as its client would
+/// and nothing else happens on its side). The other waiter of that cycle goes on
+/// waiting, and is granted once the victim lets go.
+async fn operators_see_long_waits_and_a_deadlock_whose_victim_is_stalled(url: &str) {
+    let (a, b) = (checking(url).await, checking(url).await);
+    let [x, y] = <[String; 2]>::try_from(names(2)).unwrap();
+    // A holds x and waits for y; B holds y.
+    let b_holds = b.lock(&y).await.unwrap();
+    let b_owner = b.owner_id();
+    let a_waits = tokio::spawn({
+        let (a, x, y) = (a.clone(), x.clone(), y.clone());
+        async move {
+            let held = a.lock(&x).await.unwrap();
+            let owner = a.owner_id();
+            let second = a.lock(&y).await.map(drop);
+            held.unlock().await.unwrap();
+            (owner, second)
+        }
+    });
+    tokio::time::sleep(CHECK * 2).await;
+    let graph = a.waits().await.unwrap();
+    let wait = graph
+        .waits
+        .iter()
+        .find(|wait| wait.wait.name == y)
+        .unwrap_or_else(|| panic!("A's wait is not listed: {graph:?}"));
+    assert_eq!(wait.wait.kind, LockKind::Mutex);
+    assert!(wait.waited >= CHECK, "{wait:?}");
+    assert!(graph.deadlocks.is_empty(), "{graph:?}");
+    // B "waits" for x, since after A began: B is the victim, stalled.
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let record = format!("{since} 1 mutex {x}");
+    let key = format!("holdlock:waits:{b_owner}");
+    let _: () = b
+        .redis()
+        .set(
+            &key,
+            record,
+            Some(fred::types::Expiration::PX(20_000)),
+            None,
+            false,
+        )
+        .await
+        .unwrap();
+    let graph = b.waits().await.unwrap();
+    assert_eq!(graph.deadlocks.len(), 1, "{graph:?}");
+    let cycle: Vec<_> = graph.deadlocks[0]
+        .iter()
+        .map(|wait| (wait.owner.as_str(), wait.name.as_str()))
+        .collect();
+    assert_eq!(cycle[0], (b_owner.as_str(), x.as_str()), "{cycle:?}");
+    assert_eq!(cycle[1].1, y.as_str(), "{cycle:?}");
+    // A is not the victim: it goes on waiting through several checks.
+    tokio::time::sleep(CHECK * 4).await;
+    assert!(!a_waits.is_finished(), "the older wait gave up");
+    let _: i64 = b.redis().del(&key).await.unwrap();
+    b_holds.unlock().await.unwrap();
+    let (a_owner, second) = tokio::time::timeout(Duration::from_secs(10), a_waits)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(second.is_ok(), "{second:?}");
+    assert_eq!(cycle[1].0, a_owner.as_str());
 }

@@ -28,8 +28,8 @@ mod snapshot;
 
 use read::read_snapshot;
 pub use snapshot::{
-    FairGrant, FairInfo, FairWaiter, LockInfo, LockOwner, PermitHolder, ReadWriteInfo, RwHolder,
-    SemaphoreInfo,
+    FairGrant, FairInfo, FairWaiter, LockInfo, LockOwner, LongWait, PermitHolder, ReadWriteInfo,
+    RwHolder, SemaphoreInfo, WaitGraph,
 };
 
 impl LockClient {
@@ -201,6 +201,80 @@ impl LockClient {
         }
         listing.unreadable.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(listing)
+    }
+
+    /// Who waits for what: every wait (of any client under this prefix) that has
+    /// lasted past its client's deadlock check (see
+    /// [`LockClientBuilder::deadlock_check`](crate::LockClientBuilder::deadlock_check))
+    /// and still lasts, and the deadlocks among them, each confirmed by a second look
+    /// and named as the wait that will be told of it sees it. A deadlock is broken by
+    /// its victim's own check within a check delay; one listed here for longer means
+    /// its victim's client has the check off (or cannot reach Redis).
+    ///
+    /// The waits are found with `SCAN` (on every primary of a cluster), never `KEYS`; a
+    /// semaphore's waits are not recorded (see [`LockError::Deadlock`]).
+    ///
+    /// # Errors
+    /// [`LockError::Redis`] (the connection failed, or Redis refused the scan), and
+    /// [`LockError::Shutdown`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+    /// let graph = client.waits().await?;
+    /// for wait in &graph.waits {
+    ///     println!("{} ({:?})", wait.wait, wait.waited);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn waits(&self) -> Result<WaitGraph> {
+        self.engine().check_running()?;
+        let config = self.engine().config();
+        let pattern = keys::waits_scan_pattern(&config.prefix);
+        let redis = self.redis();
+        let mut scanned = if redis.is_clustered() {
+            redis
+                .scan_cluster_buffered(pattern, Some(200), None)
+                .boxed()
+        } else {
+            redis.scan_buffered(pattern, Some(200), None).boxed()
+        };
+        let mut found = Vec::new();
+        while let Some(key) = scanned.next().await {
+            if let Some(key) = key?.into_string() {
+                found.push(key);
+            }
+        }
+        found.sort();
+        found.dedup();
+        let protocol = self.engine().protocol();
+        let walker = crate::waiting::Walker {
+            config,
+            scripts: protocol.scripts(),
+            redis: protocol.scripting(),
+        };
+        let check = config
+            .deadlock_check
+            .unwrap_or(crate::options::DEFAULT_DEADLOCK_CHECK);
+        let (waits, deadlocks) = walker
+            .graph(&found, crate::waiting::second_look(check))
+            .await?;
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |now| now.as_millis() as u64);
+        let mut waits: Vec<LongWait> = waits
+            .into_iter()
+            .map(|(wait, since_ms)| LongWait {
+                wait,
+                waited: std::time::Duration::from_millis(now_ms.saturating_sub(since_ms)),
+            })
+            .collect();
+        waits.sort_by(|a, b| {
+            b.waited
+                .cmp(&a.waited)
+                .then_with(|| a.wait.owner.cmp(&b.wait.owner))
+        });
+        Ok(WaitGraph { waits, deadlocks })
     }
 
     /// Deletes the lock (the mutex of [`lock`](Self::lock)) whoever holds it, and

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 #[cfg(doc)]
 use crate::LockClient;
+use crate::error::WaitFor;
 use crate::keys::LockKind;
 
 /// A snapshot of one lock, from [`LockClient::inspect`], [`LockClient::inspect_kind`]
@@ -336,4 +337,53 @@ mod whole_millis {
     ) -> Result<Duration, D::Error> {
         Ok(crate::serde_millis::deserialize(deserializer)?.unwrap_or_default())
     }
+}
+
+/// The waits that have lasted past their client's deadlock check and still last, and
+/// the deadlocks among them, from [`LockClient::waits`].
+///
+/// # Examples
+/// ```no_run
+/// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+/// let graph = client.waits().await?;
+/// for wait in &graph.waits {
+///     println!("{} for {:?}", wait.wait, wait.waited);
+/// }
+/// for cycle in &graph.deadlocks {
+///     println!("deadlock of {} waits", cycle.len());
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub struct WaitGraph {
+    /// Each long wait, longest first.
+    pub waits: Vec<LongWait>,
+    /// Each cycle of waits found (and still there on a second look), from the wait
+    /// that will be told of it (the one that began last) on, as
+    /// [`LockError::Deadlock`](crate::LockError::Deadlock) names it.
+    pub deadlocks: Vec<Vec<WaitFor>>,
+}
+
+/// One wait that has lasted past its client's deadlock check, in a [`WaitGraph`].
+///
+/// # Examples
+/// ```no_run
+/// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+/// for wait in client.waits().await?.waits {
+///     println!("{} waits for `{}` ({:?})", wait.wait.owner, wait.wait.name, wait.waited);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub struct LongWait {
+    /// Who waits, for which lock.
+    pub wait: WaitFor,
+    /// How long it has waited, by the waiter's clock against this one's. Serialized
+    /// as `waited_ms`, whole milliseconds.
+    #[cfg_attr(feature = "serde", serde(rename = "waited_ms", with = "whole_millis"))]
+    pub waited: Duration,
 }

@@ -33,9 +33,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use fred::clients::Client;
+
 use super::Waiting;
 use crate::error::{LockError, Result, WaitFor};
-use crate::keys::{LockKind, wait_key};
+use crate::keys::{LockKind, WAITS, wait_key};
 use crate::options::ClientConfig;
 use crate::scripts::{LockNames, Scripts, clear_wait, read_wait, write_wait};
 
@@ -47,7 +49,7 @@ pub(crate) const MOST_LOCKS: usize = 64;
 const EDGE_CHECKS: u32 = 3;
 
 /// Counts the waits of this process, so that an edge names its wait.
-static WAITS: AtomicU64 = AtomicU64::new(0);
+static WAIT_IDS: AtomicU64 = AtomicU64::new(0);
 
 /// A client's deadlock checks: how long a wait lasts before it is checked, and what
 /// the walk needs to read the locks.
@@ -70,8 +72,14 @@ impl Detection {
 
     /// The gap between a walk that found a cycle and the second look.
     fn second_look(&self) -> Duration {
-        (self.check / 4).clamp(Duration::from_millis(10), Duration::from_millis(250))
+        second_look(self.check)
     }
+}
+
+/// The gap between a walk that found a cycle and the second look, for checks every
+/// `check`.
+pub(crate) fn second_look(check: Duration) -> Duration {
+    (check / 4).clamp(Duration::from_millis(10), Duration::from_millis(250))
 }
 
 /// One owner's wait, as its edge records it.
@@ -111,6 +119,11 @@ impl Edge {
         })
     }
 
+    /// The wait as the API names it.
+    fn into_wait(self) -> WaitFor {
+        WaitFor::new(self.owner, self.kind, self.name)
+    }
+
     /// Which wait of a cycle gives up: the one that began last (ties: the greatest
     /// owner id, then wait id).
     fn rank(&self) -> (u64, &str, u64) {
@@ -148,7 +161,7 @@ impl Waiting {
             edge: Edge {
                 owner: owner.to_owned(),
                 since_ms,
-                wait: WAITS.fetch_add(1, Ordering::Relaxed),
+                wait: WAIT_IDS.fetch_add(1, Ordering::Relaxed),
                 kind,
                 name: names.name.clone(),
             },
@@ -186,11 +199,16 @@ impl Watch {
         let record = self.edge.record();
         self.written = true;
         write_wait(&redis, &self.key, &record, check * EDGE_CHECKS).await?;
-        let Some(first) = self.walk().await? else {
+        let walker = Walker {
+            config: &detection.config,
+            scripts: &detection.scripts,
+            redis: &redis,
+        };
+        let Some(first) = walker.walk(&self.edge).await? else {
             return Ok(None);
         };
         tokio::time::sleep(second_look).await;
-        let Some(second) = self.walk().await? else {
+        let Some(second) = walker.walk(&self.edge).await? else {
             return Ok(None);
         };
         let Some(victim) = second.iter().max_by(|a, b| a.rank().cmp(&b.rank())) else {
@@ -199,10 +217,7 @@ impl Watch {
         if first != second || *victim != self.edge {
             return Ok(None);
         }
-        let cycle: Vec<WaitFor> = second
-            .into_iter()
-            .map(|edge| WaitFor::new(edge.owner, edge.kind, edge.name))
-            .collect();
+        let cycle: Vec<WaitFor> = second.into_iter().map(Edge::into_wait).collect();
         tracing::warn!(
             cycle = %LockError::Deadlock { cycle: cycle.clone() },
             "a deadlock was found; this wait gives up"
@@ -211,25 +226,34 @@ impl Watch {
         crate::observe::metrics::deadlock_broken();
         Ok(Some(cycle))
     }
+}
 
-    /// Follows the edges from this wait's lock, breadth first: the shortest cycle
-    /// back to this wait (starting with it), if there is one.
-    async fn walk(&self) -> Result<Option<Vec<Edge>>> {
-        let detection = &*self.detection;
-        let redis = &self.waiting.redis;
+/// What a walk reads the locks and the edges with.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Walker<'a> {
+    pub(crate) config: &'a ClientConfig,
+    pub(crate) scripts: &'a Scripts,
+    pub(crate) redis: &'a Client,
+}
+
+impl Walker<'_> {
+    /// Follows the edges from `start`'s lock, breadth first: the shortest cycle back
+    /// to `start`'s owner (starting with `start`), if there is one within
+    /// [`MOST_LOCKS`] locks.
+    async fn walk(self, start: &Edge) -> Result<Option<Vec<Edge>>> {
         // Each edge met, and the index of the edge whose lock its owner holds.
-        let mut edges = vec![(self.edge.clone(), 0)];
-        let mut seen = HashSet::from([self.edge.owner.clone()]);
+        let mut edges = vec![(start.clone(), 0)];
+        let mut seen = HashSet::from([start.owner.clone()]);
         let mut next = 0;
         while next < edges.len() && next < MOST_LOCKS {
             let (kind, name) = (edges[next].0.kind, edges[next].0.name.clone());
-            let names = detection.config.kind_names(&name, kind)?;
-            let Some(snapshot) = detection.scripts.inspect(redis, &names).await? else {
+            let names = self.config.kind_names(&name, kind)?;
+            let Some(snapshot) = self.scripts.inspect(self.redis, &names).await? else {
                 next += 1;
                 continue;
             };
             for holder in snapshot.owners_waited_for() {
-                if holder == self.edge.owner {
+                if holder == start.owner {
                     let mut cycle = Vec::new();
                     let mut at = next;
                     loop {
@@ -245,16 +269,69 @@ impl Watch {
                 if !seen.insert(holder.to_owned()) {
                     continue;
                 }
-                let key = wait_key(&detection.config.prefix, holder);
-                if let Some(edge) = read_wait(redis, &key).await? {
-                    if let Some(edge) = Edge::read(holder, &edge) {
-                        edges.push((edge, next));
-                    }
+                if let Some(edge) = self.edge_of(holder).await? {
+                    edges.push((edge, next));
                 }
             }
             next += 1;
         }
         Ok(None)
+    }
+
+    /// The edge of `owner`'s current long wait, if it has one.
+    async fn edge_of(self, owner: &str) -> Result<Option<Edge>> {
+        let key = wait_key(&self.config.prefix, owner);
+        let record = read_wait(self.redis, &key).await?;
+        Ok(record.and_then(|record| Edge::read(owner, &record)))
+    }
+
+    /// Every long wait whose edge is at one of `keys` (as [`wait_key`] builds them;
+    /// others are skipped), with when it began (ms since the Unix epoch), and the
+    /// deadlocks among them: each cycle once, from its victim's wait on, confirmed by a
+    /// second look `second_look` later.
+    pub(crate) async fn graph(
+        self,
+        keys: &[String],
+        second_look: Duration,
+    ) -> Result<(Vec<(WaitFor, u64)>, Vec<Vec<WaitFor>>)> {
+        let prefix = [self.config.prefix.as_str(), WAITS].concat();
+        let mut edges = Vec::new();
+        for key in keys {
+            let Some(owner) = key.strip_prefix(&prefix) else {
+                continue;
+            };
+            if let Some(edge) = self.edge_of(owner).await? {
+                edges.push(edge);
+            }
+        }
+        let mut cycles = Vec::new();
+        for edge in &edges {
+            let Some(first) = self.walk(edge).await? else {
+                continue;
+            };
+            // Each cycle once: from its victim's wait, which every member's walk names.
+            let victim = first.iter().max_by(|a, b| a.rank().cmp(&b.rank()));
+            if victim == Some(edge) {
+                cycles.push(first);
+            }
+        }
+        if !cycles.is_empty() {
+            tokio::time::sleep(second_look).await;
+        }
+        let mut deadlocks = Vec::new();
+        for first in cycles {
+            if self.walk(&first[0]).await?.as_ref() == Some(&first) {
+                deadlocks.push(first.into_iter().map(Edge::into_wait).collect());
+            }
+        }
+        let waits = edges
+            .into_iter()
+            .map(|edge| {
+                let since = edge.since_ms;
+                (edge.into_wait(), since)
+            })
+            .collect();
+        Ok((waits, deadlocks))
     }
 }
 
