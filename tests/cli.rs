@@ -1374,3 +1374,67 @@ async fn compat_redisson_sees_and_takes_redisson_layout_locks() {
     let ran = finish(&mut holdlock(["--compat", "redison", "list"])).await;
     assert_eq!(ran.code, Some(64), "{ran:?}");
 }
+
+/// `holdlock waits` lists a wait past its client's check (exit 0), and a deadlock
+/// among the waits exits 1 and names it (here the victim is stalled: its wait's record
+/// is written as its client would, and nothing else happens on its side).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_shows_who_waits_for_what_and_deadlocks() {
+    use fred::interfaces::KeysInterface;
+    let prefix = format!("{}:", common::unique("waits"));
+    let client = holdlock::LockClient::builder(common::url())
+        .prefix(&prefix)
+        .deadlock_check(Duration::from_millis(100))
+        .build()
+        .await
+        .unwrap();
+    let (x, y) = ("x".to_owned(), "y".to_owned());
+    let b_holds = client.lock(&y).await.unwrap();
+    let b_owner = client.owner_id();
+    let a_waits = tokio::spawn({
+        let client = client.clone();
+        async move {
+            let held = client.lock("x").await.unwrap();
+            let owner = client.owner_id();
+            let second = client.lock("y").await.map(drop);
+            held.unlock().await.unwrap();
+            (owner, second)
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let ran = finish(&mut holdlock(["--prefix", &prefix, "waits"])).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert!(ran.stdout.starts_with("OWNER"), "{ran:?}");
+    assert!(ran.stdout.contains(" y "), "{ran:?}");
+    let ran = finish(&mut holdlock(["--prefix", &prefix, "waits", "--json"])).await;
+    let graph: serde_json::Value = serde_json::from_str(&ran.stdout).expect("JSON");
+    assert_eq!(graph["waits"][0]["wait"]["name"], "y", "{graph}");
+    assert_eq!(graph["waits"][0]["wait"]["kind"], "mutex", "{graph}");
+    assert!(
+        graph["waits"][0]["waited_ms"].as_u64().unwrap() >= 100,
+        "{graph}"
+    );
+    assert_eq!(graph["deadlocks"], serde_json::json!([]), "{graph}");
+
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let key = format!("{prefix}waits:{b_owner}");
+    let _: () = client
+        .redis()
+        .set(&key, format!("{since} 1 mutex {x}"), None, None, false)
+        .await
+        .unwrap();
+    let ran = finish(&mut holdlock(["--prefix", &prefix, "waits"])).await;
+    assert_eq!(ran.code, Some(1), "{ran:?}");
+    assert!(
+        ran.stdout
+            .contains(&format!("deadlock: {b_owner} waits for x -> ")),
+        "{ran:?}"
+    );
+    let _: i64 = client.redis().del(&key).await.unwrap();
+    b_holds.unlock().await.unwrap();
+    let (_, second) = a_waits.await.unwrap();
+    assert!(second.is_ok(), "{second:?}");
+}

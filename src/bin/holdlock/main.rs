@@ -6,6 +6,7 @@
 //! holdlock list [PATTERN] [--json]     (every kind; keys that are not locks: a warning each)
 //! holdlock unlock --force [--kind K] NAME [--json]
 //! holdlock leader NAME [--json]       (who leads the election NAME)
+//! holdlock waits [--json]             (who waits for what; deadlocks: exit 1)
 //! ```
 //!
 //! `run` takes the lock (with a fencing token), keeps it renewed while CMD runs, and
@@ -44,6 +45,7 @@ mod leader;
 mod run;
 mod table;
 mod top;
+mod waits;
 
 use admin::{KIND_HELP, LIST_HELP, kind_parser};
 #[cfg(feature = "bench")]
@@ -53,6 +55,7 @@ use exit::{EX_OK, EX_SOFTWARE, EX_USAGE, Failure, fail};
 use leader::LEADER_HELP;
 use run::{RUN_EXIT_STATUS_HELP, RunArgs};
 use top::TopArgs;
+use waits::WAITS_HELP;
 
 /// Run commands under a distributed lock on Redis, and look at locks.
 #[derive(Debug, Parser)]
@@ -126,6 +129,14 @@ enum Subcommands {
         /// The election's name.
         name: String,
         /// Print JSON (`null` when nobody leads).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show who waits for what: every wait past its client's deadlock check, and the
+    /// deadlocks among them (exit status 1 if there is one).
+    #[command(after_help = WAITS_HELP)]
+    Waits {
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
@@ -220,6 +231,7 @@ async fn execute(cli: Cli, started_at: SystemTime) -> Result<u8, Failure> {
         } => admin::force_unlock(&client, kind, &name, json).await,
         Subcommands::Top(args) => top::top(&client, &args).await,
         Subcommands::Leader { name, json } => leader::leader(&client, &name, json).await,
+        Subcommands::Waits { json } => waits::waits(&client, json).await,
         #[cfg(feature = "bench")]
         Subcommands::Bench(args) => bench::bench(&client, &cli.connection, &args).await,
     };
@@ -250,7 +262,7 @@ fn check_arguments(command: &Subcommands) -> Result<(), Failure> {
                 "the empty pattern matches no lock name; use '*' to see every lock",
             ));
         }
-        Subcommands::Top(_) => return Ok(()),
+        Subcommands::Top(_) | Subcommands::Waits { .. } => return Ok(()),
         #[cfg(feature = "bench")]
         Subcommands::Bench(_) => return Ok(()),
     };
