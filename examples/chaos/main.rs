@@ -11,7 +11,7 @@
 //!
 //! Options (defaults in brackets): `--duration` [60s], `--seed` [1], `--workers` [6]
 //! processes, `--tasks` [4] per worker, `--names` [4] locks, `--lease` [1s],
-//! `--fault-every` [2s] (mean gap between faults), `--faults` [all: pause, kill,
+//! `--deadlock-check` [the library's, 1s], `--fault-every` [2s] (mean gap between faults), `--faults` [all: pause, kill,
 //! client-kill, script-flush, restart, black-hole, reset (with `--cluster`: pause, kill,
 //! client-kill, script-flush, reshard, empty, failover, node-restart); `none` for a
 //! calm run],
@@ -208,6 +208,10 @@ fn run_worker(raw: impl Iterator<Item = String>) -> Result<i32, BoxError> {
         lease: args.duration("lease", Duration::from_secs(1))?,
         seed: args.number("seed", 1)?,
         kind: lock_kind(&args)?,
+        deadlock_check: args
+            .get("deadlock-check")
+            .map(|_| args.duration("deadlock-check", Duration::from_secs(1)))
+            .transpose()?,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -226,6 +230,7 @@ fn run_checker(raw: impl Iterator<Item = String>) -> Result<i32, BoxError> {
         "tasks",
         "names",
         "lease",
+        "deadlock-check",
         "fault-every",
         "faults",
         "lock",
@@ -241,6 +246,10 @@ fn run_checker(raw: impl Iterator<Item = String>) -> Result<i32, BoxError> {
         tasks: args.number("tasks", 4)?,
         names: args.number("names", 4)?,
         lease: args.duration("lease", Duration::from_secs(1))?,
+        deadlock_check: args
+            .get("deadlock-check")
+            .map(|_| args.duration("deadlock-check", Duration::from_secs(1)))
+            .transpose()?,
         fault_every: args.duration("fault-every", Duration::from_secs(2))?,
         faults: nemesis::FaultKind::parse_list(args.get("faults").unwrap_or("all"), cluster)?,
         kind: lock_kind(&args)?,

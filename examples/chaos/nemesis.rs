@@ -35,6 +35,8 @@ pub struct Plan {
     pub tasks: u32,
     pub names: u32,
     pub lease: Duration,
+    /// The workers' `deadlock_check` (`None`: the library's default).
+    pub deadlock_check: Option<Duration>,
     pub fault_every: Duration,
     pub faults: Vec<FaultKind>,
     pub kind: LockKind,
@@ -208,8 +210,12 @@ impl Lab {
             Some(proxy) => format!("redis://127.0.0.1:{}", proxy.port),
             None => self.locks.url(),
         };
-        let mut child = Command::new(std::env::current_exe()?)
-            .arg("worker")
+        let mut worker = Command::new(std::env::current_exe()?);
+        worker.arg("worker");
+        if let Some(check) = self.plan.deadlock_check {
+            worker.args(["--deadlock-check", &format!("{}ms", check.as_millis())]);
+        }
+        let mut child = worker
             .args(["--lock-url", &lock_url])
             .args(["--resource-url", self.resource.url()])
             .args(["--names", &self.plan.names.to_string()])

@@ -103,12 +103,17 @@ pub struct WorkerConfig {
     pub lease: Duration,
     pub seed: u64,
     pub kind: LockKind,
+    /// `None`: the library's default.
+    pub deadlock_check: Option<Duration>,
 }
 
 /// Runs until stdin closes, then lets every task finish its round and exits.
 pub async fn run(config: WorkerConfig) -> Result<(), BoxError> {
-    let locks = LockClient::builder(&config.lock_url)
-        .lease(config.lease)
+    let mut locks = LockClient::builder(&config.lock_url).lease(config.lease);
+    if let Some(check) = config.deadlock_check {
+        locks = locks.deadlock_check(check);
+    }
+    let locks = locks
         // Fair rounds ask for fencing per call: half of them do (see `TaskWorker::run`).
         .fencing(config.kind != LockKind::Fair)
         .compat(match config.kind {
