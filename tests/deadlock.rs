@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fred::interfaces::KeysInterface;
-use holdlock::{LockClient, LockError, LockKind, WaitFor};
+use holdlock::{LockClient, LockError, LockKind};
 use tokio::sync::Barrier;
 use tokio::time::Instant;
 
@@ -61,6 +61,7 @@ impl Lock {
             Lock::Mutex(name) => (LockKind::Mutex, name.clone()),
             Lock::Read(name) | Lock::Write(name) => (LockKind::ReadWrite, name.clone()),
             Lock::Fair(name) => (LockKind::Fair, name.clone()),
+            // The member named first: the one another owner holds.
             Lock::All(names) => (LockKind::Mutex, names[0].clone()),
         }
     }
@@ -120,18 +121,19 @@ fn owner(
     })
 }
 
-/// Runs a cycle: owner `i` holds `locks[i]` and then waits for `locks[i + 1]` (the
-/// last for `locks[0]`), on `clients[i % clients.len()]`, each beginning to wait
-/// [`STAGGER`] after the one before. Checks that exactly the last is told of the
-/// deadlock, within the check delay and a second of the cycle forming, with the cycle
-/// named from its wait on; that the others are granted; and that no edge is left.
-async fn cycle(clients: &[LockClient], locks: &[Lock]) {
-    let n = locks.len();
+/// Runs a cycle: owner `i` holds `pairs[i].0` and then waits for `pairs[i].1` (which
+/// the next owner holds, the last's the first's), on `clients[i % clients.len()]`,
+/// each beginning to wait [`STAGGER`] after the one before. Checks that exactly the
+/// last is told of the deadlock, within the check delay and a second of the cycle
+/// forming, with the cycle named from its wait on; that the others are granted; and
+/// that no edge is left.
+async fn cycle(clients: &[LockClient], pairs: &[(Lock, Lock)]) {
+    let n = pairs.len();
     let all_hold = Arc::new(Barrier::new(n));
     let owners: Vec<_> = (0..n)
         .map(|i| {
             let client = clients[i % clients.len()].clone();
-            let (first, then) = (locks[i].clone(), locks[(i + 1) % n].clone());
+            let (first, then) = pairs[i].clone();
             owner(
                 client,
                 first,
@@ -159,36 +161,44 @@ async fn cycle(clients: &[LockClient], locks: &[Lock]) {
     }
     // The cycle from the victim's wait on: it waits for what the first owner holds,
     // who waits for what the second holds, ...
-    let expected: Vec<WaitFor> = (0..n)
+    let expected: Vec<(String, LockKind, String)> = (0..n)
         .map(|k| {
             let i = (n - 1 + k) % n;
-            let (kind, name) = locks[(i + 1) % n].waited();
+            let (kind, name) = pairs[i].1.waited();
             (outcomes[i].owner.clone(), kind, name)
         })
-        .map(|(owner, kind, name)| {
-            let wait = cycle.iter().find(|wait| wait.owner == owner).cloned();
-            let wait = wait.unwrap_or_else(|| panic!("{owner} missing from {cycle:?}"));
-            assert_eq!((wait.kind, wait.name.as_str()), (kind, name.as_str()));
-            wait
-        })
         .collect();
-    assert_eq!(cycle, &expected);
+    let found: Vec<(String, LockKind, String)> = cycle
+        .iter()
+        .map(|wait| (wait.owner.clone(), wait.kind, wait.name.clone()))
+        .collect();
+    assert_eq!(found, expected);
     let message = victim.second.as_ref().unwrap_err().to_string();
     assert!(message.starts_with("deadlock: "), "{message}");
     // Every edge is taken down (in the background, soon after each wait).
     let redis = clients[0].redis();
-    let deadline = Instant::now() + Duration::from_secs(5);
     for outcome in &outcomes {
-        let key = format!("holdlock:waits:{}", outcome.owner);
-        loop {
-            let left: Option<String> = redis.get(&key).await.unwrap();
-            if left.is_none() {
-                break;
-            }
-            assert!(Instant::now() < deadline, "{key} was left: {left:?}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        gone(redis, &format!("holdlock:waits:{}", outcome.owner)).await;
     }
+}
+
+/// Waits until `key` is gone (five seconds at most).
+async fn gone(redis: &fred::clients::Client, key: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left: Option<String> = redis.get(key).await.unwrap();
+        if left.is_none() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{key} was left: {left:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A ring: owner `i` holds `locks[i]` and waits for the next.
+fn ring(locks: Vec<Lock>) -> Vec<(Lock, Lock)> {
+    let next = locks.iter().cycle().skip(1).cloned();
+    locks.iter().cloned().zip(next).collect()
 }
 
 /// What `owner` saw, once the cycle it is part of was broken.
@@ -206,9 +216,11 @@ fn names(n: usize) -> Vec<String> {
 
 async fn two_clients_crossing_two_mutexes(url: &str) {
     let clients = [checking(url).await, checking(url).await];
-    let [x, y] = <[String; 2]>::try_from(names(2)).unwrap();
-    let locks = [Lock::Mutex(x), Lock::Mutex(y)];
-    cycle(&clients, &locks).await;
+    cycle(
+        &clients,
+        &ring(names(2).into_iter().map(Lock::Mutex).collect()),
+    )
+    .await;
 }
 
 async fn three_clients_in_a_ring(url: &str) {
@@ -217,8 +229,11 @@ async fn three_clients_in_a_ring(url: &str) {
         checking(url).await,
         checking(url).await,
     ];
-    let locks: Vec<Lock> = names(3).into_iter().map(Lock::Mutex).collect();
-    cycle(&clients, &locks).await;
+    cycle(
+        &clients,
+        &ring(names(3).into_iter().map(Lock::Mutex).collect()),
+    )
+    .await;
 }
 
 /// A writer waits for a mutex whose holder waits for the read side: a reader waits
@@ -226,86 +241,36 @@ async fn three_clients_in_a_ring(url: &str) {
 async fn a_cycle_through_a_write_lock_and_a_read_lock(url: &str) {
     let clients = [checking(url).await, checking(url).await];
     let [x, y] = <[String; 2]>::try_from(names(2)).unwrap();
-    // Owner 0 holds the write side of x and waits for y; owner 1 holds y and waits
-    // for the read side of x.
-    let locks = [Lock::Write(x.clone()), Lock::Mutex(y)];
-    let (n, all_hold) = (2, Arc::new(Barrier::new(2)));
-    let first = owner(
-        clients[0].clone(),
-        locks[0].clone(),
-        locks[1].clone(),
-        Arc::clone(&all_hold),
-        Duration::ZERO,
-    );
-    let second = owner(
-        clients[1].clone(),
-        locks[1].clone(),
-        Lock::Read(x),
-        all_hold,
-        STAGGER,
-    );
-    let (first, second) = (finished(first).await, finished(second).await);
-    assert!(first.second.is_ok(), "{first:?}");
-    let Err(LockError::Deadlock { cycle }) = &second.second else {
-        panic!("the reader was not the victim: {second:?}");
-    };
-    assert_eq!(cycle.len(), n);
-    assert_eq!(cycle[0].owner, second.owner);
-    assert_eq!(cycle[0].kind, LockKind::ReadWrite);
-    assert_eq!(cycle[1].owner, first.owner);
-    assert_eq!(cycle[1].kind, LockKind::Mutex);
+    let pairs = [
+        (Lock::Write(x.clone()), Lock::Mutex(y.clone())),
+        (Lock::Mutex(y), Lock::Read(x)),
+    ];
+    cycle(&clients, &pairs).await;
 }
 
 async fn a_cycle_through_a_fair_lock(url: &str) {
     let clients = [checking(url).await, checking(url).await];
     let [x, y] = <[String; 2]>::try_from(names(2)).unwrap();
-    let locks = [Lock::Fair(x), Lock::Mutex(y)];
-    cycle(&clients, &locks).await;
+    cycle(&clients, &ring(vec![Lock::Fair(x), Lock::Mutex(y)])).await;
 }
 
-/// The member of a multi-lock waited for takes part like any mutex.
+/// The member of a multi-lock waited for takes part like any mutex: owner 0 holds x
+/// and waits for {y, z} (z is free, y is held by owner 1); owner 1 holds y and waits
+/// for x.
 async fn a_cycle_through_a_lock_all(url: &str) {
     let clients = [checking(url).await, checking(url).await];
     let [x, y, z] = <[String; 3]>::try_from(names(3)).unwrap();
-    // Owner 0 holds x and waits for {y, z} (z is free, y is held by owner 1); owner 1
-    // holds y and waits for x.
-    let all_hold = Arc::new(Barrier::new(2));
-    let zero = owner(
-        clients[0].clone(),
-        Lock::Mutex(x.clone()),
-        Lock::All(vec![z, y.clone()]),
-        Arc::clone(&all_hold),
-        Duration::ZERO,
-    );
-    let one = owner(
-        clients[1].clone(),
-        Lock::Mutex(y.clone()),
-        Lock::Mutex(x.clone()),
-        all_hold,
-        STAGGER,
-    );
-    let (zero, one) = (finished(zero).await, finished(one).await);
-    assert!(zero.second.is_ok(), "{zero:?}");
-    let Err(LockError::Deadlock { cycle }) = &one.second else {
-        panic!("the later wait was not the victim: {one:?}");
-    };
-    let cycle: Vec<_> = cycle
-        .iter()
-        .map(|w| (w.owner.as_str(), w.name.as_str()))
-        .collect();
-    assert_eq!(
-        cycle,
-        [
-            (one.owner.as_str(), x.as_str()),
-            (zero.owner.as_str(), y.as_str())
-        ]
-    );
+    let pairs = [
+        (Lock::Mutex(x.clone()), Lock::All(vec![y.clone(), z])),
+        (Lock::Mutex(y), Lock::Mutex(x)),
+    ];
+    cycle(&clients, &pairs).await;
 }
 
 async fn two_tasks_of_one_client(url: &str) {
     let client = checking(url).await;
     let locks: Vec<Lock> = names(2).into_iter().map(Lock::Mutex).collect();
-    cycle(&[client], &locks).await;
+    cycle(&[client], &ring(locks)).await;
 }
 
 /// A wait dropped after its edge was written takes it down; the next wait of the same
@@ -328,15 +293,7 @@ async fn a_cancelled_long_wait_takes_its_edge_down(url: &str) {
     };
     let first = edge_while_waiting().await;
     // Dropped: the edge is taken down soon after.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let left: Option<String> = redis.get(&key).await.unwrap();
-        if left.is_none() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{key} was left: {left:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    gone(&redis, &key).await;
     let second = edge_while_waiting().await;
     assert_ne!(first, second, "the second wait's edge is its own");
     held.unlock().await.unwrap();

@@ -250,10 +250,8 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
                     // takes its members in one order): a deadlock reported is false.
                     Op::Error { error, .. } if error.starts_with("deadlock") => {
                         summary.errors += 1;
-                        summary.violate(
-                            "false deadlock",
-                            format!("worker {w} attempt {a}: {error}"),
-                        );
+                        summary
+                            .violate("false deadlock", format!("worker {w} attempt {a}: {error}"));
                     }
                     Op::Error { .. } => summary.errors += 1,
                     _ => summary.cut_off_at_deadline += 1,
