@@ -158,21 +158,10 @@ impl LockClient {
         self.engine().check_running()?;
         let config = self.engine().config();
         let scan_pattern = keys::every_kind(config.scan_pattern(pattern));
-        let redis = self.redis();
         // No TYPE filter: a lock key holding a value of another type is reported too.
-        let mut scanned = if redis.is_clustered() {
-            redis
-                .scan_cluster_buffered(scan_pattern, Some(200), None)
-                .boxed()
-        } else {
-            redis.scan_buffered(scan_pattern, Some(200), None).boxed()
-        };
         // (name, kind, key): a lock's hash, or a fair lock's queue.
         let mut found = Vec::new();
-        while let Some(key) = scanned.next().await {
-            let Some(key) = key?.into_string() else {
-                continue;
-            };
+        for key in self.scan(scan_pattern).await? {
             let lock = keys::kind_of_key(&key)
                 .and_then(|(base, kind)| Some((config.name_of_key(base)?.to_owned(), kind)));
             if let Some((name, kind)) = lock {
@@ -230,21 +219,7 @@ impl LockClient {
     pub async fn waits(&self) -> Result<WaitGraph> {
         self.engine().check_running()?;
         let config = self.engine().config();
-        let pattern = keys::waits_scan_pattern(&config.prefix);
-        let redis = self.redis();
-        let mut scanned = if redis.is_clustered() {
-            redis
-                .scan_cluster_buffered(pattern, Some(200), None)
-                .boxed()
-        } else {
-            redis.scan_buffered(pattern, Some(200), None).boxed()
-        };
-        let mut found = Vec::new();
-        while let Some(key) = scanned.next().await {
-            if let Some(key) = key?.into_string() {
-                found.push(key);
-            }
-        }
+        let mut found = self.scan(keys::waits_scan_pattern(&config.prefix)).await?;
         found.sort();
         found.dedup();
         let protocol = self.engine().protocol();
@@ -275,6 +250,26 @@ impl LockClient {
                 .then_with(|| a.wait.owner.cmp(&b.wait.owner))
         });
         Ok(WaitGraph { waits, deadlocks })
+    }
+
+    /// Every key matching the glob `pattern`, found with `SCAN` (on every primary of a
+    /// cluster, so a key may come twice), never `KEYS`.
+    async fn scan(&self, pattern: String) -> Result<Vec<String>> {
+        let redis = self.redis();
+        let mut scanned = if redis.is_clustered() {
+            redis
+                .scan_cluster_buffered(pattern, Some(200), None)
+                .boxed()
+        } else {
+            redis.scan_buffered(pattern, Some(200), None).boxed()
+        };
+        let mut found = Vec::new();
+        while let Some(key) = scanned.next().await {
+            if let Some(key) = key?.into_string() {
+                found.push(key);
+            }
+        }
+        Ok(found)
     }
 
     /// Deletes the lock (the mutex of [`lock`](Self::lock)) whoever holds it, and
