@@ -15,6 +15,7 @@ use crate::compat::Compat;
 use crate::connection::{self, Ownership, close_if_opened};
 use crate::engine::Engine;
 use crate::error::{LockError, Result};
+use crate::hold::Holds;
 use crate::options::{ClientConfig, MinReplicas};
 use crate::protocol::Protocol;
 use crate::url::redact_url;
@@ -499,15 +500,22 @@ impl LockClientBuilder {
         let protocol = Protocol::new((redis, opened), scripting, sharded, timeout);
         let id = uuid::Uuid::new_v4();
         let chores = Arc::<Chores>::default();
+        let holds = Arc::<Holds>::default();
         let waiting = Waiting::start(
             (subscriber, subscriber_opened),
             protocol.scripting().clone(),
             sharded,
             id,
             Arc::clone(&chores),
-            Detection::new(&self.config),
+            (Detection::new(&self.config), Arc::clone(&holds)),
         );
-        let engine = Engine::start(id, self.config, Arc::new(protocol), waiting, chores);
+        let engine = Engine::start(
+            id,
+            self.config,
+            Arc::new(protocol),
+            (waiting, holds),
+            chores,
+        );
         Ok(LockClient::over(engine))
     }
 

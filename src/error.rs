@@ -727,14 +727,14 @@ pub struct WaitFor {
     /// The waiting owner's id, `<client-uuid>:<task>`.
     pub owner: String,
     /// The kind of the lock it waits for.
-    pub kind: crate::keys::LockKind,
+    pub kind: crate::lock_kind::LockKind,
     /// The name of the lock it waits for (without prefix).
     pub name: String,
 }
 
 impl WaitFor {
     /// `owner` waits for the lock `name` of `kind`.
-    pub(crate) fn new(owner: String, kind: crate::keys::LockKind, name: String) -> Self {
+    pub(crate) fn new(owner: String, kind: crate::lock_kind::LockKind, name: String) -> Self {
         Self { owner, kind, name }
     }
 }

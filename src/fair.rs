@@ -150,7 +150,7 @@ impl Policy for InQueue<'_> {
     type Grant = HoldClaim;
     type Refused = Queued;
 
-    fn waiter(&self) -> (&LockNames, &str) {
+    fn waiter(&self) -> (&Arc<LockNames>, &str) {
         (self.names, self.owner)
     }
 

@@ -84,6 +84,7 @@ mod compat;
 mod error;
 mod keys;
 mod lease;
+mod lock_kind;
 mod observe;
 mod options;
 mod owner;
@@ -105,7 +106,8 @@ pub use inspect::{
     FairGrant, FairInfo, FairWaiter, LockInfo, LockListing, LockOwner, LongWait, PermitHolder,
     ReadWriteInfo, RwHolder, SemaphoreInfo, UnreadableLock, WaitGraph,
 };
-pub use keys::{LockKind, validate_name};
+pub use keys::validate_name;
+pub use lock_kind::LockKind;
 pub use multi::MultiGuard;
 pub use once::{Claim, PeriodClaim};
 pub use options::{

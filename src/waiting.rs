@@ -66,6 +66,7 @@ use uuid::Uuid;
 use crate::chores::{Chore, Chores};
 use crate::connection::Ownership;
 use crate::error::{LockError, Result};
+use crate::hold::Holds;
 use crate::keys::keys_of_channel;
 
 mod deadlock;
@@ -77,6 +78,7 @@ mod places;
 mod shards;
 mod wait;
 
+use deadlock::LocalWait;
 pub(crate) use deadlock::{Detection, Walker, second_look};
 pub(crate) use give_up::{Forever, GiveUp, within_budget};
 use hand_off::Due;
@@ -120,6 +122,10 @@ pub(crate) struct Waiting {
     notices: std::sync::OnceLock<Notices>,
     /// The deadlock checks of long waits, unless they are off (see `deadlock.rs`).
     deadlock: Option<Arc<Detection>>,
+    /// This client's holds (the engine's), and its waits being checked, by owner: a
+    /// cycle among its own tasks is found without asking Redis.
+    holds: Arc<Holds>,
+    local_waits: Mutex<HashMap<String, LocalWait>>,
 }
 
 /// What a message on a client's own channel is handed to: the message's bytes.
@@ -252,7 +258,7 @@ impl Waiting {
         sharded: bool,
         client: Uuid,
         chores: Arc<Chores>,
-        deadlock: Option<Detection>,
+        (deadlock, holds): (Option<Detection>, Arc<Holds>),
     ) -> Arc<Self> {
         let waiting = Arc::new(Self {
             subscriber,
@@ -266,6 +272,8 @@ impl Waiting {
             rooms: Mutex::new(HashMap::new()),
             notices: std::sync::OnceLock::new(),
             deadlock: deadlock.map(Arc::new),
+            holds,
+            local_waits: Mutex::default(),
         });
         if sharded && waiting.subscriber.is_clustered() {
             shards::follow_slots(Arc::downgrade(&waiting));

@@ -459,3 +459,39 @@ async fn operators_see_long_waits_and_a_deadlock_whose_victim_is_stalled(url: &s
     assert!(second.is_ok(), "{second:?}");
     assert_eq!(cycle[1].0, a_owner.as_str());
 }
+
+/// A cycle between two tasks of one client is found from what the client knows: no
+/// edge is written, no holder read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cycle_of_one_clients_tasks_is_found_without_asking_redis() {
+    let server = common::RedisServer::start();
+    let client = checking(&server.url()).await;
+    let locks: Vec<Lock> = names(2).into_iter().map(Lock::Mutex).collect();
+    let pairs = ring(locks);
+    server.query(&["CONFIG", "RESETSTAT"]).unwrap();
+    let all_hold = Arc::new(Barrier::new(2));
+    let first = owner(
+        client.clone(),
+        pairs[0].0.clone(),
+        pairs[0].1.clone(),
+        Arc::clone(&all_hold),
+        Duration::ZERO,
+    );
+    let second = owner(
+        client,
+        pairs[1].0.clone(),
+        pairs[1].1.clone(),
+        all_hold,
+        STAGGER,
+    );
+    let (first, second) = (finished(first).await, finished(second).await);
+    assert!(first.second.is_ok(), "{first:?}");
+    assert!(
+        matches!(second.second, Err(LockError::Deadlock { .. })),
+        "{second:?}"
+    );
+    let stats = server.command_stats();
+    for command in ["set", "get"] {
+        assert_eq!(stats.get(command), None, "{command}: {stats:?}");
+    }
+}

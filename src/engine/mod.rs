@@ -75,12 +75,13 @@ pub(crate) enum Attempt {
 
 impl Engine {
     /// The engine of a new client `id` with `config`, over `protocol` (connected),
-    /// waking waiters through `waiting`.
+    /// waking waiters through `waiting`, keeping its holds in `holds` (which `waiting`
+    /// reads too).
     pub(crate) fn start(
         id: Uuid,
         config: ClientConfig,
         protocol: Arc<Protocol>,
-        waiting: Arc<Waiting>,
+        (waiting, holds): (Arc<Waiting>, Arc<Holds>),
         chores: Arc<Chores>,
     ) -> Arc<Self> {
         let engine = Arc::new(Self {
@@ -90,7 +91,7 @@ impl Engine {
             config,
             protocol,
             waiting,
-            holds: Arc::default(),
+            holds,
             runtime: tokio::runtime::Handle::current(),
             shut_down: AtomicBool::new(false),
             chores,

@@ -97,7 +97,7 @@ struct Waiter<'w> {
 
 impl Waiter<'_> {
     /// Who waits, for which lock.
-    fn who(&self) -> (&LockNames, &str) {
+    fn who(&self) -> (&Arc<LockNames>, &str) {
         (self.names, self.owner)
     }
 
@@ -182,7 +182,7 @@ impl Policy for InLine<'_> {
     type Grant = HoldClaim;
     type Refused = Refused<()>;
 
-    fn waiter(&self) -> (&LockNames, &str) {
+    fn waiter(&self) -> (&Arc<LockNames>, &str) {
         self.waiter.who()
     }
 
@@ -261,7 +261,7 @@ impl<'w> Policy for Alongside<'w> {
     type Grant = HoldClaim;
     type Refused = Refused<Shared<'w>>;
 
-    fn waiter(&self) -> (&LockNames, &str) {
+    fn waiter(&self) -> (&Arc<LockNames>, &str) {
         self.0.who()
     }
 

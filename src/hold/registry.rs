@@ -190,6 +190,19 @@ impl Holds {
         holder
     }
 
+    /// The owners whose live holds through this client, on the lock filed under
+    /// `registry`, keep out a hold of `kind`: those a waiter for it waits for, as far
+    /// as this client knows (for the deadlock check, see `waiting/deadlock.rs`).
+    pub(crate) fn holders_excluding(&self, registry: &str, kind: Kind) -> Vec<Str> {
+        let map = self.map.lock();
+        let holds = map.get(registry).map_or(&[][..], Holders::as_slice);
+        holds
+            .iter()
+            .filter(|hold| hold.is_live() && hold.names.kind.excludes(kind))
+            .map(|hold| hold.owner.clone())
+            .collect()
+    }
+
     /// The registered hold of `owner` on this lock, created (with count 0) if there is
     /// none or the registered one is lost. It stays registered while the use lives.
     pub(crate) fn enter(self: &Arc<Self>, names: &Arc<LockNames>, owner: &str) -> HoldUse {

@@ -131,11 +131,19 @@ impl Edge {
     }
 }
 
+/// A wait of this client being checked, as its own tasks' walks see it.
+#[derive(Debug)]
+pub(crate) struct LocalWait {
+    edge: Edge,
+    names: Arc<LockNames>,
+}
+
 /// A wait's deadlock check, made by [`Waiting::watch`]: see the module docs.
 #[derive(Debug)]
 pub(crate) struct Watch {
     waiting: Arc<Waiting>,
     detection: Arc<Detection>,
+    names: Arc<LockNames>,
     edge: Edge,
     key: String,
     /// Whether the edge may be in Redis (a write was sent): taken down on drop.
@@ -145,7 +153,7 @@ pub(crate) struct Watch {
 impl Waiting {
     /// The deadlock check of `owner`'s wait for the lock `names`, which begins now;
     /// `None` if checks are off or the kind takes no part (a semaphore).
-    pub(crate) fn watch(self: &Arc<Self>, names: &LockNames, owner: &str) -> Option<Watch> {
+    pub(crate) fn watch(self: &Arc<Self>, names: &Arc<LockNames>, owner: &str) -> Option<Watch> {
         let detection = Arc::clone(self.deadlock.as_ref()?);
         let kind = names.kind.public();
         if kind == LockKind::Semaphore {
@@ -154,17 +162,24 @@ impl Waiting {
         let since_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| since.as_millis() as u64);
+        let edge = Edge {
+            owner: owner.to_owned(),
+            since_ms,
+            wait: WAIT_IDS.fetch_add(1, Ordering::Relaxed),
+            kind,
+            name: names.name.clone(),
+        };
+        let local = LocalWait {
+            edge: edge.clone(),
+            names: Arc::clone(names),
+        };
+        self.local_waits.lock().insert(owner.to_owned(), local);
         Some(Watch {
             waiting: Arc::clone(self),
             detection,
+            names: Arc::clone(names),
             key: wait_key(&self.deadlock.as_ref()?.config.prefix, owner),
-            edge: Edge {
-                owner: owner.to_owned(),
-                since_ms,
-                wait: WAIT_IDS.fetch_add(1, Ordering::Relaxed),
-                kind,
-                name: names.name.clone(),
-            },
+            edge,
             written: false,
         })
     }
@@ -195,6 +210,14 @@ impl Watch {
     async fn check(&mut self) -> Result<Option<Vec<WaitFor>>> {
         let detection = &*self.detection;
         let (check, second_look) = (detection.check, detection.second_look());
+        // A cycle among this client's own tasks is found from what it knows.
+        if let Some(first) = self.local_walk() {
+            tokio::time::sleep(second_look).await;
+            return Ok(self
+                .local_walk()
+                .filter(|second| *second == first)
+                .and_then(|cycle| self.victim_of(cycle)));
+        }
         let redis = self.waiting.redis.clone();
         let record = self.edge.record();
         self.written = true;
@@ -211,20 +234,63 @@ impl Watch {
         let Some(second) = walker.walk(&self.edge).await? else {
             return Ok(None);
         };
-        let Some(victim) = second.iter().max_by(|a, b| a.rank().cmp(&b.rank())) else {
-            return Ok(None);
-        };
-        if first != second || *victim != self.edge {
+        if first != second {
             return Ok(None);
         }
-        let cycle: Vec<WaitFor> = second.into_iter().map(Edge::into_wait).collect();
+        Ok(self.victim_of(second))
+    }
+
+    /// The cycle `cycle` (found twice), if this wait is its victim (see [`Edge::rank`]),
+    /// told.
+    fn victim_of(&self, cycle: Vec<Edge>) -> Option<Vec<WaitFor>> {
+        let victim = cycle.iter().max_by(|a, b| a.rank().cmp(&b.rank()))?;
+        if *victim != self.edge {
+            return None;
+        }
+        let cycle: Vec<WaitFor> = cycle.into_iter().map(Edge::into_wait).collect();
         tracing::warn!(
             cycle = %LockError::Deadlock { cycle: cycle.clone() },
             "a deadlock was found; this wait gives up"
         );
         #[cfg(feature = "metrics")]
         crate::observe::metrics::deadlock_broken();
-        Ok(Some(cycle))
+        Some(cycle)
+    }
+
+    /// Follows this client's own holds and waits from this wait's lock, breadth first:
+    /// the shortest cycle back to this wait through them alone, if there is one.
+    fn local_walk(&self) -> Option<Vec<Edge>> {
+        let waits = self.waiting.local_waits.lock();
+        let holds = &self.waiting.holds;
+        let mut edges: Vec<(&Edge, &Arc<LockNames>, usize)> = vec![(&self.edge, &self.names, 0)];
+        let mut seen = HashSet::from([self.edge.owner.as_str()]);
+        let mut next = 0;
+        while next < edges.len() && next < MOST_LOCKS {
+            let names = edges[next].1;
+            for holder in holds.holders_excluding(names.registry_key(), names.kind) {
+                if *holder == self.edge.owner {
+                    let mut cycle = Vec::new();
+                    let mut at = next;
+                    loop {
+                        cycle.push(edges[at].0.clone());
+                        if at == 0 {
+                            break;
+                        }
+                        at = edges[at].2;
+                    }
+                    cycle.reverse();
+                    return Some(cycle);
+                }
+                let Some((owner, wait)) = waits.get_key_value(&*holder) else {
+                    continue;
+                };
+                if seen.insert(owner.as_str()) {
+                    edges.push((&wait.edge, &wait.names, next));
+                }
+            }
+            next += 1;
+        }
+        None
     }
 }
 
@@ -337,6 +403,15 @@ impl Walker<'_> {
 
 impl Drop for Watch {
     fn drop(&mut self) {
+        {
+            let mut waits = self.waiting.local_waits.lock();
+            if waits
+                .get(&self.edge.owner)
+                .is_some_and(|wait| wait.edge == self.edge)
+            {
+                waits.remove(&self.edge.owner);
+            }
+        }
         if !self.written {
             return;
         }

@@ -9,6 +9,7 @@
 //! hand-off on its message alone). The loop around them is written once, here.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -43,7 +44,7 @@ pub(crate) trait Policy {
     type Refused: Refusal;
 
     /// Who waits, for which lock (for the deadlock check, see `deadlock.rs`).
-    fn waiter(&self) -> (&LockNames, &str);
+    fn waiter(&self) -> (&Arc<LockNames>, &str);
 
     /// Makes the next attempt (or answers it without asking, from what the client
     /// already knows), unless the caller gives up first.
