@@ -78,7 +78,7 @@ mod places;
 mod shards;
 mod wait;
 
-use deadlock::LocalWait;
+use deadlock::{LocalWait, Walks};
 pub(crate) use deadlock::{Detection, Walker, second_look};
 pub(crate) use give_up::{Forever, GiveUp, within_budget};
 use hand_off::Due;
@@ -126,6 +126,8 @@ pub(crate) struct Waiting {
     /// cycle among its own tasks is found without asking Redis.
     holds: Arc<Holds>,
     local_waits: Mutex<HashMap<String, LocalWait>>,
+    /// The deadlock checks' recent walks, by lock (see [`Waiting::explored`]).
+    walks: Mutex<Walks>,
 }
 
 /// What a message on a client's own channel is handed to: the message's bytes.
@@ -274,6 +276,7 @@ impl Waiting {
             deadlock: deadlock.map(Arc::new),
             holds,
             local_waits: Mutex::default(),
+            walks: Mutex::default(),
         });
         if sharded && waiting.subscriber.is_clustered() {
             shards::follow_slots(Arc::downgrade(&waiting));

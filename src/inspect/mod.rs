@@ -225,7 +225,6 @@ impl LockClient {
         let protocol = self.engine().protocol();
         let walker = crate::waiting::Walker {
             config,
-            scripts: protocol.scripts(),
             redis: protocol.scripting(),
         };
         let check = config

@@ -19,6 +19,33 @@ script!(
     "force_unlock.lua"
 );
 
+/// Whether the hash field `field` is a holder's: not one of the kinds' own fields,
+/// nor a holder's data.
+fn is_holder(field: &str) -> bool {
+    !NOT_HOLDERS.contains(&field) && !field.starts_with(DATA)
+}
+
+/// The owners a waiter for a lock of `kind` whose hash has the fields `fields` waits
+/// for, for the wait-for graph (see `waiting/deadlock.rs`): its holders, a write
+/// hold's field without its `:w`. None for a semaphore: a waiter for a permit waits
+/// for any one of its holders, not for each, so a cycle through it need not be a
+/// deadlock.
+pub(crate) fn owners_waited_for<'f>(
+    kind: LockKind,
+    fields: impl Iterator<Item = &'f str>,
+) -> Vec<&'f str> {
+    if kind == LockKind::Semaphore {
+        return Vec::new();
+    }
+    let mut owners: Vec<&str> = fields
+        .filter(|field| is_holder(field))
+        .map(|field| field.strip_suffix(WRITE_HOLDS).unwrap_or(field))
+        .collect();
+    owners.sort_unstable();
+    owners.dedup();
+    owners
+}
+
 /// The reply of `inspect.lua`, as Redis keeps it: what it means for each kind is read
 /// in `inspect.rs`.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,25 +114,8 @@ impl Snapshot {
     pub(crate) fn holders(&self) -> impl Iterator<Item = (&str, &str)> {
         self.fields
             .iter()
-            .filter(|(field, _)| !NOT_HOLDERS.contains(&field.as_str()) && !field.starts_with(DATA))
+            .filter(|(field, _)| is_holder(field))
             .map(|(field, value)| (field.as_str(), value.as_str()))
-    }
-
-    /// The owners a waiter for this lock waits for, for the wait-for graph (see
-    /// `waiting/deadlock.rs`): its holders, a write hold's field without its `:w`. None
-    /// for a semaphore: a waiter for a permit waits for any one of its holders, not for
-    /// each, so a cycle through it need not be a deadlock.
-    pub(crate) fn owners_waited_for(&self) -> Vec<&str> {
-        if self.kind == LockKind::Semaphore {
-            return Vec::new();
-        }
-        let mut owners: Vec<&str> = self
-            .holders()
-            .map(|(field, _)| field.strip_suffix(WRITE_HOLDS).unwrap_or(field))
-            .collect();
-        owners.sort_unstable();
-        owners.dedup();
-        owners
     }
 
     /// The `index`th sorted set of the kind (empty if the kind has none there).

@@ -5,9 +5,10 @@
 use std::time::Duration;
 
 use fred::clients::Client;
-use fred::interfaces::KeysInterface;
+use fred::interfaces::{HashesInterface, KeysInterface};
 use fred::types::Expiration;
 
+use super::{LockNames, operator};
 use crate::error::Result;
 
 script!(WAITS_CLEAR = "waits_clear.lua");
@@ -37,4 +38,15 @@ pub(crate) async fn clear_wait(client: &Client, key: &str, record: &str) -> Resu
         .evalsha_with_reload::<i64, _, _>(client, key, record)
         .await?;
     Ok(())
+}
+
+/// The owners a waiter for the lock `names` waits for: its holders (`HKEYS`, as
+/// [`operator::owners_waited_for`] reads them).
+pub(crate) async fn read_holders(client: &Client, names: &LockNames) -> Result<Vec<String>> {
+    let fields: Vec<String> = client.hkeys(&*names.key).await?;
+    let kind = names.kind.public();
+    Ok(operator::owners_waited_for(kind, fields.iter().map(String::as_str))
+        .into_iter()
+        .map(str::to_owned)
+        .collect())
 }

@@ -28,10 +28,13 @@
 //! A semaphore's waits are left out: a waiter for a permit waits for any one of its
 //! holders, not for each, so a cycle through one need not be a deadlock.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::OnceCell;
+use tokio::time::Instant;
 
 use fred::clients::Client;
 
@@ -39,14 +42,17 @@ use super::Waiting;
 use crate::error::{LockError, Result, WaitFor};
 use crate::keys::{LockKind, WAITS, wait_key};
 use crate::options::ClientConfig;
-use crate::scripts::{LockNames, Scripts, clear_wait, read_wait, write_wait};
+use crate::scripts::{LockNames, clear_wait, read_holders, read_wait, write_wait};
 
 /// The most locks one walk reads: a longer cycle is not looked for.
 pub(crate) const MOST_LOCKS: usize = 64;
 
-/// How many check delays an edge outlives its last write (a crashed waiter's is gone
-/// after that).
+/// How many gaps to the next check an edge outlives its write (a crashed waiter's is
+/// gone after that).
 const EDGE_CHECKS: u32 = 3;
+
+/// The longest gap between two checks of a wait, in check delays.
+const LONGEST_GAP: u32 = 8;
 
 /// Counts the waits of this process, so that an edge names its wait.
 static WAIT_IDS: AtomicU64 = AtomicU64::new(0);
@@ -57,7 +63,6 @@ static WAIT_IDS: AtomicU64 = AtomicU64::new(0);
 pub(crate) struct Detection {
     check: Duration,
     config: ClientConfig,
-    scripts: Scripts,
 }
 
 impl Detection {
@@ -66,7 +71,6 @@ impl Detection {
         Some(Self {
             check: config.deadlock_check?,
             config: config.clone(),
-            scripts: Scripts::new(false, config.connect_timeout),
         })
     }
 
@@ -131,6 +135,9 @@ impl Edge {
     }
 }
 
+/// The walks of a client's checks, by lock: when each began, and its tree once made.
+pub(crate) type Walks = HashMap<(LockKind, String), (Instant, Arc<OnceCell<Arc<Tree>>>)>;
+
 /// A wait of this client being checked, as its own tasks' walks see it.
 #[derive(Debug)]
 pub(crate) struct LocalWait {
@@ -193,9 +200,16 @@ impl Watch {
     /// # Cancel safety
     /// Dropping it (the wait ended) takes the edge down in the background.
     pub(crate) async fn run(mut self) -> LockError {
+        let check = self.detection.check;
+        let mut gap = check;
         loop {
-            tokio::time::sleep(self.detection.check).await;
-            match self.check().await {
+            tokio::time::sleep(gap).await;
+            // Each check comes twice as long after the one before, up to
+            // [`LONGEST_GAP`] checks: the cycle a wait closes is found at its first
+            // (it began last, see the module docs); the later ones are for clients with
+            // other check delays, and for checks that failed.
+            gap = (gap * 2).min(check * LONGEST_GAP);
+            match self.check(gap).await {
                 Ok(Some(cycle)) => return LockError::Deadlock { cycle },
                 Ok(None) => {}
                 Err(error) => {
@@ -207,9 +221,9 @@ impl Watch {
 
     /// Writes the edge, and looks for a cycle through it twice: the cycle if this wait
     /// is its victim.
-    async fn check(&mut self) -> Result<Option<Vec<WaitFor>>> {
+    async fn check(&mut self, next_in: Duration) -> Result<Option<Vec<WaitFor>>> {
         let detection = &*self.detection;
-        let (check, second_look) = (detection.check, detection.second_look());
+        let second_look = detection.second_look();
         // A cycle among this client's own tasks is found from what it knows.
         if let Some(first) = self.local_walk() {
             tokio::time::sleep(second_look).await;
@@ -221,17 +235,20 @@ impl Watch {
         let redis = self.waiting.redis.clone();
         let record = self.edge.record();
         self.written = true;
-        write_wait(&redis, &self.key, &record, check * EDGE_CHECKS).await?;
+        write_wait(&redis, &self.key, &record, next_in * EDGE_CHECKS).await?;
         let walker = Walker {
             config: &detection.config,
-            scripts: &detection.scripts,
             redis: &redis,
         };
-        let Some(first) = walker.walk(&self.edge).await? else {
+        let lock = (self.edge.kind, self.edge.name.as_str());
+        let fresh = second_look / 2;
+        let tree = self.waiting.explored(walker, lock, fresh).await?;
+        let Some(first) = tree.cycle_for(&self.edge) else {
             return Ok(None);
         };
         tokio::time::sleep(second_look).await;
-        let Some(second) = walker.walk(&self.edge).await? else {
+        let tree = self.waiting.explored(walker, lock, fresh).await?;
+        let Some(second) = tree.cycle_for(&self.edge) else {
             return Ok(None);
         };
         if first != second {
@@ -298,50 +315,68 @@ impl Watch {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Walker<'a> {
     pub(crate) config: &'a ClientConfig,
-    pub(crate) scripts: &'a Scripts,
     pub(crate) redis: &'a Client,
 }
 
+/// What a walk found from one lock, breadth first: the lock (node 0) and each owner
+/// with an edge met, each with the holders of the lock it waits for. Shared by every
+/// waiter of the lock in this client that checks at about the same time (see
+/// [`Waiting::explored`]).
+#[derive(Debug, Default)]
+pub(crate) struct Tree {
+    /// (the edge, `None` for the lock itself; the node whose lock its owner holds;
+    /// the holders of the lock it waits for).
+    nodes: Vec<(Option<Edge>, usize, Vec<String>)>,
+}
+
+impl Tree {
+    /// The shortest cycle back to `start`'s owner, waiting for this tree's lock,
+    /// starting with `start`.
+    fn cycle_for(&self, start: &Edge) -> Option<Vec<Edge>> {
+        let closing = self
+            .nodes
+            .iter()
+            .position(|(_, _, holders)| holders.contains(&start.owner))?;
+        let mut cycle = Vec::new();
+        let mut at = closing;
+        while let (Some(edge), parent, _) = &self.nodes[at] {
+            cycle.push(edge.clone());
+            at = *parent;
+        }
+        cycle.push(start.clone());
+        cycle.reverse();
+        Some(cycle)
+    }
+}
+
 impl Walker<'_> {
-    /// Follows the edges from `start`'s lock, breadth first: the shortest cycle back
-    /// to `start`'s owner (starting with `start`), if there is one within
-    /// [`MOST_LOCKS`] locks.
-    async fn walk(self, start: &Edge) -> Result<Option<Vec<Edge>>> {
-        // Each edge met, and the index of the edge whose lock its owner holds.
-        let mut edges = vec![(start.clone(), 0)];
-        let mut seen = HashSet::from([start.owner.clone()]);
+    /// Follows the edges from the lock `name` of `kind`, breadth first, reading
+    /// [`MOST_LOCKS`] locks at most.
+    async fn explore(self, kind: LockKind, name: &str) -> Result<Tree> {
+        let mut tree = Tree::default();
+        tree.nodes.push((None, 0, self.holders(kind, name).await?));
+        let mut seen = HashSet::new();
         let mut next = 0;
-        while next < edges.len() && next < MOST_LOCKS {
-            let (kind, name) = (edges[next].0.kind, edges[next].0.name.clone());
-            let names = self.config.kind_names(&name, kind)?;
-            let Some(snapshot) = self.scripts.inspect(self.redis, &names).await? else {
-                next += 1;
-                continue;
-            };
-            for holder in snapshot.owners_waited_for() {
-                if holder == start.owner {
-                    let mut cycle = Vec::new();
-                    let mut at = next;
-                    loop {
-                        cycle.push(edges[at].0.clone());
-                        if at == 0 {
-                            break;
-                        }
-                        at = edges[at].1;
-                    }
-                    cycle.reverse();
-                    return Ok(Some(cycle));
-                }
-                if !seen.insert(holder.to_owned()) {
+        while next < tree.nodes.len() && tree.nodes.len() < MOST_LOCKS {
+            let holders = tree.nodes[next].2.clone();
+            for holder in holders {
+                if !seen.insert(holder.clone()) {
                     continue;
                 }
-                if let Some(edge) = self.edge_of(holder).await? {
-                    edges.push((edge, next));
+                if let Some(edge) = self.edge_of(&holder).await? {
+                    let holders = self.holders(edge.kind, &edge.name).await?;
+                    tree.nodes.push((Some(edge), next, holders));
                 }
             }
             next += 1;
         }
-        Ok(None)
+        Ok(tree)
+    }
+
+    /// The owners a waiter for the lock `name` of `kind` waits for.
+    async fn holders(self, kind: LockKind, name: &str) -> Result<Vec<String>> {
+        let names = self.config.kind_names(name, kind)?;
+        read_holders(self.redis, &names).await
     }
 
     /// The edge of `owner`'s current long wait, if it has one.
@@ -349,6 +384,17 @@ impl Walker<'_> {
         let key = wait_key(&self.config.prefix, owner);
         let record = read_wait(self.redis, &key).await?;
         Ok(record.and_then(|record| Edge::read(owner, &record)))
+    }
+
+    /// The cycle through `start`, found on two looks `second_look` apart.
+    async fn cycle_twice(self, start: &Edge, second_look: Duration) -> Result<Option<Vec<Edge>>> {
+        let tree = self.explore(start.kind, &start.name).await?;
+        let Some(first) = tree.cycle_for(start) else {
+            return Ok(None);
+        };
+        tokio::time::sleep(second_look).await;
+        let tree = self.explore(start.kind, &start.name).await?;
+        Ok(tree.cycle_for(start).filter(|second| *second == first))
     }
 
     /// Every long wait whose edge is at one of `keys` (as [`wait_key`] builds them;
@@ -370,24 +416,18 @@ impl Walker<'_> {
                 edges.push(edge);
             }
         }
-        let mut cycles = Vec::new();
+        let mut deadlocks = Vec::new();
         for edge in &edges {
-            let Some(first) = self.walk(edge).await? else {
+            let tree = self.explore(edge.kind, &edge.name).await?;
+            let Some(cycle) = tree.cycle_for(edge) else {
                 continue;
             };
             // Each cycle once: from its victim's wait, which every member's walk names.
-            let victim = first.iter().max_by(|a, b| a.rank().cmp(&b.rank()));
-            if victim == Some(edge) {
-                cycles.push(first);
+            if cycle.iter().max_by(|a, b| a.rank().cmp(&b.rank())) != Some(edge) {
+                continue;
             }
-        }
-        if !cycles.is_empty() {
-            tokio::time::sleep(second_look).await;
-        }
-        let mut deadlocks = Vec::new();
-        for first in cycles {
-            if self.walk(&first[0]).await?.as_ref() == Some(&first) {
-                deadlocks.push(first.into_iter().map(Edge::into_wait).collect());
+            if let Some(cycle) = self.cycle_twice(edge, second_look).await? {
+                deadlocks.push(cycle.into_iter().map(Edge::into_wait).collect());
             }
         }
         let waits = edges
@@ -398,6 +438,32 @@ impl Walker<'_> {
             })
             .collect();
         Ok((waits, deadlocks))
+    }
+}
+
+impl Waiting {
+    /// The walk from the lock `name` of `kind`: one made by another waiter of this
+    /// client less than `fresh` ago (or under way), else a new one. Many local waiters
+    /// of one lock (a hot account) then read Redis once per check between them.
+    async fn explored(
+        &self,
+        walker: Walker<'_>,
+        (kind, name): (LockKind, &str),
+        fresh: Duration,
+    ) -> Result<Arc<Tree>> {
+        let cell = {
+            let mut walks = self.walks.lock();
+            let now = Instant::now();
+            walks.retain(|_, (at, _)| now.duration_since(*at) < fresh);
+            let (_, cell) = walks
+                .entry((kind, name.to_owned()))
+                .or_insert_with(|| (now, Arc::default()));
+            Arc::clone(cell)
+        };
+        let tree = cell
+            .get_or_try_init(|| async { walker.explore(kind, name).await.map(Arc::new) })
+            .await?;
+        Ok(Arc::clone(tree))
     }
 }
 
