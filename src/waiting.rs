@@ -78,8 +78,8 @@ mod places;
 mod shards;
 mod wait;
 
-use deadlock::{LocalWait, Walks};
 pub(crate) use deadlock::{Detection, Walker, second_look};
+use deadlock::{LocalWait, Walks};
 pub(crate) use give_up::{Forever, GiveUp, within_budget};
 use hand_off::Due;
 pub(crate) use mark::Mark;

@@ -45,8 +45,10 @@ pub(crate) async fn clear_wait(client: &Client, key: &str, record: &str) -> Resu
 pub(crate) async fn read_holders(client: &Client, names: &LockNames) -> Result<Vec<String>> {
     let fields: Vec<String> = client.hkeys(&*names.key).await?;
     let kind = names.kind.public();
-    Ok(operator::owners_waited_for(kind, fields.iter().map(String::as_str))
-        .into_iter()
-        .map(str::to_owned)
-        .collect())
+    Ok(
+        operator::owners_waited_for(kind, fields.iter().map(String::as_str))
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
+    )
 }
