@@ -40,6 +40,35 @@ async fn lock_calls_are_counted_and_timed() {
     inner.unlock().await.unwrap();
     outer.unlock().await.unwrap();
 
+    // Two tasks crossing two locks: one deadlock broken.
+    let checking = holdlock::LockClient::builder(common::url())
+        .deadlock_check(Duration::from_millis(100))
+        .build()
+        .await
+        .unwrap();
+    let (x, y) = (common::unique("metrics"), common::unique("metrics"));
+    let both_hold = std::sync::Arc::new(tokio::sync::Barrier::new(2));
+    let cross = |first: String, then: String, delay: u64| {
+        let (client, both_hold) = (checking.clone(), both_hold.clone());
+        tokio::spawn(async move {
+            let held = client.lock(&first).await.unwrap();
+            both_hold.wait().await;
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            let broken = match client.lock(&then).await {
+                Ok(second) => {
+                    second.unlock().await.unwrap();
+                    false
+                }
+                Err(error) => matches!(error, holdlock::LockError::Deadlock { .. }),
+            };
+            held.unlock().await.unwrap();
+            broken
+        })
+    };
+    let (a, b) = (cross(x.clone(), y.clone(), 0), cross(y, x, 100));
+    let broken = [a.await.unwrap(), b.await.unwrap()];
+    assert_eq!(broken, [false, true]);
+
     let mut counters: HashMap<String, u64> = HashMap::new();
     let mut gauges: HashMap<String, f64> = HashMap::new();
     let mut histograms: HashMap<String, usize> = HashMap::new();
@@ -57,6 +86,7 @@ async fn lock_calls_are_counted_and_timed() {
         }
     }
     let counter = |name: &str| counters.get(name).copied().unwrap_or(0);
+    assert_eq!(counter("holdlock_deadlocks_total{}"), 1, "{counters:?}");
     assert!(
         counter("holdlock_acquisitions_total{outcome=granted}") >= 2,
         "{counters:?}"
