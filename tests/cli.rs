@@ -1423,7 +1423,7 @@ async fn waits_shows_who_waits_for_what_and_deadlocks() {
     let key = format!("{prefix}waits:{b_owner}");
     let _: () = client
         .redis()
-        .set(&key, format!("{since} 1 mutex {x}"), None, None, false)
+        .set(&key, format!("{since} 1 mutex 1:{x}"), None, None, false)
         .await
         .unwrap();
     let ran = finish(&mut holdlock(["--prefix", &prefix, "waits"])).await;

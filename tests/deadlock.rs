@@ -426,7 +426,7 @@ async fn operators_see_long_waits_and_a_deadlock_whose_victim_is_stalled(url: &s
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis();
-    let record = format!("{since} 1 mutex {x}");
+    let record = format!("{since} 1 mutex {}:{x}", x.len());
     let key = format!("holdlock:waits:{b_owner}");
     let _: () = b
         .redis()

@@ -11,6 +11,7 @@ use fred::bytes_utils::Str;
 use parking_lot::Mutex;
 
 use super::Hold;
+use crate::keys::LockKind;
 use crate::scripts::{Kind, LockNames};
 
 /// Every hold of one client: by lock name, the holds of each owner (rarely more than
@@ -192,13 +193,16 @@ impl Holds {
 
     /// The owners whose live holds through this client, on the lock filed under
     /// `registry`, keep out a hold of `kind`: those a waiter for it waits for, as far
-    /// as this client knows (for the deadlock check, see `waiting/deadlock.rs`).
+    /// as this client knows (for the deadlock check, see `waiting/deadlock.rs`). A hold
+    /// being released is left out: it is gone once its release lands, whatever its
+    /// owner waits for.
     pub(crate) fn holders_excluding(&self, registry: &str, kind: Kind) -> Vec<Str> {
         let map = self.map.lock();
         let holds = map.get(registry).map_or(&[][..], Holders::as_slice);
         holds
             .iter()
-            .filter(|hold| hold.is_live() && hold.names.kind.excludes(kind))
+            .filter(|hold| hold.is_live() && !hold.is_being_released())
+            .filter(|hold| hold.names.kind.excludes(kind))
             .map(|hold| hold.owner.clone())
             .collect()
     }
@@ -278,6 +282,22 @@ impl Holds {
             holds: Arc::clone(self),
             hold: Arc::clone(hold),
         }
+    }
+
+    /// The locks (kind and name) of `owner`'s holds that are [being
+    /// released](Hold::is_being_released), for its deadlock checks' edges. Reads every
+    /// hold of the client: it runs only in a wait's check.
+    pub(crate) fn releasing(&self, owner: &str) -> Vec<(LockKind, String)> {
+        let map = self.map.lock();
+        let mut releasing: Vec<(LockKind, String)> = map
+            .values()
+            .flat_map(Holders::as_slice)
+            .filter(|hold| *hold.owner == *owner && hold.is_being_released())
+            .map(|hold| (hold.names.kind.public(), hold.names.name.clone()))
+            .collect();
+        releasing.sort();
+        releasing.dedup();
+        releasing
     }
 
     /// A hold that `owner` took on the lock filed under `registry` (of any kind, or a

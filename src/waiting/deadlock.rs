@@ -95,32 +95,71 @@ struct Edge {
     wait: u64,
     kind: LockKind,
     name: String,
+    /// The locks whose holds by this owner are being released as it writes the edge
+    /// (guards dropped, their releases in flight): it does not hold them, whatever
+    /// Redis still says until the releases land.
+    releasing: Vec<(LockKind, String)>,
+}
+
+/// `<kind> <length of the name>:<name>`: a lock in an edge's record.
+fn write_lock(record: &mut String, kind: LockKind, name: &str) {
+    use std::fmt::Write;
+    let _ = write!(record, "{} {}:{name}", kind.as_str(), name.len());
+}
+
+/// A lock written by [`write_lock`] at the start of `text`, and what follows it.
+fn read_lock(text: &str) -> Option<((LockKind, String), &str)> {
+    let (kind, rest) = text.split_once(' ')?;
+    let (length, rest) = rest.split_once(':')?;
+    let length: usize = length.parse().ok()?;
+    let name = rest.get(..length)?;
+    Some(((kind.parse().ok()?, name.to_owned()), &rest[length..]))
 }
 
 impl Edge {
-    /// The edge's record: `<since_ms> <wait> <kind> <name>` (the name last: it may
+    /// The edge's record: `<since_ms> <wait> <kind> <length>:<name>`, then ` <kind>
+    /// <length>:<name>` for each lock it is releasing (the names counted: they may
     /// hold spaces).
     fn record(&self) -> String {
-        format!(
-            "{} {} {} {}",
-            self.since_ms,
-            self.wait,
-            self.kind.as_str(),
-            self.name
-        )
+        let mut record = format!("{} {} ", self.since_ms, self.wait);
+        write_lock(&mut record, self.kind, &self.name);
+        for (kind, name) in &self.releasing {
+            record.push(' ');
+            write_lock(&mut record, *kind, name);
+        }
+        record
     }
 
     /// The edge of `owner` whose record is `record`; `None` for one this crate did not
     /// write.
     fn read(owner: &str, record: &str) -> Option<Self> {
-        let mut parts = record.splitn(4, ' ');
+        let (since_ms, rest) = record.split_once(' ')?;
+        let (wait, rest) = rest.split_once(' ')?;
+        let ((kind, name), mut rest) = read_lock(rest)?;
+        let mut releasing = Vec::new();
+        while !rest.is_empty() {
+            let (lock, after) = read_lock(rest.strip_prefix(' ')?)?;
+            releasing.push(lock);
+            rest = after;
+        }
         Some(Self {
             owner: owner.to_owned(),
-            since_ms: parts.next()?.parse().ok()?,
-            wait: parts.next()?.parse().ok()?,
-            kind: parts.next()?.parse().ok()?,
-            name: parts.next()?.to_owned(),
+            since_ms: since_ms.parse().ok()?,
+            wait: wait.parse().ok()?,
+            kind,
+            name,
+            releasing,
         })
+    }
+
+    /// Whether this edge's owner is releasing its hold on the lock `name` of `kind`.
+    fn releases(&self, kind: LockKind, name: &str) -> bool {
+        self.releasing.iter().any(|(k, n)| *k == kind && n == name)
+    }
+
+    /// Whether `other` records the same wait (the locks being released may differ).
+    fn is(&self, other: &Edge) -> bool {
+        self.owner == other.owner && self.wait == other.wait
     }
 
     /// The wait as the API names it.
@@ -175,6 +214,7 @@ impl Waiting {
             wait: WAIT_IDS.fetch_add(1, Ordering::Relaxed),
             kind,
             name: names.name.clone(),
+            releasing: Vec::new(),
         };
         let local = LocalWait {
             edge: edge.clone(),
@@ -233,6 +273,7 @@ impl Watch {
                 .and_then(|cycle| self.victim_of(cycle)));
         }
         let redis = self.waiting.redis.clone();
+        self.edge.releasing = self.waiting.holds.releasing(&self.edge.owner);
         let record = self.edge.record();
         self.written = true;
         write_wait(&redis, &self.key, &record, next_in * EDGE_CHECKS).await?;
@@ -261,7 +302,23 @@ impl Watch {
     /// told.
     fn victim_of(&self, cycle: Vec<Edge>) -> Option<Vec<WaitFor>> {
         let victim = cycle.iter().max_by(|a, b| a.rank().cmp(&b.rank()))?;
-        if *victim != self.edge {
+        if !victim.is(&self.edge) {
+            return None;
+        }
+        // The lock that closes the cycle is this owner's: if its release is in flight
+        // (a guard dropped just before this wait, its release held up by a failover),
+        // the cycle ends when it lands.
+        let closing = cycle.last()?;
+        let names = self
+            .detection
+            .config
+            .kind_names(&closing.name, closing.kind)
+            .ok()?;
+        let holds = &self.waiting.holds;
+        if holds
+            .being_released(names.registry_key(), &self.edge.owner)
+            .is_some()
+        {
             return None;
         }
         let cycle: Vec<WaitFor> = cycle.into_iter().map(Edge::into_wait).collect();
@@ -354,23 +411,50 @@ impl Walker<'_> {
     /// [`MOST_LOCKS`] locks at most.
     async fn explore(self, kind: LockKind, name: &str) -> Result<Tree> {
         let mut tree = Tree::default();
-        tree.nodes.push((None, 0, self.holders(kind, name).await?));
-        let mut seen = HashSet::new();
+        let mut edges: HashMap<String, Option<Edge>> = HashMap::new();
+        let holders = self.holding(kind, name, &mut edges).await?;
+        tree.nodes.push((None, 0, holders));
         let mut next = 0;
+        let mut seen = HashSet::new();
         while next < tree.nodes.len() && tree.nodes.len() < MOST_LOCKS {
             let holders = tree.nodes[next].2.clone();
             for holder in holders {
                 if !seen.insert(holder.clone()) {
                     continue;
                 }
-                if let Some(edge) = self.edge_of(&holder).await? {
-                    let holders = self.holders(edge.kind, &edge.name).await?;
+                if let Some(Some(edge)) = edges.get(&holder).cloned() {
+                    let holders = self.holding(edge.kind, &edge.name, &mut edges).await?;
                     tree.nodes.push((Some(edge), next, holders));
                 }
             }
             next += 1;
         }
         Ok(tree)
+    }
+
+    /// The holders of the lock `name` of `kind` that hold it for real: each one's
+    /// edge read into `edges` (once), and one whose edge says it is releasing the
+    /// lock left out.
+    async fn holding(
+        self,
+        kind: LockKind,
+        name: &str,
+        edges: &mut HashMap<String, Option<Edge>>,
+    ) -> Result<Vec<String>> {
+        let mut holding = Vec::new();
+        for holder in self.holders(kind, name).await? {
+            if !edges.contains_key(&holder) {
+                let edge = self.edge_of(&holder).await?;
+                edges.insert(holder.clone(), edge);
+            }
+            if !edges[&holder]
+                .as_ref()
+                .is_some_and(|edge| edge.releases(kind, name))
+            {
+                holding.push(holder);
+            }
+        }
+        Ok(holding)
     }
 
     /// The owners a waiter for the lock `name` of `kind` waits for.
@@ -423,7 +507,11 @@ impl Walker<'_> {
                 continue;
             };
             // Each cycle once: from its victim's wait, which every member's walk names.
-            if cycle.iter().max_by(|a, b| a.rank().cmp(&b.rank())) != Some(edge) {
+            if !cycle
+                .iter()
+                .max_by(|a, b| a.rank().cmp(&b.rank()))
+                .is_some_and(|victim| victim.is(edge))
+            {
                 continue;
             }
             if let Some(cycle) = self.cycle_twice(edge, second_look).await? {
@@ -501,17 +589,31 @@ mod tests {
 
     #[test]
     fn an_edge_reads_back_what_it_records() {
-        let edge = Edge {
+        let mut edge = Edge {
             owner: "u:1".into(),
             since_ms: 1_700_000_000_123,
             wait: 7,
             kind: LockKind::ReadWrite,
-            name: "a name with spaces".into(),
+            name: "a name: with spaces".into(),
+            releasing: Vec::new(),
         };
-        assert_eq!(Edge::read("u:1", &edge.record()), Some(edge));
-        assert_eq!(Edge::read("u:1", "12 x mutex a"), None);
-        assert_eq!(Edge::read("u:1", "12 3 lock a"), None);
-        assert_eq!(Edge::read("u:1", "12 3 mutex"), None);
+        assert_eq!(Edge::read("u:1", &edge.record()), Some(edge.clone()));
+        edge.releasing = vec![
+            (LockKind::Mutex, "x 1:y".into()),
+            (LockKind::Fair, "é".into()),
+        ];
+        assert_eq!(Edge::read("u:1", &edge.record()), Some(edge.clone()));
+        assert!(edge.releases(LockKind::Mutex, "x 1:y"));
+        assert!(!edge.releases(LockKind::Fair, "x 1:y"));
+        for bad in [
+            "12 x mutex 1:a",
+            "12 3 lock 1:a",
+            "12 3 mutex",
+            "12 3 mutex 2:a",
+            "12 3 mutex 1:ab",
+        ] {
+            assert_eq!(Edge::read("u:1", bad), None, "{bad}");
+        }
     }
 
     #[test]
@@ -522,6 +624,7 @@ mod tests {
             wait,
             kind: LockKind::Mutex,
             name: "a".into(),
+            releasing: Vec::new(),
         };
         let cycle = [edge("a:1", 10, 1), edge("b:1", 30, 1), edge("c:1", 20, 9)];
         let victim = cycle.iter().max_by(|a, b| a.rank().cmp(&b.rank()));
