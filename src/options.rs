@@ -86,8 +86,10 @@ pub(crate) struct ClientConfig {
 /// The default share of the lease left below which a renewal warns that its hold is at
 /// risk: a third, so a renewal (due every third of the lease) that came a whole period
 /// late warns.
-/// How long a wait lasts, by default, before it is checked for a deadlock: one second,
-/// PostgreSQL's `deadlock_timeout`.
+/// The check delay suggested for
+/// [`LockClientBuilder::deadlock_check`](crate::LockClientBuilder::deadlock_check): one
+/// second, PostgreSQL's `deadlock_timeout`. Detection is off unless a client turns it
+/// on.
 pub const DEFAULT_DEADLOCK_CHECK: Duration = Duration::from_secs(1);
 
 pub(crate) const DEFAULT_AT_RISK_SHARE: f64 = 1.0 / 3.0;
@@ -104,7 +106,7 @@ impl Default for ClientConfig {
             max_hold: None,
             at_risk_share: DEFAULT_AT_RISK_SHARE,
             hold_spans: false,
-            deadlock_check: Some(DEFAULT_DEADLOCK_CHECK),
+            deadlock_check: None,
             #[cfg(feature = "blocking")]
             background_on_own_runtime: false,
         }

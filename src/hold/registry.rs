@@ -300,6 +300,18 @@ impl Holds {
         releasing
     }
 
+    /// Whether `owner` holds the lock filed under `registry` through this client for
+    /// real: a live hold with a guard (not lost, not being released).
+    pub(crate) fn holds_for_real(&self, registry: &str, owner: &str) -> bool {
+        let map = self.map.lock();
+        map.get(registry).is_some_and(|holds| {
+            holds
+                .as_slice()
+                .iter()
+                .any(|hold| *hold.owner == *owner && hold.is_live() && !hold.is_being_released())
+        })
+    }
+
     /// A hold that `owner` took on the lock filed under `registry` (of any kind, or a
     /// semaphore permit) and is [being released](Hold::is_being_released), if any.
     pub(crate) fn being_released(&self, registry: &str, owner: &str) -> Option<Arc<Hold>> {

@@ -305,19 +305,20 @@ impl Watch {
         if !victim.is(&self.edge) {
             return None;
         }
-        // The lock that closes the cycle is this owner's: if its release is in flight
-        // (a guard dropped just before this wait, its release held up by a failover),
-        // the cycle ends when it lands.
+        // Redis says this owner holds the lock that closes the cycle; unless its client
+        // holds it for real (a live hold with a guard), that is a hold Redis has not
+        // yet seen go (its release in flight, held up by a failover, or lost and not
+        // yet expired on a promoted replica), and the cycle ends by itself.
         let closing = cycle.last()?;
         let names = self
             .detection
             .config
             .kind_names(&closing.name, closing.kind)
             .ok()?;
-        let holds = &self.waiting.holds;
-        if holds
-            .being_released(names.registry_key(), &self.edge.owner)
-            .is_some()
+        if !self
+            .waiting
+            .holds
+            .holds_for_real(names.registry_key(), &self.edge.owner)
         {
             return None;
         }
