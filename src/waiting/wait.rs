@@ -9,6 +9,7 @@
 //! hand-off on its message alone). The loop around them is written once, here.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -91,7 +92,13 @@ pub(crate) async fn wait<P: Policy, D: GiveUp>(
     let watch = ticket.waiting.watch(names, owner);
     let deadlock = async move {
         match watch {
-            Some(watch) => watch.run().await,
+            // Boxed and erased: the check's future is deep, and inline it would make
+            // every lock call's future type too deep for the compiler's default
+            // recursion limit in code that nests it (the chaos example's did).
+            Some(watch) => {
+                let run: Pin<Box<dyn Future<Output = LockError> + Send>> = Box::pin(watch.run());
+                run.await
+            }
             None => std::future::pending().await,
         }
     };
