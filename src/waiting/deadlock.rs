@@ -73,11 +73,6 @@ impl Detection {
             config: config.clone(),
         })
     }
-
-    /// The gap between a walk that found a cycle and the second look.
-    fn second_look(&self) -> Duration {
-        second_look(self.check)
-    }
 }
 
 /// The gap between a walk that found a cycle and the second look, for checks every
@@ -221,11 +216,12 @@ impl Waiting {
             names: Arc::clone(names),
         };
         self.local_waits.lock().insert(owner.to_owned(), local);
+        let key = wait_key(&detection.config.prefix, owner);
         Some(Watch {
             waiting: Arc::clone(self),
             detection,
             names: Arc::clone(names),
-            key: wait_key(&self.deadlock.as_ref()?.config.prefix, owner),
+            key,
             edge,
             written: false,
         })
@@ -263,7 +259,7 @@ impl Watch {
     /// is its victim.
     async fn check(&mut self, next_in: Duration) -> Result<Option<Vec<WaitFor>>> {
         let detection = &*self.detection;
-        let second_look = detection.second_look();
+        let second_look = second_look(detection.check);
         // A cycle among this client's own tasks is found from what it knows.
         if let Some(first) = self.local_walk() {
             tokio::time::sleep(second_look).await;
