@@ -426,19 +426,26 @@ async fn operators_see_long_waits_and_a_deadlock_whose_victim_is_stalled(url: &s
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis();
-    let record = format!("{since} 1 mutex {}:{x}", x.len());
     let key = format!("holdlock:waits:{b_owner}");
-    let _: () = b
-        .redis()
-        .set(
-            &key,
-            record,
-            Some(fred::types::Expiration::PX(20_000)),
-            None,
-            false,
-        )
-        .await
-        .unwrap();
+    let write_record = |record: String| {
+        let (b, key) = (b.clone(), key.clone());
+        async move {
+            let expiry = Some(fred::types::Expiration::PX(20_000));
+            let _: () = b
+                .redis()
+                .set(&key, record, expiry, None, false)
+                .await
+                .unwrap();
+        }
+    };
+    // Its record says that it holds nothing, as when its client has let go of y while
+    // Redis still lists it (its release held up by a failover, say): no deadlock.
+    let waits_for_x = format!("{since} 1 mutex {}:{x}", x.len());
+    write_record(waits_for_x.clone()).await;
+    let graph = b.waits().await.unwrap();
+    assert!(graph.deadlocks.is_empty(), "{graph:?}");
+    // It lists y as held: a deadlock.
+    write_record(format!("{waits_for_x} mutex {}:{y}", y.len())).await;
     let graph = b.waits().await.unwrap();
     assert_eq!(graph.deadlocks.len(), 1, "{graph:?}");
     let cycle: Vec<_> = graph.deadlocks[0]

@@ -159,6 +159,11 @@ impl Hold {
     fn is_live(&self) -> bool {
         self.count() > 0 && !self.is_lost()
     }
+
+    /// Held with a guard: live, and not being released.
+    fn is_held_for_real(&self) -> bool {
+        self.is_live() && !self.is_being_released()
+    }
 }
 
 impl Holds {
@@ -201,8 +206,7 @@ impl Holds {
         let holds = map.get(registry).map_or(&[][..], Holders::as_slice);
         holds
             .iter()
-            .filter(|hold| hold.is_live() && !hold.is_being_released())
-            .filter(|hold| hold.names.kind.excludes(kind))
+            .filter(|hold| hold.is_held_for_real() && hold.names.kind.excludes(kind))
             .map(|hold| hold.owner.clone())
             .collect()
     }
@@ -284,20 +288,32 @@ impl Holds {
         }
     }
 
-    /// The locks (kind and name) of `owner`'s holds that are [being
-    /// released](Hold::is_being_released), for its deadlock checks' edges. Reads every
-    /// hold of the client: it runs only in a wait's check.
-    pub(crate) fn releasing(&self, owner: &str) -> Vec<(LockKind, String)> {
+    /// The locks (kind and name) that `owner` holds through this client for real (see
+    /// [`holds_for_real`](Self::holds_for_real)), semaphores left out, for its
+    /// deadlock checks' edges; `None` if there are more than `most`. Reads every hold
+    /// of the client: it runs only in a wait's check.
+    pub(crate) fn held_for_real(
+        &self,
+        owner: &str,
+        most: usize,
+    ) -> Option<Vec<(LockKind, String)>> {
         let map = self.map.lock();
-        let mut releasing: Vec<(LockKind, String)> = map
-            .values()
-            .flat_map(Holders::as_slice)
-            .filter(|hold| *hold.owner == *owner && hold.is_being_released())
-            .map(|hold| (hold.names.kind.public(), hold.names.name.clone()))
-            .collect();
-        releasing.sort();
-        releasing.dedup();
-        releasing
+        let mut held: Vec<(LockKind, String)> = Vec::new();
+        for hold in map.values().flat_map(Holders::as_slice) {
+            let kind = hold.names.kind.public();
+            if *hold.owner != *owner || kind == LockKind::Semaphore || !hold.is_held_for_real() {
+                continue;
+            }
+            let lock = (kind, hold.names.name.clone());
+            if !held.contains(&lock) {
+                if held.len() == most {
+                    return None;
+                }
+                held.push(lock);
+            }
+        }
+        held.sort();
+        Some(held)
     }
 
     /// Whether `owner` holds the lock filed under `registry` through this client for
@@ -308,7 +324,7 @@ impl Holds {
             holds
                 .as_slice()
                 .iter()
-                .any(|hold| *hold.owner == *owner && hold.is_live() && !hold.is_being_released())
+                .any(|hold| *hold.owner == *owner && hold.is_held_for_real())
         })
     }
 

@@ -5,16 +5,20 @@
 //! Each wait that lasts longer than the client's check delay (`deadlock_check`) looks
 //! for one:
 //!
-//! - **The edge.** It records which lock its owner waits for: a string per owner,
-//!   `<prefix>waits:<owner>` = `<wait began, ms> <wait id> <kind> <name>`, with an
-//!   expiry of a few check delays, written again at each check and taken down when the
-//!   wait ends (only if it is still this wait's, see `lua/waits_clear.lua`). A shorter
-//!   wait, and a lock taken at once, send nothing for it.
-//! - **The walk.** From the lock it waits for, it reads the holders (the operator's
-//!   `lua/inspect.lua`), each holder's edge, the holders of the lock that one waits for,
-//!   and so on, breadth first, [`MOST_LOCKS`] locks at most. A holder that is this owner
-//!   closes a cycle. The reads are one by one, so the walk works on a cluster, where the
-//!   keys are in different slots, as on a single server.
+//! - **The edge.** It records which lock its owner waits for, and which locks it holds
+//!   for real (live holds with a guard, as its client knows them): a string per owner,
+//!   `<prefix>waits:<owner>` = `<wait began, ms> <wait id> <kind> <name>` then the
+//!   locks held (see [`Edge::record`]), with an expiry of a few check delays, written
+//!   again at each check and taken down when the wait ends (only if it is still this
+//!   wait's, see `lua/waits_clear.lua`). A shorter wait, and a lock taken at once,
+//!   send nothing for it.
+//! - **The walk.** From the lock it waits for, it reads the holders (`HKEYS`), each
+//!   holder's edge, the holders of the lock that one waits for, and so on, breadth
+//!   first, [`MOST_LOCKS`] locks at most. A waiting holder counts only for the locks
+//!   its edge lists: Redis may list an owner whose client has let go (a release held up
+//!   by a failover, a hold lost and not yet expired), and such a hold ends by itself.
+//!   A holder that is this owner closes a cycle. The reads are one by one, so the walk
+//!   works on a cluster, where the keys are in different slots, as on a single server.
 //! - **The second look.** A walk's reads are not one snapshot, so a cycle may be made of
 //!   states that never were at once. A cycle counts only if a second walk, a moment
 //!   later, finds the very same waits (owners and wait ids): a deadlock is stable, a
@@ -50,6 +54,13 @@ pub(crate) const MOST_LOCKS: usize = 64;
 /// How many gaps to the next check an edge outlives its write (a crashed waiter's is
 /// gone after that).
 const EDGE_CHECKS: u32 = 3;
+
+/// The most locks an edge lists as held by its owner; an owner holding more is taken
+/// at Redis's word (see [`Edge::holding`]).
+const MOST_LISTED: usize = 64;
+
+/// Ends an edge's record in place of its held locks when there were too many to list.
+const UNLISTED: &str = " +";
 
 /// The longest gap between two checks of a wait, in check delays.
 const LONGEST_GAP: u32 = 8;
@@ -90,10 +101,12 @@ struct Edge {
     wait: u64,
     kind: LockKind,
     name: String,
-    /// The locks whose holds by this owner are being released as it writes the edge
-    /// (guards dropped, their releases in flight): it does not hold them, whatever
-    /// Redis still says until the releases land.
-    releasing: Vec<(LockKind, String)>,
+    /// The locks this owner holds for real as it writes the edge (live holds with a
+    /// guard), or `None` if there were more than [`MOST_LISTED`]. Redis may go on
+    /// listing an owner as a holder after its client let go (a release in flight, held
+    /// up by a failover; a hold lost and not yet expired): a walk counts a waiting
+    /// holder only for the locks its edge lists.
+    holding: Option<Vec<(LockKind, String)>>,
 }
 
 /// `<kind> <length of the name>:<name>`: a lock in an edge's record.
@@ -113,14 +126,19 @@ fn read_lock(text: &str) -> Option<((LockKind, String), &str)> {
 
 impl Edge {
     /// The edge's record: `<since_ms> <wait> <kind> <length>:<name>`, then ` <kind>
-    /// <length>:<name>` for each lock it is releasing (the names counted: they may
-    /// hold spaces).
+    /// <length>:<name>` for each lock its owner holds (the names counted: they may hold
+    /// spaces), or [`UNLISTED`] if there were too many.
     fn record(&self) -> String {
         let mut record = format!("{} {} ", self.since_ms, self.wait);
         write_lock(&mut record, self.kind, &self.name);
-        for (kind, name) in &self.releasing {
-            record.push(' ');
-            write_lock(&mut record, *kind, name);
+        match &self.holding {
+            Some(holding) => {
+                for (kind, name) in holding {
+                    record.push(' ');
+                    write_lock(&mut record, *kind, name);
+                }
+            }
+            None => record.push_str(UNLISTED),
         }
         record
     }
@@ -131,28 +149,36 @@ impl Edge {
         let (since_ms, rest) = record.split_once(' ')?;
         let (wait, rest) = rest.split_once(' ')?;
         let ((kind, name), mut rest) = read_lock(rest)?;
-        let mut releasing = Vec::new();
-        while !rest.is_empty() {
-            let (lock, after) = read_lock(rest.strip_prefix(' ')?)?;
-            releasing.push(lock);
-            rest = after;
-        }
+        let holding = if rest == UNLISTED {
+            None
+        } else {
+            let mut listed = Vec::new();
+            while !rest.is_empty() {
+                let (lock, after) = read_lock(rest.strip_prefix(' ')?)?;
+                listed.push(lock);
+                rest = after;
+            }
+            Some(listed)
+        };
         Some(Self {
             owner: owner.to_owned(),
             since_ms: since_ms.parse().ok()?,
             wait: wait.parse().ok()?,
             kind,
             name,
-            releasing,
+            holding,
         })
     }
 
-    /// Whether this edge's owner is releasing its hold on the lock `name` of `kind`.
-    fn releases(&self, kind: LockKind, name: &str) -> bool {
-        self.releasing.iter().any(|(k, n)| *k == kind && n == name)
+    /// Whether this edge's owner holds the lock `name` of `kind`, as far as its edge
+    /// tells.
+    fn holds(&self, kind: LockKind, name: &str) -> bool {
+        self.holding
+            .as_ref()
+            .is_none_or(|holding| holding.iter().any(|(k, n)| *k == kind && n == name))
     }
 
-    /// Whether `other` records the same wait (the locks being released may differ).
+    /// Whether `other` records the same wait (the locks held may differ).
     fn is(&self, other: &Edge) -> bool {
         self.owner == other.owner && self.wait == other.wait
     }
@@ -209,7 +235,7 @@ impl Waiting {
             wait: WAIT_IDS.fetch_add(1, Ordering::Relaxed),
             kind,
             name: names.name.clone(),
-            releasing: Vec::new(),
+            holding: Some(Vec::new()),
         };
         let local = LocalWait {
             edge: edge.clone(),
@@ -269,7 +295,7 @@ impl Watch {
                 .and_then(|cycle| self.victim_of(cycle)));
         }
         let redis = self.waiting.redis.clone();
-        self.edge.releasing = self.waiting.holds.releasing(&self.edge.owner);
+        self.edge.holding = (self.waiting.holds).held_for_real(&self.edge.owner, MOST_LISTED);
         let record = self.edge.record();
         self.written = true;
         write_wait(&redis, &self.key, &record, next_in * EDGE_CHECKS).await?;
@@ -430,7 +456,7 @@ impl Walker<'_> {
     }
 
     /// The holders of the lock `name` of `kind` that hold it for real: each one's
-    /// edge read into `edges` (once), and one whose edge says it is releasing the
+    /// edge read into `edges` (once), and a waiting one whose edge does not list the
     /// lock left out.
     async fn holding(
         self,
@@ -444,9 +470,9 @@ impl Walker<'_> {
                 let edge = self.edge_of(&holder).await?;
                 edges.insert(holder.clone(), edge);
             }
-            if !edges[&holder]
+            if edges[&holder]
                 .as_ref()
-                .is_some_and(|edge| edge.releases(kind, name))
+                .is_none_or(|edge| edge.holds(kind, name))
             {
                 holding.push(holder);
             }
@@ -592,16 +618,22 @@ mod tests {
             wait: 7,
             kind: LockKind::ReadWrite,
             name: "a name: with spaces".into(),
-            releasing: Vec::new(),
+            holding: Some(Vec::new()),
         };
         assert_eq!(Edge::read("u:1", &edge.record()), Some(edge.clone()));
-        edge.releasing = vec![
+        assert!(!edge.holds(LockKind::Mutex, "x 1:y"));
+        edge.holding = Some(vec![
             (LockKind::Mutex, "x 1:y".into()),
             (LockKind::Fair, "é".into()),
-        ];
+            (LockKind::Mutex, "+".into()),
+        ]);
         assert_eq!(Edge::read("u:1", &edge.record()), Some(edge.clone()));
-        assert!(edge.releases(LockKind::Mutex, "x 1:y"));
-        assert!(!edge.releases(LockKind::Fair, "x 1:y"));
+        assert!(edge.holds(LockKind::Mutex, "x 1:y"));
+        assert!(!edge.holds(LockKind::Fair, "x 1:y"));
+        // Too many to list: Redis's word is taken for any lock.
+        edge.holding = None;
+        assert_eq!(Edge::read("u:1", &edge.record()), Some(edge.clone()));
+        assert!(edge.holds(LockKind::Fair, "x 1:y"));
         for bad in [
             "12 x mutex 1:a",
             "12 3 lock 1:a",
@@ -621,7 +653,7 @@ mod tests {
             wait,
             kind: LockKind::Mutex,
             name: "a".into(),
-            releasing: Vec::new(),
+            holding: None,
         };
         let cycle = [edge("a:1", 10, 1), edge("b:1", 30, 1), edge("c:1", 20, 9)];
         let victim = cycle.iter().max_by(|a, b| a.rank().cmp(&b.rank()));
