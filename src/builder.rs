@@ -317,20 +317,16 @@ impl LockClientBuilder {
         self
     }
 
-    /// Turns on deadlock detection: a wait that lasts longer than `check` records
+    /// Deadlock detection: a wait that lasts longer than `check` records
     /// which lock its owner waits for (a wait-for edge beside the holders each lock
     /// records) and follows the edges from there; a cycle back to it is a deadlock,
     /// and exactly one of its waiters, the one whose wait began last, fails with
     /// [`LockError::Deadlock`](crate::LockError::Deadlock) (see `docs/design.md`,
-    /// "Deadlocks"). [`DEFAULT_DEADLOCK_CHECK`](crate::DEFAULT_DEADLOCK_CHECK) (1 s,
-    /// PostgreSQL's `deadlock_timeout`) is the delay suggested. A shorter wait, and a
-    /// lock taken at once, send nothing for it.
+    /// "Deadlocks"). A shorter wait, and a lock taken at once, send nothing for it.
+    /// `None` turns detection off.
     ///
-    /// Default: off (`None`). It is off by default for now because of one known false
-    /// report: during a failover, a hold whose release (or expiry) Redis has not yet
-    /// seen can, with another owner's such hold, look like a cycle that in fact ends
-    /// by itself; the victim then gets `Deadlock` although retrying would have
-    /// succeeded (see `docs/design.md`, "Deadlocks", the limits).
+    /// Default: [`DEFAULT_DEADLOCK_CHECK`](crate::DEFAULT_DEADLOCK_CHECK) (1 s,
+    /// PostgreSQL's `deadlock_timeout`).
     ///
     /// # Errors
     /// `build` fails with [`LockError::InvalidOption`](crate::LockError::InvalidOption)
@@ -340,8 +336,8 @@ impl LockClientBuilder {
     /// ```no_run
     /// # async fn dox() -> holdlock::Result<()> {
     /// use std::time::Duration;
-    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379")
-    ///     .deadlock_check(holdlock::DEFAULT_DEADLOCK_CHECK)
+    /// let off = holdlock::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .deadlock_check(None)
     ///     .build()
     ///     .await?;
     /// let faster = holdlock::LockClient::builder("redis://127.0.0.1:6379")

@@ -83,15 +83,14 @@ pub(crate) struct ClientConfig {
     pub(crate) background_on_own_runtime: bool,
 }
 
+/// The default of
+/// [`LockClientBuilder::deadlock_check`](crate::LockClientBuilder::deadlock_check): one
+/// second, PostgreSQL's `deadlock_timeout`.
+pub const DEFAULT_DEADLOCK_CHECK: Duration = Duration::from_secs(1);
+
 /// The default share of the lease left below which a renewal warns that its hold is at
 /// risk: a third, so a renewal (due every third of the lease) that came a whole period
 /// late warns.
-/// The check delay suggested for
-/// [`LockClientBuilder::deadlock_check`](crate::LockClientBuilder::deadlock_check): one
-/// second, PostgreSQL's `deadlock_timeout`. Detection is off unless a client turns it
-/// on.
-pub const DEFAULT_DEADLOCK_CHECK: Duration = Duration::from_secs(1);
-
 pub(crate) const DEFAULT_AT_RISK_SHARE: f64 = 1.0 / 3.0;
 
 impl Default for ClientConfig {
@@ -106,7 +105,7 @@ impl Default for ClientConfig {
             max_hold: None,
             at_risk_share: DEFAULT_AT_RISK_SHARE,
             hold_spans: false,
-            deadlock_check: None,
+            deadlock_check: Some(DEFAULT_DEADLOCK_CHECK),
             #[cfg(feature = "blocking")]
             background_on_own_runtime: false,
         }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fred::interfaces::KeysInterface;
-use holdlock::{LockClient, LockError, LockKind};
+use holdlock::{DEFAULT_DEADLOCK_CHECK, LockClient, LockError, LockKind};
 use tokio::sync::Barrier;
 use tokio::time::Instant;
 
@@ -128,6 +128,11 @@ fn owner(
 /// forming, with the cycle named from its wait on; that the others are granted; and
 /// that no edge is left.
 async fn cycle(clients: &[LockClient], pairs: &[(Lock, Lock)]) {
+    cycle_checked_after(clients, pairs, CHECK).await;
+}
+
+/// [`cycle`], for clients whose waits are checked after `check`.
+async fn cycle_checked_after(clients: &[LockClient], pairs: &[(Lock, Lock)], check: Duration) {
     let n = pairs.len();
     let all_hold = Arc::new(Barrier::new(n));
     let owners: Vec<_> = (0..n)
@@ -152,7 +157,7 @@ async fn cycle(clients: &[LockClient], pairs: &[(Lock, Lock)]) {
         panic!("the last wait was not the victim: {outcomes:#?}");
     };
     assert!(
-        victim.waited < CHECK + Duration::from_secs(1),
+        victim.waited < check + Duration::from_secs(1),
         "found {:?} after the cycle formed",
         victim.waited
     );
@@ -337,6 +342,17 @@ async fn short_waits_and_free_locks_send_nothing_for_the_check() {
         server.command_calls("set") >= 1,
         "a long wait wrote no edge"
     );
+}
+
+/// Detection is on unless turned off: two clients built with the defaults, crossing
+/// two mutexes, are told within [`DEFAULT_DEADLOCK_CHECK`] and a second.
+#[tokio::test(flavor = "multi_thread")]
+async fn detection_is_on_by_default_after_a_second() {
+    let url = common::url();
+    let default = || async { LockClient::builder(&url).build().await.unwrap() };
+    let clients = [default().await, default().await];
+    let locks = names(2).into_iter().map(Lock::Mutex).collect();
+    cycle_checked_after(&clients, &ring(locks), DEFAULT_DEADLOCK_CHECK).await;
 }
 
 /// With the check off, a cycle is not broken (the waits last until their timeout), and

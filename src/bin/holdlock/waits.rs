@@ -10,7 +10,7 @@ use crate::table::{escape, render_columns};
 /// Shown after `holdlock waits --help`.
 pub(crate) const WAITS_HELP: &str = "\
 Lists every wait that has lasted past its client's deadlock check (a client with
-`deadlock_check` off, the default, records none), longest first, then each deadlock
+`deadlock_check` off records none), longest first, then each deadlock
 found among them: a cycle of waits, each owner waiting for a lock the next one holds,
 still there on a second look. The first wait of a cycle is the one that is told of
 it (`LockError::Deadlock`, the wait that began last) at its next check.
