@@ -32,6 +32,7 @@
 //! A semaphore's waits are left out: a waiter for a permit waits for any one of its
 //! holders, not for each, so a cycle through one need not be a deadlock.
 
+use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -304,20 +305,9 @@ impl Watch {
             redis: &redis,
         };
         let lock = (self.edge.kind, self.edge.name.as_str());
-        let fresh = second_look / 2;
-        let tree = self.waiting.explored(walker, lock, fresh).await?;
-        let Some(first) = tree.cycle_for(&self.edge) else {
-            return Ok(None);
-        };
-        tokio::time::sleep(second_look).await;
-        let tree = self.waiting.explored(walker, lock, fresh).await?;
-        let Some(second) = tree.cycle_for(&self.edge) else {
-            return Ok(None);
-        };
-        if first != second {
-            return Ok(None);
-        }
-        Ok(self.victim_of(second))
+        let walk = || self.waiting.explored(walker, lock, second_look / 2);
+        let cycle = found_twice(&self.edge, second_look, walk).await?;
+        Ok(cycle.and_then(|cycle| self.victim_of(cycle)))
     }
 
     /// The cycle `cycle` (found twice), if this wait is its victim (see [`Edge::rank`]),
@@ -389,6 +379,26 @@ impl Watch {
         }
         None
     }
+}
+
+/// The cycle through `start` that two walks `second_look` apart (each made by `walk`)
+/// both find, the very same waits: the second look (see the module docs).
+async fn found_twice<F, Walk, Found>(
+    start: &Edge,
+    second_look: Duration,
+    walk: F,
+) -> Result<Option<Vec<Edge>>>
+where
+    F: Fn() -> Walk,
+    Walk: Future<Output = Result<Found>>,
+    Found: Borrow<Tree>,
+{
+    let Some(first) = walk().await?.borrow().cycle_for(start) else {
+        return Ok(None);
+    };
+    tokio::time::sleep(second_look).await;
+    let second = walk().await?.borrow().cycle_for(start);
+    Ok(second.filter(|second| *second == first))
 }
 
 /// What a walk reads the locks and the edges with.
@@ -493,17 +503,6 @@ impl Walker<'_> {
         Ok(record.and_then(|record| Edge::read(owner, &record)))
     }
 
-    /// The cycle through `start`, found on two looks `second_look` apart.
-    async fn cycle_twice(self, start: &Edge, second_look: Duration) -> Result<Option<Vec<Edge>>> {
-        let tree = self.explore(start.kind, &start.name).await?;
-        let Some(first) = tree.cycle_for(start) else {
-            return Ok(None);
-        };
-        tokio::time::sleep(second_look).await;
-        let tree = self.explore(start.kind, &start.name).await?;
-        Ok(tree.cycle_for(start).filter(|second| *second == first))
-    }
-
     /// Every long wait whose edge is at one of `keys` (as [`wait_key`] builds them;
     /// others are skipped), with when it began (ms since the Unix epoch), and the
     /// deadlocks among them: each cycle once, from its victim's wait on, confirmed by a
@@ -537,7 +536,8 @@ impl Walker<'_> {
             {
                 continue;
             }
-            if let Some(cycle) = self.cycle_twice(edge, second_look).await? {
+            let walk = || self.explore(edge.kind, &edge.name);
+            if let Some(cycle) = found_twice(edge, second_look, walk).await? {
                 deadlocks.push(cycle.into_iter().map(Edge::into_wait).collect());
             }
         }
