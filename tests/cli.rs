@@ -1377,7 +1377,8 @@ async fn compat_redisson_sees_and_takes_redisson_layout_locks() {
 
 /// `holdlock waits` lists a wait past its client's check (exit 0), and a deadlock
 /// among the waits exits 1 and names it (here the victim is stalled: its wait's record
-/// is written as its client would, and nothing else happens on its side).
+/// is written as its client would, and nothing else happens on its side). `holdlock
+/// top` shows the same: the long waits of each lock, and the deadlock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waits_shows_who_waits_for_what_and_deadlocks() {
     use fred::interfaces::KeysInterface;
@@ -1415,6 +1416,25 @@ async fn waits_shows_who_waits_for_what_and_deadlocks() {
         "{graph}"
     );
     assert_eq!(graph["deadlocks"], serde_json::json!([]), "{graph}");
+    let ran = finish(&mut holdlock(["--prefix", &prefix, "top", "--once"])).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let y_row = ran.stdout.lines().find(|line| line.starts_with("y "));
+    assert!(
+        y_row.is_some_and(|row| row.contains(" 1 for ")),
+        "the long wait for y: {ran:?}"
+    );
+    assert!(!ran.stdout.contains("deadlock"), "{ran:?}");
+    let top = json_of(
+        &common::url(),
+        &["--prefix", &prefix, "top", "--once", "--json"],
+    )
+    .await;
+    let locks = top["locks"].as_array().unwrap();
+    let y_lock = locks.iter().find(|lock| lock["name"] == "y");
+    let y_lock = y_lock.unwrap_or_else(|| panic!("{top}"));
+    assert_eq!(y_lock["long_waits"][0]["wait"]["name"], "y", "{top}");
+    assert_eq!(top["locks"][0]["name"], "y", "the waited for first: {top}");
+    assert_eq!(top["deadlocks"], serde_json::json!([]), "{top}");
 
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -1423,7 +1443,13 @@ async fn waits_shows_who_waits_for_what_and_deadlocks() {
     let key = format!("{prefix}waits:{b_owner}");
     let _: () = client
         .redis()
-        .set(&key, format!("{since} 1 mutex 1:{x}"), None, None, false)
+        .set(
+            &key,
+            format!("{since} 1 mutex 1:{x} mutex 1:{y}"),
+            None,
+            None,
+            false,
+        )
         .await
         .unwrap();
     let ran = finish(&mut holdlock(["--prefix", &prefix, "waits"])).await;
@@ -1433,6 +1459,15 @@ async fn waits_shows_who_waits_for_what_and_deadlocks() {
             .contains(&format!("deadlock: {b_owner} waits for x -> ")),
         "{ran:?}"
     );
+    let ran = finish(&mut holdlock(["--prefix", &prefix, "top", "--once"])).await;
+    let line = format!("deadlock: {b_owner} waits for x -> ");
+    assert!(ran.stdout.contains(&line), "{ran:?}");
+    let top = json_of(
+        &common::url(),
+        &["--prefix", &prefix, "top", "--once", "--json"],
+    )
+    .await;
+    assert_eq!(top["deadlocks"][0][0]["owner"], b_owner.as_str(), "{top}");
     let _: i64 = client.redis().del(&key).await.unwrap();
     b_holds.unlock().await.unwrap();
     let (_, second) = a_waits.await.unwrap();

@@ -1,17 +1,19 @@
 //! `holdlock top`: a live view of the locks under a pattern, refreshed every second,
-//! the most contended and longest held first.
+//! the most contended and longest held first, with the waits that have lasted past
+//! their deadlock check and any deadlock among them.
 
 use std::collections::HashMap;
 use std::io::{self, IsTerminal, Write};
 use std::time::Duration;
 
 use clap::Args;
-use holdlock::{LockClient, LockInfo, LockKind};
+use holdlock::{LockClient, LockInfo, LockKind, LongWait, WaitGraph};
 use tokio::time::Instant;
 
 use crate::duration::{format_duration, parse_duration};
 use crate::exit::{EX_OK, Failure};
 use crate::table::render_columns;
+use crate::waits::deadlock_lines;
 
 #[derive(Debug, Args)]
 pub(crate) struct TopArgs {
@@ -61,20 +63,38 @@ pub(crate) async fn top(client: &LockClient, args: &TopArgs) -> Result<u8, Failu
             .list_report(&args.pattern)
             .await
             .map_err(|error| Failure::from_lock_error("cannot list locks", &error))?;
+        let graph = client
+            .waits()
+            .await
+            .map_err(|error| Failure::from_lock_error("cannot read the waits", &error))?;
         let now = Instant::now();
         let held = seen.update(&listing.locks, now);
-        let mut rows: Vec<(&LockInfo, Option<Duration>)> = listing.locks.iter().zip(held).collect();
-        // Most contended (someone waits) first, then the longest held, then the
-        // shortest lease left.
-        rows.sort_by(|(a, a_held), (b, b_held)| {
-            b.waiting
-                .cmp(&a.waiting)
-                .then(b_held.cmp(a_held))
-                .then(a.ttl.cmp(&b.ttl))
-                .then(a.name.cmp(&b.name))
-                .then(a.kind.cmp(&b.kind))
+        let mut rows: Vec<Row<'_>> = listing
+            .locks
+            .iter()
+            .zip(held)
+            .map(|(info, held)| Row {
+                info,
+                held,
+                long_waits: long_waits_for(&graph, info),
+            })
+            .collect();
+        // Most contended (someone waits; longest first) first, then the longest held,
+        // then the shortest lease left.
+        rows.sort_by(|a, b| {
+            let longest = |row: &Row<'_>| row.long_waits.first().map(|wait| wait.waited);
+            (b.info.waiting, longest(b))
+                .cmp(&(a.info.waiting, longest(a)))
+                .then(b.held.cmp(&a.held))
+                .then(a.info.ttl.cmp(&b.info.ttl))
+                .then(a.info.name.cmp(&b.info.name))
+                .then(a.info.kind.cmp(&b.info.kind))
         });
-        let output = if args.json { json(&rows) } else { table(&rows) };
+        let output = if args.json {
+            json(&rows, &graph)
+        } else {
+            table(&rows) + deadlock_lines(&graph.deadlocks).trim_end()
+        };
         let mut stdout = io::stdout().lock();
         if live {
             // Home and clear, then the table.
@@ -90,14 +110,38 @@ pub(crate) async fn top(client: &LockClient, args: &TopArgs) -> Result<u8, Failu
     }
 }
 
-/// NAME, KIND, OWNERS (id x holds), TTL, TOKEN, WAITING, HELD (since first seen).
-fn table(rows: &[(&LockInfo, Option<Duration>)]) -> String {
+/// One lock in the view.
+struct Row<'a> {
+    info: &'a LockInfo,
+    /// Since the hold was first seen.
+    held: Option<Duration>,
+    /// The waits for it past their deadlock check, longest first.
+    long_waits: Vec<&'a LongWait>,
+}
+
+/// The waits in `graph` for the lock `info`, longest first (as `graph` lists them).
+fn long_waits_for<'a>(graph: &'a WaitGraph, info: &LockInfo) -> Vec<&'a LongWait> {
+    graph
+        .waits
+        .iter()
+        .filter(|long| long.wait.kind == info.kind && long.wait.name == info.name)
+        .collect()
+}
+
+/// NAME, KIND, OWNERS (id x holds), TTL, TOKEN, WAITING (`yes`, or how many waits
+/// have lasted past their deadlock check and the longest), HELD (since first seen).
+fn table(rows: &[Row<'_>]) -> String {
     let mut lines = vec![
         ["NAME", "KIND", "OWNERS", "TTL", "TOKEN", "WAITING", "HELD"]
             .map(str::to_owned)
             .to_vec(),
     ];
-    for (info, held) in rows {
+    for Row {
+        info,
+        held,
+        long_waits,
+    } in rows
+    {
         let owners: Vec<String> = info
             .owners
             .iter()
@@ -117,25 +161,38 @@ fn table(rows: &[(&LockInfo, Option<Duration>)]) -> String {
             info.ttl.map_or_else(|| "none".to_owned(), format_duration),
             info.fencing_token
                 .map_or_else(|| "-".to_owned(), |token| token.to_string()),
-            if info.waiting { "yes" } else { "-" }.to_owned(),
+            match long_waits.first() {
+                Some(longest) => format!(
+                    "{} for {}",
+                    long_waits.len(),
+                    format_duration(longest.waited)
+                ),
+                None if info.waiting => "yes".to_owned(),
+                None => "-".to_owned(),
+            },
             held.map_or_else(|| "-".to_owned(), format_duration),
         ]);
     }
     render_columns(&lines)
 }
 
-/// `{"locks": [LockInfo + "held_ms"]}`, in the table's order.
-fn json(rows: &[(&LockInfo, Option<Duration>)]) -> String {
+/// `{"locks": [LockInfo + "held_ms" + "long_waits": [LongWait]], "deadlocks":
+/// [[WaitFor]]}`, in the table's order.
+fn json(rows: &[Row<'_>], graph: &WaitGraph) -> String {
     let locks: Vec<serde_json::Value> = rows
         .iter()
-        .map(|(info, held)| {
-            let mut value = serde_json::to_value(info).unwrap_or(serde_json::Value::Null);
+        .map(|row| {
+            let mut value = serde_json::to_value(row.info).unwrap_or(serde_json::Value::Null);
             if let Some(object) = value.as_object_mut() {
-                let held_ms = held.map(|held| u64::try_from(held.as_millis()).unwrap_or(u64::MAX));
+                let held_ms =
+                    (row.held).map(|held| u64::try_from(held.as_millis()).unwrap_or(u64::MAX));
                 object.insert("held_ms".to_owned(), held_ms.into());
+                let long_waits = serde_json::to_value(&row.long_waits);
+                object.insert("long_waits".to_owned(), long_waits.unwrap_or_default());
             }
             value
         })
         .collect();
-    serde_json::json!({ "locks": locks }).to_string()
+    let deadlocks = serde_json::to_value(&graph.deadlocks).unwrap_or_default();
+    serde_json::json!({ "locks": locks, "deadlocks": deadlocks }).to_string()
 }

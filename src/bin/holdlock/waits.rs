@@ -1,7 +1,7 @@
 //! The `waits` command: who waits for what ([`holdlock::LockClient::waits`]): every
 //! wait past its client's deadlock check, and the deadlocks among them.
 
-use holdlock::{LockClient, WaitGraph};
+use holdlock::{LockClient, WaitFor, WaitGraph};
 
 use crate::duration::format_duration;
 use crate::exit::{EX_NOT_FOUND, EX_OK, Failure};
@@ -63,7 +63,14 @@ fn waits_text(graph: &WaitGraph) -> String {
         ]);
     }
     let mut text = render_columns(&rows);
-    for cycle in &graph.deadlocks {
+    text.push_str(&deadlock_lines(&graph.deadlocks));
+    text
+}
+
+/// One line per deadlock: `deadlock: A waits for x -> B waits for y`.
+pub(crate) fn deadlock_lines(deadlocks: &[Vec<WaitFor>]) -> String {
+    let mut text = String::new();
+    for cycle in deadlocks {
         text.push_str("deadlock: ");
         let waits: Vec<String> = cycle
             .iter()
