@@ -18,8 +18,51 @@ use crate::scripts::{Kind, LockNames};
 /// one per lock: only one owner can hold a lock, others appear while they try).
 #[derive(Debug, Default)]
 pub(crate) struct Holds {
-    map: Mutex<HashMap<RegistryKey, Holders>>,
+    table: Mutex<Registry>,
     owners: Mutex<Owners>,
+}
+
+/// The holds, by lock and by owner.
+#[derive(Debug, Default)]
+struct Registry {
+    by_lock: HashMap<RegistryKey, Holders>,
+    /// The locks each owner has a hold registered under, once per hold (both sides of
+    /// a read-write lock are filed under one lock): one owner's holds are found
+    /// without reading every hold of the client (which may hold a million).
+    by_owner: HashMap<Str, Vec<RegistryKey>>,
+}
+
+impl Registry {
+    /// Files `hold`, just registered under its lock, under its owner too.
+    fn index(by_owner: &mut HashMap<Str, Vec<RegistryKey>>, hold: &Hold) {
+        let locks = by_owner.entry(hold.owner.clone()).or_default();
+        locks.push(RegistryKey(Arc::clone(&hold.names)));
+    }
+
+    /// Takes `hold` out of its lock's holds and, if it was there, its owner's.
+    fn remove(&mut self, hold: &Arc<Hold>) {
+        let registry = hold.names.registry_key();
+        let Some(holds) = self.by_lock.get_mut(registry) else {
+            return;
+        };
+        if !holds.remove(hold) {
+            return;
+        }
+        if holds.is_empty() {
+            self.by_lock.remove(registry);
+        }
+        if let Some(locks) = self.by_owner.get_mut(&*hold.owner) {
+            if let Some(at) = locks
+                .iter()
+                .position(|key| key.0.registry_key() == registry)
+            {
+                locks.swap_remove(at);
+            }
+            if locks.is_empty() {
+                self.by_owner.remove(&*hold.owner);
+            }
+        }
+    }
 }
 
 /// The owner ids of recent new holds, so that the holds of one owner share one copy
@@ -124,13 +167,19 @@ impl Holders {
         }
     }
 
-    /// Takes out `hold` if it is registered here.
-    fn remove(&mut self, hold: &Arc<Hold>) {
+    /// Takes out `hold` if it is registered here; whether it was.
+    fn remove(&mut self, hold: &Arc<Hold>) -> bool {
         match self {
             Self::One(only) if Arc::ptr_eq(only, hold) => *self = Self::default(),
-            Self::One(_) => {}
-            Self::Many(holds) => holds.retain(|current| !Arc::ptr_eq(current, hold)),
+            Self::One(_) => return false,
+            Self::Many(holds) => {
+                let Some(at) = holds.iter().position(|current| Arc::ptr_eq(current, hold)) else {
+                    return false;
+                };
+                holds.remove(at);
+            }
         }
+        true
     }
 
     fn is_empty(&self) -> bool {
@@ -178,8 +227,9 @@ impl Holds {
         owner: &str,
         kind: Kind,
     ) -> LocalHolder {
-        let map = self.map.lock();
-        let live = map
+        let table = self.table.lock();
+        let live = table
+            .by_lock
             .get(registry)
             .map_or(&[][..], Holders::as_slice)
             .iter()
@@ -202,8 +252,11 @@ impl Holds {
     /// being released is left out: it is gone once its release lands, whatever its
     /// owner waits for.
     pub(crate) fn holders_excluding(&self, registry: &str, kind: Kind) -> Vec<Str> {
-        let map = self.map.lock();
-        let holds = map.get(registry).map_or(&[][..], Holders::as_slice);
+        let table = self.table.lock();
+        let holds = table
+            .by_lock
+            .get(registry)
+            .map_or(&[][..], Holders::as_slice);
         holds
             .iter()
             .filter(|hold| hold.is_held_for_real() && hold.names.kind.excludes(kind))
@@ -214,10 +267,11 @@ impl Holds {
     /// The registered hold of `owner` on this lock, created (with count 0) if there is
     /// none or the registered one is lost. It stays registered while the use lives.
     pub(crate) fn enter(self: &Arc<Self>, names: &Arc<LockNames>, owner: &str) -> HoldUse {
-        let mut map = self.map.lock();
-        let holds = match map.get_mut(names.registry_key()) {
+        let mut table = self.table.lock();
+        let Registry { by_lock, by_owner } = &mut *table;
+        let holds = match by_lock.get_mut(names.registry_key()) {
             Some(holds) => holds,
-            None => map.entry(RegistryKey(Arc::clone(names))).or_default(),
+            None => by_lock.entry(RegistryKey(Arc::clone(names))).or_default(),
         };
         let hold = match holds
             .as_mut_slice()
@@ -236,6 +290,7 @@ impl Holds {
                 let owner = self.owners.lock().share(owner);
                 let hold = Arc::new(Hold::new(names, owner, 0));
                 holds.push(Arc::clone(&hold));
+                Registry::index(by_owner, &hold);
                 hold
             }
         };
@@ -245,13 +300,16 @@ impl Holds {
     /// Whether `hold` is the one registered for its owner and lock: no newer hold of
     /// the owner has taken its place.
     pub(crate) fn is_current(&self, hold: &Arc<Hold>) -> bool {
-        let map = self.map.lock();
-        map.get(hold.names.registry_key()).is_some_and(|holds| {
-            holds
-                .as_slice()
-                .iter()
-                .any(|current| Arc::ptr_eq(current, hold))
-        })
+        let table = self.table.lock();
+        table
+            .by_lock
+            .get(hold.names.registry_key())
+            .is_some_and(|holds| {
+                holds
+                    .as_slice()
+                    .iter()
+                    .any(|current| Arc::ptr_eq(current, hold))
+            })
     }
 
     /// Uses `hold`, a hold given up as lost, for a late release: registered again (so
@@ -259,22 +317,28 @@ impl Holds {
     /// the release is in flight), unless a newer hold of the owner has taken its place
     /// (`None`: a late release would touch that hold's count).
     pub(crate) fn reenter_lost(self: &Arc<Self>, hold: &Arc<Hold>) -> Option<HoldUse> {
-        let mut map = self.map.lock();
-        let holds = map.entry(RegistryKey(Arc::clone(&hold.names))).or_default();
+        let mut table = self.table.lock();
+        let Registry { by_lock, by_owner } = &mut *table;
+        let holds = by_lock
+            .entry(RegistryKey(Arc::clone(&hold.names)))
+            .or_default();
         let same =
             |other: &Arc<Hold>| other.owner == hold.owner && other.names.kind == hold.names.kind;
         match holds.as_slice().iter().find(|other| same(other)) {
             Some(current) if !Arc::ptr_eq(current, hold) => return None,
             Some(_) => {}
-            None => holds.push(Arc::clone(hold)),
+            None => {
+                holds.push(Arc::clone(hold));
+                Registry::index(by_owner, hold);
+            }
         }
-        drop(map);
+        drop(table);
         Some(self.reenter(hold))
     }
 
     /// Uses a hold a guard already has, whether or not it is still registered.
     pub(crate) fn reenter(self: &Arc<Self>, hold: &Arc<Hold>) -> HoldUse {
-        let _map = self.map.lock();
+        let _map = self.table.lock();
         self.use_registered(hold)
     }
 
@@ -290,16 +354,17 @@ impl Holds {
 
     /// The locks (kind and name) that `owner` holds through this client for real (see
     /// [`holds_for_real`](Self::holds_for_real)), semaphores left out, for its
-    /// deadlock checks' edges; `None` if there are more than `most`. Reads every hold
-    /// of the client: it runs only in a wait's check.
+    /// deadlock checks' edges; `None` if there are more than `most`.
     pub(crate) fn held_for_real(
         &self,
         owner: &str,
         most: usize,
     ) -> Option<Vec<(LockKind, String)>> {
-        let map = self.map.lock();
+        let table = self.table.lock();
+        let locks = table.by_owner.get(owner).map_or(&[][..], Vec::as_slice);
+        let holds = locks.iter().filter_map(|key| table.by_lock.get(key));
         let mut held: Vec<(LockKind, String)> = Vec::new();
-        for hold in map.values().flat_map(Holders::as_slice) {
+        for hold in holds.flat_map(Holders::as_slice) {
             let kind = hold.names.kind.public();
             if *hold.owner != *owner || kind == LockKind::Semaphore || !hold.is_held_for_real() {
                 continue;
@@ -319,8 +384,8 @@ impl Holds {
     /// Whether `owner` holds the lock filed under `registry` through this client for
     /// real: a live hold with a guard (not lost, not being released).
     pub(crate) fn holds_for_real(&self, registry: &str, owner: &str) -> bool {
-        let map = self.map.lock();
-        map.get(registry).is_some_and(|holds| {
+        let table = self.table.lock();
+        table.by_lock.get(registry).is_some_and(|holds| {
             holds
                 .as_slice()
                 .iter()
@@ -331,8 +396,10 @@ impl Holds {
     /// A hold that `owner` took on the lock filed under `registry` (of any kind, or a
     /// semaphore permit) and is [being released](Hold::is_being_released), if any.
     pub(crate) fn being_released(&self, registry: &str, owner: &str) -> Option<Arc<Hold>> {
-        let map = self.map.lock();
-        map.get(registry)?
+        let table = self.table.lock();
+        table
+            .by_lock
+            .get(registry)?
             .as_slice()
             .iter()
             .find(|hold| hold.is_taken_by(owner) && hold.is_being_released())
@@ -345,8 +412,9 @@ impl Holds {
         stale.mark_gone("the hold vanished from redis (expired or force-unlocked)");
         let fresh = Arc::new(Hold::new(&stale.names, stale.owner.clone(), count));
         fresh.in_use.fetch_add(1, Ordering::AcqRel);
-        let mut map = self.map.lock();
-        let holds = map
+        let mut table = self.table.lock();
+        let Registry { by_lock, by_owner } = &mut *table;
+        let holds = by_lock
             .entry(RegistryKey(Arc::clone(&stale.names)))
             .or_default();
         let same = |hold: &&mut Arc<Hold>| {
@@ -354,7 +422,10 @@ impl Holds {
         };
         match holds.as_mut_slice().iter_mut().find(same) {
             Some(slot) => *slot = Arc::clone(&fresh),
-            None => holds.push(Arc::clone(&fresh)),
+            None => {
+                holds.push(Arc::clone(&fresh));
+                Registry::index(by_owner, &fresh);
+            }
         }
         HoldUse {
             holds: Arc::clone(self),
@@ -364,8 +435,10 @@ impl Holds {
 
     /// The holds (count above 0, not lost) of every owner filed under `registry`.
     pub(crate) fn held_under(&self, registry: &str) -> Vec<Arc<Hold>> {
-        let map = self.map.lock();
-        map.get(registry)
+        let table = self.table.lock();
+        table
+            .by_lock
+            .get(registry)
             .map_or(&[][..], Holders::as_slice)
             .iter()
             .filter(|hold| hold.count() > 0 && !hold.is_lost())
@@ -375,11 +448,9 @@ impl Holds {
 
     /// Empties the registry, marking every hold lost with `why`.
     pub(crate) fn drain(&self, why: &str) {
-        let holds: Vec<_> = self
-            .map
-            .lock()
-            .drain()
-            .flat_map(|(_, holds)| holds.into_vec())
+        let table = std::mem::take(&mut *self.table.lock());
+        let holds: Vec<_> = (table.by_lock.into_values())
+            .flat_map(Holders::into_vec)
             .collect();
         for hold in holds {
             if hold.count() > 0 {
@@ -390,27 +461,28 @@ impl Holds {
     }
 
     fn leave(&self, hold: &Arc<Hold>) {
-        let mut map = self.map.lock();
+        let mut table = self.table.lock();
         let in_use = hold.in_use.fetch_sub(1, Ordering::AcqRel) - 1;
         if in_use > 0 || hold.is_live() {
             return;
         }
-        let Some(holds) = map.get_mut(hold.names.registry_key()) else {
-            return;
-        };
-        holds.remove(hold);
-        if holds.is_empty() {
-            map.remove(hold.names.registry_key());
-        }
+        table.remove(hold);
     }
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.map
-            .lock()
+        let table = self.table.lock();
+        let by_lock: usize = table
+            .by_lock
             .values()
             .map(|holds| holds.as_slice().len())
-            .sum()
+            .sum();
+        let by_owner: usize = table.by_owner.values().map(Vec::len).sum();
+        assert_eq!(
+            by_lock, by_owner,
+            "every hold is filed under its owner once"
+        );
+        by_lock
     }
 }
 
@@ -484,6 +556,38 @@ mod tests {
             let id = format!("other:{task}");
             assert_eq!(&*owners.share(&id), id.as_str());
         }
+    }
+
+    #[tokio::test]
+    async fn an_owners_holds_for_real_are_listed_from_its_own_index() {
+        let holds = Arc::new(Holds::default());
+        let config = ClientConfig::default();
+        let hold = async |name: &str, owner: &str, claimed: bool| {
+            let names = Arc::new(config.names(name).unwrap());
+            let entry = holds.enter(&names, owner);
+            let mut ops = entry.hold.ops.lock().await;
+            entry.hold.set_count(&mut ops, 1);
+            if claimed {
+                entry.hold.add_claim();
+            }
+            drop(ops);
+            entry
+        };
+        let _a = hold("a", "o:1", true).await;
+        let b = hold("b", "o:1", true).await;
+        let _other = hold("c", "o:2", true).await;
+        // Its guard dropped, its release not landed yet: not held for real.
+        let _releasing = hold("d", "o:1", false).await;
+        let mutex = |name: &str| (LockKind::Mutex, name.to_owned());
+        assert_eq!(
+            holds.held_for_real("o:1", 8),
+            Some(vec![mutex("a"), mutex("b")])
+        );
+        assert_eq!(holds.held_for_real("o:1", 1), None, "more than the most");
+        assert_eq!(holds.held_for_real("o:3", 8), Some(Vec::new()));
+        b.hold.mark_lost("test");
+        assert_eq!(holds.held_for_real("o:1", 8), Some(vec![mutex("a")]));
+        assert_eq!(holds.len(), 4);
     }
 
     #[test]
