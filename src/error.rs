@@ -407,7 +407,7 @@ fn number_after(text: &str, marker: &str) -> Option<usize> {
 /// Every script in `lua/` (a test checks that none is missing): where Redis does not
 /// name a command it refused inside a script, the command is read from the script's
 /// source.
-const LUA: [&str; 30] = [
+const LUA: [&str; 29] = [
     include_str!("../lua/acquire.lua"),
     include_str!("../lua/complete_period.lua"),
     include_str!("../lua/election_elect.lua"),
@@ -437,7 +437,6 @@ const LUA: [&str; 30] = [
     include_str!("../lua/sem_acquire.lua"),
     include_str!("../lua/sem_available.lua"),
     include_str!("../lua/sem_release.lua"),
-    include_str!("../lua/waits_clear.lua"),
 ];
 
 /// The commands that the script with SHA-1 `sha` calls on its line `line` (counted

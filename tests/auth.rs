@@ -375,6 +375,39 @@ async fn everything_as(url: &str) {
     );
     drop((fair, read, permit));
 
+    // A deadlock between two clients, found and broken: edges written, read and taken
+    // down, the holders read (`HKEYS`), and the waits listed.
+    let checking = || {
+        LockClient::builder(url)
+            .deadlock_check(Duration::from_millis(100))
+            .build()
+    };
+    let (a, b) = (checking().await.unwrap(), checking().await.unwrap());
+    let (x, y) = (format!("{name}:x"), format!("{name}:y"));
+    // B holds y; A (a task of its own: the owner that waits must be the one that
+    // holds) holds x and waits for y; then B waits for x.
+    let b_holds = b.lock(&y).await.unwrap();
+    let a_waits = {
+        let (a, x, y) = (a.clone(), x.clone(), y.clone());
+        tokio::spawn(async move {
+            let held = a.lock(&x).await.unwrap();
+            let second = a.lock(&y).await;
+            held.unlock().await.unwrap();
+            second
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(a.waits().await.unwrap().waits.len(), 1, "A's long wait");
+    let b_waits = tokio::time::timeout(Duration::from_secs(5), b.lock(&x)).await;
+    let b_waits = b_waits.expect("the deadlock was not broken");
+    assert!(
+        matches!(b_waits, Err(LockError::Deadlock { .. })),
+        "{b_waits:?}"
+    );
+    b_holds.unlock().await.unwrap();
+    let a_got = tokio::time::timeout(Duration::from_secs(5), a_waits).await;
+    a_got.unwrap().unwrap().unwrap().unlock().await.unwrap();
+
     // An election: campaign, leader, resign.
     let election = client.election(format!("{name}:election"));
     let leadership = election.campaign("acl test").await.unwrap();

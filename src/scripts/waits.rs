@@ -11,8 +11,6 @@ use fred::types::Expiration;
 use super::{LockNames, operator};
 use crate::error::Result;
 
-script!(WAITS_CLEAR = "waits_clear.lua");
-
 /// Records `record` at `key` for `expiry` (whole milliseconds, at least one).
 pub(crate) async fn write_wait(
     client: &Client,
@@ -32,11 +30,13 @@ pub(crate) async fn read_wait(client: &Client, key: &str) -> Result<Option<Strin
     Ok(client.get(key).await?)
 }
 
-/// Deletes `key` if it still holds `record` (see `lua/waits_clear.lua`).
-pub(crate) async fn clear_wait(client: &Client, key: &str, record: &str) -> Result<()> {
-    WAITS_CLEAR
-        .evalsha_with_reload::<i64, _, _>(client, key, record)
-        .await?;
+/// Deletes the edge at `key`: a plain `DEL`, not a compare-and-delete script, as it
+/// comes at the end of every long wait (a crowd on one hot lock, whose waits are all
+/// long, would pay a script per acquisition). Should a later wait of the same owner
+/// have written its edge before this lands, the edge is gone until that wait's next
+/// check writes it again: a cycle is found one check later, never falsely.
+pub(crate) async fn clear_wait(client: &Client, key: &str) -> Result<()> {
+    client.del::<i64, _>(key).await?;
     Ok(())
 }
 

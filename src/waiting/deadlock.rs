@@ -9,9 +9,9 @@
 //!   for real (live holds with a guard, as its client knows them): a string per owner,
 //!   `<prefix>waits:<owner>` = `<wait began, ms> <wait id> <kind> <name>` then the
 //!   locks held (see [`Edge::record`]), with an expiry of a few check delays, written
-//!   again at each check and taken down when the wait ends (only if it is still this
-//!   wait's, see `lua/waits_clear.lua`). A shorter wait, and a lock taken at once,
-//!   send nothing for it.
+//!   again at each check and taken down when the wait ends (see
+//!   [`clear_wait`](crate::scripts::clear_wait)). A shorter wait, and a lock taken at
+//!   once, send nothing for it.
 //! - **The walk.** From the lock it waits for, it reads the holders (`HKEYS`), each
 //!   holder's edge, the holders of the lock that one waits for, and so on, breadth
 //!   first, [`MOST_LOCKS`] locks at most. A waiting holder counts only for the locks
@@ -596,9 +596,9 @@ impl Drop for Watch {
             return;
         };
         let (redis, chore) = (self.waiting.redis.clone(), self.waiting.chores.begin());
-        let (key, record) = (std::mem::take(&mut self.key), self.edge.record());
+        let key = std::mem::take(&mut self.key);
         runtime.spawn(async move {
-            if let Err(error) = clear_wait(&redis, &key, &record).await {
+            if let Err(error) = clear_wait(&redis, &key).await {
                 tracing::debug!(%error, %key, "taking down a wait-for edge failed");
             }
             drop(chore);
