@@ -733,12 +733,56 @@ async fn bench_runs_every_workload_and_leaves_nothing_behind() {
     // are not workloads here are usage errors.
     assert!(!figures.iter().any(|figure| figure["workload"] == "W9"));
     assert!(!figures.iter().any(|figure| figure["workload"] == "W10"));
-    let ran = finish(&mut holdlock(["bench", "--workloads", "w11"])).await;
+    assert!(!figures.iter().any(|figure| figure["workload"] == "W11"));
+    let ran = finish(&mut holdlock(["bench", "--workloads", "w12"])).await;
     assert_eq!(ran.code, Some(64), "{ran:?}");
     assert!(ran.stderr.contains("unknown workload"), "{ran:?}");
     let ran = finish(&mut holdlock(["bench", "--workloads", "W5"])).await;
     assert_eq!(ran.code, Some(64), "{ran:?}");
     assert!(ran.stderr.contains("cargo bench"), "{ran:?}");
+}
+
+/// W11, named: 256 tasks over 100,000 names, on one client and then on two, each
+/// figure against the bare lock's; every lock let go.
+#[cfg(feature = "bench")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_w11_measures_many_accounts_against_the_bare_lock() {
+    let mut bench = holdlock(["bench", "--workloads", "W11", "--quick", "--json"]);
+    let ran = finish_within(&mut bench, Duration::from_secs(120)).await;
+    assert_no_panic(&ran);
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let figures: serde_json::Value = serde_json::from_str(&ran.stdout).expect("JSON on stdout");
+    let figures = figures.as_array().expect("an array of figures");
+    assert!(
+        figures.iter().all(|figure| figure["workload"] == "W11"),
+        "{figures:?}"
+    );
+    for clients in ["1 client", "2 clients"] {
+        for metric in [
+            "cycles/s",
+            "Redis CPU per cycle",
+            "client CPU per cycle",
+            "cycle p50",
+            "cycle p99",
+        ] {
+            let metric = format!("{metric}, {clients}");
+            let figure = figures
+                .iter()
+                .find(|figure| figure["metric"] == metric.as_str());
+            let figure = figure.unwrap_or_else(|| panic!("{metric} missing: {figures:?}"));
+            assert!(
+                figure["value"].as_f64().is_some_and(|v| v > 0.0),
+                "{figure}"
+            );
+            assert!(
+                figure["floor"].as_f64().is_some_and(|v| v > 0.0),
+                "{figure}"
+            );
+            assert_eq!(figure["floor_is"], "bare lock", "{figure}");
+        }
+    }
+    let left = common::shared().array(&["KEYS", "*w11*"]).unwrap();
+    assert!(left.is_empty(), "keys left behind: {left:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

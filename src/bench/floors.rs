@@ -122,6 +122,11 @@ impl BareLock {
         })
     }
 
+    /// The client it sends with.
+    pub(super) fn redis(&self) -> &Client {
+        &self.redis
+    }
+
     pub(super) async fn take(&self, key: &str) -> BenchResult<bool> {
         let set: Option<String> = self
             .redis

@@ -15,6 +15,7 @@ use fred::interfaces::{ClientLike, KeysInterface, ServerInterface};
 use fred::types::Value;
 
 use super::crowd::script_calls;
+use super::samples::cpu_time;
 use super::{Bench, BenchError, BenchResult, Figure, Goal, Unit, Workload};
 use crate::{LockClient, LockGuard};
 
@@ -250,15 +251,4 @@ fn resident_bytes() -> Option<u64> {
     let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1_024)
-}
-
-/// The CPU time the process has used, user and system (`/proc/self/stat`, in the
-/// kernel's 100 ticks a second), if it can be read.
-fn cpu_time() -> Option<Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // The fields after the command name (in parentheses, which may hold spaces).
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some(Duration::from_millis((utime + stime) * 10))
 }

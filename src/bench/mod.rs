@@ -35,13 +35,17 @@
 //! - **W9 many clients** (by name only, not in [`Workload::ALL`]): 200 clients × 5
 //!   tasks on one lock (on the bench's runtime, then on one `current_thread` runtime)
 //!   and 500 × 2, the mutex and the fair lock; scripts per acquisition.
+//! - **W11 many accounts** (by name only): `account_tasks` tasks (256) of one client,
+//!   then of two, each cycling `lock(<random of accounts>)` / `unlock` over
+//!   `accounts` names (100,000) for `account_time`, next to the same loop on the bare
+//!   lock: cycles/s, Redis and client CPU per cycle, p50/p99 (`accounts.rs`).
 //! - **W10 many locks held** (by name only): `held` locks taken by 16 tasks of one
 //!   client, watched for `watch`: memory per held lock, renewal scripts per renewal
 //!   due, CPU, the smallest sampled PTTL, locks lost, and how soon dropping every
 //!   guard frees every key (`held.rs`).
 //!
 //! Files: `workloads.rs` runs W1–W4 (and W3f, W4f), `family.rs` W6, W7 and W1s,
-//! `fair.rs` W8, `crowd.rs` W9, `held.rs` W10, `exclusive.rs` the lock kinds of W3/W3f, W4/W4f
+//! `fair.rs` W8, `crowd.rs` W9, `held.rs` W10, `accounts.rs` W11, `exclusive.rs` the lock kinds of W3/W3f, W4/W4f
 //! and W9, `floors.rs` holds the
 //! bare lock and holdlock's scripts sent alone, `samples.rs` the timing helpers,
 //! `report.rs` the figures and their table and JSON.
@@ -57,6 +61,7 @@ use crate::LockClient;
 use exclusive::Exclusive;
 use floors::BareLock;
 
+mod accounts;
 mod crowd;
 mod exclusive;
 mod fair;
@@ -108,6 +113,9 @@ pub enum Workload {
     /// Many locks held by one client under the watchdog: memory, renewal scripts, CPU,
     /// lateness, and how soon dropping them all frees them.
     W10,
+    /// Many tasks of one client cycling through many independent locks (a
+    /// per-account service), next to the bare lock: throughput and CPU per cycle.
+    W11,
     /// The network-distance mode's own cost: a `PING` through the delay proxy.
     Net,
 }
@@ -130,7 +138,7 @@ impl Workload {
     ];
 
     /// Every workload, for parsing.
-    const EVERY: [Workload; 15] = [
+    const EVERY: [Workload; 16] = [
         Self::W1,
         Self::W1r,
         Self::W1s,
@@ -145,6 +153,7 @@ impl Workload {
         Self::W8,
         Self::W9,
         Self::W10,
+        Self::W11,
         Self::Net,
     ];
 
@@ -165,6 +174,7 @@ impl Workload {
             Self::W8 => "W8",
             Self::W9 => "W9",
             Self::W10 => "W10",
+            Self::W11 => "W11",
             Self::Net => "net",
         }
     }
@@ -198,6 +208,12 @@ pub struct Settings {
     pub held: usize,
     /// W10: how long the held locks are watched.
     pub watch: Duration,
+    /// W11: tasks.
+    pub account_tasks: usize,
+    /// W11: names the tasks pick from.
+    pub accounts: u64,
+    /// W11: how long each loop runs.
+    pub account_time: Duration,
 }
 
 impl Default for Settings {
@@ -212,6 +228,9 @@ impl Default for Settings {
             handoffs: 200,
             held: 1_000_000,
             watch: Duration::from_secs(60),
+            account_tasks: 256,
+            accounts: 100_000,
+            account_time: Duration::from_secs(5),
         }
     }
 }
@@ -230,6 +249,9 @@ impl Settings {
             handoffs: full.handoffs / 4,
             held: full.held / 10,
             watch: full.watch / 3,
+            account_tasks: full.account_tasks,
+            accounts: full.accounts,
+            account_time: full.account_time / 5,
         }
     }
 }
@@ -279,6 +301,7 @@ impl Bench {
                 Workload::W8 => self.semaphore().await?,
                 Workload::W9 => self.crowd().await?,
                 Workload::W10 => self.many_held().await?,
+                Workload::W11 => self.accounts().await?,
                 Workload::Net => return Err("`net` is measured with the delay proxy".into()),
             });
         }
@@ -324,6 +347,7 @@ mod tests {
         assert_eq!(Workload::parse(" w3F "), Some(Workload::W3f));
         assert!(Workload::ALL.iter().all(|w| Workload::EVERY.contains(w)));
         assert_eq!(Workload::parse("W10"), Some(Workload::W10));
-        assert_eq!(Workload::parse("W11"), None);
+        assert_eq!(Workload::parse("W11"), Some(Workload::W11));
+        assert_eq!(Workload::parse("W12"), None);
     }
 }

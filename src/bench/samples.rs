@@ -90,6 +90,10 @@ impl Samples {
         self.durations.extend(other.durations);
     }
 
+    pub(super) fn len(&self) -> usize {
+        self.durations.len()
+    }
+
     fn total(&self) -> Duration {
         self.durations.iter().sum()
     }
@@ -114,4 +118,15 @@ impl Samples {
         let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
         millis(sorted[rank.clamp(1, sorted.len()) - 1])
     }
+}
+
+/// The CPU time the process has used, user and system (`/proc/self/stat`, in the
+/// kernel's 100 ticks a second), if it can be read.
+pub(super) fn cpu_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command name (in parentheses, which may hold spaces).
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(Duration::from_millis((utime + stime) * 10))
 }
