@@ -19,7 +19,7 @@ use fred::types::config::Config;
 
 use super::floors::BareLock;
 use super::samples::{Samples, cpu_time, millis};
-use super::{Bench, BenchError, BenchResult, Figure, Goal, Unit, Workload};
+use super::{Bench, BenchError, BenchResult, Figure, Goal, Unit, Workload, on_own_runtime};
 use crate::LockClient;
 
 /// One size of W11: how many clients share the tasks, and its figures' labels.
@@ -107,7 +107,7 @@ impl Bench {
                 time: self.settings.account_time,
             };
             let clients = size.clients;
-            let (floor, ours) = on_own_runtime(move || async move {
+            let (floor, ours) = on_own_runtime("W11", move || async move {
                 let floor = measure(&setup, Side::Bare, clients).await?;
                 let ours = measure(&setup, Side::Holdlock, clients).await?;
                 Ok((floor, ours))
@@ -155,29 +155,6 @@ fn size_figures(size: &Size, floor: &Measured, ours: &Measured) -> Vec<Figure> {
         );
     }
     figures
-}
-
-/// Runs `work` on a `current_thread` runtime in a thread of its own.
-async fn on_own_runtime<W, F, T>(work: W) -> BenchResult<T>
-where
-    W: FnOnce() -> F + Send + 'static,
-    F: Future<Output = BenchResult<T>>,
-    T: Send + 'static,
-{
-    let (done, result) = tokio::sync::oneshot::channel();
-    std::thread::spawn(move || {
-        let measured = match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(runtime) => runtime.block_on(work()),
-            Err(error) => Err(error.into()),
-        };
-        let _ = done.send(measured);
-    });
-    result
-        .await
-        .map_err(|_| BenchError::from("W11: its thread failed"))?
 }
 
 /// `setup.tasks` tasks over `clients` new clients, each taking and releasing random

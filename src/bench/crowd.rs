@@ -13,7 +13,9 @@ use fred::types::config::Config;
 use futures::StreamExt;
 
 use super::exclusive::Exclusive;
-use super::{Bench, BenchError, BenchResult, Figure, Goal, Progress, Unit, Workload};
+use super::{
+    Bench, BenchError, BenchResult, Figure, Goal, Progress, Unit, Workload, on_own_runtime,
+};
 use crate::LockClient;
 
 /// Acquisitions per task.
@@ -100,7 +102,11 @@ impl Bench {
                 progress: Arc::clone(&self.progress),
             };
             let measured = if crowd.own_runtime {
-                on_own_runtime(setup, index).await?
+                on_own_runtime(
+                    "W9",
+                    move || async move { run(&setup, &CROWDS[index]).await },
+                )
+                .await?
             } else {
                 run(&setup, crowd).await?
             };
@@ -108,24 +114,6 @@ impl Bench {
         }
         Ok(figures)
     }
-}
-
-/// Runs size `index` of [`CROWDS`] on a `current_thread` runtime in a thread of its own.
-async fn on_own_runtime(setup: Setup, index: usize) -> BenchResult<Vec<Figure>> {
-    let (done, result) = tokio::sync::oneshot::channel();
-    std::thread::spawn(move || {
-        let measured = match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(runtime) => runtime.block_on(run(&setup, &CROWDS[index])),
-            Err(error) => Err(error.into()),
-        };
-        let _ = done.send(measured);
-    });
-    result
-        .await
-        .map_err(|_| BenchError::from("W9: the crowd's thread failed"))?
 }
 
 /// Connects the clients of `crowd`, runs both phases and shuts the clients down.

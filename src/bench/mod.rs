@@ -326,6 +326,30 @@ impl Bench {
     }
 }
 
+/// Runs `work` on a `current_thread` runtime in a thread of its own (as a
+/// single-threaded service would); `workload` names it in an error.
+pub(super) async fn on_own_runtime<W, F, T>(workload: &str, work: W) -> BenchResult<T>
+where
+    W: FnOnce() -> F + Send + 'static,
+    F: Future<Output = BenchResult<T>>,
+    T: Send + 'static,
+{
+    let (done, result) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let measured = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime.block_on(work()),
+            Err(error) => Err(error.into()),
+        };
+        let _ = done.send(measured);
+    });
+    result
+        .await
+        .map_err(|_| BenchError::from(format!("{workload}: its thread failed")))?
+}
+
 impl fmt::Debug for Bench {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Bench")
