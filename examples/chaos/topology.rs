@@ -11,9 +11,11 @@
 //! `FORCE` or `TAKEOVER` failover and no restart of a primary without its data: those
 //! lose acknowledged writes by design (docs/deployments.md).
 
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
 use crate::history::{Fault, Restarted, now_us};
@@ -22,6 +24,9 @@ use crate::{Rng, nemesis::FaultKind};
 
 /// The longest a `redis-cli --cluster` run may take before it is killed.
 const REDIS_CLI_LIMIT: Duration = Duration::from_secs(90);
+
+/// The answer `redis-cli --cluster` reads for each of its questions (4 bytes each).
+const YES: &str = "yes\n";
 
 /// How long the cluster may take to report ok, and agree, after a change.
 const SETTLE_LIMIT: Duration = Duration::from_secs(30);
@@ -415,11 +420,21 @@ fn pick<'a>(nodes: &[&'a Node], rng: &mut Rng) -> Option<&'a Node> {
 
 /// Runs `redis-cli --cluster <args>`, killed after [`REDIS_CLI_LIMIT`].
 async fn redis_cli(args: &[&str]) -> Result<(), BoxError> {
-    let run = Command::new(support::cli_program())
+    let mut child = Command::new(support::cli_program())
         .arg("--cluster")
         .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .kill_on_drop(true)
-        .output();
+        .spawn()?;
+    // `--cluster-yes` does not answer every question: `fix` still asks on stdin
+    // whether to cover slots that no node serves (after a failover that did not
+    // settle), and without an answer the cluster stays down. Answer yes to each.
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(YES.repeat(16).as_bytes()).await;
+    }
+    let run = child.wait_with_output();
     let out = tokio::time::timeout(REDIS_CLI_LIMIT, run)
         .await
         .map_err(|_| {
