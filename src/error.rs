@@ -131,7 +131,7 @@ pub enum LockError {
     /// the waiters in the cycle, exactly one gets this error: the one whose wait began
     /// last. It stops waiting and keeps its holds; the others go on waiting, and are
     /// granted once it lets go. Drop (unlock) what this owner holds and retry, or
-    /// give up. Only with detection on: see
+    /// give up. With detection on (the default): see
     /// [`LockClientBuilder::deadlock_check`](crate::LockClientBuilder::deadlock_check).
     ///
     /// # Examples

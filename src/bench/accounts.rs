@@ -18,7 +18,7 @@ use fred::types::InfoKind;
 use fred::types::config::Config;
 
 use super::floors::BareLock;
-use super::samples::{Samples, cpu_time, millis};
+use super::samples::{Random, Samples, cpu_time, millis};
 use super::{Bench, BenchError, BenchResult, Figure, Goal, Unit, Workload, on_own_runtime};
 use crate::LockClient;
 
@@ -188,7 +188,7 @@ async fn measure(setup: &Setup, side: Side, clients: usize) -> BenchResult<Measu
     let tasks: Vec<_> = (0..setup.tasks)
         .map(|task| {
             let (stem, accounts) = (setup.stem.clone(), setup.accounts);
-            let mut random = Random::new(task as u64);
+            let mut random = Random::new((task as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
             let lock = locks.get(task % clients.max(1)).cloned();
             let bare = bares.get(task % clients.max(1)).cloned();
             tokio::spawn(async move {
@@ -250,21 +250,4 @@ async fn redis_cpu(redis: &Client) -> Option<Duration> {
     };
     let total = seconds("used_cpu_sys:")? + seconds("used_cpu_user:")?;
     Some(Duration::from_secs_f64(total))
-}
-
-/// A small xorshift generator: the accounts a task visits (not a secret).
-struct Random(u64);
-
-impl Random {
-    fn new(seed: u64) -> Self {
-        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    /// A number below `bound` (at least 1).
-    fn below(&mut self, bound: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % bound.max(1)
-    }
 }

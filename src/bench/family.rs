@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use fred::clients::Client;
 use fred::interfaces::KeysInterface;
 
-use super::samples::alternate;
+use super::samples::{Random, alternate};
 use super::{Bench, BenchResult, Figure, Goal, Unit, Workload};
 use crate::LockClient;
 
@@ -252,16 +252,12 @@ async fn in_process(workers: usize, per_phase: u64, work: Duration) -> BenchResu
 async fn transfer_loop(
     client: LockClient,
     stem: String,
-    mut seed: u64,
+    seed: u64,
     count: u64,
     locking: Locking,
 ) -> BenchResult<()> {
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut random = Random::new(seed);
+    let mut next = move || random.next();
     for _ in 0..count {
         let from = next() % ACCOUNTS;
         let to = (from + 1 + next() % (ACCOUNTS - 1)) % ACCOUNTS;

@@ -130,3 +130,25 @@ pub(super) fn cpu_time() -> Option<Duration> {
     let stime: u64 = fields.get(12)?.parse().ok()?;
     Some(Duration::from_millis((utime + stime) * 10))
 }
+
+/// A small xorshift generator: which accounts a benchmark task visits (not a secret).
+pub(super) struct Random(u64);
+
+impl Random {
+    /// Seeded with `seed`, which must not be 0.
+    pub(super) fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    pub(super) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number below `bound` (at least 1).
+    pub(super) fn below(&mut self, bound: u64) -> u64 {
+        self.next() % bound.max(1)
+    }
+}

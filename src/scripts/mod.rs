@@ -311,13 +311,12 @@ impl Scripts {
                     "empty pipeline reply",
                 ))
             });
-            let acquired = match acquired {
-                Err(error) if loads < MOST_LOADS && classify(&error) == Cause::NoScript => {
-                    tracing::debug!("script cache flushed on the server; loading the script again");
-                    Box::pin(script.load(client)).await?;
-                    loads += 1;
+            if let Err(error) = &acquired {
+                if loaded_again(client, script, error, &mut loads).await? {
                     continue;
                 }
+            }
+            let acquired = match acquired {
                 Err(error) if classify(&error) == Cause::TryAgain => {
                     // Not run: the slot moved or is moving, and the `WAIT` behind it
                     // (up to `wait_ms` on a node that may not be the slot's) counted
@@ -392,12 +391,10 @@ impl Scripts {
         // One allocation per send: `again::send` boxes fred's future itself.
         let mut sent = send().await;
         let mut loads = 0;
-        while loads < MOST_LOADS
-            && matches!(&sent, Err(error) if classify(error) == Cause::NoScript)
-        {
-            tracing::debug!("script cache flushed on the server; loading the script again");
-            Box::pin(script.load(client)).await?;
-            loads += 1;
+        while let Err(error) = &sent {
+            if !loaded_again(client, script, error, &mut loads).await? {
+                break;
+            }
             sent = send().await;
         }
         sent.map_err(|error| script_error(error, keys))
@@ -472,6 +469,23 @@ const MIN_SEND_TIMEOUT: Duration = Duration::from_millis(1);
 /// that never loaded it, a `SCRIPT FLUSH` in between; the cluster chaos soak saw one
 /// call fail so with a single load).
 const MOST_LOADS: u32 = 3;
+
+/// Loads `script` again if `error` is `NOSCRIPT` and this call (whose loads so far
+/// `loads` counts) has not loaded it [`MOST_LOADS`] times yet: whether to send again.
+async fn loaded_again(
+    client: &Client,
+    script: &Script,
+    error: &fred::error::Error,
+    loads: &mut u32,
+) -> Result<bool> {
+    if *loads >= MOST_LOADS || classify(error) != Cause::NoScript {
+        return Ok(false);
+    }
+    tracing::debug!("script cache flushed on the server; loading the script again");
+    Box::pin(script.load(client)).await?;
+    *loads += 1;
+    Ok(true)
+}
 
 /// Routes a command to the slot of `key` (the lock's hash tag).
 fn slot_of(key: &str) -> ClusterHash {
