@@ -47,7 +47,8 @@ for i = 1, 3 do
   end
 end
 local floor
-if KEYS[4] then
+local fencing = KEYS[4] and fencing_functions()
+if fencing then
   local failed
   floor, failed = fencing.floor(KEYS[4], 4)
   if not floor then

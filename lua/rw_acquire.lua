@@ -55,7 +55,8 @@ if redis.call('exists', key) == 1 then
   fields = redis.call('hmget', key, field, 'writer', 'writer_waits', owner, 'waiting', 'mode', 'solo')
 end
 local floor
-if KEYS[3] then
+local fencing = KEYS[3] and fencing_functions()
+if fencing then
   -- Read before the first write, so that a token key of another type leaves nothing
   -- written.
   local failed
