@@ -20,7 +20,7 @@ pub type Result<T, E = LockError> = std::result::Result<T, E>;
 /// }
 /// # }
 /// ```
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum LockError {
     /// A Redis command or the connection failed.
@@ -407,8 +407,9 @@ fn number_after(text: &str, marker: &str) -> Option<usize> {
 /// Every script in `lua/` (a test checks that none is missing): where Redis does not
 /// name a command it refused inside a script, the command is read from the script's
 /// source.
-const LUA: [&str; 29] = [
+const LUA: [&str; 30] = [
     include_str!("../lua/acquire.lua"),
+    include_str!("../lua/acquire_many.lua"),
     include_str!("../lua/complete_period.lua"),
     include_str!("../lua/election_elect.lua"),
     include_str!("../lua/election_leader.lua"),

@@ -309,6 +309,12 @@ macro_rules! held_methods {
             /// the client shuts down. Nested guards of the same hold are not affected:
             /// the hold count in Redis and here stay equal.
             ///
+            /// A mutex's release goes out alone while its client has fewer than 16
+            /// release calls in flight; past that, it joins a batch (one script call
+            /// for all the releases queued then, per slot on a cluster) that goes out
+            /// as soon as the client's task for it runs. Its outcome and errors are its
+            /// own, as if it had gone alone.
+            ///
             /// # Errors
             /// [`LockError::NotHeld`](crate::LockError::NotHeld) if a hold was gone from
             /// Redis (expired, force-unlocked, or replaced by a newer hold of the same
@@ -323,7 +329,8 @@ macro_rules! held_methods {
             /// of the same owner on the same lock), what is left of the guard is dropped
             /// with it and released in the background; dropped after, the outcome is
             /// read from Redis in the background and the release completed if it did not
-            /// run.
+            /// run. Dropped while it waits in a batch, the batch still sends and records
+            /// it.
             ///
             /// # Examples
             /// ```no_run

@@ -124,6 +124,16 @@ impl Protocol {
         Box::pin(self.scripts.renew_many(self.scripting(), call)).await
     }
 
+    /// Takes each of many free mutexes nobody queues for in one call
+    /// (`acquire_many.lua`), sent at most once; on a cluster, every key of `locks` must
+    /// be in one slot. Says per lock whether it was taken.
+    pub(crate) async fn acquire_many(
+        &self,
+        locks: &[(&LockNames, &str, u64)],
+    ) -> Result<Vec<bool>> {
+        Box::pin(self.scripts.acquire_many(self.scripting(), locks)).await
+    }
+
     /// Drops one hold each of many mutex holds in one call (`release_many.lua`), sent
     /// at most once; on a cluster, every key of `holds` must be in one slot.
     pub(crate) async fn release_many(&self, holds: &[(&LockNames, &Str)]) -> Result<Vec<Released>> {

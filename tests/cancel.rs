@@ -14,6 +14,8 @@ common::on_every_topology!(
     #[tokio::test(flavor = "current_thread")]
     an_unlock_dropped_before_it_was_sent_still_releases,
     unlocks_polled_once_and_dropped_leave_nothing_behind,
+    batched_unlocks_dropped_still_release_and_spare_the_owners_next_holds,
+    locks_cut_short_at_any_moment_in_a_batch_leave_no_hold,
     locks_after_cancelled_locks_of_the_same_owner_never_fail,
     a_fenced_lock_after_a_dropped_guard_is_a_new_hold,
     a_write_lock_after_a_dropped_read_guard_is_granted,
@@ -286,6 +288,73 @@ async fn unlocks_polled_once_and_dropped_leave_nothing_behind(url: &str) {
         dropped_pending > 100,
         "only {dropped_pending} were dropped pending"
     );
+    for name in &names {
+        common::wait_until_free(&other, name, Duration::from_secs(3)).await;
+    }
+}
+
+/// `unlock()`s polled once and dropped, most of them after joining a batch (the first
+/// 16 fill the client's release calls in flight), still release; and what their batch
+/// and the settling of the others do never touches the holds their owner takes again
+/// at once.
+async fn batched_unlocks_dropped_still_release_and_spare_the_owners_next_holds(url: &str) {
+    let client = common::connect(url).await;
+    let other = common::connect(url).await;
+    let names: Vec<String> = (0..64)
+        .map(|i| common::unique(&format!("batch-drop-{i}")))
+        .collect();
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(client.lock(name).await.unwrap());
+    }
+    for guard in guards {
+        assert!(guard.unlock().now_or_never().is_none(), "answered at once");
+    }
+    let mut again = Vec::new();
+    for name in &names {
+        again.push(client.lock(name).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for (name, guard) in names.iter().zip(&again) {
+        assert!(!guard.is_lost(), "{name}: the new hold was lost");
+        let taken = other.lock(name).try_now().await.unwrap();
+        assert!(taken.is_none(), "{name} was freed under its new hold");
+    }
+    for guard in again {
+        guard.unlock().await.unwrap();
+    }
+    for name in &names {
+        common::wait_until_free(&other, name, Duration::from_secs(3)).await;
+    }
+}
+
+/// `lock()`s of free locks started together (most of them join a batch, the client's
+/// first 16 acquire calls being in flight) and cut short at every moment (queued, in
+/// flight, answered) leave no hold behind: each batched call comes back to nobody and
+/// is settled, a grant undone.
+async fn locks_cut_short_at_any_moment_in_a_batch_leave_no_hold(url: &str) {
+    let client = common::connect(url).await;
+    let other = common::connect(url).await;
+    let names: Vec<String> = (0..64)
+        .map(|i| common::unique(&format!("batch-cut-{i}")))
+        .collect();
+    let locks: Vec<_> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let (client, name) = (client.clone(), name.clone());
+            let cut = Duration::from_micros(100 * (i as u64 % 16));
+            tokio::spawn(async move { tokio::time::timeout(cut, client.lock(&name)).await })
+        })
+        .collect();
+    let mut cut_short = 0;
+    for lock in locks {
+        match lock.await.unwrap() {
+            Ok(guard) => drop(guard.unwrap()),
+            Err(_) => cut_short += 1,
+        }
+    }
+    assert!(cut_short > 0, "no lock was cut short");
     for name in &names {
         common::wait_until_free(&other, name, Duration::from_secs(3)).await;
     }

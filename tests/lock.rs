@@ -573,3 +573,129 @@ async fn lock_call_futures_stay_small() {
         assert!(size <= 8 * 1024, "{call}: {size} bytes");
     }
 }
+
+/// Unlocks beyond the release calls a client keeps in flight (16) join one batch: 100
+/// unlocks at once cost far fewer than 100 scripts, and each hears its own outcome, as
+/// it would alone: released, not held (its key deleted meanwhile), or a key of the
+/// wrong type.
+#[tokio::test(flavor = "current_thread")]
+async fn unlocks_beyond_the_calls_in_flight_go_out_together_and_each_hears_its_own() {
+    let server = common::RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let names: Vec<String> = (0..100)
+        .map(|i| common::unique(&format!("batched-unlock-{i}")))
+        .collect();
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(client.lock(name).await.unwrap());
+    }
+    // Both release scripts loaded: one alone, one in a background batch (a dropped guard).
+    let warm = common::unique("batched-unlock-warm");
+    client.lock(&warm).await.unwrap().unlock().await.unwrap();
+    drop(client.lock(&warm).await.unwrap());
+    common::wait_until_free(&client, &warm, Duration::from_secs(3)).await;
+    // Spawned last, so batched: holds 50..60 vanish, keys 80..83 become strings.
+    for name in &names[50..60] {
+        server.query(&["DEL", &common::key(name)]).unwrap();
+    }
+    for name in &names[80..83] {
+        server.query(&["SET", &common::key(name), "x"]).unwrap();
+    }
+    server.query(&["CONFIG", "RESETSTAT"]).unwrap();
+    let unlocks: Vec<_> = guards
+        .into_iter()
+        .map(|guard| tokio::spawn(guard.unlock()))
+        .collect();
+    let mut outcomes = Vec::new();
+    for unlock in unlocks {
+        outcomes.push(unlock.await.unwrap());
+    }
+    let scripts = server.command_calls("evalsha");
+    for (i, outcome) in outcomes.iter().enumerate() {
+        match i {
+            50..60 => assert!(
+                matches!(outcome, Err(LockError::NotHeld { .. })),
+                "{i}: {outcome:?}"
+            ),
+            80..83 => assert!(
+                matches!(outcome, Err(LockError::WrongType { .. })),
+                "{i}: {outcome:?}"
+            ),
+            _ => {
+                assert!(outcome.is_ok(), "{i}: {outcome:?}");
+                let exists = server.query(&["EXISTS", &common::key(&names[i])]).unwrap();
+                assert_eq!(exists, ":0", "{i} still in redis");
+            }
+        }
+    }
+    assert!(
+        scripts < 40,
+        "100 unlocks at once sent {scripts} scripts: {:?}",
+        server.command_stats()
+    );
+    // The releases Redis refused are owed in the background: let them find nothing.
+    for name in &names[80..83] {
+        server.query(&["DEL", &common::key(name)]).unwrap();
+    }
+    client.shutdown().await;
+}
+
+/// Acquisitions beyond the acquire calls a client keeps in flight (16) join one batch:
+/// 100 `lock()`s of free locks at once cost far fewer than 100 scripts, and each gets
+/// its lock; a try of a lock another client holds, batched, is refused as it would be
+/// alone.
+#[tokio::test(flavor = "current_thread")]
+async fn acquisitions_beyond_the_calls_in_flight_go_out_together() {
+    let server = common::RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let other = LockClient::connect(&server.url()).await.unwrap();
+    let names: Vec<String> = (0..100)
+        .map(|i| common::unique(&format!("batched-lock-{i}")))
+        .collect();
+    // Spawned last, so batched: 80..90 are held by another client.
+    let mut held = Vec::new();
+    for name in &names[80..90] {
+        held.push(other.lock(name).await.unwrap());
+    }
+    // The scripts loaded: one acquisition alone, one batch.
+    let warm: Vec<_> = (0..20)
+        .map(|i| {
+            let (client, name) = (client.clone(), common::unique(&format!("warm-{i}")));
+            tokio::spawn(async move { client.lock(&name).await })
+        })
+        .collect();
+    for guard in warm {
+        guard.await.unwrap().unwrap().unlock().await.unwrap();
+    }
+    server.query(&["CONFIG", "RESETSTAT"]).unwrap();
+    let locks: Vec<_> = names
+        .iter()
+        .map(|name| {
+            let (client, name) = (client.clone(), name.clone());
+            tokio::spawn(async move { client.lock(&name).try_now().await })
+        })
+        .collect();
+    let mut guards = Vec::new();
+    for (i, lock) in locks.into_iter().enumerate() {
+        let guard = lock.await.unwrap().unwrap();
+        match i {
+            80..90 => assert!(guard.is_none(), "{i}: taken from its holder"),
+            _ => guards.push(guard.unwrap_or_else(|| panic!("{i}: a free lock refused"))),
+        }
+    }
+    let scripts = server.command_calls("evalsha");
+    assert!(
+        scripts < 50,
+        "100 locks at once sent {scripts} scripts: {:?}",
+        server.command_stats()
+    );
+    for guard in &guards {
+        let field = server
+            .query(&["HGET", &common::key(guard.name()), guard.owner()])
+            .unwrap();
+        assert_eq!(field, "1", "{}: not held in redis", guard.name());
+    }
+    for guard in guards.into_iter().chain(held) {
+        guard.unlock().await.unwrap();
+    }
+}

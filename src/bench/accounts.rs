@@ -25,8 +25,9 @@ use crate::LockClient;
 /// One size of W11: how many clients share the tasks, and its figures' labels.
 struct Size {
     clients: usize,
-    /// cycles/s, Redis CPU per cycle, client CPU per cycle, p50, p99.
-    labels: [&'static str; 5],
+    /// cycles/s, Redis CPU per cycle, client CPU per cycle, scripts per cycle, p50,
+    /// p99.
+    labels: [&'static str; 6],
 }
 
 const SIZES: [Size; 2] = [
@@ -36,6 +37,7 @@ const SIZES: [Size; 2] = [
             "cycles/s, 1 client",
             "Redis CPU per cycle, 1 client",
             "client CPU per cycle, 1 client",
+            "scripts per cycle, 1 client",
             "cycle p50, 1 client",
             "cycle p99, 1 client",
         ],
@@ -46,6 +48,7 @@ const SIZES: [Size; 2] = [
             "cycles/s, 2 clients",
             "Redis CPU per cycle, 2 clients",
             "client CPU per cycle, 2 clients",
+            "scripts per cycle, 2 clients",
             "cycle p50, 2 clients",
             "cycle p99, 2 clients",
         ],
@@ -73,6 +76,8 @@ struct Measured {
     samples: Samples,
     redis_cpu: Option<Duration>,
     client_cpu: Option<Duration>,
+    /// The scripts Redis ran meanwhile.
+    scripts: Option<u64>,
 }
 
 impl Measured {
@@ -122,7 +127,7 @@ impl Bench {
 
 /// The figures of one size: holdlock against the bare lock.
 fn size_figures(size: &Size, floor: &Measured, ours: &Measured) -> Vec<Figure> {
-    let [rate, redis_cpu, client_cpu, p50, p99] = size.labels;
+    let [rate, redis_cpu, client_cpu, scripts, p50, p99] = size.labels;
     let mut figures = vec![
         Figure::new(Workload::W11, rate, ours.rate(), Unit::PerSecond)
             .floor(BARE, floor.rate())
@@ -142,6 +147,18 @@ fn size_figures(size: &Size, floor: &Measured, ours: &Measured) -> Vec<Figure> {
                     .goal(Goal::RatioAtMost(1.0)),
             );
         }
+    }
+    if let (Some(floor_scripts), Some(our_scripts)) = (floor.scripts, ours.scripts) {
+        let per_cycle = |calls: u64, of: &Measured| calls as f64 / of.cycles.max(1) as f64;
+        figures.push(
+            Figure::new(
+                Workload::W11,
+                scripts,
+                per_cycle(our_scripts, ours),
+                Unit::PerOp,
+            )
+            .floor(BARE, per_cycle(floor_scripts, floor)),
+        );
     }
     for (label, p) in [(p50, 50.0), (p99, 99.0)] {
         figures.push(
@@ -182,6 +199,7 @@ async fn measure(setup: &Setup, side: Side, clients: usize) -> BenchResult<Measu
     let locks: Vec<_> = locks.into_iter().map(std::sync::Arc::new).collect();
     let bares: Vec<_> = bares.into_iter().map(std::sync::Arc::new).collect();
     let redis_before = redis_cpu(&probe).await;
+    let scripts_before = script_calls(&probe).await;
     let client_before = cpu_time();
     let started = Instant::now();
     let until = started + setup.time;
@@ -222,6 +240,9 @@ async fn measure(setup: &Setup, side: Side, clients: usize) -> BenchResult<Measu
     let redis_cpu = redis_before
         .zip(redis_cpu(&probe).await)
         .map(|(before, after)| after.saturating_sub(before));
+    let scripts = scripts_before
+        .zip(script_calls(&probe).await)
+        .map(|(before, after)| after.saturating_sub(before));
     for lock in &locks {
         lock.shutdown().await;
     }
@@ -234,6 +255,7 @@ async fn measure(setup: &Setup, side: Side, clients: usize) -> BenchResult<Measu
         samples,
         redis_cpu,
         client_cpu,
+        scripts,
     })
 }
 
@@ -250,4 +272,13 @@ async fn redis_cpu(redis: &Client) -> Option<Duration> {
     };
     let total = seconds("used_cpu_sys:")? + seconds("used_cpu_user:")?;
     Some(Duration::from_secs_f64(total))
+}
+
+/// The scripts the server has run so far, or `None` on a cluster (one node's would not
+/// be the cycle's) or if they cannot be read.
+async fn script_calls(redis: &Client) -> Option<u64> {
+    if redis.is_clustered() {
+        return None;
+    }
+    super::crowd::script_calls(redis).await.ok()
 }

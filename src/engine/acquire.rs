@@ -1,10 +1,23 @@
 //! Taking a hold: one attempt ([`Engine::attempt`]) and the loop that makes it again
 //! after a reply lost in transit or a hold that vanished ([`Engine::acquire`]).
+//!
+//! A mutex's acquisition asking for nothing but the lock (no token, data, hand-off
+//! hints or replicas) goes alone while its client has fewer than
+//! [`ALONE`](super::coalesce::ALONE) such calls in flight, and otherwise joins the next
+//! `acquire_many.lua` batch
+//! ([`Engine::acquire_in_batch`]), which takes each free lock nobody queues for; a lock
+//! it leaves is asked for alone at once (`acquire.lua` then refuses it, marking it for
+//! a waiter). Its in-flight call moves into the batch and comes back with the answer,
+//! so a dropped caller's call is settled exactly as an unbatched one.
 
 use std::sync::Arc;
 
+use fred::interfaces::ClientLike;
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use super::background::BATCH;
+use super::coalesce::Coalesce;
 use super::in_flight::{InFlight, Op};
 use super::{Attempt, Engine, HoldClaim};
 use crate::error::{LockError, Result};
@@ -12,7 +25,24 @@ use crate::hold::HoldUse;
 use crate::lease::renewal_period;
 use crate::options::ResolvedOptions;
 use crate::protocol::CallFailed;
-use crate::scripts::{Acquire, Asking, LockNames};
+use crate::scripts::{Acquire, Asking, LockNames, into_calls, key_slot};
+
+/// The acquire calls in flight, and the acquisitions waiting to go out together.
+pub(super) type Pending = Coalesce<Joined>;
+
+/// An acquisition waiting in a batch: its lock, owner and lease, its in-flight call,
+/// and where the call comes back with what the batch found (taken or not).
+pub(super) struct Joined {
+    names: Arc<LockNames>,
+    owner: String,
+    lease_ms: u64,
+    in_flight: InFlight,
+    told: oneshot::Sender<Answered>,
+}
+
+/// A batched acquisition's in-flight call with what the batch found: whether it took
+/// the lock.
+type Answered = (InFlight, Result<bool, CallFailed>);
 
 /// What [`Engine::acquire`]'s loop does after one attempt.
 enum Step {
@@ -105,10 +135,41 @@ impl Engine {
         let op = Op::Acquire { acknowledged };
         let in_flight = InFlight::new(self, op, entry, count, options.lease(), None);
         let mut sent_at = Instant::now();
-        let mut reply = self
-            .protocol
-            .acquire(names, owner, (options, asking), held, keep_lease)
-            .await;
+        let batches = names.kind.batches()
+            && held == 0
+            && !acknowledged
+            && !options.fenced
+            && options.data.is_none()
+            && asking.hand_off.hints().is_empty();
+        let call = batches.then(|| self.acquisitions.alone_now());
+        let (in_flight, mut reply) = match call {
+            Some(None) => match self
+                .acquire_in_batch(names, owner, options, in_flight)
+                .await
+            {
+                Some((in_flight, Ok(true))) => {
+                    (in_flight, Ok(Acquire::Granted { count: 1, token: 0 }))
+                }
+                Some((in_flight, Ok(false))) => {
+                    // Not free: asked alone, which refuses it as a lone call would.
+                    let options = (options, asking);
+                    let reply = self
+                        .protocol
+                        .acquire(names, owner, options, held, keep_lease);
+                    (in_flight, reply.await)
+                }
+                Some((in_flight, Err(failed))) => (in_flight, Err(failed)),
+                None => return Step::Failed(batch_ended()),
+            },
+            _ => {
+                let reply = self
+                    .protocol
+                    .acquire(names, owner, (options, asking), held, keep_lease)
+                    .await;
+                drop(call);
+                (in_flight, reply)
+            }
+        };
         if matches!(reply, Ok(Acquire::Granted { .. }))
             && !keep_lease
             && sent_at.elapsed() > renewal_period(options.lease())
@@ -169,5 +230,113 @@ impl Engine {
         drop(count);
         self.record_grant(&entry, options, token, sent_at);
         Step::Done(Attempt::Granted(claim))
+    }
+}
+
+/// What a batched acquisition hears when the task of its batch ended without an answer
+/// (its runtime shut down): its in-flight call was dropped with it, and is being
+/// settled.
+fn batch_ended() -> LockError {
+    LockError::Redis(fred::error::Error::new(
+        fred::error::ErrorKind::Canceled,
+        "the batched acquisition's task ended before its reply",
+    ))
+}
+
+impl Engine {
+    /// Sends the acquisition `in_flight` of the free mutex `names` for `owner` in the
+    /// next batch, and returns the call with what the batch found (`None` if the
+    /// batch's task ended without an answer).
+    ///
+    /// Cancel safe: the batch holds the call while it is queued and in flight; dropped,
+    /// this lets the call come back to nobody, which settles it (undoing a grant).
+    async fn acquire_in_batch(
+        self: &Arc<Self>,
+        names: &Arc<LockNames>,
+        owner: &str,
+        options: &ResolvedOptions,
+        in_flight: InFlight,
+    ) -> Option<Answered> {
+        let (told, answer) = oneshot::channel();
+        let joined = Joined {
+            names: Arc::clone(names),
+            owner: owner.to_owned(),
+            lease_ms: options.lease_ms,
+            in_flight,
+            told,
+        };
+        if self.acquisitions.push(joined) {
+            let engine = Arc::clone(self);
+            drop(self.background_runtime().spawn(engine.send_acquisitions()));
+        }
+        answer.await.ok()
+    }
+
+    /// Sends the queued acquisitions, in batches, until none is left (as
+    /// `send_pending` sends releases).
+    async fn send_acquisitions(self: Arc<Self>) {
+        while let Some((first_call, joined)) = self.acquisitions.next(BATCH).await {
+            // A caller gone before its batch left: its call settles (nothing ran).
+            let joined: Vec<Joined> = joined
+                .into_iter()
+                .filter(|joined| !joined.told.is_closed())
+                .collect();
+            let clustered = self.protocol.redis().is_clustered();
+            let mut first_call = Some(first_call);
+            for batch in into_calls(
+                joined,
+                |joined| key_slot(&*joined.names.key),
+                clustered,
+                BATCH,
+            ) {
+                let call = match first_call.take() {
+                    Some(call) => call,
+                    None => match self.acquisitions.call().await {
+                        Some(call) => call,
+                        None => return,
+                    },
+                };
+                let engine = Arc::clone(&self);
+                drop(tokio::spawn(async move {
+                    engine.acquire_batch(batch).await;
+                    drop(call);
+                }));
+            }
+        }
+    }
+
+    /// Sends the acquisitions of `batch` (one slot) in one call, and hands each call
+    /// back with its answer. A reply lost in transit is each call's: maybe ran.
+    async fn acquire_batch(self: Arc<Self>, batch: Vec<Joined>) {
+        let locks: Vec<(&LockNames, &str, u64)> = batch
+            .iter()
+            .map(|joined| (&*joined.names, joined.owner.as_str(), joined.lease_ms))
+            .collect();
+        let replies = self.protocol.acquire_many(&locks).await;
+        drop(locks);
+        let answer: Box<dyn Fn(usize) -> Result<bool, CallFailed> + Send> = match replies {
+            Ok(taken) if taken.len() == batch.len() => Box::new(move |i| Ok(taken[i])),
+            Err(error) if !error.outcome_unknown() => Box::new(move |_| {
+                Err(CallFailed {
+                    error: error.clone(),
+                    maybe_ran: false,
+                })
+            }),
+            other => {
+                let error = match other {
+                    Err(error) => error,
+                    Ok(replies) => LockError::Protocol(format!(
+                        "{} replies to an acquisition of {} locks",
+                        replies.len(),
+                        batch.len()
+                    )),
+                };
+                Box::new(move |_| Err(CallFailed::maybe_ran(error.clone())))
+            }
+        };
+        for (i, joined) in batch.into_iter().enumerate() {
+            // Heard by nobody, the call comes back dropped: it settles (undoing a grant).
+            let _ = joined.told.send((joined.in_flight, answer(i)));
+        }
     }
 }

@@ -7,53 +7,65 @@
 //! hold by hold (see [`InFlight`]). Holds of other kinds, holds whose operation lock
 //! is busy, late releases of lost holds and releases Redis refused take the one-by-one
 //! path ([`Engine::release_one_in_background`]).
+//!
+//! An `unlock()` of a mutex joins the next batch too, but only when
+//! [`ALONE`](super::coalesce::ALONE) release calls of its client are in flight already
+//! (else it is sent at once, alone: a lone release waits for nobody). Its in-flight
+//! call moves into the batch with it, so the batch answers for it even if the
+//! `unlock()` is dropped meanwhile; what the batch found comes back to the `unlock()`
+//! on a channel ([`Engine::release_in_batch`]).
 
 use std::sync::Arc;
 
 use fred::bytes_utils::Str;
 use fred::interfaces::ClientLike;
-use parking_lot::Mutex;
-use tokio::sync::{OwnedMutexGuard, Semaphore};
+use tokio::sync::{OwnedMutexGuard, oneshot};
 
+use super::coalesce::{BATCHES, Call, Coalesce};
 use super::in_flight::{InFlight, Op};
 use super::{Backoff, Engine, Unreleased};
+use crate::error::LockError;
 use crate::hold::{Hold, HoldUse};
 use crate::scripts::LockNames;
 use crate::scripts::{Released, into_calls, key_slot};
 
 /// The most holds released in one script call.
-const BATCH: usize = 256;
+pub(super) const BATCH: usize = 256;
 
-/// How many release calls of one client may be in flight at once.
-const CALLS_IN_FLIGHT: usize = 16;
+/// The release calls in flight, and the releases waiting to go out together.
+pub(super) type Pending = Coalesce<Queued>;
 
-/// The background releases waiting to be sent, and whether a task sends them.
-#[derive(Debug)]
-pub(super) struct Pending {
-    queue: Mutex<(Vec<Arc<Hold>>, bool)>,
-    calls: Arc<Semaphore>,
+/// A release waiting to go out.
+pub(super) enum Queued {
+    /// A background release: a hold whose release is owed.
+    Owed(Arc<Hold>),
+    /// An `unlock()` that found every call in flight taken, with its call made.
+    Joined(Ready),
 }
 
-impl Default for Pending {
-    fn default() -> Self {
-        Self {
-            queue: Mutex::default(),
-            calls: Arc::new(Semaphore::new(CALLS_IN_FLIGHT)),
-        }
-    }
-}
+/// Where an `unlock()` that joined a batch hears what its release came to.
+type Told = oneshot::Sender<Result<(), Unreleased>>;
 
 /// A mutex hold's release ready to go out in a batch: its use and operation lock
-/// held, its count known.
-struct Ready {
+/// held, its count known; `told` if an `unlock()` waits for it.
+pub(super) struct Ready {
     hold: Arc<Hold>,
     in_flight: InFlight,
     held: u32,
+    told: Option<Told>,
 }
 
 impl Ready {
     fn key(&self) -> &str {
         &self.hold.names.key
+    }
+}
+
+/// Tells the `unlock()` waiting for a batched release (if any, and if it still waits)
+/// what the release came to; `outcome` is made only then.
+fn tell(told: Option<Told>, outcome: impl FnOnce() -> Result<(), Unreleased>) {
+    if let Some(told) = told {
+        let _ = told.send(outcome());
     }
 }
 
@@ -66,43 +78,82 @@ impl Engine {
     /// `settle`).
     pub(super) fn release_in_background(self: &Arc<Self>, hold: Arc<Hold>) {
         self.chores.add();
-        let start = {
-            let mut queue = self.pending.queue.lock();
-            queue.0.push(hold);
-            !std::mem::replace(&mut queue.1, true)
+        self.enqueue(Queued::Owed(hold));
+    }
+
+    /// A mutex release sent alone now, if fewer than
+    /// [`ALONE`](super::coalesce::ALONE) release calls are in flight; else the release
+    /// should join the next batch ([`release_in_batch`](Self::release_in_batch)).
+    pub(super) fn alone_now(&self) -> Option<Call> {
+        self.pending.alone_now()
+    }
+
+    /// Sends the release `in_flight` of one of `held` holds of `hold` in the next
+    /// batch, and returns what it came to, as `release_once` would have.
+    ///
+    /// Cancel safe: the batch answers for the release (`in_flight` moved into it);
+    /// dropped, this only stops listening.
+    pub(super) async fn release_in_batch(
+        self: &Arc<Self>,
+        hold: &Arc<Hold>,
+        in_flight: InFlight,
+        held: u32,
+    ) -> Result<(), Unreleased> {
+        let (told, outcome) = oneshot::channel();
+        let ready = Ready {
+            hold: Arc::clone(hold),
+            in_flight,
+            held,
+            told: Some(told),
         };
-        if start {
+        self.chores.add();
+        self.enqueue(Queued::Joined(ready));
+        // Dropped untold only with the task that sent it (its runtime shut down): the
+        // in-flight call was dropped with it, and is being settled.
+        outcome.await.unwrap_or_else(|_| {
+            let gone = fred::error::Error::new(
+                fred::error::ErrorKind::Canceled,
+                "the batched release's task ended before its reply",
+            );
+            Err(Unreleased::Settling(LockError::Redis(gone), held))
+        })
+    }
+
+    /// Queues a release, and starts a task sending the queue unless one runs.
+    fn enqueue(self: &Arc<Self>, queued: Queued) {
+        if self.pending.push(queued) {
             let engine = Arc::clone(self);
             drop(self.background_runtime().spawn(engine.send_pending()));
         }
     }
 
-    /// Sends the pending background releases, in batches, until none is left.
+    /// Sends the pending releases, in batches, until none is left. A batch takes what
+    /// is queued when a call may go out, so releases that waited for a call in flight
+    /// to end go out together.
     async fn send_pending(self: Arc<Self>) {
-        loop {
-            let taken = {
-                let mut queue = self.pending.queue.lock();
-                if queue.0.is_empty() {
-                    queue.1 = false;
-                    return;
-                }
-                let keep = queue.0.len().saturating_sub(BATCH * CALLS_IN_FLIGHT);
-                queue.0.split_off(keep)
-            };
+        while let Some((first_call, queued)) = self.pending.next(BATCH * BATCHES).await {
             let clustered = self.protocol.redis().is_clustered();
-            let mut ready = Vec::with_capacity(taken.len());
-            for hold in taken {
-                match self.ready_to_batch(&hold) {
-                    Some(batched) => ready.push(batched),
-                    None => {
-                        self.release_one_in_background(hold);
-                        self.background_finished();
-                    }
+            let mut ready = Vec::with_capacity(queued.len());
+            for queued in queued {
+                match queued {
+                    Queued::Joined(joined) => ready.push(joined),
+                    Queued::Owed(hold) => match self.ready_to_batch(&hold) {
+                        Some(batched) => ready.push(batched),
+                        None => {
+                            self.release_one_in_background(hold);
+                            self.background_finished();
+                        }
+                    },
                 }
             }
+            let mut first_call = Some(first_call);
             for batch in into_calls(ready, |ready| key_slot(ready.key()), clustered, BATCH) {
-                let Ok(call) = Arc::clone(&self.pending.calls).acquire_owned().await else {
-                    return;
+                let call = match first_call.take() {
+                    Some(call) => call,
+                    None => match self.pending.call().await {
+                        Some(call) => call,
+                        None => return,
+                    },
                 };
                 let engine = Arc::clone(&self);
                 drop(tokio::spawn(async move {
@@ -116,7 +167,7 @@ impl Engine {
     /// Prepares the release of `hold` for a batch, if it can go in one: a mutex hold,
     /// not lost, held, whose operation lock is free now.
     fn ready_to_batch(self: &Arc<Self>, hold: &Arc<Hold>) -> Option<Ready> {
-        if !hold.names.kind.batch_releases() || hold.is_lost() || self.check_running().is_err() {
+        if !hold.names.kind.batches() || hold.is_lost() || self.check_running().is_err() {
             return None;
         }
         let entry: HoldUse = self.holds.reenter(hold);
@@ -134,6 +185,7 @@ impl Engine {
             hold: Arc::clone(hold),
             in_flight,
             held,
+            told: None,
         })
     }
 
@@ -153,24 +205,55 @@ impl Engine {
             }
             Err(error) if !error.outcome_unknown() => {
                 // Refused: nothing changed, each is still owed.
-                tracing::debug!(%error, "batched background release refused; releasing one by one");
+                tracing::debug!(%error, "batched release refused; releasing one by one");
                 for ready in batch {
-                    ready.in_flight.refused();
-                    ready.hold.end_last_release();
-                    self.release_one_in_background(ready.hold);
-                    self.background_finished();
+                    self.owed(ready.hold, ready.in_flight, ready.told, || error.clone());
                 }
             }
             other => {
                 // Maybe ran: each hold's count tells, hold by hold (the in-flight calls
                 // settle when dropped).
-                tracing::debug!(reply = ?other.map(|replies| replies.len()), "batched background release unanswered; settling each");
-                for ready in batch {
-                    drop(ready.in_flight);
+                tracing::debug!(reply = ?other.as_ref().map(Vec::len), "batched release unanswered; settling each");
+                let error = match other {
+                    Err(error) => error,
+                    Ok(replies) => LockError::Protocol(format!(
+                        "{} replies to a release of {} holds",
+                        replies.len(),
+                        batch.len()
+                    )),
+                };
+                for Ready {
+                    in_flight,
+                    held,
+                    told,
+                    ..
+                } in batch
+                {
+                    drop(in_flight);
+                    tell(told, || Err(Unreleased::Settling(error.clone(), held)));
                     self.background_finished();
                 }
             }
         }
+    }
+
+    /// A batched release Redis refused (`error`): nothing changed, and the release is
+    /// still owed. A background release goes one by one; an `unlock()` hears `error`,
+    /// and owes it in the background itself.
+    fn owed(
+        self: &Arc<Self>,
+        hold: Arc<Hold>,
+        in_flight: InFlight,
+        told: Option<Told>,
+        error: impl FnOnce() -> LockError,
+    ) {
+        in_flight.refused();
+        hold.end_last_release();
+        match told {
+            Some(told) => tell(Some(told), || Err(Unreleased::Owed(error()))),
+            None => self.release_one_in_background(hold),
+        }
+        self.background_finished();
     }
 
     /// Records what one batched release found, as `release_once` does.
@@ -179,6 +262,7 @@ impl Engine {
             hold,
             in_flight,
             held,
+            told,
         } = ready;
         match released {
             Released::Remaining(remaining) => {
@@ -193,17 +277,19 @@ impl Engine {
                     crate::observe::metrics::released();
                     tracing::debug!(lock = %hold.names.name, owner = %hold.owner, "released");
                 }
+                tell(told, || Ok(()));
             }
             Released::NotHeld => {
                 let (_entry, mut count) = in_flight.land();
                 hold.set_count(&mut count, 0);
                 drop(count);
                 hold.mark_gone("released a hold that redis no longer had");
+                tell(told, || Err(Unreleased::Final(hold.not_held())));
             }
             Released::WrongType => {
-                in_flight.refused();
-                hold.end_last_release();
-                self.release_one_in_background(hold);
+                let key = hold.names.key.to_string();
+                // Counts itself finished.
+                return self.owed(hold, in_flight, told, || LockError::WrongType { key });
             }
         }
         self.background_finished();

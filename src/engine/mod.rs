@@ -34,6 +34,7 @@ use crate::watchdog::Watchdogs;
 mod acquire;
 mod background;
 mod claim;
+mod coalesce;
 mod in_flight;
 mod waits;
 
@@ -56,8 +57,10 @@ pub(crate) struct Engine {
     /// Work owed Redis in the background (releases of dropped guards, refused or
     /// cancelled releases, settling, waits and their leaving); `shutdown` waits for it.
     chores: Arc<Chores>,
-    /// Background releases pending together, sent together (see `background.rs`).
+    /// Releases pending together, sent together (see `background.rs`).
     pending: background::Pending,
+    /// Acquisitions pending together, sent together (see `acquire.rs`).
+    acquisitions: acquire::Pending,
 }
 
 /// What one acquire attempt came to.
@@ -96,6 +99,7 @@ impl Engine {
             shut_down: AtomicBool::new(false),
             chores,
             pending: background::Pending::default(),
+            acquisitions: acquire::Pending::default(),
         });
         let weak = Arc::downgrade(&engine);
         engine.waiting.listen_for_notices(
@@ -353,12 +357,7 @@ impl Engine {
         hold: &Arc<Hold>,
         claim: Option<HoldClaim>,
     ) -> Result<(), Unreleased> {
-        let not_held = || {
-            Unreleased::Final(LockError::NotHeld {
-                name: hold.names.name.clone(),
-                owner: hold.owner.to_string(),
-            })
-        };
+        let not_held = || Unreleased::Final(hold.not_held());
         if let Err(error) = self.check_running() {
             // Shut down: every hold was given up, nothing is owed.
             if let Some(claim) = claim {
@@ -391,6 +390,15 @@ impl Engine {
         }
         let lease = self.config.lease;
         let in_flight = InFlight::new(self, Op::Release, entry, count, lease, claim);
+        // A mutex's release goes alone unless its client has as many release calls in
+        // flight as it allows: then it joins the next batch (see `background.rs`).
+        let _call = match late || !hold.names.kind.batches() {
+            true => None,
+            false => match self.alone_now() {
+                Some(call) => Some(call),
+                None => return self.release_in_batch(hold, in_flight, held).await,
+            },
+        };
         let release = self.protocol.release(&hold.names, &hold.owner, held);
         let reply = match hold.lease_ends_by().filter(|_| late) {
             // A late release is worth waiting for only until Redis has expired the
@@ -452,10 +460,7 @@ impl Engine {
                 ),
             });
         }
-        let not_held = || LockError::NotHeld {
-            name: hold.names.name.clone(),
-            owner: hold.owner.to_string(),
-        };
+        let not_held = || hold.not_held();
         let _entry = self.holds.reenter(hold);
         let mut count = hold.lock_ops().await;
         if hold.is_lost() || *count == 0 {

@@ -11,6 +11,7 @@ use parking_lot::Mutex;
 use tokio::sync::{Notify, OwnedMutexGuard};
 use tokio::time::Instant;
 
+use crate::error::LockError;
 use crate::scripts::LockNames;
 
 mod lease_slot;
@@ -334,6 +335,14 @@ impl Hold {
     pub(crate) fn mark_gone(&self, why: &str) {
         self.gone.store(true, Ordering::Release);
         self.mark_lost(why);
+    }
+
+    /// The error of a call that found this hold not held.
+    pub(crate) fn not_held(&self) -> LockError {
+        LockError::NotHeld {
+            name: self.names.name.clone(),
+            owner: self.owner.to_string(),
+        }
     }
 
     /// Whether the hold is known to be gone from Redis; a hold lost otherwise may

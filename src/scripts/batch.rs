@@ -15,6 +15,7 @@ use crate::error::{LockError, Result};
 use crate::keys::LEASES;
 
 script!(RENEW_MANY = "leases.lua", "renew_many.lua");
+script!(ACQUIRE_MANY = "acquire_many.lua");
 script!(RELEASE_MANY = "release_hold.lua", "release_many.lua");
 
 /// What one renewal in a batch found (see `lua/renew_many.lua`).
@@ -157,6 +158,40 @@ impl Scripts {
                 _ => Err(protocol(&reply)),
             })
             .collect()
+    }
+
+    /// Takes each `(names, owner, lease_ms)` mutex (holdlock's layout) that is free and
+    /// queued for by nobody, in one call (`lua/acquire_many.lua`); says per lock
+    /// whether it was taken (hold count 1, no token). Not idempotent: sent at most
+    /// once, and a failure in transit is for the caller to settle lock by lock.
+    pub(crate) async fn acquire_many(
+        &self,
+        client: &Client,
+        locks: &[(&LockNames, &str, u64)],
+    ) -> Result<Vec<bool>> {
+        let mut keys = PackingKeys::with_capacity(locks.len() * 2);
+        for (names, _, _) in locks {
+            keys.push(names.key.as_bytes());
+            keys.push(names.clients_key().as_bytes());
+        }
+        let keys = keys.finish();
+        let keys = keys.keys();
+        let args = || {
+            let mut args = Vec::with_capacity(locks.len() * 2);
+            for &(_, owner, lease_ms) in locks {
+                args.push(owner.into());
+                args.push(decimal(lease_ms));
+            }
+            args
+        };
+        let reply = self
+            .eval(client, &ACQUIRE_MANY, &keys, &args, Delivery::Acquisition)
+            .await?;
+        each(&reply, locks.len(), |n| match n {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
+        })
     }
 
     /// Drops one hold of each `(names, owner)` mutex hold (holdlock's layout), in one

@@ -65,9 +65,10 @@ pub(crate) struct KindSpec {
     /// Whether the lock's keys expire as a whole (so `renew.lua` and `renew_many.lua`
     /// renew it), or each holder on its own (see `lua/leases.lua`).
     expires_whole: bool,
-    /// Whether background releases of its holds may go out together
-    /// (`lua/release_many.lua`).
-    batch_releases: bool,
+    /// Whether acquisitions of a free lock and releases of its holds may go out
+    /// together, many locks to a call (`lua/acquire_many.lua`,
+    /// `lua/release_many.lua`).
+    batches: bool,
     /// Whether a re-entry is `lua/reenter.lua` (the read-write lock re-enters with its
     /// acquire script, which knows the other side).
     reenters_apart: bool,
@@ -142,7 +143,7 @@ pub(crate) static MUTEX: KindSpec = KindSpec {
     field_suffix: "",
     filed_by_name: true,
     expires_whole: true,
-    batch_releases: true,
+    batches: true,
     reenters_apart: true,
     queues_clients: true,
     marks_waiting_writers: false,
@@ -168,7 +169,7 @@ pub(crate) static MUTEX: KindSpec = KindSpec {
 /// release are Redisson's, its re-entry and renewal holdlock's (they change the hash
 /// as Redisson's do). Its releases go one by one.
 pub(crate) static REDISSON_MUTEX: KindSpec = KindSpec {
-    batch_releases: false,
+    batches: false,
     queues_clients: false,
     layout: &REDISSON,
     pipelined: Some(&REDISSON_ACQUIRE),
@@ -191,7 +192,7 @@ pub(crate) static FAIR: KindSpec = KindSpec {
     describe: "fair lock",
     public: LockKind::Fair,
     filed_by_name: false,
-    batch_releases: false,
+    batches: false,
     queues_clients: false,
     hands_on_when_forced: true,
     pipelined: None,
@@ -214,7 +215,7 @@ pub(crate) static READ: KindSpec = KindSpec {
     excludes_itself: false,
     filed_by_name: false,
     expires_whole: false,
-    batch_releases: false,
+    batches: false,
     reenters_apart: false,
     queues_clients: false,
     waits_alongside: true,
@@ -352,9 +353,9 @@ impl Kind {
         self.0.expires_whole
     }
 
-    /// Whether background releases of its holds may go out together.
-    pub(crate) fn batch_releases(self) -> bool {
-        self.0.batch_releases
+    /// Whether acquisitions and releases may go out together, many locks to a call.
+    pub(crate) fn batches(self) -> bool {
+        self.0.batches
     }
 
     /// Whether a re-entry is `lua/reenter.lua` rather than the acquire script.
