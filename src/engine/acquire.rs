@@ -44,6 +44,14 @@ pub(super) struct Joined {
 /// the lock.
 type Answered = (InFlight, Result<bool, CallFailed>);
 
+impl Joined {
+    /// Hands the call back with what the batch found. Heard by nobody (the caller is
+    /// gone), the call comes back dropped: it settles, undoing a grant.
+    fn answer(self, found: Result<bool, CallFailed>) {
+        let _ = self.told.send((self.in_flight, found));
+    }
+}
+
 /// What [`Engine::acquire`]'s loop does after one attempt.
 enum Step {
     /// The call's answer.
@@ -282,31 +290,16 @@ impl Engine {
                 .filter(|joined| !joined.told.is_closed())
                 .collect();
             let clustered = self.protocol.redis().is_clustered();
-            let mut first_call = Some(first_call);
-            for batch in into_calls(
-                joined,
-                |joined| key_slot(&*joined.names.key),
-                clustered,
-                BATCH,
-            ) {
-                let call = match first_call.take() {
-                    Some(call) => call,
-                    None => match self.acquisitions.call().await {
-                        Some(call) => call,
-                        None => return,
-                    },
-                };
-                let engine = Arc::clone(&self);
-                drop(tokio::spawn(async move {
-                    engine.acquire_batch(batch).await;
-                    drop(call);
-                }));
-            }
+            let slot = |joined: &Joined| key_slot(&*joined.names.key);
+            let batches = into_calls(joined, slot, clustered, BATCH);
+            let send = |batch| Arc::clone(&self).acquire_batch(batch);
+            self.acquisitions.send_each(first_call, batches, send).await;
         }
     }
 
     /// Sends the acquisitions of `batch` (one slot) in one call, and hands each call
-    /// back with its answer. A reply lost in transit is each call's: maybe ran.
+    /// back with its answer. A failure is each call's: a reply lost in transit, for
+    /// each, maybe ran.
     async fn acquire_batch(self: Arc<Self>, batch: Vec<Joined>) {
         let locks: Vec<(&LockNames, &str, u64)> = batch
             .iter()
@@ -314,29 +307,18 @@ impl Engine {
             .collect();
         let replies = self.protocol.acquire_many(&locks).await;
         drop(locks);
-        let answer: Box<dyn Fn(usize) -> Result<bool, CallFailed> + Send> = match replies {
-            Ok(taken) if taken.len() == batch.len() => Box::new(move |i| Ok(taken[i])),
-            Err(error) if !error.outcome_unknown() => Box::new(move |_| {
-                Err(CallFailed {
-                    error: error.clone(),
-                    maybe_ran: false,
-                })
-            }),
-            other => {
-                let error = match other {
-                    Err(error) => error,
-                    Ok(replies) => LockError::Protocol(format!(
-                        "{} replies to an acquisition of {} locks",
-                        replies.len(),
-                        batch.len()
-                    )),
-                };
-                Box::new(move |_| Err(CallFailed::maybe_ran(error.clone())))
+        // `acquire_many` answers for every lock of the batch, or fails as a whole.
+        match replies {
+            Ok(taken) => {
+                for (joined, taken) in batch.into_iter().zip(taken) {
+                    joined.answer(Ok(taken));
+                }
             }
-        };
-        for (i, joined) in batch.into_iter().enumerate() {
-            // Heard by nobody, the call comes back dropped: it settles (undoing a grant).
-            let _ = joined.told.send((joined.in_flight, answer(i)));
+            Err(error) => {
+                for joined in batch {
+                    joined.answer(Err(CallFailed::from(error.clone())));
+                }
+            }
         }
     }
 }

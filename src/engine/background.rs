@@ -146,21 +146,9 @@ impl Engine {
                     },
                 }
             }
-            let mut first_call = Some(first_call);
-            for batch in into_calls(ready, |ready| key_slot(ready.key()), clustered, BATCH) {
-                let call = match first_call.take() {
-                    Some(call) => call,
-                    None => match self.pending.call().await {
-                        Some(call) => call,
-                        None => return,
-                    },
-                };
-                let engine = Arc::clone(&self);
-                drop(tokio::spawn(async move {
-                    engine.release_batch(batch).await;
-                    drop(call);
-                }));
-            }
+            let batches = into_calls(ready, |ready| key_slot(ready.key()), clustered, BATCH);
+            let send = |batch| Arc::clone(&self).release_batch(batch);
+            self.pending.send_each(first_call, batches, send).await;
         }
     }
 

@@ -6,6 +6,7 @@
 //! no reply, only for a batch call to be free ([`BATCHES`] may be in flight).
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -92,9 +93,33 @@ impl<T> Coalesce<T> {
         Some((call, queue.items.split_off(keep)))
     }
 
+    /// Sends each of `batches` (a batch's calls: on a cluster, one per slot) with
+    /// `send`, in a task of its own: the first on `first` (from [`next`](Self::next)),
+    /// each other once another batch call is free.
+    pub(super) async fn send_each<B, F>(&self, first: Call, batches: Vec<B>, send: impl Fn(B) -> F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let mut first = Some(first);
+        for batch in batches {
+            let call = match first.take() {
+                Some(call) => call,
+                None => match self.call().await {
+                    Some(call) => call,
+                    None => return,
+                },
+            };
+            let sent = send(batch);
+            drop(tokio::spawn(async move {
+                sent.await;
+                drop(call);
+            }));
+        }
+    }
+
     /// One more batch call, for a batch that goes out in several (on a cluster, one per
     /// slot). `None` only if the semaphore were closed, which it never is.
-    pub(super) async fn call(&self) -> Option<Call> {
+    async fn call(&self) -> Option<Call> {
         let permit = Arc::clone(&self.batches).acquire_owned().await.ok()?;
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         Some(self.counted(Some(permit)))
