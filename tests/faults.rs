@@ -87,6 +87,69 @@ async fn killed_connections_never_double_or_drop_a_hold() {
     assert!(mismatches.is_empty(), "hold counts drifted: {mismatches:?}");
 }
 
+/// Many tasks of one client, each on a lock of its own (so that past 16 calls in flight
+/// their takes and releases go out in batches), with every connection killed every
+/// few milliseconds: a batch whose reply is lost is settled lock by lock. A `lock()`
+/// that returns holds its lock once in Redis, never twice, and once the killing stops
+/// no hold is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killed_connections_never_double_or_leave_a_batched_hold() {
+    let server = Arc::new(RedisServer::start());
+    let client = LockClient::builder(server.url())
+        .lease(Duration::from_secs(30))
+        .build()
+        .await
+        .unwrap();
+    let names: Vec<String> = (0..64)
+        .map(|i| common::unique(&format!("batched-kill-{i}")))
+        .collect();
+    let (stop, killer) = start_killer(&server);
+    let tasks: Vec<_> = names
+        .iter()
+        .map(|name| {
+            let (client, name) = (client.clone(), name.clone());
+            tokio::spawn(async move {
+                let mut mismatches = Vec::new();
+                let mut held = 0;
+                let deadline = Instant::now() + Duration::from_secs(3);
+                while Instant::now() < deadline {
+                    let guard = match client.lock(&name).await {
+                        Ok(guard) => guard,
+                        Err(error) => {
+                            assert!(error.is_redis(), "{error}");
+                            continue;
+                        }
+                    };
+                    held += 1;
+                    let actual = common::hold_count(client.redis(), &name, guard.owner()).await;
+                    if actual != Some(1) {
+                        mismatches.push(format!("{name}: redis has {actual:?}"));
+                    }
+                    if let Err(error) = guard.unlock().await {
+                        assert!(error.is_redis(), "{error}");
+                    }
+                }
+                (held, mismatches)
+            })
+        })
+        .collect();
+    let (mut held, mut mismatches) = (0, Vec::new());
+    for task in tasks {
+        let (task_held, task_mismatches) = task.await.unwrap();
+        held += task_held;
+        mismatches.extend(task_mismatches);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let kills = killer.join().unwrap();
+    assert!(kills > 100, "the killer barely ran ({kills})");
+    assert!(held > 0, "no lock taken");
+    assert!(mismatches.is_empty(), "hold counts drifted: {mismatches:?}");
+    let other = LockClient::connect(&server.url()).await.unwrap();
+    for name in &names {
+        common::wait_until_free(&other, name, Duration::from_secs(10)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn script_flush_is_survived_transparently() {
     let server = RedisServer::start();
