@@ -33,8 +33,9 @@
 -- function or a table: a free lock that nobody queues for, taken with no token, data
 -- or hints (the usual acquisition), costs 3 calls (EXISTS of both keys, HSET,
 -- PEXPIRE) and makes nothing; any other free lock 4 (PTTL, HSET, PEXPIRE, and EXISTS
--- of the queue), a busy one 2 (PTTL, HGETALL of its few fields), plus the queue's 3
--- (ZRANGE, ZADD, PEXPIRE) and an HSET of the mark when it is not set yet.
+-- of the queue), a busy one 3 (the fast path's EXISTS when it was tried, PTTL,
+-- HGETALL of its few fields), plus the queue's 3 (ZRANGE, ZADD, PEXPIRE) and an HSET
+-- of the mark when it is not set yet.
 --
 -- Waiting clients, not waiters, are queued (see src/waiting.rs): a client's waiters
 -- line up locally and only the head asks, so a client is queued once however many
@@ -53,10 +54,11 @@
 -- set, and the error "WRONGTYPE KEYS[3] <key> ..." (naming the key) if KEYS[3] exists
 -- but is not a string.
 
--- The usual acquisition first, before anything is made: no token (no KEYS[3]), no
--- data and no hints (ARGV holds at most the owner, the lease and "try"), a lock that
--- is free and nobody queues for. What follows would do the same with more.
-if not KEYS[3] and not ARGV[4] and redis.call('exists', KEYS[1], KEYS[2]) == 0 then
+-- The usual acquisition first, before anything is made: the lock and its queue but
+-- no token key, no data and no hints (ARGV holds at most the owner, the lease and
+-- "try"), a lock that is free and nobody queues for. What follows would do the same
+-- with more.
+if #KEYS == 2 and not ARGV[4] and redis.call('exists', KEYS[1], KEYS[2]) == 0 then
   redis.call('hset', KEYS[1], ARGV[1], 1)
   redis.call('pexpire', KEYS[1], ARGV[2])
   return { 1, 0 }

@@ -267,8 +267,9 @@ async fn the_hot_paths_make_the_fewest_redis_calls() {
     };
     server.command(&["CONFIG", "RESETSTAT"]).unwrap();
     lock.acquire("a", 10_000, false).await;
-    // EXISTS: is a client queued, to be told of the release?
-    calls(&[("pttl", 1), ("hset", 1), ("pexpire", 1), ("exists", 1)]);
+    // The fast path: EXISTS of the lock and its queue (free, and no client queued to
+    // be told of the release?), then the hold and its lease.
+    calls(&[("exists", 1), ("hset", 1), ("pexpire", 1)]);
     assert_eq!(lock.reenter("a", 0).await, 2);
     calls(&[("hincrby", 1)]);
     assert_eq!(lock.release_hinted("a", 2).await, 1);
@@ -278,15 +279,16 @@ async fn the_hot_paths_make_the_fewest_redis_calls() {
 
     lock.acquire("a", 10_000, false).await;
     assert_eq!(lock.acquire("b", 10_000, false).await[0], 0);
+    // A refused attempt pays the fast path's EXISTS, then PTTL and HGETALL.
     let queued = [("zrange", 1), ("zadd", 1)];
     calls(
         &[
             [
-                ("pttl", 2),
+                ("exists", 2),
+                ("pttl", 1),
                 ("hset", 2),
                 ("pexpire", 2),
                 ("hgetall", 1),
-                ("exists", 1),
             ]
             .as_slice(),
             &queued,
@@ -297,7 +299,7 @@ async fn the_hot_paths_make_the_fewest_redis_calls() {
     // The mark is written once; the client is queued (and the queue's expiry set).
     calls(
         &[
-            [("pttl", 1), ("hgetall", 1), ("pexpire", 1)].as_slice(),
+            [("exists", 1), ("pttl", 1), ("hgetall", 1), ("pexpire", 1)].as_slice(),
             &queued,
         ]
         .concat(),
