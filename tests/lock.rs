@@ -643,7 +643,8 @@ async fn unlocks_beyond_the_calls_in_flight_go_out_together_and_each_hears_its_o
 /// Acquisitions beyond the acquire calls a client keeps in flight (16) join one batch:
 /// 100 `lock()`s of free locks at once cost far fewer than 100 scripts, and each gets
 /// its lock; a try of a lock another client holds, batched, is refused as it would be
-/// alone.
+/// alone, and a wait that joined a batch for such a lock is told of its release long
+/// before the holder's lease could run out.
 #[tokio::test(flavor = "current_thread")]
 async fn acquisitions_beyond_the_calls_in_flight_go_out_together() {
     let server = common::RedisServer::start();
@@ -689,6 +690,33 @@ async fn acquisitions_beyond_the_calls_in_flight_go_out_together() {
         "100 locks at once sent {scripts} scripts: {:?}",
         server.command_stats()
     );
+    // A wait that joins a batch (the client's calls in flight taken by 16 more) for a
+    // lock another client holds, with a 30 s lease.
+    let busy = names[80].clone();
+    let burst: Vec<_> = (0..16)
+        .map(|i| {
+            let (client, name) = (client.clone(), common::unique(&format!("burst-{i}")));
+            tokio::spawn(async move { client.lock(&name).await })
+        })
+        .collect();
+    let waiter = tokio::spawn({
+        let client = client.clone();
+        async move { client.lock(&busy).await }
+    });
+    for guard in burst {
+        guard.await.unwrap().unwrap().unlock().await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiter.is_finished(), "the waiter got a held lock");
+    let released = Instant::now();
+    held.remove(0).unlock().await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(3), waiter)
+        .await
+        .expect("the batched waiter was not told of the release")
+        .unwrap()
+        .unwrap();
+    assert!(released.elapsed() < Duration::from_secs(3));
+    got.unlock().await.unwrap();
     for guard in &guards {
         let field = server
             .query(&["HGET", &common::key(guard.name()), guard.owner()])

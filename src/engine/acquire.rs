@@ -12,12 +12,13 @@
 
 use std::sync::Arc;
 
+use fred::bytes_utils::Str;
 use fred::interfaces::ClientLike;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::background::BATCH;
-use super::coalesce::Coalesce;
+use super::coalesce::{Coalesce, batch_ended};
 use super::in_flight::{InFlight, Op};
 use super::{Attempt, Engine, HoldClaim};
 use crate::error::{LockError, Result};
@@ -34,7 +35,8 @@ pub(super) type Pending = Coalesce<Joined>;
 /// and where the call comes back with what the batch found (taken or not).
 pub(super) struct Joined {
     names: Arc<LockNames>,
-    owner: String,
+    /// The hold's shared owner id (no copy per call).
+    owner: Str,
     lease_ms: u64,
     in_flight: InFlight,
     told: oneshot::Sender<Answered>,
@@ -152,7 +154,7 @@ impl Engine {
         let call = batches.then(|| self.acquisitions.alone_now());
         let (in_flight, mut reply) = match call {
             Some(None) => match self
-                .acquire_in_batch(names, owner, options, in_flight)
+                .acquire_in_batch(names, &hold.owner, options, in_flight)
                 .await
             {
                 Some((in_flight, Ok(true))) => {
@@ -241,16 +243,6 @@ impl Engine {
     }
 }
 
-/// What a batched acquisition hears when the task of its batch ended without an answer
-/// (its runtime shut down): its in-flight call was dropped with it, and is being
-/// settled.
-fn batch_ended() -> LockError {
-    LockError::Redis(fred::error::Error::new(
-        fred::error::ErrorKind::Canceled,
-        "the batched acquisition's task ended before its reply",
-    ))
-}
-
 impl Engine {
     /// Sends the acquisition `in_flight` of the free mutex `names` for `owner` in the
     /// next batch, and returns the call with what the batch found (`None` if the
@@ -261,14 +253,14 @@ impl Engine {
     async fn acquire_in_batch(
         self: &Arc<Self>,
         names: &Arc<LockNames>,
-        owner: &str,
+        owner: &Str,
         options: &ResolvedOptions,
         in_flight: InFlight,
     ) -> Option<Answered> {
         let (told, answer) = oneshot::channel();
         let joined = Joined {
             names: Arc::clone(names),
-            owner: owner.to_owned(),
+            owner: owner.clone(),
             lease_ms: options.lease_ms,
             in_flight,
             told,
@@ -303,7 +295,7 @@ impl Engine {
     async fn acquire_batch(self: Arc<Self>, batch: Vec<Joined>) {
         let locks: Vec<(&LockNames, &str, u64)> = batch
             .iter()
-            .map(|joined| (&*joined.names, joined.owner.as_str(), joined.lease_ms))
+            .map(|joined| (&*joined.names, &*joined.owner, joined.lease_ms))
             .collect();
         let replies = self.protocol.acquire_many(&locks).await;
         drop(locks);

@@ -21,7 +21,7 @@ use fred::bytes_utils::Str;
 use fred::interfaces::ClientLike;
 use tokio::sync::{OwnedMutexGuard, oneshot};
 
-use super::coalesce::{BATCHES, Call, Coalesce};
+use super::coalesce::{BATCHES, Coalesce, batch_ended};
 use super::in_flight::{InFlight, Op};
 use super::{Backoff, Engine, Unreleased};
 use crate::error::LockError;
@@ -81,13 +81,6 @@ impl Engine {
         self.enqueue(Queued::Owed(hold));
     }
 
-    /// A mutex release sent alone now, if fewer than
-    /// [`ALONE`](super::coalesce::ALONE) release calls are in flight; else the release
-    /// should join the next batch ([`release_in_batch`](Self::release_in_batch)).
-    pub(super) fn alone_now(&self) -> Option<Call> {
-        self.pending.alone_now()
-    }
-
     /// Sends the release `in_flight` of one of `held` holds of `hold` in the next
     /// batch, and returns what it came to, as `release_once` would have.
     ///
@@ -110,13 +103,9 @@ impl Engine {
         self.enqueue(Queued::Joined(ready));
         // Dropped untold only with the task that sent it (its runtime shut down): the
         // in-flight call was dropped with it, and is being settled.
-        outcome.await.unwrap_or_else(|_| {
-            let gone = fred::error::Error::new(
-                fred::error::ErrorKind::Canceled,
-                "the batched release's task ended before its reply",
-            );
-            Err(Unreleased::Settling(LockError::Redis(gone), held))
-        })
+        outcome
+            .await
+            .unwrap_or_else(|_| Err(Unreleased::Settling(batch_ended(), held)))
     }
 
     /// Queues a release, and starts a task sending the queue unless one runs.

@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use parking_lot::Mutex;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::error::LockError;
+
 /// How many calls of one sort may be in flight before the next joins a batch.
 pub(super) const ALONE: usize = 16;
 
@@ -132,6 +134,16 @@ impl<T> Coalesce<T> {
             _batch: batch,
         }
     }
+}
+
+/// What a queued call hears when the task of its batch ended without an answer (its
+/// runtime shut down): the in-flight call was dropped with the batch, and is being
+/// settled.
+pub(super) fn batch_ended() -> LockError {
+    LockError::Redis(fred::error::Error::new(
+        fred::error::ErrorKind::Canceled,
+        "the task of a batch ended before its reply",
+    ))
 }
 
 impl<T> fmt::Debug for Coalesce<T> {

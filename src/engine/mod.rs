@@ -392,13 +392,11 @@ impl Engine {
         let in_flight = InFlight::new(self, Op::Release, entry, count, lease, claim);
         // A mutex's release goes alone unless its client has as many release calls in
         // flight as it allows: then it joins the next batch (see `background.rs`).
-        let _call = match late || !hold.names.kind.batches() {
-            true => None,
-            false => match self.alone_now() {
-                Some(call) => Some(call),
-                None => return self.release_in_batch(hold, in_flight, held).await,
-            },
-        };
+        // Counted in flight until this call returns.
+        let alone = (!late && hold.names.kind.batches()).then(|| self.pending.alone_now());
+        if let Some(None) = alone {
+            return self.release_in_batch(hold, in_flight, held).await;
+        }
         let release = self.protocol.release(&hold.names, &hold.owner, held);
         let reply = match hold.lease_ends_by().filter(|_| late) {
             // A late release is worth waiting for only until Redis has expired the
