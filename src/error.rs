@@ -522,10 +522,7 @@ fn commands_on(line: &str) -> Vec<&str> {
 }
 
 impl LockError {
-    /// Whether the call that failed may have run: its reply was lost in transit. Every
-    /// other error (one Redis replied with, or found before sending) means nothing was
-    /// done.
-    /// Redis did not answer within a call's wait (see `client::within_budget`): a
+    /// Redis did not answer within a call's wait (see `waiting::within_budget`): a
     /// [`LockError::Redis`] of kind `Timeout`.
     pub(crate) fn unanswered() -> Self {
         LockError::Redis(fred::error::Error::new(
@@ -534,6 +531,9 @@ impl LockError {
         ))
     }
 
+    /// Whether the call that failed may have run: its reply was lost in transit. Every
+    /// other error (one Redis replied with, or found before sending) means nothing was
+    /// done.
     pub(crate) fn outcome_unknown(&self) -> bool {
         matches!(self, LockError::Redis(error) if classify(error) == Cause::InTransit)
     }

@@ -679,10 +679,17 @@ async fn inspect_list_and_force_unlock() {
     assert_eq!(unlocked["was_locked"], false);
 }
 
+/// Held by each test that runs `holdlock bench`: two benchmarks at once on the shared
+/// server would each slow the other past its calls' waits (a `try_lock`'s answer is
+/// due 250 ms after it is sent), and measure each other rather than themselves.
+#[cfg(feature = "bench")]
+static ONE_BENCH_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 // `holdlock bench` exists only with the `bench` feature as well.
 #[cfg(feature = "bench")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_runs_every_workload_and_leaves_nothing_behind() {
+    let _alone = ONE_BENCH_AT_A_TIME.lock().await;
     // Every workload, each against its floor: 20 s on a quiet machine, much more
     // on two busy cores.
     let mut bench = holdlock(["bench", "--quick", "--json"]);
@@ -747,6 +754,7 @@ async fn bench_runs_every_workload_and_leaves_nothing_behind() {
 #[cfg(feature = "bench")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_w11_measures_many_accounts_against_the_bare_lock() {
+    let _alone = ONE_BENCH_AT_A_TIME.lock().await;
     let mut bench = holdlock(["bench", "--workloads", "W11", "--quick", "--json"]);
     let ran = finish_within(&mut bench, Duration::from_secs(120)).await;
     assert_no_panic(&ran);
