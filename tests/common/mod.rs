@@ -1,6 +1,7 @@
 //! Test support: throwaway `redis-server` processes on loopback (started by
-//! `server.rs`, which the examples share), the lock's key layout, the Redisson interop
-//! tests' peer process (`peer.rs`), and small helpers.
+//! `server.rs`, which the examples share), a proxy that injects faults (`proxy.rs`),
+//! the lock's key layout, the Redisson interop tests' peer process (`peer.rs`), and
+//! small helpers.
 //!
 //! Every server is stopped by its PID, never by name, and never outlives the test
 //! process (see `server.rs`).
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant};
 use holdlock::LockClient;
 
 pub mod peer;
+pub mod proxy;
 pub mod replication;
 pub mod sentinel;
 pub mod server;
