@@ -195,6 +195,10 @@ impl LockClientBuilder {
     /// How long [`build`](Self::build) may take to connect, and how long an
     /// unanswered acquire or release is retried. Default: 5 s.
     ///
+    /// On a Redis Cluster, `build` keeps trying while a node is not ready (a primary
+    /// restarting or failing over, a slot uncovered for a moment) until this timeout;
+    /// a single server that refuses the connection fails it at once.
+    ///
     /// # Examples
     /// ```no_run
     /// # async fn dox() -> holdlock::Result<()> {

@@ -92,13 +92,16 @@ pub(crate) fn scripting_settings(connection: &mut ConnectionConfig) {
 /// queued meanwhile are sent by the new one. The new connections are announced like
 /// any reconnection, so watchdogs renew and waiting rooms subscribe again.
 ///
-/// A lent client that keeps fred's check of each Redis Cluster node's state (see
-/// [`own_settings`]) is refused its first connection while a node reports a
-/// `cluster_state` other than `ok` ("Invalid or missing cluster state"): a client
-/// started during a failover, a restart or a reshard that left a slot uncovered for a
-/// moment. That refusal is tried again, with a growing pause, until `give_up` (the
-/// caller's connect deadline) is near; every other error is returned at once. The
-/// caller bounds the whole call by the same deadline (`tokio::time::timeout_at`).
+/// A cluster client's first connection fails while one of the primaries is down for
+/// a moment, as in every restart and every failover: fred connects to every primary
+/// its first node names, and fails on the first it cannot reach (refused, or reset by
+/// a node shutting down). A lent client that keeps fred's check of each Redis Cluster
+/// node's state (see [`own_settings`]) is also refused while a node reports a
+/// `cluster_state` other than `ok` ("Invalid or missing cluster state"): a restart or
+/// a reshard that left a slot uncovered for a moment. Both are tried again, with a
+/// growing pause, until `give_up` (the caller's connect deadline) is near; every other
+/// error, and any error of a client of one server, is returned at once. The caller
+/// bounds the whole call by the same deadline (`tokio::time::timeout_at`).
 pub(crate) async fn connect<C>(client: &C, give_up: Instant) -> Result<(), fred::error::Error>
 where
     C: ClientLike + Clone + Send + Sync + 'static,
@@ -107,7 +110,7 @@ where
     let task = loop {
         match client.init().await {
             Ok(task) => break task,
-            Err(error) if is_cluster_not_ready(&error) && Instant::now() + pause < give_up => {
+            Err(error) if is_node_not_ready(client, &error) && Instant::now() + pause < give_up => {
                 tracing::debug!(%error, "a cluster node is not ready; connecting again");
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(500));
@@ -119,13 +122,17 @@ where
     Ok(())
 }
 
-/// Whether fred refused a first connection because a cluster node's state was not
-/// `ok` (fred 10 says so only in the message of a protocol error).
-fn is_cluster_not_ready(error: &fred::error::Error) -> bool {
-    matches!(
-        error.kind(),
-        fred::error::ErrorKind::Protocol | fred::error::ErrorKind::Cluster
-    ) && error.details().contains("cluster state")
+/// Whether a cluster client's first connection failed because a node was not ready:
+/// down or going down (an I/O error), or its state not `ok` (fred 10 says so only in
+/// the message of a protocol error).
+fn is_node_not_ready(client: &impl ClientLike, error: &fred::error::Error) -> bool {
+    use fred::error::ErrorKind;
+    client.is_clustered()
+        && match error.kind() {
+            ErrorKind::IO => true,
+            ErrorKind::Protocol | ErrorKind::Cluster => error.details().contains("cluster state"),
+            _ => false,
+        }
 }
 
 /// Restarts `client`'s connection task each time it ends with an error, pausing

@@ -313,3 +313,32 @@ async fn a_lock_that_times_out_while_writes_are_paused_leaves_nothing_behind() {
     let guard = other.lock(&name).try_now().await.unwrap();
     assert!(guard.is_some(), "the name is still held");
 }
+
+/// A cluster URL whose first node is down (a host taken out of service and still
+/// listed in a service's settings): the client connects through the nodes after it,
+/// within its connect timeout, and every primary's locks work.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_url_whose_first_node_is_down_connects_through_the_others() {
+    let cluster = cluster();
+    let down = common::server::free_port().unwrap();
+    let nodes: Vec<String> = cluster
+        .nodes
+        .iter()
+        .map(|node| format!("node=127.0.0.1:{}", node.port))
+        .collect();
+    let url = format!("redis-cluster://127.0.0.1:{down}?{}", nodes.join("&"));
+    let started = Instant::now();
+    let client = LockClient::builder(&url)
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .unwrap_or_else(|error| panic!("{url}: {error} after {:?}", started.elapsed()));
+    for primary in cluster.primaries() {
+        let name = (0..)
+            .map(|i| common::unique(&format!("first-down-{i}")))
+            .find(|name| cluster.primary_of(&common::key(name)).port == primary.port)
+            .unwrap();
+        client.lock(&name).await.unwrap().unlock().await.unwrap();
+    }
+    client.shutdown().await;
+}

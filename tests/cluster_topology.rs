@@ -208,6 +208,7 @@ impl Load {
                 "the application's commands stalled after the change: {application_after}"
             );
         }
+        eprintln!("the slowest turn took {slowest:?}");
         assert!(
             slowest < holdlock::DEFAULT_CONNECT_TIMEOUT,
             "a turn took {slowest:?}"
@@ -329,6 +330,54 @@ async fn a_replica_promoted_by_a_takeover() {
     under_load_losing_latest_writes(|cluster| promote(cluster, "TAKEOVER")).await;
 }
 
+/// Restarts every node in turn, as a rolling upgrade does, waiting after each until
+/// the cluster is settled again: first the replicas (each comes back empty and syncs
+/// from its primary again), then the primaries, each either after its replica took it
+/// over (`CLUSTER FAILOVER`; it comes back as a replica) or with its data (`SAVE`).
+fn restart_every_node(cluster: &mut RedisCluster, fail_over_first: bool) {
+    let ports: Vec<u16> = cluster.nodes.iter().map(|node| node.port).collect();
+    let (primaries, replicas): (Vec<u16>, Vec<u16>) = ports.iter().partition(|&&port| {
+        cluster.is_primary(cluster.nodes.iter().find(|node| node.port == port).unwrap())
+    });
+    let restart = |cluster: &mut RedisCluster, port: u16| {
+        let node = cluster
+            .nodes
+            .iter_mut()
+            .find(|node| node.port == port)
+            .unwrap();
+        node.restart();
+        common::wait_until("the cluster to settle", Duration::from_secs(30), || {
+            common::server::cluster_settled(&ports)
+        });
+    };
+    for port in replicas {
+        restart(cluster, port);
+    }
+    for port in primaries {
+        let primary = cluster.nodes.iter().find(|node| node.port == port).unwrap();
+        if fail_over_first {
+            cluster.fail_over(primary, cluster.replica_of(primary), "");
+        } else {
+            assert_eq!(primary.command(&["SAVE"]).unwrap(), "+OK");
+        }
+        restart(cluster, port);
+    }
+}
+
+/// A rolling restart the way docs/deployments.md recommends: replicas, then each
+/// primary once its replica has taken over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rolling_restart_with_a_failover_before_each_primary() {
+    under_load(|cluster| restart_every_node(cluster, true)).await;
+}
+
+/// A rolling restart that restarts each primary with its data, its replica left a
+/// replica: the primary answers `CLUSTERDOWN` for its slots until it is writable again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rolling_restart_of_primaries_with_their_data() {
+    under_load(|cluster| restart_every_node(cluster, false)).await;
+}
+
 /// A client built while a node reports `cluster_state:fail` (here: a slot its primary
 /// gave up, as a node may report for a moment during a failover, a restart or a
 /// reshard). holdlock's own connections skip fred's check of each node's state: the
@@ -418,6 +467,117 @@ async fn a_client_built_while_a_node_is_not_ready_connects() {
     lent_client.shutdown().await;
     client.shutdown().await;
     let _ = waiting.quit().await;
+}
+
+/// `cluster`'s URL with `first` as its first node: the one a new client asks first.
+fn url_starting_at(cluster: &RedisCluster, first: u16) -> String {
+    let others: Vec<String> = cluster
+        .nodes
+        .iter()
+        .filter(|node| node.port != first)
+        .map(|node| format!("node=127.0.0.1:{}", node.port))
+        .collect();
+    format!("redis-cluster://127.0.0.1:{first}?{}", others.join("&"))
+}
+
+/// Starts building a client of `url` every 20 ms until `change` (run on a blocking
+/// thread) has ended: each must connect within its connect timeout. Returns the
+/// cluster and the clients.
+async fn build_clients_during(
+    url: &str,
+    cluster: RedisCluster,
+    change: impl FnOnce(&mut RedisCluster) + Send + 'static,
+) -> (RedisCluster, Vec<LockClient>) {
+    let changing = tokio::task::spawn_blocking(move || {
+        let mut cluster = cluster;
+        change(&mut cluster);
+        cluster
+    });
+    let mut builds = Vec::new();
+    while !changing.is_finished() {
+        let url = url.to_owned();
+        builds.push(tokio::spawn(async move {
+            let started = Instant::now();
+            LockClient::builder(url)
+                .connect_timeout(Duration::from_secs(10))
+                .build()
+                .await
+                .unwrap_or_else(|error| panic!("built after {:?}: {error}", started.elapsed()))
+        }));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Some of them started while the change was under way.
+    assert!(builds.len() >= 3, "{} clients", builds.len());
+    let mut clients = Vec::new();
+    for build in builds {
+        clients.push(build.await.unwrap());
+    }
+    (changing.await.unwrap(), clients)
+}
+
+/// Every client takes and releases a lock on every primary of `cluster`.
+async fn every_client_locks_on_every_primary(cluster: &RedisCluster, clients: &[LockClient]) {
+    for primary in cluster.primaries() {
+        let name = (0..)
+            .map(|i| format!("built-during:{i}"))
+            .find(|name| cluster.primary_of(&common::key(name)).port == primary.port)
+            .unwrap();
+        for client in clients {
+            let guard = tokio::time::timeout(LEASE, client.lock(&name))
+                .await
+                .unwrap_or_else(|_| panic!("{name} on {} timed out", primary.port))
+                .unwrap();
+            guard.unlock().await.unwrap();
+        }
+    }
+}
+
+/// Clients built while a replica takes over its primary, and while a primary restarts
+/// with its data (down for 1.5 s), each with the affected node first in its URL: every
+/// one connects within its connect timeout, and once the change is done, serves every
+/// primary. (fred connects to every primary when a cluster client starts, and failed
+/// at once on the one restarting: "Connection refused".)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_built_during_a_failover_and_a_restart_connect_and_serve_every_primary() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let cluster = RedisCluster::start_with_replicas(3, 1);
+
+    let primary = cluster.primaries()[0].port;
+    let url = url_starting_at(&cluster, primary);
+    let (cluster, clients) = build_clients_during(&url, cluster, move |cluster| {
+        let primary = cluster
+            .nodes
+            .iter()
+            .find(|node| node.port == primary)
+            .unwrap();
+        cluster.fail_over(primary, cluster.replica_of(primary), "");
+    })
+    .await;
+    every_client_locks_on_every_primary(&cluster, &clients).await;
+
+    let restarted = cluster.primaries()[1].port;
+    let url = url_starting_at(&cluster, restarted);
+    let (cluster, clients) = build_clients_during(&url, cluster, move |cluster| {
+        let node = cluster
+            .nodes
+            .iter_mut()
+            .find(|node| node.port == restarted)
+            .unwrap();
+        assert_eq!(node.command(&["SAVE"]).unwrap(), "+OK");
+        // Down long enough for dozens of clients to start meanwhile, well within the
+        // cluster's node timeout (no failover).
+        node.restart_after(Duration::from_millis(1_500));
+        common::wait_until(
+            "the cluster to be whole again",
+            Duration::from_secs(30),
+            || cluster.is_ok(),
+        );
+    })
+    .await;
+    every_client_locks_on_every_primary(&cluster, &clients).await;
+    for client in clients {
+        client.shutdown().await;
+    }
 }
 
 /// A primary restarted with its data and no replica to take over: Redis keeps it in

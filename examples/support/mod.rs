@@ -62,7 +62,7 @@ impl Redis {
         let Some(process) = self.throwaway.as_mut() else {
             return Err("only a throwaway redis-server can be restarted".into());
         };
-        Ok(process.restart(Duration::from_secs(10))?)
+        Ok(process.restart(Duration::ZERO, Duration::from_secs(10))?)
     }
 
     /// Starts a throwaway `redis-server` whatever `REDIS_URL` says.
@@ -191,7 +191,7 @@ impl Cluster {
                 std::thread::sleep(Duration::from_millis(10));
             }
         }
-        Ok(node.restart(Duration::from_secs(10))?)
+        Ok(node.restart(Duration::ZERO, Duration::from_secs(10))?)
     }
 
     /// The `redis-cluster://` URL naming every node.

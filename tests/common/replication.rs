@@ -10,8 +10,14 @@ impl RedisServer {
     /// persistence (the harness passes `--save "" --appendonly no`) every key is lost.
     /// Returns once the new process answers; panics if it does not within 5 s.
     pub fn restart(&mut self) {
+        self.restart_after(Duration::ZERO);
+    }
+
+    /// Like [`restart`](Self::restart), with the server down for `down` in between (a
+    /// restart that takes time: a host rebooting, a big dataset loading).
+    pub fn restart_after(&mut self, down: Duration) {
         self.process
-            .restart(Duration::from_secs(5))
+            .restart(down, down + Duration::from_secs(5))
             .unwrap_or_else(|e| panic!("{e}"));
     }
 

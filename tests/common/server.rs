@@ -18,8 +18,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Runs `$0 "$@"` in the background until stdin closes, then kills it by its PID and
 /// removes its scratch files (`$HOLDLOCK_SCRATCH`, one path a line); each line read from
-/// stdin restarts it.
-const WRAPPER: &str = r#""$0" "$@" & pid=$!; while read _line; do kill $pid; wait $pid; "$0" "$@" & pid=$!; done; kill $pid; wait $pid; printf '%s\n' "$HOLDLOCK_SCRATCH" | while IFS= read -r path; do [ -n "$path" ] && rm -rf -- "$path"; done"#;
+/// stdin restarts it, after the seconds the line gives (`down 1.5`) if any.
+const WRAPPER: &str = r#""$0" "$@" & pid=$!; while read line; do kill $pid; wait $pid; case "$line" in "down "*) sleep "${line#down }";; esac; "$0" "$@" & pid=$!; done; kill $pid; wait $pid; printf '%s\n' "$HOLDLOCK_SCRATCH" | while IFS= read -r path; do [ -n "$path" ] && rm -rf -- "$path"; done"#;
 
 /// How to start a server, besides its program and arguments.
 #[derive(Debug, Clone, Copy, Default)]
@@ -123,17 +123,19 @@ impl Process {
             .unwrap_or_default()
     }
 
-    /// Stops the server and starts it again on the same port with the same arguments.
-    /// Without persistence every key is lost. Returns once a new process answers.
-    pub fn restart(&mut self, limit: Duration) -> Result<(), String> {
+    /// Stops the server and starts it again on the same port with the same arguments,
+    /// `down` later. Without persistence every key is lost. Returns once a new process
+    /// answers.
+    pub fn restart(&mut self, down: Duration, limit: Duration) -> Result<(), String> {
         let before = info(self.port, "run_id");
         let stdin = self
             .wrapper
             .stdin
             .as_mut()
             .ok_or("the server was stopped")?;
+        let line = format!("down {:.3}\n", down.as_secs_f64());
         stdin
-            .write_all(b"restart\n")
+            .write_all(line.as_bytes())
             .and_then(|()| stdin.flush())
             .map_err(|e| format!("cannot tell the wrapper to restart the server: {e}"))?;
         let start = Instant::now();
