@@ -520,7 +520,7 @@ impl RedisCluster {
     }
 
     /// Whether `node` serves `slot`, by its own view of the cluster.
-    fn serves(&self, node: &RedisServer, slot: u16) -> bool {
+    pub fn serves(&self, node: &RedisServer, slot: u16) -> bool {
         self.serves_in(&own_line(node), slot)
     }
 
