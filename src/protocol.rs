@@ -27,7 +27,7 @@ use crate::lease::renewal_period;
 use crate::options::{MinReplicas, ResolvedOptions};
 use crate::replicas::Acknowledging;
 use crate::scripts::{
-    Acquire, AcquireCall, Asking, LockNames, Released, RenewalCall, Renewed, Scripts, Snapshot,
+    Acquire, Asking, LockNames, Released, RenewalCall, Renewed, Scripts, Snapshot,
 };
 
 /// Whether an acquisition of `owner`, who holds it `held` times, must be acknowledged
@@ -431,28 +431,15 @@ impl Protocol {
         let reroutes = client.cluster_change_rx();
         let wait = (min.replicas, min.timeout_ms());
         let timeout = min.timeout + self.connect_timeout;
-        let (acquired, acked) = if let Some(script) = names.kind.pipelined() {
-            // One pipeline: the script and the `WAIT` in one write.
-            let call = AcquireCall::of(names, owner, (options, asking)); // fresh acquisitions only
-            let pipeline = self
-                .scripts
-                .acquire_then_wait(client, script, call, wait, timeout);
-            Box::pin(pipeline).await?
-        } else {
-            // The other kinds' scripts, then the `WAIT`, on the same connection.
-            let acquired = names.acquire(&self.scripts, client, owner, (options, asking));
-            let acquired = acquired.await?;
-            if !matches!(acquired, Acquire::Granted { count: 1, .. }) {
-                return Ok(acquired);
-            }
-            let acked = self
-                .scripts
-                .wait_for_replicas(client, &names.key, wait, timeout);
-            (acquired, Box::pin(acked).await)
-        };
+        let acquired = names.acquire(&self.scripts, client, owner, (options, asking));
+        let acquired = acquired.await?;
         if !matches!(acquired, Acquire::Granted { count: 1, .. }) {
             return Ok(acquired);
         }
+        // Behind the script on the same connection: a `WAIT` shared with the other
+        // acquisitions answered there before it was sent (see `replicas.rs`).
+        let acked = self.acknowledging.wait(client, &names.key, wait, timeout);
+        let acked = Box::pin(acked).await;
         let same_connection = reconnects.is_empty() && reroutes.is_empty();
         let acked = match acked {
             Ok(acked) if same_connection => acked,

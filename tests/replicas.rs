@@ -284,3 +284,86 @@ async fn an_acknowledged_lock_that_times_out_while_writes_are_paused_leaves_noth
     let name = common::unique("acknowledged-paused");
     common::lock_through_a_write_pause(&client, &master, &name).await;
 }
+
+/// A `WAIT` blocks its connection for its whole timeout when the replicas lag (here:
+/// two are asked for, one exists), and `WAIT`s run one at a time. Concurrent
+/// acquisitions share them: each waits at most two timeouts, and the server sees a
+/// few `WAIT`s, not one per acquisition. (With one each, the twentieth acquisition
+/// waited twenty timeouts, and past the command timeout failed with "Request timed
+/// out": issue 46's `min_replicas` failover timeouts.)
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_acquisitions_share_their_waits_when_replicas_lag() {
+    let master = RedisServer::start();
+    let _replica = master.start_streaming_replica();
+    acquisitions_share_waits(&master.url(), &[&master]).await;
+}
+
+/// The same on a cluster of three primaries with a replica each: `WAIT`s are shared
+/// per primary.
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_acquisitions_share_their_waits_on_each_primary_of_a_cluster() {
+    let cluster = common::RedisCluster::start_with_replicas(3, 1);
+    acquisitions_share_waits(&cluster.url(), &cluster.primaries()).await;
+}
+
+/// Twenty concurrent acquisitions through `url` that ask for one replica more than
+/// each primary (`primaries`) has: each is refused within two `WAIT` timeouts (and the
+/// round trips around them), and the primaries see a few `WAIT`s each.
+async fn acquisitions_share_waits(url: &str, primaries: &[&RedisServer]) {
+    let client = LockClient::connect(url).await.unwrap();
+    let wait = Duration::from_millis(300);
+    let lagging = LockOptions::new().min_replicas(2, wait);
+    // The scripts loaded, on every primary.
+    for i in 0..12 {
+        let warm = client
+            .lock(&format!("warm-{i}"))
+            .options(lagging.clone())
+            .await;
+        assert!(
+            matches!(warm, Err(LockError::NotReplicated { .. })),
+            "{warm:?}"
+        );
+    }
+    for primary in primaries {
+        primary.query(&["CONFIG", "RESETSTAT"]).unwrap();
+    }
+
+    const CALLS: usize = 20;
+    let calls: Vec<_> = (0..CALLS)
+        .map(|i| {
+            let (client, options) = (client.clone(), lagging.clone());
+            let name = common::unique(&format!("lagging-{i}"));
+            tokio::spawn(async move {
+                let started = std::time::Instant::now();
+                let refused = client.lock(&name).options(options).await;
+                (refused.map(|guard| guard.is_some()), started.elapsed())
+            })
+        })
+        .collect();
+    for call in calls {
+        let (refused, took) = call.await.unwrap();
+        assert!(
+            matches!(
+                refused,
+                Err(LockError::NotReplicated {
+                    acked: 1,
+                    wanted: 2,
+                    ..
+                })
+            ),
+            "{refused:?}"
+        );
+        // Two timeouts and the round trips around them; twenty one after another
+        // would take 6 s.
+        assert!(took < wait * 5, "an acquisition took {took:?}");
+    }
+    for primary in primaries {
+        let waits = primary.command_calls("wait");
+        assert!(
+            waits <= 6,
+            "{waits} WAITs on one primary for {CALLS} acquisitions"
+        );
+        let left = primary.array(&["KEYS", "*lagging-*"]).unwrap();
+        assert!(left.is_empty(), "{left:?}");
+    }
+}

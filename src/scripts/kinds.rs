@@ -86,9 +86,6 @@ pub(crate) struct KindSpec {
     waits_alongside: bool,
     /// The key and channel names beside the hash, by layout.
     layout: &'static Layout,
-    /// The kind's one acquire script, for kinds whose fresh acquisition can be
-    /// pipelined with a `WAIT` (see `Scripts::acquire_then_wait`).
-    pipelined: Option<&'static Script>,
     acquire: AcquireFn,
     release: ReleaseFn,
     renew: RenewFn,
@@ -150,7 +147,6 @@ pub(crate) static MUTEX: KindSpec = KindSpec {
     hands_on_when_forced: false,
     waits_alongside: false,
     layout: &HOLDLOCK,
-    pipelined: Some(&ACQUIRE),
     acquire: |scripts, client, names, owner, options| {
         Box::pin(scripts.acquire(client, &ACQUIRE, AcquireCall::of(names, owner, options)))
     },
@@ -172,7 +168,6 @@ pub(crate) static REDISSON_MUTEX: KindSpec = KindSpec {
     batches: false,
     queues_clients: false,
     layout: &REDISSON,
-    pipelined: Some(&REDISSON_ACQUIRE),
     acquire: |scripts, client, names, owner, options| {
         let call = AcquireCall::of(names, owner, options);
         Box::pin(scripts.acquire(client, &REDISSON_ACQUIRE, call))
@@ -195,7 +190,6 @@ pub(crate) static FAIR: KindSpec = KindSpec {
     batches: false,
     queues_clients: false,
     hands_on_when_forced: true,
-    pipelined: None,
     acquire: |scripts, client, names, owner, options| {
         Box::pin(scripts.fair_acquire(client, names, owner, options))
     },
@@ -219,7 +213,6 @@ pub(crate) static READ: KindSpec = KindSpec {
     reenters_apart: false,
     queues_clients: false,
     waits_alongside: true,
-    pipelined: None,
     acquire: |scripts, client, names, owner, options| {
         Box::pin(scripts.rw_acquire(client, names, owner, options.0))
     },
@@ -382,11 +375,6 @@ impl Kind {
     /// Whether the hash keeps data beside its holders.
     pub(crate) fn keeps_data(self) -> bool {
         self.0.layout.keeps_fields
-    }
-
-    /// The script of a fresh acquisition that a `WAIT` may follow in one pipeline.
-    pub(crate) fn pipelined(self) -> Option<&'static Script> {
-        self.0.pipelined
     }
 }
 

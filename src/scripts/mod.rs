@@ -275,81 +275,9 @@ impl Scripts {
         Ok(integer(&reply)? == 1)
     }
 
-    /// `acquire.lua` followed, on the same connection, by `WAIT replicas timeout`:
-    /// both in one pipeline, so the `WAIT` counts the replicas that have the script's
-    /// writes. Returns the acquire reply and the `WAIT` reply (the number of replicas
-    /// that acknowledged), or the error that lost it.
-    ///
-    /// Sent at most once, like [`acquire`](Self::acquire). `timeout` bounds the whole
-    /// pipeline, `WAIT` included.
-    pub(crate) async fn acquire_then_wait(
-        &self,
-        client: &Client,
-        script: &Script,
-        call: AcquireCall<'_>,
-        (replicas, wait_ms): (u32, u64),
-        timeout: Duration,
-    ) -> Result<(Acquire, Result<u32>)> {
-        let key = call.key();
-        let keys = call.keys();
-        let evalsha = evalsha_command(client, &keys);
-        let wait = CustomCommand::new_static("WAIT", slot_of(key), true);
-        let deadline = Instant::now() + timeout;
-        let mut loads = 0;
-        loop {
-            let options = send_options(Delivery::Acquisition, deadline);
-            let pipeline = client.pipeline();
-            let sender = pipeline.with_options(&options);
-            let arguments = evalsha_arguments(script, &keys, call.args());
-            Box::pin(sender.custom::<(), Value>(evalsha.clone(), arguments)).await?;
-            let wait_args: Vec<Value> = vec![replicas.into(), decimal(wait_ms)];
-            Box::pin(sender.custom::<(), Value>(wait.clone(), wait_args)).await?;
-            let mut replies = Box::pin(pipeline.try_all::<Value>()).await.into_iter();
-            let acquired = replies.next().unwrap_or_else(|| {
-                Err(fred::error::Error::new(
-                    fred::error::ErrorKind::Unknown,
-                    "empty pipeline reply",
-                ))
-            });
-            if let Err(error) = &acquired {
-                if loaded_again(client, script, error, &mut loads).await? {
-                    continue;
-                }
-            }
-            let acquired = match acquired {
-                Err(error) if classify(&error) == Cause::TryAgain => {
-                    // Not run: the slot moved or is moving, and the `WAIT` behind it
-                    // (up to `wait_ms` on a node that may not be the slot's) counted
-                    // nothing of ours. The script alone follows the slot, then the
-                    // `WAIT` goes where it ran, on the same connection.
-                    tracing::debug!(%error, "not run; sending the script and WAIT apart");
-                    let acquired = Box::pin(self.acquire(client, script, call.clone())).await?;
-                    if !matches!(acquired, Acquire::Granted { .. }) {
-                        return Ok((acquired, Ok(0)));
-                    }
-                    let wait = (replicas, wait_ms);
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    let left = left.max(MIN_SEND_TIMEOUT);
-                    let acked = Box::pin(self.wait_for_replicas(client, key, wait, left)).await;
-                    return Ok((acquired, acked));
-                }
-                other => other.map_err(|error| LockError::from_script(error, &keys))?,
-            };
-            let acked = match replies.next() {
-                Some(Ok(reply)) => {
-                    integer(&reply).and_then(|n| u32::try_from(n).map_err(|_| protocol(&reply)))
-                }
-                Some(Err(error)) => Err(LockError::from(error)),
-                None => Err(LockError::Protocol("WAIT got no reply".into())),
-            };
-            return Ok((acquire_reply(&acquired)?, acked));
-        }
-    }
-
     /// `WAIT replicas timeout` on `client`, routed to the node of `key`: how many
     /// replicas have every write made on that connection so far. Sent once.
     pub(crate) async fn wait_for_replicas(
-        &self,
         client: &Client,
         key: &str,
         (replicas, wait_ms): (u32, u64),
@@ -584,10 +512,6 @@ impl<'a> AcquireCall<'a> {
             data: options.data.as_deref(),
             hand_off: asking.hand_off,
         }
-    }
-
-    pub(crate) fn key(&self) -> &'a str {
-        self.key
     }
 
     fn keys(&self) -> KeyList<'_> {
