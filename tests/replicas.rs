@@ -367,3 +367,65 @@ async fn acquisitions_share_waits(url: &str, primaries: &[&RedisServer]) {
         assert!(left.is_empty(), "{left:?}");
     }
 }
+
+/// Acquisitions dropped while they wait for a shared `WAIT` (their tasks aborted)
+/// leave nothing held, and the ones still waiting are answered as usual: a `WAIT`
+/// nobody awaits any more is finished by the next acquisition that joins it.
+#[tokio::test(flavor = "multi_thread")]
+async fn acquisitions_dropped_while_they_share_a_wait_leave_nothing_held() {
+    let master = RedisServer::start();
+    let _replica = master.start_streaming_replica();
+    let client = LockClient::connect(&master.url()).await.unwrap();
+    let wait = Duration::from_millis(300);
+    let lagging = LockOptions::new().min_replicas(2, wait);
+    let warm = client
+        .lock(&common::unique("warm"))
+        .options(lagging.clone())
+        .await;
+    assert!(
+        matches!(warm, Err(LockError::NotReplicated { .. })),
+        "{warm:?}"
+    );
+
+    for round in 0..3 {
+        let calls: Vec<_> = (0..10)
+            .map(|i| {
+                let (client, options) = (client.clone(), lagging.clone());
+                let name = common::unique(&format!("dropped-{round}-{i}"));
+                tokio::spawn(async move { client.lock(&name).options(options).await })
+            })
+            .collect();
+        // Mid-way through the first `WAIT`, every other call is dropped.
+        tokio::time::sleep(wait / 2).await;
+        let mut kept = Vec::new();
+        for (i, call) in calls.into_iter().enumerate() {
+            match i % 2 {
+                0 => call.abort(),
+                _ => kept.push(call),
+            }
+        }
+        for call in kept {
+            let refused = tokio::time::timeout(wait * 5, call)
+                .await
+                .expect("answered within two timeouts")
+                .unwrap();
+            assert!(
+                matches!(refused, Err(LockError::NotReplicated { .. })),
+                "{refused:?}"
+            );
+        }
+    }
+    // What the dropped calls took is settled in the background.
+    let started = std::time::Instant::now();
+    loop {
+        let left = master.array(&["KEYS", "*dropped-*"]).unwrap();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "left held: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -207,7 +207,8 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
                     | Fault::Empty { t, until, .. }
                     | Fault::Rebalance { t, until, .. }
                     | Fault::Failover { t, until, .. }
-                    | Fault::NodeRestart { t, until, .. } => {
+                    | Fault::NodeRestart { t, until, .. }
+                    | Fault::RollingRestart { t, until, .. } => {
                         everyone_displaced.push((t, until + RECONNECTING));
                     }
                 }

@@ -160,6 +160,10 @@ pub enum Fault {
         how: Restarted,
         ok: bool,
     },
+    /// Cluster mode: every node restarted in turn, as a rolling upgrade does (each
+    /// replica, then each primary after a coordinated failover made it a replica),
+    /// from `t` until every node reported ok after the last at `until`.
+    RollingRestart { t: u64, until: u64, ok: bool },
 }
 
 /// Which node a cluster-mode restart stopped, and how.
@@ -193,6 +197,8 @@ impl Fault {
             Fault::Failover { ok: true, .. } => "failover (coordinated)",
             Fault::Failover { ok: false, .. } => "failover FAILED",
             Fault::NodeRestart { ok: false, .. } => "node restart FAILED",
+            Fault::RollingRestart { ok: true, .. } => "rolling restart (every node in turn)",
+            Fault::RollingRestart { ok: false, .. } => "rolling restart FAILED",
             Fault::NodeRestart { how, .. } => match how {
                 Restarted::Replica => "node restart: a replica",
                 Restarted::PrimaryWithItsData => "node restart: a primary, with its data",

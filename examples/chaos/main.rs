@@ -13,7 +13,8 @@
 //! processes, `--tasks` [4] per worker, `--names` [4] locks, `--lease` [1s],
 //! `--deadlock-check` [off], `--fault-every` [2s] (mean gap between faults), `--faults` [all: pause, kill,
 //! client-kill, script-flush, restart, black-hole, reset (with `--cluster`: pause, kill,
-//! client-kill, script-flush, reshard, empty, failover, node-restart); `none` for a
+//! client-kill, script-flush, reshard, empty, failover, node-restart, rolling-restart);
+//! `none` for a
 //! calm run],
 //! `--lock` [holdlock | redisson | naive | multi | multi-broken | rw | rw-broken | fair | fair-broken |
 //! sem | sem-broken], `--history FILE` (one JSON line per event), `--json FILE` (the
@@ -26,9 +27,10 @@
 //! Its faults are pause, kill, client-kill and script-flush (on every node) and the
 //! topology faults `reshard` (500 to 3,000 slots from one primary to another), `empty`
 //! (every slot of a primary to another, then a rebalance over all three), `failover`
-//! (a coordinated `CLUSTER FAILOVER` on a replica) and `node-restart` (a replica, a
-//! primary with its data, or a primary after its replica took over), which need
-//! `redis-cli`.
+//! (a coordinated `CLUSTER FAILOVER` on a replica), `node-restart` (a replica, a
+//! primary with its data, or a primary after its replica took over) and
+//! `rolling-restart` (every node in turn: each replica, then each primary after its
+//! replica took over), which need `redis-cli`.
 //!
 //! Exit status: 0 when no violation was found, 1 when one was, 2 when the run itself
 //! failed.

@@ -60,10 +60,11 @@ pub enum FaultKind {
     Empty,
     Failover,
     NodeRestart,
+    RollingRestart,
 }
 
 impl FaultKind {
-    const ALL: [(FaultKind, &'static str); 11] = [
+    const ALL: [(FaultKind, &'static str); 12] = [
         (FaultKind::Pause, "pause"),
         (FaultKind::Kill, "kill"),
         (FaultKind::ClientKill, "client-kill"),
@@ -75,6 +76,7 @@ impl FaultKind {
         (FaultKind::Empty, "empty"),
         (FaultKind::Failover, "failover"),
         (FaultKind::NodeRestart, "node-restart"),
+        (FaultKind::RollingRestart, "rolling-restart"),
     ];
 
     /// Whether the fault can be injected on one lock server (`cluster` false) or on
@@ -88,7 +90,8 @@ impl FaultKind {
             FaultKind::Reshard
             | FaultKind::Empty
             | FaultKind::Failover
-            | FaultKind::NodeRestart => cluster,
+            | FaultKind::NodeRestart
+            | FaultKind::RollingRestart => cluster,
             FaultKind::Pause | FaultKind::Kill | FaultKind::ClientKill | FaultKind::ScriptFlush => {
                 true
             }
@@ -99,7 +102,11 @@ impl FaultKind {
     fn is_topology(self) -> bool {
         matches!(
             self,
-            FaultKind::Reshard | FaultKind::Empty | FaultKind::Failover | FaultKind::NodeRestart
+            FaultKind::Reshard
+                | FaultKind::Empty
+                | FaultKind::Failover
+                | FaultKind::NodeRestart
+                | FaultKind::RollingRestart
         )
     }
 
@@ -345,7 +352,8 @@ impl Lab {
             FaultKind::Reshard
             | FaultKind::Empty
             | FaultKind::Failover
-            | FaultKind::NodeRestart => {
+            | FaultKind::NodeRestart
+            | FaultKind::RollingRestart => {
                 let LockServer::Cluster(topology) = &self.locks else {
                     return Ok(());
                 };

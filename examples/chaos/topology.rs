@@ -98,6 +98,7 @@ impl Topology {
             }
             FaultKind::Failover => record(self.failover(rng).await),
             FaultKind::NodeRestart => record(self.restart(rng).await),
+            FaultKind::RollingRestart => record(self.rolling_restart().await),
             _ => {}
         }
     }
@@ -212,15 +213,8 @@ impl Topology {
                     old_primary
                 }
             };
-            let cluster = Arc::clone(&self.cluster);
-            let keep_data = how == Restarted::PrimaryWithItsData;
-            blocking(move || {
-                let mut cluster = cluster
-                    .lock()
-                    .map_err(|_| "the cluster's lock is poisoned")?;
-                cluster.restart(port, keep_data).map_err(|e| e.to_string())
-            })
-            .await
+            self.restart_node(port, how == Restarted::PrimaryWithItsData)
+                .await
         }
         .await;
         let ok = self.finish("node restart", result.as_ref().copied()).await;
@@ -232,13 +226,77 @@ impl Topology {
         }
     }
 
-    /// Fails a random primary over to its replica by a coordinated `CLUSTER FAILOVER`,
-    /// asked up to four times, and returns the old primary's port once the replica is
-    /// the primary and the old primary its replica.
+    /// Restarts every node in turn, the way docs/deployments.md gives operators, and
+    /// waits for the cluster to settle after each: every replica (without saving: it
+    /// copies its primary again), then every primary after a coordinated failover made
+    /// it a replica.
+    async fn rolling_restart(&self) -> Fault {
+        let t = now_us();
+        let result = async {
+            let nodes = self.view().await?;
+            let replicas = nodes
+                .iter()
+                .filter(|node| !node.primary)
+                .map(|node| node.port);
+            let primaries: Vec<u16> = nodes
+                .iter()
+                .filter(|node| node.primary)
+                .map(|node| node.port)
+                .collect();
+            for port in replicas {
+                self.restart_node(port, false).await?;
+                self.settle().await?;
+            }
+            for port in primaries {
+                self.fail_over(port).await?;
+                self.settle().await?;
+                self.restart_node(port, false).await?;
+                self.settle().await?;
+            }
+            Ok::<_, BoxError>(())
+        }
+        .await;
+        let ok = self
+            .finish("rolling restart", result.as_ref().copied())
+            .await;
+        Fault::RollingRestart {
+            t,
+            until: now_us(),
+            ok,
+        }
+    }
+
+    /// Stops the node on `port` and starts it again, with its data if `keep_data`.
+    async fn restart_node(&self, port: u16, keep_data: bool) -> Result<(), BoxError> {
+        let cluster = Arc::clone(&self.cluster);
+        blocking(move || {
+            let mut cluster = cluster
+                .lock()
+                .map_err(|_| "the cluster's lock is poisoned")?;
+            cluster.restart(port, keep_data).map_err(|e| e.to_string())
+        })
+        .await
+    }
+
+    /// Fails a random primary over to its replica (see [`fail_over`](Self::fail_over)),
+    /// and returns the old primary's port.
     async fn fail_over_some_primary(&self, rng: &mut Rng) -> Result<u16, BoxError> {
         let nodes = self.view().await?;
         let primaries: Vec<&Node> = nodes.iter().filter(|node| node.primary).collect();
-        let primary = pick(&primaries, rng).ok_or("no primary")?;
+        let primary = pick(&primaries, rng).ok_or("no primary")?.port;
+        self.fail_over(primary).await?;
+        Ok(primary)
+    }
+
+    /// Fails the primary on `primary` over to its replica by a coordinated `CLUSTER
+    /// FAILOVER`, asked up to four times; done once the replica is the primary and
+    /// the old primary its replica.
+    async fn fail_over(&self, primary: u16) -> Result<(), BoxError> {
+        let nodes = self.view().await?;
+        let primary = nodes
+            .iter()
+            .find(|node| node.port == primary)
+            .ok_or_else(|| format!("no node on port {primary}"))?;
         let replica = nodes
             .iter()
             .find(|node| node.primary_id.as_deref() == Some(primary.id.as_str()))
@@ -257,7 +315,7 @@ impl Topology {
                 if role(new).await.as_deref() == Some("master")
                     && role(old).await.as_deref() == Some("slave")
                 {
-                    return Ok(old);
+                    return Ok(());
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
