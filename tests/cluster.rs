@@ -321,12 +321,7 @@ async fn a_lock_that_times_out_while_writes_are_paused_leaves_nothing_behind() {
 async fn a_cluster_url_whose_first_node_is_down_connects_through_the_others() {
     let cluster = cluster();
     let down = common::server::free_port().unwrap();
-    let nodes: Vec<String> = cluster
-        .nodes
-        .iter()
-        .map(|node| format!("node=127.0.0.1:{}", node.port))
-        .collect();
-    let url = format!("redis-cluster://127.0.0.1:{down}?{}", nodes.join("&"));
+    let url = cluster.url_from(down);
     let started = Instant::now();
     let client = LockClient::builder(&url)
         .connect_timeout(Duration::from_secs(5))
@@ -334,10 +329,7 @@ async fn a_cluster_url_whose_first_node_is_down_connects_through_the_others() {
         .await
         .unwrap_or_else(|error| panic!("{url}: {error} after {:?}", started.elapsed()));
     for primary in cluster.primaries() {
-        let name = (0..)
-            .map(|i| common::unique(&format!("first-down-{i}")))
-            .find(|name| cluster.primary_of(&common::key(name)).port == primary.port)
-            .unwrap();
+        let name = cluster.name_on(primary, "first-down");
         client.lock(&name).await.unwrap().unlock().await.unwrap();
     }
     client.shutdown().await;

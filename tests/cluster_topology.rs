@@ -371,16 +371,11 @@ type Windows = Arc<parking_lot::Mutex<Vec<(Vec<u16>, Instant, Instant)>>>;
 /// Records each primary's window in `windows`.
 fn restart_every_node(cluster: &mut RedisCluster, fail_over_first: bool, windows: &Windows) {
     let ports: Vec<u16> = cluster.nodes.iter().map(|node| node.port).collect();
-    let (primaries, replicas): (Vec<u16>, Vec<u16>) = ports.iter().partition(|&&port| {
-        cluster.is_primary(cluster.nodes.iter().find(|node| node.port == port).unwrap())
-    });
+    let (primaries, replicas): (Vec<u16>, Vec<u16>) = ports
+        .iter()
+        .partition(|&&port| cluster.is_primary(cluster.node(port)));
     let restart = |cluster: &mut RedisCluster, port: u16| {
-        let node = cluster
-            .nodes
-            .iter_mut()
-            .find(|node| node.port == port)
-            .unwrap();
-        node.restart();
+        cluster.node_mut(port).restart();
         common::wait_until("the cluster to settle", Duration::from_secs(30), || {
             common::server::cluster_settled(&ports)
         });
@@ -390,7 +385,7 @@ fn restart_every_node(cluster: &mut RedisCluster, fail_over_first: bool, windows
     }
     for port in primaries {
         let began = Instant::now();
-        let primary = cluster.nodes.iter().find(|node| node.port == port).unwrap();
+        let primary = cluster.node(port);
         let slots: Vec<u16> = (0..=16383)
             .filter(|&slot| cluster.serves(primary, slot))
             .collect();
@@ -425,8 +420,8 @@ async fn rolling_restart(fail_over_first: bool, lease: Duration) {
         })
         .map(|turn| format!("{} took {:?}", turn.name, turn.took))
         .collect();
-    let restarting: Vec<Duration> = slow.iter().map(|turn| turn.took).collect();
-    eprintln!("turns over 0.5 s: {restarting:?}");
+    let took: Vec<Duration> = slow.iter().map(|turn| turn.took).collect();
+    eprintln!("turns over 0.5 s: {took:?}");
     assert!(
         elsewhere.is_empty(),
         "turns on primaries that were not restarting: {elsewhere:?}"
@@ -542,17 +537,6 @@ async fn a_client_built_while_a_node_is_not_ready_connects() {
     let _ = waiting.quit().await;
 }
 
-/// `cluster`'s URL with `first` as its first node: the one a new client asks first.
-fn url_starting_at(cluster: &RedisCluster, first: u16) -> String {
-    let others: Vec<String> = cluster
-        .nodes
-        .iter()
-        .filter(|node| node.port != first)
-        .map(|node| format!("node=127.0.0.1:{}", node.port))
-        .collect();
-    format!("redis-cluster://127.0.0.1:{first}?{}", others.join("&"))
-}
-
 /// Starts building a client of `url` every 20 ms until `change` (run on a blocking
 /// thread) has ended: each must connect within its connect timeout. Returns the
 /// cluster and the clients.
@@ -591,10 +575,7 @@ async fn build_clients_during(
 /// Every client takes and releases a lock on every primary of `cluster`.
 async fn every_client_locks_on_every_primary(cluster: &RedisCluster, clients: &[LockClient]) {
     for primary in cluster.primaries() {
-        let name = (0..)
-            .map(|i| format!("built-during:{i}"))
-            .find(|name| cluster.primary_of(&common::key(name)).port == primary.port)
-            .unwrap();
+        let name = cluster.name_on(primary, "built-during");
         for client in clients {
             let guard = tokio::time::timeout(LEASE, client.lock(&name))
                 .await
@@ -616,26 +597,18 @@ async fn clients_built_during_a_failover_and_a_restart_connect_and_serve_every_p
     let cluster = RedisCluster::start_with_replicas(3, 1);
 
     let primary = cluster.primaries()[0].port;
-    let url = url_starting_at(&cluster, primary);
+    let url = cluster.url_from(primary);
     let (cluster, clients) = build_clients_during(&url, cluster, move |cluster| {
-        let primary = cluster
-            .nodes
-            .iter()
-            .find(|node| node.port == primary)
-            .unwrap();
+        let primary = cluster.node(primary);
         cluster.fail_over(primary, cluster.replica_of(primary), "");
     })
     .await;
     every_client_locks_on_every_primary(&cluster, &clients).await;
 
     let restarted = cluster.primaries()[1].port;
-    let url = url_starting_at(&cluster, restarted);
+    let url = cluster.url_from(restarted);
     let (cluster, clients) = build_clients_during(&url, cluster, move |cluster| {
-        let node = cluster
-            .nodes
-            .iter_mut()
-            .find(|node| node.port == restarted)
-            .unwrap();
+        let node = cluster.node_mut(restarted);
         assert_eq!(node.command(&["SAVE"]).unwrap(), "+OK");
         // Down long enough for dozens of clients to start meanwhile, well within the
         // cluster's node timeout (no failover).

@@ -150,3 +150,32 @@ async fn errors_for_tricky_urls_never_show_a_password() {
         }
     }
 }
+
+/// A connection refused (nothing listens on the port) fails a client of one server at
+/// once, and a cluster client only at its connect timeout: a cluster's primary is down
+/// for a moment in every restart, and `build()` tries again meanwhile.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_connection_fails_one_server_at_once_and_a_cluster_at_its_timeout() {
+    // A port that was free a moment ago: nothing listens on it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .unwrap()
+        .port();
+    let timeout = Duration::from_secs(2);
+    for (url, cluster) in [
+        (format!("redis://127.0.0.1:{port}"), false),
+        (format!("redis-cluster://127.0.0.1:{port}"), true),
+    ] {
+        let started = std::time::Instant::now();
+        let built = LockClient::builder(&url)
+            .connect_timeout(timeout)
+            .build()
+            .await;
+        let took = started.elapsed();
+        assert!(built.is_err(), "{url}: connected");
+        match cluster {
+            false => assert!(took < timeout / 4, "{url}: failed after {took:?}"),
+            true => assert!(took > timeout / 2, "{url}: failed after {took:?}"),
+        }
+    }
+}

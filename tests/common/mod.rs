@@ -565,16 +565,42 @@ impl RedisCluster {
 
     /// The fred URL of the cluster.
     pub fn url(&self) -> String {
-        let (first, rest) = self.nodes.split_first().unwrap();
-        let others: Vec<String> = rest
+        self.url_from(self.nodes[0].port)
+    }
+
+    /// The fred URL of the cluster with `first` (a node's port, or any other) as its
+    /// first node, the one a new client asks first, and every node after it.
+    pub fn url_from(&self, first: u16) -> String {
+        let others: Vec<String> = self
+            .nodes
             .iter()
-            .map(|n| format!("node=127.0.0.1:{}", n.port))
+            .filter(|node| node.port != first)
+            .map(|node| format!("node=127.0.0.1:{}", node.port))
             .collect();
-        format!(
-            "redis-cluster://127.0.0.1:{}?{}",
-            first.port,
-            others.join("&")
-        )
+        format!("redis-cluster://127.0.0.1:{first}?{}", others.join("&"))
+    }
+
+    /// The node on `port`.
+    pub fn node(&self, port: u16) -> &RedisServer {
+        self.nodes
+            .iter()
+            .find(|node| node.port == port)
+            .unwrap_or_else(|| panic!("no node on port {port}"))
+    }
+
+    /// The node on `port`, to restart it.
+    pub fn node_mut(&mut self, port: u16) -> &mut RedisServer {
+        self.nodes
+            .iter_mut()
+            .find(|node| node.port == port)
+            .unwrap_or_else(|| panic!("no node on port {port}"))
+    }
+
+    /// A fresh name (`common::unique(stem)`) whose lock `primary` serves now.
+    pub fn name_on(&self, primary: &RedisServer, stem: &str) -> String {
+        std::iter::repeat_with(|| unique(stem))
+            .find(|name| self.primary_of(&key(name)).port == primary.port)
+            .unwrap()
     }
 }
 
