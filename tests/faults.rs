@@ -95,11 +95,7 @@ async fn killed_connections_never_double_or_drop_a_hold() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn killed_connections_never_double_or_leave_a_batched_hold() {
     let server = Arc::new(RedisServer::start());
-    let client = LockClient::builder(server.url())
-        .lease(Duration::from_secs(30))
-        .build()
-        .await
-        .unwrap();
+    let client = common::client_with_lease(&server.url(), Duration::from_secs(30)).await;
     let names: Vec<String> = (0..64)
         .map(|i| common::unique(&format!("batched-kill-{i}")))
         .collect();

@@ -21,11 +21,7 @@ async fn behind_a_proxy(
     common::trace();
     let server = RedisServer::start();
     let proxy = Proxy::start(server.port);
-    let client = LockClient::builder(proxy.url())
-        .lease(lease)
-        .build()
-        .await
-        .unwrap();
+    let client = common::client_with_lease(&proxy.url(), lease).await;
     let direct = common::raw(&server.url()).await;
     // Every script is loaded (a take, a re-entry, both releases): the faults below
     // strike `EVALSHA`s that run.
