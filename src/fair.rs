@@ -177,11 +177,11 @@ impl Policy for InQueue<'_> {
             Attempt::Busy { pttl, queued } => {
                 let check = self.refresh.take();
                 if let Some(queued) = queued {
-                    self.woken.queued();
+                    self.woken.queued(queued.server_ms);
                     self.places.answered(sent_at, queued.server_ms, pttl);
                     if !queued.client_was_alive {
                         // Its other waits' places were dropped: they queue again.
-                        self.woken.wake_others();
+                        self.woken.wake_others(queued.server_ms);
                     } else if let Some(check) = check {
                         // Those no longer queued (passed over, say, as a hand-off's
                         // message went unheard) queue again.

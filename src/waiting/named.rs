@@ -2,7 +2,7 @@
 //! `lua/fair_queue.lua`), and what a client's refresh of its places checks.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
@@ -25,8 +25,9 @@ pub(crate) struct Handed {
 pub(super) struct Named {
     /// Its wait's entry in the fair lock's queue, `<owner id> <wait>`.
     entry: String,
-    /// Whether its last attempt that was answered left it queued.
-    queued: AtomicBool,
+    /// When its last answered attempt ran and left it queued, in milliseconds by the
+    /// server's clock (plus one, so that 0 can mean "not queued").
+    queued_at: AtomicU64,
     notify: Notify,
     handed: Mutex<Option<Handed>>,
 }
@@ -79,9 +80,11 @@ impl NamedWaiter {
         self.named.handed.lock().take()
     }
 
-    /// Records that the waiter's last answered attempt left it queued.
-    pub(crate) fn queued(&self) {
-        self.named.queued.store(true, Ordering::Release);
+    /// Records that the waiter's last answered attempt left it queued; it ran when the
+    /// server's clock read `server_ms`.
+    pub(crate) fn queued(&self, server_ms: u64) {
+        let at = server_ms.saturating_add(1);
+        self.named.queued_at.store(at, Ordering::Release);
     }
 
     /// The other named waiters of the room that believe they are queued, for a refresh
@@ -89,7 +92,7 @@ impl NamedWaiter {
     pub(crate) fn others_to_check(&self) -> PlacesCheck {
         let mut waiters = Vec::new();
         self.for_others(|named| {
-            if named.queued.load(Ordering::Acquire) {
+            if named.queued_at.load(Ordering::Acquire) != 0 {
                 waiters.push(Arc::clone(named));
             }
         });
@@ -97,10 +100,20 @@ impl NamedWaiter {
         PlacesCheck { entries, waiters }
     }
 
-    /// Wakes the other named waiters of the room to try again: their places in the
-    /// queue were dropped.
-    pub(crate) fn wake_others(&self) {
-        self.for_others(|named| named.wake());
+    /// Wakes the other named waiters of the room to try again: an attempt that ran
+    /// when the server's clock read `server_ms` found the client's places dropped. Only
+    /// those queued by an earlier attempt had a place to lose: places are dropped when
+    /// no attempt of the client ran for a place window, so a wait whose attempt ran
+    /// later (or is still to be answered, as in a burst of waits) is queued, and its own
+    /// answer says so. (Should an answer come a place window late, the next refresh
+    /// finds its place gone: see [`others_to_check`](Self::others_to_check).)
+    pub(crate) fn wake_others(&self, server_ms: u64) {
+        self.for_others(|named| {
+            let queued_at = named.queued_at.load(Ordering::Acquire);
+            if queued_at != 0 && queued_at <= server_ms {
+                named.wake();
+            }
+        });
     }
 
     /// Calls `each` with every other named waiter of the room.
@@ -127,7 +140,7 @@ impl PlacesCheck {
     /// tell, or passed over, or dropped).
     pub(crate) fn wake(&self, positions: &[usize]) {
         for named in positions.iter().filter_map(|&at| self.waiters.get(at)) {
-            named.queued.store(false, Ordering::Release);
+            named.queued_at.store(0, Ordering::Release);
             named.wake();
         }
     }
