@@ -11,7 +11,8 @@
 -- * Any mix: KEYS the holds' keys, in order: one key (the lock's hash) for a hold whose
 --   key expires as a whole, two (the hash and its leases, see leases.lua) for a holder
 --   that expires on its own (semaphore, read-write); ARGV one triple per hold: layout
---   ("h": one key, "l": two keys), holder field, lease in milliseconds.
+--   ("h": one key, "l": two keys, "r": one key, a reader in the layout of Redisson's
+--   RReadWriteLock, see redisson/rw_acquire.lua), holder field, lease in milliseconds.
 --
 -- Returns one character per hold, in order, as one string (a reply of 256 numbers costs
 -- both ends more to write and read): '1' if its lease was extended, '0' if the holder
@@ -28,6 +29,24 @@ local function renew_whole(key, holder, lease)
     return '1'
   end
   return '0'
+end
+
+-- A reader of a read-write lock in Redisson's layout: each of its holds' timeout keys
+-- and the hash (never shortened: it lives as long as its longest hold), as Redisson's
+-- read-lock renewal does.
+local function renew_reader(key, holder, lease)
+  local held = redis.pcall('hget', key, holder)
+  if type(held) == 'table' then
+    return 'x'
+  elseif not held then
+    return '0'
+  end
+  local prefix = string.find(key, '{', 1, true) and key .. ':' or '{' .. key .. '}:'
+  for n = tonumber(held), 1, -1 do
+    redis.call('pexpire', prefix .. holder .. ':rwlock_timeout:' .. n, lease)
+  end
+  redis.call('pexpire', key, math.max(redis.call('pttl', key), tonumber(lease)))
+  return '1'
 end
 
 local replies = {}
@@ -51,6 +70,9 @@ for i = 1, #ARGV, 3 do
   local reply
   if layout == 'h' then
     reply = renew_whole(KEYS[k], holder, lease)
+    k = k + 1
+  elseif layout == 'r' then
+    reply = renew_reader(KEYS[k], holder, lease)
     k = k + 1
   else
     local key, set = KEYS[k], KEYS[k + 1]

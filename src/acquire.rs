@@ -464,7 +464,8 @@ impl Take for Read<'_> {
     }
 
     fn resolve(&self, client: &LockClient, options: &LockOptions) -> Result<ResolvedOptions> {
-        options.resolve_for(client.engine().config(), Kind::READ)
+        let config = client.engine().config();
+        options.resolve_for(config, Kind::read(config.compat))
     }
 
     fn call(&self, _: bool) -> Option<&'static str> {
@@ -478,7 +479,7 @@ impl Take for Read<'_> {
         give_up: D,
     ) -> Result<Result<ReadGuard, D::GaveUp>> {
         let taken = client
-            .take_side(self.0, Kind::READ, options, give_up)
+            .take_side(self.0, Kind::read(client.compat()), options, give_up)
             .await?;
         Ok(taken.map(ReadGuard::new))
     }
@@ -492,7 +493,8 @@ impl Take for Write<'_> {
     }
 
     fn resolve(&self, client: &LockClient, options: &LockOptions) -> Result<ResolvedOptions> {
-        options.resolve_for(client.engine().config(), Kind::WRITE)
+        let config = client.engine().config();
+        options.resolve_for(config, Kind::write(config.compat))
     }
 
     fn call(&self, _: bool) -> Option<&'static str> {
@@ -506,7 +508,7 @@ impl Take for Write<'_> {
         give_up: D,
     ) -> Result<Result<WriteGuard, D::GaveUp>> {
         let taken = client
-            .take_side(self.0, Kind::WRITE, options, give_up)
+            .take_side(self.0, Kind::write(client.compat()), options, give_up)
             .await?;
         Ok(taken.map(WriteGuard::new))
     }

@@ -88,10 +88,15 @@ impl Compat {
 
 /// What Redisson puts before a lock's name in its release channel.
 const CHANNEL: &str = "redisson_lock__channel";
+/// What Redisson puts before a read-write lock's name in its release channel.
+const RW_CHANNEL: &str = "redisson_rwlock";
 /// What Redisson puts before a fenced lock's name in its token counter's key.
 const TOKEN: &str = "redisson_lock_token";
 /// The message Redisson's unlock publishes (`LockPubSub.UNLOCK_MESSAGE`).
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
+/// The message a Redisson write lock's unlock publishes, which wakes every waiter
+/// (`LockPubSub.READ_UNLOCK_MESSAGE`).
+pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";
 
 /// `<prefix>:<name>`, with braces around the name unless it has one, so that the
 /// result is in the name's Cluster slot (Redisson's `prefixName`).
@@ -106,6 +111,11 @@ fn prefix_name(prefix: &str, name: &str) -> String {
 /// The release channel of the Redisson lock at `key`.
 pub(crate) fn channel(key: &str) -> String {
     prefix_name(CHANNEL, key)
+}
+
+/// The release channel of the Redisson read-write lock at `key`.
+pub(crate) fn rw_channel(key: &str) -> String {
+    prefix_name(RW_CHANNEL, key)
 }
 
 /// The fencing counter of the Redisson lock at `key` (`RFencedLock`'s token).
@@ -123,10 +133,13 @@ pub(crate) fn beside(key: &str, suffix: &str) -> String {
     }
 }
 
-/// The keys of the Redisson locks whose release channel is `channel`, if it is one:
-/// Redisson gives `x` and `{x}` the same channel, so a channel may stand for two.
+/// The keys of the Redisson locks (or read-write locks) whose release channel is
+/// `channel`, if it is one: Redisson gives `x` and `{x}` the same channel, so a channel
+/// may stand for two.
 pub(crate) fn keys_of_channel(channel: &str) -> Option<[Option<Cow<'_, str>>; 2]> {
-    let rest = channel.strip_prefix(CHANNEL)?.strip_prefix(':')?;
+    let rest = [CHANNEL, RW_CHANNEL]
+        .iter()
+        .find_map(|prefix| channel.strip_prefix(prefix)?.strip_prefix(':'))?;
     let braced = rest
         .strip_prefix('{')
         .and_then(|inner| inner.strip_suffix('}'))
@@ -156,6 +169,7 @@ mod tests {
     fn names_follow_redissons_prefix_and_suffix_rules() {
         assert_eq!(channel("account:42"), "redisson_lock__channel:{account:42}");
         assert_eq!(channel("{user}:42"), "redisson_lock__channel:{user}:42");
+        assert_eq!(rw_channel("account:42"), "redisson_rwlock:{account:42}");
         assert_eq!(token_key("a"), "redisson_lock_token:{a}");
         assert_eq!(beside("a", "period:3"), "{a}:period:3");
         assert_eq!(beside("{a}:b", "period:3"), "{a}:b:period:3");
@@ -172,6 +186,10 @@ mod tests {
             Some(vec!["a:1".into(), "{a:1}".into()])
         );
         assert_eq!(keys(&channel("{u}:1")), Some(vec!["{u}:1".into()]));
+        assert_eq!(
+            keys(&rw_channel("a:1")),
+            Some(vec!["a:1".into(), "{a:1}".into()])
+        );
         assert_eq!(keys("holdlock:{a}:released"), None);
         for key in ["a", "{a}", "{u}:1", "x{y}z"] {
             let found = keys(&channel(key)).unwrap();

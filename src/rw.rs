@@ -40,6 +40,7 @@ impl LockClient {
         // Waits for the owner's releases of either side first: a hold being released
         // is neither re-entered nor a reason to refuse the other side.
         let holder = engine.local_holder(registry, &owner, side).await;
+        let other_side = side.other_side();
         let holds = |kind| {
             matches!(
                 engine.holds_here(registry, &owner, kind),
@@ -51,8 +52,8 @@ impl LockClient {
             LocalHolder::Owner(entry) => Some(entry),
             // Reading inside one's own write hold: granted at once, and it must not
             // queue behind local waiters (who wait for this very writer).
-            _ if side == Kind::READ && holds(Kind::WRITE) => None,
-            _ if side == Kind::WRITE && holds(Kind::READ) => {
+            _ if !side.is_exclusive() && other_side.is_some_and(holds) => None,
+            _ if side.is_exclusive() && other_side.is_some_and(holds) => {
                 return Err(LockError::WouldDeadlock {
                     name: names.name.clone(),
                 });

@@ -216,19 +216,26 @@ async fn names_with_braces_use_redissons_channel_and_every_kind_still_works() {
         .unwrap();
     assert!(woke - released < Duration::from_secs(1));
 
+    // The read-write lock is Redisson's too: the key is the braced name as given.
+    drop(client.lock(&name).await.unwrap());
+    let read = client.read_lock(&name).await.unwrap();
+    let mode: String = redis.hget(name.as_str(), "mode").await.unwrap();
+    assert_eq!(mode, "read");
+    read.unlock().await.unwrap();
     // The other kinds keep holdlock's layout (no prefix here): braces are refused there.
     assert!(matches!(
         client.fair_lock(&name).await,
         Err(LockError::InvalidName { .. })
     ));
     let plain = common::unique("kinds");
-    let read = client.read_lock(&plain).await.unwrap();
+    let semaphore = client.semaphore(&plain, 2);
+    let permit = semaphore.acquire().await.unwrap();
     let exists: i64 = redis
-        .exists(format!("{{{plain}}}:rw").as_str())
+        .exists(format!("{{{plain}}}:sem").as_str())
         .await
         .unwrap();
     assert_eq!(exists, 1);
-    drop(read);
+    drop(permit);
     assert!(
         client
             .inspect_kind(LockKind::ReadWrite, &plain)
@@ -362,4 +369,163 @@ async fn a_holder_re_enters_past_its_clients_waiters_and_tries_cost_redis_nothin
     inner.unlock().await.unwrap();
     outer.unlock().await.unwrap();
     waiter.await.unwrap().unlock().await.unwrap();
+}
+
+/// The timeout key of `owner`'s `n`-th read hold of the Redisson read-write lock at
+/// `key` (Redisson's `suffixName(key, owner) + ":rwlock_timeout:" + n`).
+fn read_timeout_key(key: &str, owner: &str, n: u32) -> String {
+    match key.contains('{') {
+        true => format!("{key}:{owner}:rwlock_timeout:{n}"),
+        false => format!("{{{key}}}:{owner}:rwlock_timeout:{n}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_write_lock_looks_in_redis_as_redissons_does() {
+    use fred::interfaces::PubsubInterface;
+    let url = common::url();
+    let (one, two) = (redisson_client(&url).await, redisson_client(&url).await);
+    let redis = common::raw(&url).await;
+    let name = common::unique("rw-layout");
+    let subscriber = common::raw(&url).await;
+    let mut messages = subscriber.message_rx();
+    subscriber
+        .subscribe(format!("redisson_rwlock:{{{name}}}"))
+        .await
+        .unwrap();
+    let pttl = |key: String| {
+        let redis = redis.clone();
+        async move { redis.pttl::<i64, _>(key).await.unwrap() }
+    };
+
+    // Two readers of two clients: the mode, one field each, a timeout key per hold.
+    let first = one.read_lock(&name).await.unwrap();
+    let second = two.read_lock(&name).await.unwrap();
+    let inner = two.read_lock(&name).await.unwrap();
+    assert!(is_redisson_owner(first.owner()), "{}", first.owner());
+    let mut fields: Vec<(String, String)> = redis.hgetall(name.as_str()).await.unwrap();
+    fields.sort();
+    let mut expected = vec![
+        ("mode".to_owned(), "read".to_owned()),
+        (first.owner().to_owned(), "1".to_owned()),
+        (second.owner().to_owned(), "2".to_owned()),
+    ];
+    expected.sort();
+    assert_eq!(fields, expected);
+    for (owner, n) in [(first.owner(), 1), (second.owner(), 1), (second.owner(), 2)] {
+        let left = pttl(read_timeout_key(&name, owner, n)).await;
+        assert!((20_000..=30_000).contains(&left), "{owner} {n}: {left}");
+    }
+    assert!((20_000..=30_000).contains(&pttl(name.clone()).await));
+    // A writer is kept out; the inner release drops its own timeout key.
+    let three = redisson_client(&url).await;
+    assert!(three.write_lock(&name).try_now().await.unwrap().is_none());
+    inner.unlock().await.unwrap();
+    assert_eq!(pttl(read_timeout_key(&name, second.owner(), 2)).await, -2);
+    first.unlock().await.unwrap();
+    second.unlock().await.unwrap();
+    // The last reader deletes the hash and tells Redisson's UNLOCK_MESSAGE.
+    assert_eq!(pttl(name.clone()).await, -2);
+    let told = tokio::time::timeout(Duration::from_secs(5), messages.recv()).await;
+    assert_eq!(told.unwrap().unwrap().value.as_str().unwrap(), "0");
+
+    // A writer: `<owner>:write`, re-entered, and reading inside its own write lock.
+    let write = one.write_lock(&name).await.unwrap();
+    let rewrite = one.write_lock(&name).await.unwrap();
+    let read = one.read_lock(&name).await.unwrap();
+    let field = format!("{}:write", write.owner());
+    let count: String = redis.hget(name.as_str(), field.as_str()).await.unwrap();
+    assert_eq!(count, "2");
+    let mode: String = redis.hget(name.as_str(), "mode").await.unwrap();
+    assert_eq!(mode, "write");
+    assert!(pttl(read_timeout_key(&name, read.owner(), 1)).await > 0);
+    assert!(two.read_lock(&name).try_now().await.unwrap().is_none());
+    assert!(two.write_lock(&name).try_now().await.unwrap().is_none());
+    rewrite.unlock().await.unwrap();
+    write.unlock().await.unwrap();
+    // The writer still reads: the mode goes back to read, and others may read.
+    let mode: String = redis.hget(name.as_str(), "mode").await.unwrap();
+    assert_eq!(mode, "read");
+    let other = two.read_lock(&name).try_now().await.unwrap();
+    assert!(other.is_some());
+    drop(other);
+    read.unlock().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(pttl(name.clone()).await, -2);
+
+    // A write hold's last release tells READ_UNLOCK_MESSAGE, which wakes every waiter.
+    while let Ok(Ok(_)) = tokio::time::timeout(Duration::from_millis(100), messages.recv()).await {}
+    one.write_lock(&name).await.unwrap().unlock().await.unwrap();
+    let told = tokio::time::timeout(Duration::from_secs(5), messages.recv()).await;
+    assert_eq!(told.unwrap().unwrap().value.as_str().unwrap(), "1");
+    assert_eq!(pttl(name.clone()).await, -2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_watchdog_renews_redisson_read_holds_and_their_timeout_keys() {
+    let url = common::url();
+    let lease = Duration::from_millis(1_000);
+    let client = LockClient::builder(&url)
+        .compat(Compat::Redisson)
+        .lease(lease)
+        .build()
+        .await
+        .unwrap();
+    let redis = common::raw(&url).await;
+    let name = common::unique("rw-renew");
+    let read = client.read_lock(&name).await.unwrap();
+    let again = client.read_lock(&name).await.unwrap();
+    let write_name = common::unique("rw-renew-write");
+    let write = client.write_lock(&write_name).await.unwrap();
+    // Three leases on, every key lives, and no hold was lost.
+    tokio::time::sleep(lease * 3).await;
+    for key in [
+        name.clone(),
+        read_timeout_key(&name, read.owner(), 1),
+        read_timeout_key(&name, read.owner(), 2),
+        write_name.clone(),
+    ] {
+        let left: i64 = redis.pttl(key.as_str()).await.unwrap();
+        assert!(left > 0 && left <= 1_000, "{key}: {left}");
+    }
+    assert!(!read.is_lost() && !again.is_lost() && !write.is_lost());
+    // The last release of the last reader deletes the hash.
+    again.unlock().await.unwrap();
+    read.unlock().await.unwrap();
+    write.unlock().await.unwrap();
+    let left: i64 = redis.exists(name.as_str()).await.unwrap();
+    assert_eq!(left, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_redisson_write_lock_refuses_fencing_and_writes_nothing() {
+    let url = common::url();
+    let client = redisson_client(&url).await;
+    let name = common::unique("rw-fenced");
+    let refused = client
+        .write_lock(&name)
+        .options(LockOptions::fenced())
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(LockError::InvalidOption {
+                option: "fenced",
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    let redis = common::raw(&url).await;
+    let exists: i64 = redis.exists(name.as_str()).await.unwrap();
+    assert_eq!(exists, 0);
+    // A client that fences by default takes it without a token.
+    let fencing = LockClient::builder(&url)
+        .compat(Compat::Redisson)
+        .fencing(true)
+        .build()
+        .await
+        .unwrap();
+    let write = fencing.write_lock(&name).await.unwrap();
+    write.unlock().await.unwrap();
 }

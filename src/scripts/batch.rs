@@ -70,7 +70,7 @@ impl RenewalCall {
         let mut keys = PackingKeys::with_capacity(holds.len());
         for hold in holds {
             keys.push(hold.key);
-            if !hold.expires_whole() {
+            if hold.kind.renews_in_leases() {
                 keys.push_joined(hold.key, LEASES.as_bytes());
             }
         }
@@ -95,8 +95,7 @@ impl RenewalCall {
             None => {
                 let mut args = Vec::with_capacity(holds.len() * 3);
                 for hold in holds {
-                    let layout = if hold.expires_whole() { "h" } else { "l" };
-                    args.push(Value::from_static_str(layout));
+                    args.push(Value::from_static_str(hold.kind.renewal_layout()));
                     args.push(Value::String(hold.field()));
                     args.push(decimal(hold.lease_ms));
                 }

@@ -16,7 +16,8 @@ use fred::bytes_utils::Str;
 use fred::clients::Client;
 
 use super::{
-    ACQUIRE, Acquire, AcquireCall, Asking, REDISSON_ACQUIRE, REDISSON_RELEASE, RELEASE, Scripts,
+    ACQUIRE, Acquire, AcquireCall, Asking, HoldToRenew, REDISSON_ACQUIRE, REDISSON_RELEASE,
+    RELEASE, RenewalCall, Renewed, Scripts,
 };
 use crate::compat::{self, Compat};
 use crate::error::{LockError, Result};
@@ -62,9 +63,14 @@ pub(crate) struct KindSpec {
     /// Whether the client's registry files holds by the lock's name (the mutex: a
     /// re-entry finds its hold before any key is built) or by its key.
     filed_by_name: bool,
-    /// Whether the lock's keys expire as a whole (so `renew.lua` and `renew_many.lua`
-    /// renew it), or each holder on its own (see `lua/leases.lua`).
-    expires_whole: bool,
+    /// How a hold's lease is kept in Redis, so how `renew_many.lua` renews it.
+    renewal: Renewal,
+    /// Whether a hold can draw a fencing token (an exclusive kind whose layout keeps a
+    /// counter for it).
+    draws_tokens: bool,
+    /// The other side of a read-write lock, which an owner's hold of this side may
+    /// let in (a writer reading) or refuse (a reader asking to write).
+    other_side: Option<&'static KindSpec>,
     /// Whether acquisitions of a free lock and releases of its holds may go out
     /// together, many locks to a call (`lua/acquire_many.lua`,
     /// `lua/release_many.lua`).
@@ -94,6 +100,21 @@ pub(crate) struct KindSpec {
 /// A script named by a descriptor.
 type Script = std::sync::LazyLock<fred::types::scripts::Script>;
 
+/// How a kind keeps its holds' leases in Redis (each is a layout of
+/// `lua/renew_many.lua`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Renewal {
+    /// The lock's keys expire as a whole: its hash's expiry is the lease (`h`).
+    Whole,
+    /// Each holder expires on its own, its deadline in a sorted set beside the hash
+    /// (`l`, see `lua/leases.lua`).
+    PerHolder,
+    /// A reader in the layout of Redisson's `RReadWriteLock`: each read hold has a key
+    /// of its own that expires, and the hash lives as long as the longest (`r`, see
+    /// `lua/redisson/rw_acquire.lua`).
+    RedissonReader,
+}
+
 /// The names beside a lock's hash, by layout.
 #[derive(Debug)]
 struct Layout {
@@ -110,6 +131,10 @@ struct Layout {
     /// hold's token in the field `token`): Redisson's keeps nothing else, and its
     /// token is its counter's own key.
     keeps_fields: bool,
+    /// The names of the lock of a kind called `name`, after the client's prefix, with
+    /// the kind's suffix (holdlock's `<prefix>{<name>}<suffix>`; Redisson's key is
+    /// `<prefix><name>`, braces and all, whatever the kind).
+    names: fn(&str, &str, &str, Kind) -> Result<LockNames>,
 }
 
 /// holdlock's own layout: `<key>:token`, `<key>:released`, `<key>:<suffix>`.
@@ -119,6 +144,7 @@ static HOLDLOCK: Layout = Layout {
     beside: |key, suffix| [key, ":", suffix].concat(),
     forced_message: None,
     keeps_fields: true,
+    names: names_of,
 };
 
 /// Redisson's layout (see `compat.rs`).
@@ -128,6 +154,15 @@ static REDISSON: Layout = Layout {
     beside: compat::beside,
     forced_message: Some(compat::UNLOCK_MESSAGE),
     keeps_fields: false,
+    names: |prefix, name, _, kind| redisson_names(prefix, name, kind),
+};
+
+/// The layout of Redisson's `RReadWriteLock` (see `compat.rs`): its own channel, and
+/// its force-unlock message wakes every waiter.
+static REDISSON_RW: Layout = Layout {
+    release_channel: compat::rw_channel,
+    forced_message: Some(compat::READ_UNLOCK_MESSAGE),
+    ..REDISSON
 };
 
 /// The reentrant mutex: a hash of owner -> hold count (`lua/acquire.lua`).
@@ -139,7 +174,9 @@ pub(crate) static MUTEX: KindSpec = KindSpec {
     excludes_itself: true,
     field_suffix: "",
     filed_by_name: true,
-    expires_whole: true,
+    renewal: Renewal::Whole,
+    draws_tokens: true,
+    other_side: None,
     batches: true,
     reenters_apart: true,
     queues_clients: true,
@@ -208,7 +245,9 @@ pub(crate) static READ: KindSpec = KindSpec {
     exclusive: false,
     excludes_itself: false,
     filed_by_name: false,
-    expires_whole: false,
+    renewal: Renewal::PerHolder,
+    draws_tokens: false,
+    other_side: Some(&WRITE),
     batches: false,
     reenters_apart: false,
     queues_clients: false,
@@ -231,9 +270,45 @@ pub(crate) static WRITE: KindSpec = KindSpec {
     exclusive: true,
     excludes_itself: true,
     field_suffix: ":w",
+    draws_tokens: true,
+    other_side: Some(&READ),
     marks_waiting_writers: true,
     waits_alongside: false,
     ..READ
+};
+
+/// The read side of a read-write lock in the layout of Redisson's `RReadWriteLock`
+/// (see `compat.rs`, `lua/redisson/rw_acquire.lua`): shared among readers, each read
+/// hold's lease a key of its own.
+pub(crate) static REDISSON_READ: KindSpec = KindSpec {
+    renewal: Renewal::RedissonReader,
+    other_side: Some(&REDISSON_WRITE),
+    layout: &REDISSON_RW,
+    acquire: |scripts, client, names, owner, options| {
+        Box::pin(scripts.redisson_rw_acquire(client, names, owner, options.0))
+    },
+    release: |scripts, client, names, owner, _| {
+        Box::pin(scripts.redisson_rw_release(client, names, owner))
+    },
+    renew: renew_alone,
+    ..READ
+};
+
+/// The write side of a read-write lock in the layout of Redisson's `RReadWriteLock`:
+/// its holder's field is `<owner>:write`, and its lease the hash's. It draws no fencing
+/// token (Redisson keeps no counter for it) and keeps no readers out while it waits
+/// (Redisson's writers do not).
+pub(crate) static REDISSON_WRITE: KindSpec = KindSpec {
+    exclusive: true,
+    excludes_itself: true,
+    label: "write",
+    describe: "write lock",
+    field_suffix: ":write",
+    renewal: Renewal::Whole,
+    draws_tokens: false,
+    other_side: Some(&REDISSON_READ),
+    waits_alongside: false,
+    ..REDISSON_READ
 };
 
 /// A semaphore: a hash of permit -> 1, with each permit's deadline in a sorted set
@@ -244,6 +319,7 @@ pub(crate) static SEMAPHORE: KindSpec = KindSpec {
     public: LockKind::Semaphore,
     exclusive: false,
     excludes_itself: true,
+    other_side: None,
     waits_alongside: false,
     acquire: |scripts, client, names, owner, options| {
         Box::pin(scripts.sem_acquire(client, names, owner, options.0))
@@ -256,6 +332,35 @@ pub(crate) static SEMAPHORE: KindSpec = KindSpec {
     },
     ..READ
 };
+
+/// Renews one hold with `renew_many.lua`, as the watchdog's batches do (the one place
+/// that knows a kind's [`Renewal`] in Redis).
+fn renew_alone<'a>(
+    scripts: &'a Scripts,
+    client: &'a Client,
+    names: &'a LockNames,
+    owner: &'a str,
+    lease_ms: u64,
+) -> Call<'a, bool> {
+    Box::pin(async move {
+        let owner = Str::from(owner);
+        let hold = HoldToRenew {
+            key: names.key.as_bytes(),
+            kind: names.kind,
+            owner: &owner,
+            lease_ms,
+        };
+        let call = RenewalCall::new(&[hold]);
+        match scripts.renew_many(client, &call).await?.first() {
+            Some(Renewed::Extended) => Ok(true),
+            Some(Renewed::Gone) => Ok(false),
+            Some(Renewed::WrongType) => Err(LockError::WrongType {
+                key: names.key.to_string(),
+            }),
+            None => Err(LockError::Protocol("an empty renewal reply".into())),
+        }
+    })
+}
 
 /// A mutex's release with `script` (holdlock's or Redisson's), which takes `second`
 /// as its second key.
@@ -294,6 +399,22 @@ impl Kind {
         match compat {
             Compat::Holdlock => Kind::MUTEX,
             Compat::Redisson => Kind(&REDISSON_MUTEX),
+        }
+    }
+
+    /// The read side of a read-write lock in the layout of `compat`.
+    pub(crate) fn read(compat: Compat) -> Kind {
+        match compat {
+            Compat::Holdlock => Kind::READ,
+            Compat::Redisson => Kind(&REDISSON_READ),
+        }
+    }
+
+    /// The write side of a read-write lock in the layout of `compat`.
+    pub(crate) fn write(compat: Compat) -> Kind {
+        match compat {
+            Compat::Holdlock => Kind::WRITE,
+            Compat::Redisson => Kind(&REDISSON_WRITE),
         }
     }
 
@@ -341,9 +462,34 @@ impl Kind {
         }
     }
 
-    /// Whether the lock's keys expire as a whole, or each holder on its own.
+    /// Whether each holder's deadline is kept in a sorted set beside the lock's hash
+    /// (see `lua/leases.lua`), which its renewals name after the hash.
+    pub(crate) fn renews_in_leases(self) -> bool {
+        self.0.renewal == Renewal::PerHolder
+    }
+
+    /// Whether the lock's keys expire as a whole (its hash's expiry is the lease).
     pub(crate) fn expires_whole(self) -> bool {
-        self.0.expires_whole
+        self.0.renewal == Renewal::Whole
+    }
+
+    /// How `renew_many.lua` renews a hold of this kind: its layout letter.
+    pub(crate) fn renewal_layout(self) -> &'static str {
+        match self.0.renewal {
+            Renewal::Whole => "h",
+            Renewal::PerHolder => "l",
+            Renewal::RedissonReader => "r",
+        }
+    }
+
+    /// Whether a hold of this kind can draw a fencing token.
+    pub(crate) fn draws_tokens(self) -> bool {
+        self.0.draws_tokens
+    }
+
+    /// The other side of a read-write lock, for a side of one.
+    pub(crate) fn other_side(self) -> Option<Kind> {
+        self.0.other_side.map(Kind)
     }
 
     /// Whether acquisitions and releases may go out together, many locks to a call.
@@ -529,14 +675,9 @@ fn names_of(prefix: &str, name: &str, suffix: &str, kind: Kind) -> Result<LockNa
     })
 }
 
-/// The keys and channel of the mutex called `name`, or an error if `name` is unusable.
-pub(crate) fn lock_names(prefix: &str, name: &str) -> Result<LockNames> {
-    names_of(prefix, name, "", Kind::MUTEX)
-}
-
-/// The keys and channel of the mutex called `name` in Redisson's layout (see
+/// The keys and channel of the lock of `kind` called `name` in Redisson's layout (see
 /// `compat.rs`): the hash is `<prefix><name>`, braces and all.
-pub(crate) fn redisson_names(prefix: &str, name: &str) -> Result<LockNames> {
+fn redisson_names(prefix: &str, name: &str, kind: Kind) -> Result<LockNames> {
     if name.is_empty() {
         return Err(LockError::InvalidName {
             name: String::new(),
@@ -546,7 +687,7 @@ pub(crate) fn redisson_names(prefix: &str, name: &str) -> Result<LockNames> {
     Ok(LockNames {
         name: name.to_owned(),
         key: [prefix, name].concat().into(),
-        kind: Kind::mutex(Compat::Redisson),
+        kind,
         permits: 0,
     })
 }
@@ -569,9 +710,10 @@ pub(crate) fn fair_names(prefix: &str, name: &str) -> Result<LockNames> {
 
 /// The keys and channel of the read or write side (`side`) of the read-write lock
 /// `name`: one hash `P{N}:rw` (beside the mutex `P{N}`, never the same key) for both
-/// sides, and the holders' deadlines in `P{N}:rw:leases`.
+/// sides, and the holders' deadlines in `P{N}:rw:leases`; in Redisson's layout, the
+/// hash `<prefix><name>`.
 pub(crate) fn rw_names(prefix: &str, name: &str, side: Kind) -> Result<LockNames> {
-    names_of(prefix, name, LockKind::ReadWrite.suffix(), side)
+    (side.0.layout.names)(prefix, name, LockKind::ReadWrite.suffix(), side)
 }
 
 /// The keys and channel of the fair lock of the election called `name`: its hash is
@@ -598,10 +740,8 @@ fn kind_names(prefix: &str, name: &str, kind: LockKind) -> Result<LockNames> {
 impl ClientConfig {
     /// The names of the mutex `name` in this client's layout.
     pub(crate) fn names(&self, name: &str) -> Result<LockNames> {
-        match self.compat {
-            Compat::Holdlock => lock_names(&self.prefix, name),
-            Compat::Redisson => redisson_names(&self.prefix, name),
-        }
+        let mutex = Kind::mutex(self.compat);
+        (mutex.0.layout.names)(&self.prefix, name, "", mutex)
     }
 
     /// The names of the lock `name` of `kind`, for the operator calls (the mutex's in
@@ -618,7 +758,21 @@ impl LockOptions {
     /// The options of a call taking a hold of `kind`, checked against what it can
     /// honour (see [`resolve_as`](Self::resolve_as)).
     pub(crate) fn resolve_for(&self, client: &ClientConfig, kind: Kind) -> Result<ResolvedOptions> {
-        self.resolve_as(client, kind.is_exclusive(), kind.describe())
+        let mut resolved = self.resolve_as(client, kind.is_exclusive(), kind.describe())?;
+        if kind.is_exclusive() && !kind.draws_tokens() {
+            if self.fenced {
+                return Err(LockError::InvalidOption {
+                    option: "fenced",
+                    reason: format!(
+                        "a {} in Redisson's layout draws no fencing token: Redisson keeps \
+                         no counter for it",
+                        kind.describe()
+                    ),
+                });
+            }
+            resolved.fenced = false;
+        }
+        Ok(resolved)
     }
 }
 

@@ -45,6 +45,7 @@ mod fair;
 mod kinds;
 mod leases;
 mod operator;
+mod redisson;
 mod waits;
 
 pub(crate) use asking::{Asking, HandOff};

@@ -1,5 +1,6 @@
 // A Redisson peer for tests/redisson_java_interop.rs: Java Redisson itself, taking its
-// RLock and RFencedLock on command, as tests/interop/peer.js does with node-redisson.
+// RLock, RFencedLock and RReadWriteLock on command, as tests/interop/peer.js does with
+// node-redisson.
 //
 //   java -jar target/redisson-peer.jar <redis url> <watchdog timeout ms>
 //
@@ -8,14 +9,16 @@
 // shardedSubscriptionMode AUTO: shard channels on a Redis 7 cluster). Once connected
 // the peer says "ready <publish command>" ("publish" or "spublish", the command its
 // unlock script publishes with). Before that it takes a lock of its own through a wait
-// and a wake-up, and a fenced lock, so that the wake-ups a test times are not slowed
-// by the JVM loading the classes of Redisson's first release message.
+// and a wake-up, a fenced lock, and a read and a write lock, so that the wake-ups a test
+// times are not slowed by the JVM loading the classes of Redisson's first release
+// message.
 //
 // Commands are read from stdin, one a line; each starts with an id that its answer
 // repeats. <thread> names a Java thread of this process, started on first use: the
 // commands of one thread run on it in order (a thread blocked in lock() takes no other
 // command until it returns), those of different threads at once. A lock's owner is
-// that thread, as in any Java service: "<this Redisson's id>:<Thread.getId()>".
+// that thread, as in any Java service: "<this Redisson's id>:<Thread.getId()>", and
+// for a write lock "<this Redisson's id>:<Thread.getId()>:write".
 //
 //   <id> lock <name> <thread>              -> <id> locked <epoch ms> <owner id>
 //   <id> trylock <name> <thread> <wait ms> -> <id> trylock <true|false> <epoch ms>
@@ -28,9 +31,20 @@
 //   <id> fencedcount <name> <thread> <list> <n>
 //        n times {lockAndGetToken; RPUSH list "java:<token>"; unlock}
 //                                          -> <id> fencedcounted <n>
+//   <id> rlock <name> <thread>             -> <id> locked <epoch ms> <owner id>
+//        RReadWriteLock.readLock().lock()
+//   <id> wlock <name> <thread>             -> <id> locked <epoch ms> <owner id>
+//        RReadWriteLock.writeLock().lock()
+//   <id> tryrlock <name> <thread> <wait ms> -> <id> trylock <true|false> <epoch ms>
+//   <id> trywlock <name> <thread> <wait ms> -> <id> trylock <true|false> <epoch ms>
+//   <id> rwcount <name> <thread> <counter> <n> <inside ms>
+//        n critical sections {wlock; GET counter; wait; SET counter + 1; unlock}
+//                                          -> <id> counted <n>
 //
-// "unlock" releases with the object the thread last took the name with (RLock or
-// RFencedLock). A failed command answers "<id> error <message>". End of input shuts
+// "unlock" releases with the object the thread last took the name with and has not
+// released yet (RLock, RFencedLock, or the read or write lock of an RReadWriteLock:
+// a thread holding a name's write lock may take its read lock too), or else with the
+// name's RLock. A failed command answers "<id> error <message>". End of input shuts
 // Redisson down and exits.
 package holdlock.interop;
 
@@ -38,7 +52,9 @@ import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Deque;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
@@ -51,6 +67,7 @@ import java.util.concurrent.TimeUnit;
 import org.redisson.Redisson;
 import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
+import org.redisson.api.RReadWriteLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.codec.StringCodec;
 import org.redisson.config.ClusterServersConfig;
@@ -63,8 +80,8 @@ public final class Peer {
     private static RedissonClient redisson;
     /** The threads commands run on, by the name the commands give them. */
     private static final Map<String, ExecutorService> THREADS = new ConcurrentHashMap<>();
-    /** The object each thread last took each name with, for "unlock". */
-    private static final Map<String, RLock> TAKEN = new ConcurrentHashMap<>();
+    /** The objects each thread took each name with, the latest first, for "unlock". */
+    private static final Map<String, Deque<RLock>> TAKEN = new ConcurrentHashMap<>();
 
     private Peer() {}
 
@@ -106,7 +123,10 @@ public final class Peer {
         System.exit(0);
     }
 
-    /** A wait woken by a release, and a fenced lock, on a name of the peer's own. */
+    /**
+     * A wait woken by a release, a fenced lock, and a read and a write lock, on a name
+     * of the peer's own.
+     */
     private static void warmUp() throws Exception {
         String name = "holdlock-interop-warm-up:" + UUID.randomUUID();
         RLock lock = redisson.getLock(name);
@@ -127,6 +147,12 @@ public final class Peer {
         fenced.unlock();
         // Its token counter (RedissonFencedLock's prefixName).
         redisson.getBucket("redisson_lock_token:{" + name + "}").delete();
+        // The last unlock of each deletes the hash.
+        RReadWriteLock rw = redisson.getReadWriteLock(name);
+        rw.readLock().lock();
+        rw.readLock().unlock();
+        rw.writeLock().lock();
+        rw.writeLock().unlock();
     }
 
     /** Redisson's configuration for the URL, with a small pool (a test's few threads). */
@@ -185,30 +211,35 @@ public final class Peer {
         String name = args.get(0);
         String taken = args.get(1) + " " + name;
         switch (verb) {
-            case "lock": {
-                RLock lock = redisson.getLock(name);
+            case "lock":
+            case "rlock":
+            case "wlock": {
+                RLock lock = lock(verb, name);
                 lock.lock();
-                TAKEN.put(taken, lock);
-                return words("locked", now(), owner());
+                took(taken, lock);
+                return words("locked", now(), owner() + (verb.equals("wlock") ? ":write" : ""));
             }
-            case "trylock": {
-                RLock lock = redisson.getLock(name);
+            case "trylock":
+            case "tryrlock":
+            case "trywlock": {
+                RLock lock = lock(verb, name);
                 boolean got = lock.tryLock(Long.parseLong(args.get(2)), TimeUnit.MILLISECONDS);
                 if (got) {
-                    TAKEN.put(taken, lock);
+                    took(taken, lock);
                 }
                 return words("trylock", got, now());
             }
             case "unlock": {
-                RLock lock = TAKEN.getOrDefault(taken, redisson.getLock(name));
-                lock.unlock();
+                RLock lock = TAKEN.computeIfAbsent(taken, key -> new ArrayDeque<>()).pollFirst();
+                (lock == null ? redisson.getLock(name) : lock).unlock();
                 return words("unlocked", now());
             }
-            case "count": {
+            case "count":
+            case "rwcount": {
                 String counter = args.get(2);
                 int n = Integer.parseInt(args.get(3));
                 long insideMs = Long.parseLong(args.get(4));
-                RLock lock = redisson.getLock(name);
+                RLock lock = lock(verb, name);
                 var value = redisson.<String>getBucket(counter, StringCodec.INSTANCE);
                 for (int i = 0; i < n; i++) {
                     lock.lock();
@@ -225,7 +256,7 @@ public final class Peer {
             case "fenced": {
                 RFencedLock lock = redisson.getFencedLock(name);
                 Long token = lock.lockAndGetToken();
-                TAKEN.put(taken, lock);
+                took(taken, lock);
                 return words("fenced", token, now(), owner());
             }
             case "fencedcount": {
@@ -245,6 +276,26 @@ public final class Peer {
             default:
                 throw new IllegalArgumentException("unknown command " + verb);
         }
+    }
+
+    /** The lock a command takes: the name's RLock, or its read or write lock. */
+    private static RLock lock(String verb, String name) {
+        switch (verb) {
+            case "rlock":
+            case "tryrlock":
+                return redisson.getReadWriteLock(name).readLock();
+            case "wlock":
+            case "trywlock":
+            case "rwcount":
+                return redisson.getReadWriteLock(name).writeLock();
+            default:
+                return redisson.getLock(name);
+        }
+    }
+
+    /** Notes that the calling thread took a name with the lock, for "unlock". */
+    private static void took(String taken, RLock lock) {
+        TAKEN.computeIfAbsent(taken, key -> new ArrayDeque<>()).push(lock);
     }
 
     /** The owner id Redisson gives a lock taken by the calling thread. */

@@ -1,0 +1,53 @@
+//! The scripts of the read-write lock in the layout of Redisson's `RReadWriteLock`
+//! (see `compat.rs`, `lua/redisson/rw_acquire.lua`).
+
+use fred::clients::Client;
+use fred::types::Value;
+
+use super::{Acquire, Delivery, LockNames, Scripts, acquire_reply, decimal, remaining_count};
+use crate::error::Result;
+use crate::options::ResolvedOptions;
+
+script!(REDISSON_RW_ACQUIRE = "redisson/rw_acquire.lua");
+script!(REDISSON_RW_RELEASE = "redisson/rw_release.lua");
+
+impl Scripts {
+    /// Takes or re-enters the side `names.kind` of a read-write lock in Redisson's
+    /// layout for `owner`, sent at most once.
+    pub(crate) async fn redisson_rw_acquire(
+        &self,
+        client: &Client,
+        names: &LockNames,
+        owner: &str,
+        options: &ResolvedOptions,
+    ) -> Result<Acquire> {
+        let side = Value::from_static_str(names.kind.label());
+        let args = || vec![owner.into(), decimal(options.lease_ms), side.clone()];
+        let script = &REDISSON_RW_ACQUIRE;
+        let reply = self
+            .eval(client, script, &[&*names.key], &args, Delivery::Acquisition)
+            .await?;
+        acquire_reply(&reply)
+    }
+
+    /// Drops one of `owner`'s holds of the side `names.kind` of a read-write lock in
+    /// Redisson's layout, telling its channel when the lock is free: the count left,
+    /// or `None` if it held none.
+    pub(crate) async fn redisson_rw_release(
+        &self,
+        client: &Client,
+        names: &LockNames,
+        owner: &str,
+    ) -> Result<Option<u32>> {
+        let channel = names.release_channel();
+        let keys = [&*names.key, channel.as_str()];
+        let side = Value::from_static_str(names.kind.label());
+        let publish = Value::from_static_str(self.publish);
+        let args = || vec![owner.into(), side.clone(), publish.clone()];
+        let script = &REDISSON_RW_RELEASE;
+        let reply = self
+            .eval(client, script, &keys, &args, Delivery::AtMostOnce)
+            .await?;
+        remaining_count(&reply)
+    }
+}
