@@ -1,6 +1,6 @@
-//! Which layout and protocol the mutex speaks: holdlock's own, or Redisson's, so that
-//! Rust services and Java services using Redisson's `RLock` exclude each other on the
-//! same names.
+//! Which layout and protocol the mutex and the read-write lock speak: holdlock's own,
+//! or Redisson's, so that Rust services and Java services using Redisson's `RLock` or
+//! `RReadWriteLock` exclude each other on the same names.
 //!
 //! Everything that differs between the two dialects is named here: the key of a
 //! lock, its release channel and message, its fencing counter, the keys kept beside
@@ -19,6 +19,12 @@
 //! | release channel | `<key>:released` | `redisson_lock__channel:{<key>}` |
 //! | release message | the client to hand to, sent if someone waits | `0`, always |
 //! | fencing counter | `<key>:token` (clock-based) | `redisson_lock_token:{<key>}` (`INCR`) |
+//!
+//! The read-write lock in Redisson's layout (`RedissonReadLock`, `RedissonWriteLock`,
+//! `ReadLockTask`): the hash at the key has a `mode` field (`read` or `write`), one
+//! field per reader and `<owner>:write` for the writer; each read hold has a timeout
+//! key `{<key>}:<owner>:rwlock_timeout:<n>`; releases are told on
+//! `redisson_rwlock:{<key>}` (`0` after a reader, `1` after a writer).
 
 use std::borrow::Cow;
 
@@ -31,8 +37,9 @@ use crate::owner::LocalOwner;
 /// of [`Acquire`](crate::Acquire), [`lock_all`](crate::LockClient::lock_all)
 /// and every other way to take it) keeps its locks exactly as Redisson 4.7 does, so
 /// that a Java service's `redisson.getLock("account:42")` and a Rust service's
-/// `client.lock("account:42")` exclude each other. The other kinds (fair lock,
-/// read-write lock, semaphore, elections) keep holdlock's own layout in both modes.
+/// `client.lock("account:42")` exclude each other; so does the read-write lock, in the
+/// layout of Redisson's `RReadWriteLock`. The other kinds (fair lock, semaphore,
+/// elections) keep holdlock's own layout in both modes.
 /// docs/deployments.md, "Sharing locks with Redisson", says what is compatible.
 ///
 /// # Examples
@@ -56,7 +63,8 @@ pub enum Compat {
     /// client to hand the lock to, clock-based fencing tokens.
     #[default]
     Holdlock,
-    /// The layout and protocol of Redisson's `RLock` and `RFencedLock` (Redisson 4.7).
+    /// The layout and protocol of Redisson's `RLock`, `RFencedLock` and
+    /// `RReadWriteLock` (Redisson 4.7).
     Redisson,
 }
 

@@ -11,7 +11,11 @@
 //! re-entry on both sides while the other waits, wake-ups by the other side's release
 //! within 100 ms while the lease has seconds to run, a killed holder on either side,
 //! holdlock's watchdog keeping a Java waiter out past the lease, and `RFencedLock`'s
-//! tokens in one increasing sequence across both sides.
+//! tokens in one increasing sequence across both sides. `RReadWriteLock` against our
+//! read-write lock: writers of both sides with a shared counter, readers of both
+//! sides inside at once and a writer of either side alone, a writer reading inside
+//! its own write lock on each side, wake-ups both ways, our watchdog renewing a read
+//! hold's timeout key, and a killed Java reader.
 
 mod common;
 
@@ -35,6 +39,12 @@ common::on_every_topology!(
     a_killed_holdlock_holder_frees_the_lock_for_java_within_its_lease,
     our_watchdog_keeps_a_java_waiter_out_past_the_lease,
     fencing_tokens_form_one_increasing_sequence_across_both_sides,
+    read_write_writers_of_both_sides_exclude_each_other_with_no_lost_update,
+    read_write_readers_of_both_sides_share_and_a_writer_of_either_side_is_alone,
+    read_write_a_java_writer_reads_inside_and_its_last_release_wakes_our_readers,
+    read_write_our_writer_reads_inside_and_our_last_release_wakes_a_java_writer,
+    read_write_our_watchdog_keeps_a_java_writer_out_past_a_read_lease,
+    read_write_a_killed_java_reader_frees_the_lock_for_our_writer_within_its_lease,
 );
 
 /// The lease of the Java peers' watchdog (`lockWatchdogTimeout`) and of holdlock's,
@@ -577,4 +587,234 @@ async fn fencing_tokens_form_one_increasing_sequence_across_both_sides(url: &str
     assert!(tokens[0].1 > last);
     let java = tokens.iter().filter(|(side, _)| *side == "java").count();
     assert_eq!(java, 2 * SECTIONS);
+}
+
+/// Whether a read of `name` by another owner than our tasks' is refused now, and a
+/// write too (tried by a client of its own; a hold it gets is given back at once).
+async fn others_refused(url: &str, name: &str) -> (bool, bool) {
+    let other = redisson_client(url, LEASE).await;
+    let read = other.read_lock(name).try_now().await.unwrap();
+    let refused_read = read.is_none();
+    if let Some(read) = read {
+        read.unlock().await.unwrap();
+    }
+    let write = other.write_lock(name).try_now().await.unwrap();
+    let refused_write = write.is_none();
+    if let Some(write) = write {
+        write.unlock().await.unwrap();
+    }
+    (refused_read, refused_write)
+}
+
+async fn read_write_writers_of_both_sides_exclude_each_other_with_no_lost_update(url: &str) {
+    let name = common::unique("rw-counter");
+    let counter = common::unique("rw-counter-value");
+    const SECTIONS: u64 = 40;
+    let mut peer = Peer::start(url, LEASE);
+    let running: Vec<u64> = (1..=2)
+        .map(|thread| peer.send(&format!("rwcount {name} {thread} {counter} {SECTIONS} 1")))
+        .collect();
+    let client = redisson_client(url, LEASE).await;
+    let redis = common::raw(url).await;
+    let tasks: Vec<_> = (0..2)
+        .map(|_| {
+            let (client, redis, name, counter) =
+                (client.clone(), redis.clone(), name.clone(), counter.clone());
+            tokio::spawn(async move {
+                for _ in 0..SECTIONS {
+                    let guard = client.write_lock(&name).await.unwrap();
+                    let value: Option<u64> = redis.get(counter.as_str()).await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    let next = value.unwrap_or(0) + 1;
+                    let _: () = redis
+                        .set(counter.as_str(), next, None, None, false)
+                        .await
+                        .unwrap();
+                    guard.unlock().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    // Every wait was ended by a release message: one 30 s lease waited out would
+    // not fit.
+    for id in running {
+        let answer = peer.answer(id, Duration::from_secs(25));
+        assert_eq!(answer.expect("the Java threads finish")[0], "counted");
+    }
+    let total: u64 = redis.get(counter.as_str()).await.unwrap();
+    assert_eq!(total, 4 * SECTIONS, "a lost update: two writers overlapped");
+    let left: i64 = redis.exists(name.as_str()).await.unwrap();
+    assert_eq!(left, 0);
+}
+
+async fn read_write_readers_of_both_sides_share_and_a_writer_of_either_side_is_alone(url: &str) {
+    let name = common::unique("rw-share");
+    let client = redisson_client(url, LEASE).await;
+    let redis = common::raw(url).await;
+    let mut peer = Peer::start(url, LEASE);
+
+    // A Java reader and ours inside at once, each in its own field.
+    let java = peer.call(&format!("rlock {name} 1"), Duration::from_secs(10));
+    let ours = client.read_lock(&name).await.unwrap();
+    let mode: String = redis.hget(name.as_str(), "mode").await.unwrap();
+    assert_eq!(mode, "read");
+    for owner in [java[2].as_str(), ours.owner()] {
+        let count: String = redis.hget(name.as_str(), owner).await.unwrap();
+        assert_eq!(count, "1", "{owner}");
+    }
+    // Neither side's writer gets in.
+    let tried = peer.call(&format!("trywlock {name} 2 0"), Duration::from_secs(10));
+    assert_eq!(tried[1], "false", "a Java writer got in beside two readers");
+    assert_eq!(others_refused(url, &name).await.1, true);
+    peer.call(&format!("unlock {name} 1"), Duration::from_secs(10));
+    assert_eq!(
+        others_refused(url, &name).await.1,
+        true,
+        "our reader still reads"
+    );
+    ours.unlock().await.unwrap();
+
+    // Our writer alone: no Java reader, no Java writer.
+    let writer = client.write_lock(&name).await.unwrap();
+    let tried = peer.call(&format!("tryrlock {name} 1 0"), Duration::from_secs(10));
+    assert_eq!(tried[1], "false", "a Java reader got in beside our writer");
+    let tried = peer.call(&format!("trywlock {name} 2 0"), Duration::from_secs(10));
+    assert_eq!(tried[1], "false", "a Java writer got in beside ours");
+    writer.unlock().await.unwrap();
+
+    // A Java writer alone: none of ours.
+    let java = peer.call(&format!("wlock {name} 2"), Duration::from_secs(10));
+    assert!(java[2].ends_with(":write"), "{java:?}");
+    assert_eq!(others_refused(url, &name).await, (true, true));
+    peer.call(&format!("unlock {name} 2"), Duration::from_secs(10));
+    assert_eq!(others_refused(url, &name).await, (false, false));
+    let left: i64 = redis.exists(name.as_str()).await.unwrap();
+    assert_eq!(left, 0);
+}
+
+async fn read_write_a_java_writer_reads_inside_and_its_last_release_wakes_our_readers(url: &str) {
+    let name = common::unique("rw-java-writer");
+    let client = redisson_client(url, LEASE).await;
+    let mut peer = Peer::start(url, LEASE);
+    peer.call(&format!("wlock {name} 4"), Duration::from_secs(10));
+    peer.call(&format!("rlock {name} 4"), Duration::from_secs(10));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (client, name) = (client.clone(), name.clone());
+            tokio::spawn(async move {
+                let guard = client.read_lock(&name).await.unwrap();
+                let got = epoch_ms();
+                (guard, got)
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The Java thread gives up its write lock and still reads: our readers get in.
+    peer.call(&format!("unlock {name} 4"), Duration::from_secs(10));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        readers.iter().all(|reader| !reader.is_finished()),
+        "a reader got in while the Java thread still wrote"
+    );
+    // (`unlock` takes back the Java thread's latest lock: its read hold first.)
+    let released = peer.call(&format!("unlock {name} 4"), Duration::from_secs(10));
+    let released_ms: u128 = released[1].parse().unwrap();
+    for reader in readers {
+        let (guard, got) = tokio::time::timeout(Duration::from_secs(10), reader)
+            .await
+            .expect("woken by the Java release")
+            .unwrap();
+        let woke = woke_after(released_ms, got);
+        assert!(woke < WOKEN_WITHIN, "woke {woke:?} after the Java release");
+        guard.unlock().await.unwrap();
+    }
+}
+
+async fn read_write_our_writer_reads_inside_and_our_last_release_wakes_a_java_writer(url: &str) {
+    let name = common::unique("rw-rust-writer");
+    let client = redisson_client(url, LEASE).await;
+    let mut peer = Peer::start(url, LEASE);
+    let write = client.write_lock(&name).await.unwrap();
+    let rewrite = client.write_lock(&name).await.unwrap();
+    let read = client.read_lock(&name).await.unwrap();
+    let waiting = peer.send(&format!("wlock {name} 5"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    rewrite.unlock().await.unwrap();
+    write.unlock().await.unwrap();
+    assert!(
+        peer.answer(waiting, Duration::from_millis(500)).is_none(),
+        "the Java writer got in while we still read"
+    );
+    let released_ms = epoch_ms();
+    read.unlock().await.unwrap();
+    let got = peer
+        .answer(waiting, Duration::from_secs(10))
+        .expect("the Java writer gets the lock");
+    let woke = woke_after(released_ms, got[1].parse().unwrap());
+    assert!(woke < WOKEN_WITHIN, "woke {woke:?} after our release");
+    peer.call(&format!("unlock {name} 5"), Duration::from_secs(10));
+}
+
+async fn read_write_our_watchdog_keeps_a_java_writer_out_past_a_read_lease(url: &str) {
+    let name = common::unique("rw-watchdog");
+    let lease = Duration::from_secs(1);
+    let client = redisson_client(url, lease).await;
+    let redis = common::raw(url).await;
+    let mut peer = Peer::start(url, LEASE);
+    let read = client.read_lock(&name).await.unwrap();
+    let tried = peer.call(&format!("trywlock {name} 6 3000"), Duration::from_secs(10));
+    assert_eq!(
+        tried[1], "false",
+        "a Java writer got in while our watchdog held"
+    );
+    // Redisson reads a reader's life from its timeout key: ours is renewed.
+    let timeout_key = format!("{{{name}}}:{}:rwlock_timeout:1", read.owner());
+    let pttl: i64 = redis.pttl(timeout_key.as_str()).await.unwrap();
+    assert!(pttl > 0 && pttl <= 1000, "{pttl}");
+    assert!(!read.is_lost());
+    let waiting = peer.send(&format!("wlock {name} 6"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let released_ms = epoch_ms();
+    read.unlock().await.unwrap();
+    let got = peer.answer(waiting, Duration::from_secs(10)).unwrap();
+    let woke = woke_after(released_ms, got[1].parse().unwrap());
+    assert!(woke < WOKEN_WITHIN, "{woke:?}");
+    peer.call(&format!("unlock {name} 6"), Duration::from_secs(10));
+}
+
+async fn read_write_a_killed_java_reader_frees_the_lock_for_our_writer_within_its_lease(url: &str) {
+    let name = common::unique("rw-killed-java");
+    let client = redisson_client(url, LEASE).await;
+    let lease = Duration::from_secs(3);
+    let mut peer = Peer::start(url, lease);
+    peer.call(&format!("rlock {name} 1"), Duration::from_secs(10));
+    // Redisson's watchdog keeps the read hold past its lease while the process lives.
+    tokio::time::sleep(lease + Duration::from_secs(1)).await;
+    assert!(client.write_lock(&name).try_now().await.unwrap().is_none());
+    let writer = tokio::spawn({
+        let (client, name) = (client.clone(), name.clone());
+        async move {
+            client
+                .write_lock(&name)
+                .await
+                .map(|guard| (guard, Instant::now()))
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let killed = Instant::now();
+    peer.kill();
+    let (guard, got) = tokio::time::timeout(lease * 3, writer)
+        .await
+        .expect("the lock freed within the killed reader's lease")
+        .unwrap()
+        .unwrap();
+    assert!(
+        got - killed <= lease + Duration::from_secs(1),
+        "{:?}",
+        got - killed
+    );
+    guard.unlock().await.unwrap();
 }
