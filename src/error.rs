@@ -407,7 +407,7 @@ fn number_after(text: &str, marker: &str) -> Option<usize> {
 /// Every script in `lua/` (a test checks that none is missing): where Redis does not
 /// name a command it refused inside a script, the command is read from the script's
 /// source.
-const LUA: [&str; 32] = [
+const LUA: [&str; 33] = [
     include_str!("../lua/acquire.lua"),
     include_str!("../lua/acquire_many.lua"),
     include_str!("../lua/complete_period.lua"),
@@ -427,6 +427,7 @@ const LUA: [&str; 32] = [
     include_str!("../lua/redisson/acquire.lua"),
     include_str!("../lua/redisson/release.lua"),
     include_str!("../lua/redisson/rw_acquire.lua"),
+    include_str!("../lua/redisson/rw_inspect.lua"),
     include_str!("../lua/redisson/rw_release.lua"),
     include_str!("../lua/reenter.lua"),
     include_str!("../lua/release.lua"),

@@ -529,3 +529,96 @@ async fn a_redisson_write_lock_refuses_fencing_and_writes_nothing() {
     let write = fencing.write_lock(&name).await.unwrap();
     write.unlock().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn operators_read_and_break_a_read_write_lock_in_redissons_layout() {
+    let url = common::url();
+    let (one, two) = (redisson_client(&url).await, redisson_client(&url).await);
+    let redis = common::raw(&url).await;
+    let name = common::unique("rw-operator");
+
+    // Two readers, one of them twice; a third reader whose timeout key is gone (it
+    // died, as far as Redisson can tell) is not listed.
+    let first = one.read_lock(&name).await.unwrap();
+    let second = two.read_lock(&name).await.unwrap();
+    let again = two.read_lock(&name).await.unwrap();
+    let dead = "00000000-0000-0000-0000-000000000000:7";
+    let _: () = redis.hset(name.as_str(), (dead, 1)).await.unwrap();
+    let info = one
+        .inspect_kind(LockKind::ReadWrite, &name)
+        .await
+        .unwrap()
+        .expect("held");
+    let rw = info.read_write.expect("a read-write lock's holders");
+    assert!(rw.writer.is_none());
+    let readers: Vec<(&str, u32)> = rw
+        .readers
+        .iter()
+        .map(|reader| (reader.owner.as_str(), reader.hold_count))
+        .collect();
+    let mut expected = vec![(first.owner(), 1), (second.owner(), 2)];
+    expected.sort();
+    assert_eq!(readers, expected);
+    for reader in &rw.readers {
+        let lease = reader.lease.expect("a read hold's lease");
+        assert!(lease > Duration::from_secs(20), "{lease:?}");
+    }
+    let _: () = redis.hdel(name.as_str(), dead).await.unwrap();
+    drop(again);
+    second.unlock().await.unwrap();
+    first.unlock().await.unwrap();
+
+    // A writer reading inside its own write lock: owner ids without `:write`.
+    let write = one.write_lock(&name).await.unwrap();
+    let read = one.read_lock(&name).await.unwrap();
+    let info = two
+        .inspect_kind(LockKind::ReadWrite, &name)
+        .await
+        .unwrap()
+        .expect("held");
+    assert_eq!(info.owners.len(), 1, "{:?}", info.owners);
+    assert_eq!(info.owners[0].id, write.owner());
+    let rw = info.read_write.unwrap();
+    let writer = rw.writer.expect("the writer");
+    assert_eq!(
+        (writer.owner.as_str(), writer.hold_count),
+        (write.owner(), 1)
+    );
+    assert_eq!(rw.readers.len(), 1);
+
+    // Broken by force: the holds are lost at once, a waiting writer gets in, and
+    // nothing else (no key of holdlock's layout) is touched.
+    let beside = format!("{name}:leases");
+    let _: () = redis
+        .set(beside.as_str(), "a user's key", None, None, false)
+        .await
+        .unwrap();
+    let waiter = tokio::spawn({
+        let (two, name) = (two.clone(), name.clone());
+        async move { two.write_lock(&name).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        two.force_unlock_kind(LockKind::ReadWrite, &name)
+            .await
+            .unwrap()
+    );
+    let taken = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the waiting writer is woken")
+        .unwrap()
+        .unwrap();
+    let told = async { tokio::join!(write.lost(), read.lost()) };
+    tokio::time::timeout(Duration::from_secs(5), told)
+        .await
+        .expect("the holders are told");
+    let kept: String = redis.get(beside.as_str()).await.unwrap();
+    assert_eq!(kept, "a user's key");
+    taken.unlock().await.unwrap();
+    let _: () = redis.del(beside.as_str()).await.unwrap();
+    assert!(
+        !two.force_unlock_kind(LockKind::ReadWrite, &name)
+            .await
+            .unwrap()
+    );
+}

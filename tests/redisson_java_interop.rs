@@ -665,6 +665,23 @@ async fn read_write_readers_of_both_sides_share_and_a_writer_of_either_side_is_a
         let count: String = redis.hget(name.as_str(), owner).await.unwrap();
         assert_eq!(count, "1", "{owner}");
     }
+    // Operators see both readers, each with its lease (Java's from its timeout key).
+    let info = client
+        .inspect_kind(holdlock::LockKind::ReadWrite, &name)
+        .await
+        .unwrap()
+        .expect("held");
+    let rw = info.read_write.unwrap();
+    let mut seen: Vec<&str> = rw.readers.iter().map(|r| r.owner.as_str()).collect();
+    seen.sort_unstable();
+    let mut both = vec![java[2].as_str(), ours.owner()];
+    both.sort_unstable();
+    assert_eq!(seen, both);
+    assert!(
+        rw.readers
+            .iter()
+            .all(|r| r.lease.is_some_and(|l| l > Duration::from_secs(20)))
+    );
     // Neither side's writer gets in.
     let tried = peer.call(&format!("trywlock {name} 2 0"), Duration::from_secs(10));
     assert_eq!(tried[1], "false", "a Java writer got in beside two readers");

@@ -10,9 +10,7 @@ use super::{
 use crate::error::{LockError, Result};
 use crate::keys::LockKind;
 use crate::scripts::Snapshot;
-use crate::scripts::fields::{
-    CLAIM, DATA, PERMITS, SOLO, TOKEN, WAITING, WRITE_HOLDS, WRITER_WAITS,
-};
+use crate::scripts::fields::{CLAIM, DATA, PERMITS, SOLO, TOKEN, WAITING, WRITER_WAITS};
 
 /// The data kept with the holder `field`, if any.
 fn data_of(snapshot: &Snapshot, field: &str) -> Option<String> {
@@ -163,9 +161,9 @@ fn split_wait(member: &str) -> (&str, Option<u64>) {
     }
 }
 
-/// A read-write lock's holders: `<owner>` counts read holds, `<owner>:w` write holds,
-/// each with its deadline in the lock's leases; a holder past its deadline is left
-/// out.
+/// A read-write lock's holders: `<owner>` counts read holds, `<owner>:w` write holds
+/// (`<owner>:write` in Redisson's layout), each with its deadline in the lock's leases;
+/// a holder past its deadline is left out.
 fn read_write(snapshot: &Snapshot) -> Result<ReadWriteInfo> {
     let solo = snapshot.field(SOLO);
     let mut writer = None;
@@ -179,7 +177,7 @@ fn read_write(snapshot: &Snapshot) -> Result<ReadWriteInfo> {
             },
         };
         let hold_count = number(field, count)?;
-        match field.strip_suffix(WRITE_HOLDS) {
+        match field.strip_suffix(snapshot.write_suffix) {
             Some(owner) => {
                 writer = Some(RwHolder {
                     owner: owner.to_owned(),

@@ -15,6 +15,8 @@ use std::pin::Pin;
 use fred::bytes_utils::Str;
 use fred::clients::Client;
 
+use super::operator::INSPECT;
+use super::redisson::REDISSON_RW_INSPECT;
 use super::{
     ACQUIRE, Acquire, AcquireCall, Asking, HoldToRenew, REDISSON_ACQUIRE, REDISSON_RELEASE,
     RELEASE, RenewalCall, Renewed, Scripts,
@@ -135,6 +137,13 @@ struct Layout {
     /// the kind's suffix (holdlock's `<prefix>{<name>}<suffix>`; Redisson's key is
     /// `<prefix><name>`, braces and all, whatever the kind).
     names: fn(&str, &str, &str, Kind) -> Result<LockNames>,
+    /// Whether a lock keeps sorted sets of its kind beside its hash (holdlock's fair
+    /// queue, leases), which the operator scripts read and delete with it. Redisson's
+    /// keeps none: its operator scripts take the hash alone.
+    companions: bool,
+    /// The script that reads a lock in this layout for the operator, answering as
+    /// `lua/inspect.lua` does.
+    inspect: &'static Script,
 }
 
 /// holdlock's own layout: `<key>:token`, `<key>:released`, `<key>:<suffix>`.
@@ -145,6 +154,8 @@ static HOLDLOCK: Layout = Layout {
     forced_message: None,
     keeps_fields: true,
     names: names_of,
+    companions: true,
+    inspect: &INSPECT,
 };
 
 /// Redisson's layout (see `compat.rs`).
@@ -155,6 +166,8 @@ static REDISSON: Layout = Layout {
     forced_message: Some(compat::UNLOCK_MESSAGE),
     keeps_fields: false,
     names: |prefix, name, _, kind| redisson_names(prefix, name, kind),
+    companions: false,
+    inspect: &INSPECT,
 };
 
 /// The layout of Redisson's `RReadWriteLock` (see `compat.rs`): its own channel, and
@@ -162,6 +175,7 @@ static REDISSON: Layout = Layout {
 static REDISSON_RW: Layout = Layout {
     release_channel: compat::rw_channel,
     forced_message: Some(compat::READ_UNLOCK_MESSAGE),
+    inspect: &REDISSON_RW_INSPECT,
     ..REDISSON
 };
 
@@ -660,7 +674,36 @@ impl LockNames {
     /// waiters' liveness for the fair lock, the leases for the read-write lock and the
     /// semaphore.
     pub(crate) fn operator_keys(&self) -> Vec<String> {
-        keys::companions(&self.key, self.kind.public())
+        match self.kind.0.layout.companions {
+            true => keys::companions(&self.key, self.kind.public()),
+            false => Vec::new(),
+        }
+    }
+
+    /// How `lua/force_unlock.lua` breaks the lock: as its kind says, or, in a layout
+    /// that keeps nothing beside the hash (Redisson's), as a mutex (the hash alone).
+    pub(crate) fn forced_as(&self) -> &'static str {
+        match self.kind.0.layout.companions {
+            true => self.kind.public().as_str(),
+            false => LockKind::Mutex.as_str(),
+        }
+    }
+
+    /// The script that reads the lock for the operator (see `scripts/operator.rs`).
+    pub(crate) fn inspect_script(&self) -> &'static Script {
+        self.kind.0.layout.inspect
+    }
+
+    /// What ends the hash field counting an owner's holds of the write side of this
+    /// read-write lock (`:w`, or Redisson's `:write`; nothing for other kinds).
+    pub(crate) fn write_suffix(&self) -> &'static str {
+        let spec = self.kind.0;
+        let write = if spec.exclusive {
+            Some(spec)
+        } else {
+            spec.other_side
+        };
+        write.map_or("", |write| write.field_suffix)
     }
 }
 
@@ -749,6 +792,7 @@ impl ClientConfig {
     pub(crate) fn kind_names(&self, name: &str, kind: LockKind) -> Result<LockNames> {
         match kind {
             LockKind::Mutex => self.names(name),
+            LockKind::ReadWrite => rw_names(&self.prefix, name, Kind::write(self.compat)),
             other => kind_names(&self.prefix, name, other),
         }
     }

@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::keys::{CLIENT_CHANNEL, LockKind};
 use crate::lease::CLAIM_WINDOW_MS;
 
-script!(INSPECT = "leases.lua", "inspect.lua");
+script!(pub(crate) INSPECT = "leases.lua", "inspect.lua");
 script!(
     FORCE_UNLOCK = "fair_queue.lua",
     "leases.lua",
@@ -39,7 +39,7 @@ pub(crate) fn owners_waited_for<'f>(
     }
     let mut owners: Vec<&str> = fields
         .filter(|field| is_holder(field))
-        .map(|field| field.strip_suffix(WRITE_HOLDS).unwrap_or(field))
+        .map(fields::owner_of)
         .collect();
     owners.sort_unstable();
     owners.dedup();
@@ -52,6 +52,9 @@ pub(crate) fn owners_waited_for<'f>(
 pub(crate) struct Snapshot {
     /// The kind the key is the hash of.
     pub(crate) kind: LockKind,
+    /// What ends a field counting write holds, for a read-write lock (`:w`, or
+    /// Redisson's `:write`).
+    pub(crate) write_suffix: &'static str,
     /// The hash's remaining TTL (`None`: it has no expiry, or does not exist).
     pub(crate) ttl: Option<Duration>,
     /// The hash's fields and values, in Redis's order.
@@ -96,8 +99,19 @@ pub(crate) mod fields {
     pub(crate) const DATA: &str = "data:";
     /// What a field ends with when it counts write holds (`lua/rw_acquire.lua`).
     pub(crate) const WRITE_HOLDS: &str = ":w";
+    /// The same, in the layout of Redisson's `RReadWriteLock`.
+    pub(crate) const REDISSON_WRITE_HOLDS: &str = ":write";
+
+    /// The owner a holder field belongs to: a write hold's field without its suffix
+    /// (no owner id ends in either suffix).
+    pub(crate) fn owner_of(field: &str) -> &str {
+        field
+            .strip_suffix(REDISSON_WRITE_HOLDS)
+            .or_else(|| field.strip_suffix(WRITE_HOLDS))
+            .unwrap_or(field)
+    }
 }
-use fields::{DATA, NOT_HOLDERS, WRITE_HOLDS};
+use fields::{DATA, NOT_HOLDERS};
 
 impl Snapshot {
     /// The value of the hash's field `name`, if it has one.
@@ -135,8 +149,9 @@ impl Scripts {
         let (kind, companions) = (names.kind.public(), names.operator_keys());
         let mut keys = vec![&*names.key];
         keys.extend(companions.iter().map(String::as_str));
+        let script = names.inspect_script();
         let reply = self
-            .eval(client, &INSPECT, &keys, &Vec::new, Delivery::Retried)
+            .eval(client, script, &keys, &Vec::new, Delivery::Retried)
             .await?;
         let Value::Array(parts) = &reply else {
             return Err(protocol(&reply));
@@ -146,6 +161,7 @@ impl Scripts {
         };
         let snapshot = Snapshot {
             kind,
+            write_suffix: names.write_suffix(),
             ttl: u64::try_from(integer(pttl)?)
                 .ok()
                 .map(Duration::from_millis),
@@ -176,14 +192,14 @@ impl Scripts {
         names: &LockNames,
         prefix: &str,
     ) -> Result<bool> {
-        let (kind, companions) = (names.kind.public(), names.operator_keys());
+        let (kind, companions) = (names.forced_as(), names.operator_keys());
         let mut keys = vec![&*names.key];
         keys.extend(companions.iter().map(String::as_str));
         let clients_channel: Value = [prefix, CLIENT_CHANNEL].concat().into();
         let args = || {
             let mut args = vec![
                 Value::from_static_str(self.publish),
-                Value::from_static_str(kind.as_str()),
+                Value::from_static_str(kind),
                 super::decimal(CLAIM_WINDOW_MS),
                 clients_channel.clone(),
                 Value::from(names.registry_key()),

@@ -10,6 +10,10 @@ use crate::options::ResolvedOptions;
 
 script!(REDISSON_RW_ACQUIRE = "redisson/rw_acquire.lua");
 script!(REDISSON_RW_RELEASE = "redisson/rw_release.lua");
+script!(
+    /// Reads the lock for the operator, as `lua/inspect.lua` does holdlock's.
+    pub(crate) REDISSON_RW_INSPECT = "redisson/rw_inspect.lua"
+);
 
 impl Scripts {
     /// Takes or re-enters the side `names.kind` of a read-write lock in Redisson's
