@@ -622,3 +622,80 @@ async fn operators_read_and_break_a_read_write_lock_in_redissons_layout() {
             .unwrap()
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dropped_read_and_write_calls_in_redissons_layout_leave_nothing_behind() {
+    use futures::FutureExt;
+    let url = common::url();
+    let holder = redisson_client(&url).await;
+    let waiters = redisson_client(&url).await;
+    let redis = common::raw(&url).await;
+    let name = common::unique("rw-cancel");
+    let channel = format!("redisson_rwlock:{{{name}}}");
+    let subscribers = || async {
+        let counts: Vec<(String, i64)> = redis.pubsub_numsub(channel.as_str()).await.unwrap();
+        counts.first().map_or(0, |(_, n)| *n)
+    };
+    // Every key of the lock: its hash and any read hold's timeout key.
+    let keys_left = || {
+        let pattern = format!("*{name}*");
+        common::shared().array(&["KEYS", &pattern]).unwrap()
+    };
+
+    // Readers and writers dropped at every point of their wait, 200 of them.
+    let held = holder.write_lock(&name).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..200u64 {
+        let (client, name) = (waiters.clone(), name.clone());
+        tasks.push(tokio::spawn(async move {
+            let wait = Duration::from_millis(20 + i % 100);
+            if i % 2 == 0 {
+                let _ = tokio::time::timeout(wait, client.read_lock(&name)).await;
+            } else {
+                let _ = tokio::time::timeout(wait, client.write_lock(&name)).await;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    held.unlock().await.unwrap();
+    let start = std::time::Instant::now();
+    while subscribers().await != 0 {
+        assert!(start.elapsed() < Duration::from_secs(2), "still subscribed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Takes of a free lock dropped at every point, in flight included: each that
+    // landed is given back in the background.
+    for i in 0..100u64 {
+        let wait = Duration::from_micros(100 * (i % 30));
+        let _ = match i % 2 {
+            0 => tokio::time::timeout(wait, waiters.read_lock(&name))
+                .await
+                .map(drop),
+            _ => tokio::time::timeout(wait, waiters.write_lock(&name))
+                .await
+                .map(drop),
+        };
+    }
+    // Releases polled once and dropped, behind a guard dropped just before.
+    for _ in 0..50 {
+        let outer = holder.write_lock(&name).await.unwrap();
+        let inner = holder.read_lock(&name).await.unwrap();
+        drop(outer);
+        drop(inner.unlock().now_or_never());
+    }
+    let start = std::time::Instant::now();
+    loop {
+        let left = keys_left();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "left behind: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
