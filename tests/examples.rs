@@ -617,6 +617,14 @@ fn the_chaos_checker_finds_no_violation_in_the_read_write_lock() {
 }
 
 #[test]
+fn the_chaos_checker_finds_no_violation_in_redissons_read_write_layout() {
+    let _turn = heavy_turn();
+    // The read-write lock in Redisson's layout (its own scripts, timeout keys per read
+    // hold, channel and messages) under every kind of fault.
+    chaos_finds_nothing("redisson-rw", "5", 100);
+}
+
+#[test]
 fn the_chaos_checker_catches_a_broken_read_write_lock() {
     let _turn = heavy_turn();
     // Writers that take the read side: they overlap readers and each other.

@@ -16,8 +16,8 @@
 //! client-kill, script-flush, reshard, empty, failover, node-restart, rolling-restart);
 //! `none` for a
 //! calm run],
-//! `--lock` [holdlock | redisson | naive | multi | multi-broken | rw | rw-broken | fair | fair-broken |
-//! sem | sem-broken], `--history FILE` (one JSON line per event), `--json FILE` (the
+//! `--lock` [holdlock | redisson | naive | multi | multi-broken | rw | rw-broken |
+//! redisson-rw | fair | fair-broken | sem | sem-broken], `--history FILE` (one JSON line per event), `--json FILE` (the
 //! summary), `--cluster` (no value). It always starts its own two redis-servers (locks,
 //! and the registers the locks protect), so that it can restart the first.
 //!
@@ -169,8 +169,8 @@ fn lock_kind(args: &Args) -> Result<worker::LockKind, BoxError> {
     let name = args.get("lock").unwrap_or("holdlock");
     worker::LockKind::parse(name).ok_or_else(|| {
         format!(
-            "--lock: `{name}` (holdlock, redisson, naive, multi, multi-broken, rw, rw-broken, fair, \
-             fair-broken, sem or sem-broken)"
+            "--lock: `{name}` (holdlock, redisson, naive, multi, multi-broken, rw, rw-broken, \
+             redisson-rw, fair, fair-broken, sem or sem-broken)"
         )
         .into()
     })

@@ -584,11 +584,14 @@ async fn final_state(lab: &Lab, hung_workers: Vec<u32>) -> Result<Final, BoxErro
             left.push(format!("{} (owners {:?})", lock.name, lock.owners));
         }
         for n in 0..lab.plan.names {
-            // The naive lock's key, and the other kinds' keys (which `list` does not
-            // show); a writer's mark outlives a release by at most 2 s, and a fair
+            // The naive lock's key, and the other kinds' and layouts' keys (which
+            // `list` does not show); a writer's mark outlives a release by at most 2 s, and a fair
             // lock's queue a waiter by at most 4 s, within the wait below.
             let keys = [
                 format!("naive:{{chaos:{n}}}"),
+                // Redisson's layout: the mutex's or the read-write lock's hash (a read
+                // hold's timeout key carries its own expiry).
+                format!("chaos:{n}"),
                 format!("holdlock:{{chaos:{n}}}:rw"),
                 format!("holdlock:{{chaos:{n}}}:rw:leases"),
                 format!("holdlock:{{chaos:{n}}}:sem"),

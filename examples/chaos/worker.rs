@@ -38,6 +38,9 @@ pub enum LockKind {
     /// A deliberately broken read-write lock: writers take the read side. The checker
     /// must catch it.
     ReadWriteBroken,
+    /// The read-write lock in Redisson's layout (`Compat::Redisson`: Redisson's
+    /// `RReadWriteLock` keys, timeout keys, channel and messages), as `ReadWrite`.
+    RedissonReadWrite,
     /// holdlock's fair lock, fenced, as `Holdlock` does with the mutex; the checker also
     /// holds it to first come, first served.
     Fair,
@@ -66,6 +69,7 @@ impl LockKind {
             LockKind::MultiBroken => "multi-broken",
             LockKind::ReadWrite => "rw",
             LockKind::ReadWriteBroken => "rw-broken",
+            LockKind::RedissonReadWrite => "redisson-rw",
             LockKind::Fair => "fair",
             LockKind::FairBroken => "fair-broken",
             LockKind::Semaphore => "sem",
@@ -83,6 +87,7 @@ impl LockKind {
             LockKind::MultiBroken,
             LockKind::ReadWrite,
             LockKind::ReadWriteBroken,
+            LockKind::RedissonReadWrite,
             LockKind::Fair,
             LockKind::FairBroken,
             LockKind::Semaphore,
@@ -117,7 +122,7 @@ pub async fn run(config: WorkerConfig) -> Result<(), BoxError> {
         // Fair rounds ask for fencing per call: half of them do (see `TaskWorker::run`).
         .fencing(config.kind != LockKind::Fair)
         .compat(match config.kind {
-            LockKind::Redisson => Compat::Redisson,
+            LockKind::Redisson | LockKind::RedissonReadWrite => Compat::Redisson,
             _ => Compat::Holdlock,
         })
         .connect_timeout(Duration::from_secs(2))
@@ -193,6 +198,7 @@ impl TaskWorker {
                 LockKind::Multi | LockKind::MultiBroken => self.round_of_two().await,
                 LockKind::ReadWrite
                 | LockKind::ReadWriteBroken
+                | LockKind::RedissonReadWrite
                 | LockKind::Semaphore
                 | LockKind::SemaphoreBroken => self.unfenced_round().await,
                 // Fenced fair waits claim a hand-off with an attempt (which draws the
@@ -326,6 +332,7 @@ impl TaskWorker {
             | LockKind::MultiBroken
             | LockKind::ReadWrite
             | LockKind::ReadWriteBroken
+            | LockKind::RedissonReadWrite
             | LockKind::Semaphore
             | LockKind::SemaphoreBroken => Err(
                 "this kind has a round of its own (see `round_of_two`, `unfenced_round`)".into(),
