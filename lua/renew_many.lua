@@ -12,7 +12,9 @@
 --   key expires as a whole, two (the hash and its leases, see leases.lua) for a holder
 --   that expires on its own (semaphore, read-write); ARGV one triple per hold: layout
 --   ("h": one key, "l": two keys, "r": one key, a reader in the layout of Redisson's
---   RReadWriteLock, see redisson/rw_acquire.lua), holder field, lease in milliseconds.
+--   RReadWriteLock, see redisson/rw_acquire.lua, "p": one key, a permit in the layout
+--   of Redisson's RPermitExpirableSemaphore, see redisson/sem_acquire.lua), holder
+--   field, lease in milliseconds.
 --
 -- Returns one character per hold, in order, as one string (a reply of 256 numbers costs
 -- both ends more to write and read): '1' if its lease was extended, '0' if the holder
@@ -49,6 +51,24 @@ local function renew_reader(key, holder, lease)
   return '1'
 end
 
+-- A permit in Redisson's semaphore layout: its deadline, in the sorted set beside the
+-- semaphore, moved a lease on from now, unless it has passed (the permit may have been
+-- given back by another's acquire already).
+local function renew_permit(key, holder, lease)
+  local deadlines = string.find(key, '{', 1, true) and key .. ':timeout' or '{' .. key .. '}:timeout'
+  local deadline = redis.pcall('zscore', deadlines, holder)
+  if type(deadline) == 'table' then
+    return 'x'
+  end
+  local time = redis.call('time')
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  if not deadline or tonumber(deadline) <= now then
+    return '0'
+  end
+  redis.call('zadd', deadlines, now + tonumber(lease), holder)
+  return '1'
+end
+
 local replies = {}
 if ARGV[1] == '*h' then
   local lease = ARGV[2]
@@ -73,6 +93,9 @@ for i = 1, #ARGV, 3 do
     k = k + 1
   elseif layout == 'r' then
     reply = renew_reader(KEYS[k], holder, lease)
+    k = k + 1
+  elseif layout == 'p' then
+    reply = renew_permit(KEYS[k], holder, lease)
     k = k + 1
   else
     local key, set = KEYS[k], KEYS[k + 1]

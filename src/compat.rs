@@ -1,6 +1,7 @@
-//! Which layout and protocol the mutex and the read-write lock speak: holdlock's own,
-//! or Redisson's, so that Rust services and Java services using Redisson's `RLock` or
-//! `RReadWriteLock` exclude each other on the same names.
+//! Which layout and protocol the mutex, the read-write lock and the semaphore speak:
+//! holdlock's own, or Redisson's, so that Rust services and Java services using
+//! Redisson's `RLock`, `RReadWriteLock` or `RPermitExpirableSemaphore` exclude each
+//! other on the same names.
 //!
 //! Everything that differs between the two dialects is named here: the key of a
 //! lock, its release channel and message, its fencing counter, the keys kept beside
@@ -25,6 +26,11 @@
 //! field per reader and `<owner>:write` for the writer; each read hold has a timeout
 //! key `{<key>}:<owner>:rwlock_timeout:<n>`; releases are told on
 //! `redisson_rwlock:{<key>}` (`0` after a reader, `1` after a writer).
+//!
+//! The semaphore in Redisson's layout (`RedissonPermitExpirableSemaphore`): the key
+//! holds the number of permits free, the sorted set `{<key>}:timeout` each permit's
+//! deadline, and `redisson_sc:{<key>}` is told the number free when permits come
+//! back.
 
 use std::borrow::Cow;
 
@@ -37,9 +43,10 @@ use crate::owner::LocalOwner;
 /// of [`Acquire`](crate::Acquire), [`lock_all`](crate::LockClient::lock_all)
 /// and every other way to take it) keeps its locks exactly as Redisson 4.7 does, so
 /// that a Java service's `redisson.getLock("account:42")` and a Rust service's
-/// `client.lock("account:42")` exclude each other; so does the read-write lock, in the
-/// layout of Redisson's `RReadWriteLock`. The other kinds (fair lock, semaphore,
-/// elections) keep holdlock's own layout in both modes.
+/// `client.lock("account:42")` exclude each other; so do the read-write lock, in the
+/// layout of Redisson's `RReadWriteLock`, and the semaphore, in the layout of its
+/// `RPermitExpirableSemaphore`. The fair lock and elections keep holdlock's own layout
+/// in both modes.
 /// docs/deployments.md, "Sharing locks with Redisson", says what is compatible.
 ///
 /// # Examples
@@ -63,8 +70,8 @@ pub enum Compat {
     /// client to hand the lock to, clock-based fencing tokens.
     #[default]
     Holdlock,
-    /// The layout and protocol of Redisson's `RLock`, `RFencedLock` and
-    /// `RReadWriteLock` (Redisson 4.7).
+    /// The layout and protocol of Redisson's `RLock`, `RFencedLock`, `RReadWriteLock`
+    /// and `RPermitExpirableSemaphore` (Redisson 4.7).
     Redisson,
 }
 
@@ -98,6 +105,8 @@ impl Compat {
 const CHANNEL: &str = "redisson_lock__channel";
 /// What Redisson puts before a read-write lock's name in its release channel.
 const RW_CHANNEL: &str = "redisson_rwlock";
+/// What Redisson puts before a semaphore's name in its channel.
+const SEM_CHANNEL: &str = "redisson_sc";
 /// What Redisson puts before a fenced lock's name in its token counter's key.
 const TOKEN: &str = "redisson_lock_token";
 /// The message Redisson's unlock publishes (`LockPubSub.UNLOCK_MESSAGE`).
@@ -126,6 +135,11 @@ pub(crate) fn rw_channel(key: &str) -> String {
     prefix_name(RW_CHANNEL, key)
 }
 
+/// The channel of the Redisson semaphore at `key`.
+pub(crate) fn sem_channel(key: &str) -> String {
+    prefix_name(SEM_CHANNEL, key)
+}
+
 /// The fencing counter of the Redisson lock at `key` (`RFencedLock`'s token).
 pub(crate) fn token_key(key: &str) -> String {
     prefix_name(TOKEN, key)
@@ -145,7 +159,7 @@ pub(crate) fn beside(key: &str, suffix: &str) -> String {
 /// `channel`, if it is one: Redisson gives `x` and `{x}` the same channel, so a channel
 /// may stand for two.
 pub(crate) fn keys_of_channel(channel: &str) -> Option<[Option<Cow<'_, str>>; 2]> {
-    let rest = [CHANNEL, RW_CHANNEL]
+    let rest = [CHANNEL, RW_CHANNEL, SEM_CHANNEL]
         .iter()
         .find_map(|prefix| channel.strip_prefix(prefix)?.strip_prefix(':'))?;
     let braced = rest
@@ -178,6 +192,7 @@ mod tests {
         assert_eq!(channel("account:42"), "redisson_lock__channel:{account:42}");
         assert_eq!(channel("{user}:42"), "redisson_lock__channel:{user}:42");
         assert_eq!(rw_channel("account:42"), "redisson_rwlock:{account:42}");
+        assert_eq!(sem_channel("exports"), "redisson_sc:{exports}");
         assert_eq!(token_key("a"), "redisson_lock_token:{a}");
         assert_eq!(beside("a", "period:3"), "{a}:period:3");
         assert_eq!(beside("{a}:b", "period:3"), "{a}:b:period:3");

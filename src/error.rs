@@ -407,7 +407,7 @@ fn number_after(text: &str, marker: &str) -> Option<usize> {
 /// Every script in `lua/` (a test checks that none is missing): where Redis does not
 /// name a command it refused inside a script, the command is read from the script's
 /// source.
-const LUA: [&str; 33] = [
+const LUA: [&str; 38] = [
     include_str!("../lua/acquire.lua"),
     include_str!("../lua/acquire_many.lua"),
     include_str!("../lua/complete_period.lua"),
@@ -429,6 +429,11 @@ const LUA: [&str; 33] = [
     include_str!("../lua/redisson/rw_acquire.lua"),
     include_str!("../lua/redisson/rw_inspect.lua"),
     include_str!("../lua/redisson/rw_release.lua"),
+    include_str!("../lua/redisson/sem_acquire.lua"),
+    include_str!("../lua/redisson/sem_force.lua"),
+    include_str!("../lua/redisson/sem_held.lua"),
+    include_str!("../lua/redisson/sem_inspect.lua"),
+    include_str!("../lua/redisson/sem_release.lua"),
     include_str!("../lua/reenter.lua"),
     include_str!("../lua/release.lua"),
     include_str!("../lua/release_hold.lua"),

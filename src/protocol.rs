@@ -78,13 +78,10 @@ impl Protocol {
         &self.redis
     }
 
-    /// Whether `owner`'s field (of its kind: see [`Kind::field`]) is in the hash of
-    /// the lock `names`: one `HEXISTS`, retried as reads are.
+    /// Whether `owner` holds the lock `names` as Redis has it (its field, of its kind:
+    /// see [`Kind::field`], or its permit's deadline): one read, retried as reads are.
     pub(crate) async fn holds_field(&self, names: &LockNames, owner: &str) -> Result<bool> {
-        use fred::interfaces::HashesInterface;
-        let field = names.field(owner);
-        let there: bool = self.redis.hexists(&*names.key, &*field).await?;
-        Ok(there)
+        Ok(self.count_over(&self.redis, names, owner).await? > 0)
     }
 
     /// The connection the scripts go over: on a cluster, a client of holdlock's own that
@@ -402,18 +399,17 @@ impl Protocol {
             true => Box::pin(self.acknowledging()).await?,
             false => self.scripting(),
         };
-        let field = names.field(owner);
-        let read = self
-            .scripts
-            .read(client, "HGET", &names.key, Some(field.as_ref()));
+        self.count_over(client, names, owner).await
+    }
+
+    /// The owner's hold count as Redis has it (0 if none), read over `client`.
+    async fn count_over(&self, client: &Client, names: &LockNames, owner: &str) -> Result<u32> {
+        let (command, key, member) = names.count_read(owner);
+        let read = self.scripts.read(client, command, &key, Some(&member));
         let value = Box::pin(read).await?;
-        match value {
-            Value::Null => Ok(0),
-            other => other
-                .as_u64()
-                .and_then(|count| u32::try_from(count).ok())
-                .ok_or_else(|| LockError::Protocol(format!("hold count {other:?}"))),
-        }
+        names
+            .hold_count(&value)
+            .ok_or_else(|| LockError::Protocol(format!("hold count {value:?}")))
     }
 
     /// Runs `acquire.lua` and `WAIT` (see the module docs). A fresh hold that fewer

@@ -32,7 +32,9 @@ impl LockClient {
     /// any permit is held, asking with another number fails with
     /// [`LockError::InvalidOption`] (once none is held, the next caller's number
     /// counts). The semaphore `name` and the mutex `name` are different locks (the
-    /// semaphore's key is `<prefix>{name}:sem`).
+    /// semaphore's key is `<prefix>{name}:sem`; in [`Compat::Redisson`](crate::Compat),
+    /// Redisson's `RPermitExpirableSemaphore` layout: the key `<prefix><name>` and the
+    /// permits' deadlines in `{<prefix><name>}:timeout`).
     ///
     /// # Examples
     /// ```no_run
@@ -125,7 +127,8 @@ impl Semaphore {
 
     /// `options` checked for a permit of this semaphore.
     pub(crate) fn resolve(&self, options: &LockOptions) -> Result<ResolvedOptions> {
-        options.resolve_for(self.client.engine().config(), Kind::SEMAPHORE)
+        let config = self.client.engine().config();
+        options.resolve_for(config, Kind::semaphore(config.compat))
     }
 
     /// The semaphore's keys, checked.
@@ -137,7 +140,8 @@ impl Semaphore {
             });
         }
         let config = self.client.engine().config();
-        semaphore_names(&config.prefix, &self.name, self.permits)
+        let kind = Kind::semaphore(config.compat);
+        semaphore_names(&config.prefix, &self.name, self.permits, kind)
     }
 
     /// Takes a permit of its own (a fresh owner id) until `give_up` (the semaphore's

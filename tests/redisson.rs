@@ -228,14 +228,13 @@ async fn names_with_braces_use_redissons_channel_and_every_kind_still_works() {
         Err(LockError::InvalidName { .. })
     ));
     let plain = common::unique("kinds");
-    let semaphore = client.semaphore(&plain, 2);
-    let permit = semaphore.acquire().await.unwrap();
+    let fair = client.fair_lock(&plain).await.unwrap();
     let exists: i64 = redis
-        .exists(format!("{{{plain}}}:sem").as_str())
+        .exists(format!("{{{plain}}}:fair").as_str())
         .await
         .unwrap();
     assert_eq!(exists, 1);
-    drop(permit);
+    drop(fair);
     assert!(
         client
             .inspect_kind(LockKind::ReadWrite, &plain)
@@ -698,4 +697,258 @@ async fn dropped_read_and_write_calls_in_redissons_layout_leave_nothing_behind()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// `ZSCORE key member` (the test client is built without fred's sorted-set commands).
+async fn zscore(redis: &fred::clients::Client, key: &str, member: &str) -> f64 {
+    use fred::interfaces::LuaInterface;
+    let script = "return redis.call('zscore', KEYS[1], ARGV[1])";
+    let score: String = redis.eval(script, key, member).await.unwrap();
+    score.parse().unwrap()
+}
+
+/// `ZCARD key`.
+async fn zcard(redis: &fred::clients::Client, key: &str) -> i64 {
+    use fred::interfaces::LuaInterface;
+    let script = "return redis.call('zcard', KEYS[1])";
+    redis.eval(script, key, ()).await.unwrap()
+}
+
+/// `ZADD key score member`, the member given by a Lua expression.
+async fn zadd_lua(redis: &fred::clients::Client, key: &str, score: f64, member: &str) {
+    use fred::interfaces::LuaInterface;
+    let script = format!("return redis.call('zadd', KEYS[1], ARGV[1], {member})");
+    let _: i64 = redis.eval(script, key, score.to_string()).await.unwrap();
+}
+
+/// The sorted set of the permits' deadlines of the Redisson semaphore at `key`
+/// (Redisson's `suffixName(key, "timeout")`).
+fn permit_deadlines_key(key: &str) -> String {
+    match key.contains('{') {
+        true => format!("{key}:timeout"),
+        false => format!("{{{key}}}:timeout"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_semaphore_looks_in_redis_as_redissons_permit_expirable_semaphore_does() {
+    use fred::interfaces::PubsubInterface;
+    let url = common::url();
+    let client = redisson_client(&url).await;
+    let redis = common::raw(&url).await;
+    let name = common::unique("sem-layout");
+    let deadlines = permit_deadlines_key(&name);
+    let subscriber = common::raw(&url).await;
+    let mut messages = subscriber.message_rx();
+    subscriber
+        .subscribe(format!("redisson_sc:{{{name}}}"))
+        .await
+        .unwrap();
+    let semaphore = client.semaphore(&name, 2);
+
+    // A semaphore nobody set up is set up with the caller's permits, as trySetPermits.
+    let first = semaphore.acquire().await.unwrap();
+    let free: String = redis.get(name.as_str()).await.unwrap();
+    assert_eq!(free, "1");
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as f64;
+    let deadline = zscore(&redis, &deadlines, first.id()).await;
+    assert!(
+        (now_ms + 25_000.0..=now_ms + 31_000.0).contains(&deadline),
+        "{deadline} at {now_ms}"
+    );
+    let second = semaphore.acquire().await.unwrap();
+    let free: String = redis.get(name.as_str()).await.unwrap();
+    assert_eq!(free, "0");
+    assert!(semaphore.acquire().try_now().await.unwrap().is_none());
+    assert_eq!(semaphore.available().await.unwrap(), 0);
+
+    // Another number of permits is refused, and changes nothing.
+    let other = client.semaphore(&name, 3).acquire().try_now().await;
+    assert!(
+        matches!(
+            other,
+            Err(LockError::InvalidOption {
+                option: "permits",
+                ..
+            })
+        ),
+        "{other:?}"
+    );
+    let held = zcard(&redis, &deadlines).await;
+    assert_eq!(held, 2);
+
+    // A release gives the permit back and tells the channel how many are free.
+    first.release().await.unwrap();
+    let free: String = redis.get(name.as_str()).await.unwrap();
+    assert_eq!(free, "1");
+    let told = tokio::time::timeout(Duration::from_secs(5), messages.recv()).await;
+    assert_eq!(told.unwrap().unwrap().value.as_str().unwrap(), "1");
+    assert_eq!(semaphore.available().await.unwrap(), 1);
+    second.release().await.unwrap();
+    let held = zcard(&redis, &deadlines).await;
+    assert_eq!(held, 0);
+    let free: String = redis.get(name.as_str()).await.unwrap();
+    assert_eq!(free, "2");
+    // Data would be a permit Redisson cannot read.
+    let refused = semaphore
+        .acquire()
+        .options(LockOptions::new().data("host-1"))
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(LockError::InvalidOption { option: "data", .. })
+        ),
+        "{refused:?}"
+    );
+    let _: () = redis.del(name.as_str()).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_watchdog_renews_redisson_permits_and_an_expired_one_comes_back() {
+    let url = common::url();
+    let lease = Duration::from_millis(1_000);
+    let client = LockClient::builder(&url)
+        .compat(Compat::Redisson)
+        .lease(lease)
+        .build()
+        .await
+        .unwrap();
+    let redis = common::raw(&url).await;
+    let name = common::unique("sem-renew");
+    let semaphore = client.semaphore(&name, 1);
+    let permit = semaphore.acquire().await.unwrap();
+    tokio::time::sleep(lease * 3).await;
+    assert!(!permit.is_lost());
+    assert!(semaphore.acquire().try_now().await.unwrap().is_none());
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as f64;
+    let deadlines = permit_deadlines_key(&name);
+    let deadline = zscore(&redis, &deadlines, permit.id()).await;
+    assert!(deadline > now_ms, "{deadline} at {now_ms}");
+    permit.release().await.unwrap();
+
+    // A permit whose holder died (here: one written as Redisson's would be, past its
+    // deadline) comes back with the next acquire.
+    let _: () = redis
+        .set(name.as_str(), 0, None, None, false)
+        .await
+        .unwrap();
+    zadd_lua(
+        &redis,
+        &deadlines,
+        now_ms - 1.0,
+        "'java-permit-of-a-dead-process'",
+    )
+    .await;
+    let taken = semaphore.acquire().try_now().await.unwrap();
+    assert!(taken.is_some(), "the expired permit did not come back");
+    taken.unwrap().release().await.unwrap();
+    let _: () = redis.del(name.as_str()).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn operators_read_and_break_a_semaphore_in_redissons_layout() {
+    let url = common::url();
+    let client = redisson_client(&url).await;
+    let redis = common::raw(&url).await;
+    let name = common::unique("sem-operator");
+    let semaphore = client.semaphore(&name, 3);
+    let ours = semaphore.acquire().await.unwrap();
+    // A Java permit: 16 bytes, shown in hexadecimal as Redisson prints its ids.
+    let far = 4_000_000_000_000.0;
+    let deadlines = permit_deadlines_key(&name);
+    zadd_lua(&redis, &deadlines, far, "string.rep(string.char(171), 16)").await;
+    let _: i64 = redis.decr(name.as_str()).await.unwrap();
+
+    let info = client
+        .inspect_kind(LockKind::Semaphore, &name)
+        .await
+        .unwrap()
+        .expect("held");
+    let sem = info.semaphore.expect("a semaphore's permits");
+    assert_eq!(sem.permits, 3);
+    let ids: Vec<&str> = sem.held.iter().map(|permit| permit.id.as_str()).collect();
+    let mut expected = vec!["ab".repeat(16), ours.id().to_owned()];
+    expected.sort();
+    assert_eq!(ids, expected);
+    let mine = sem.held.iter().find(|p| p.id == ours.id()).unwrap();
+    assert_eq!(mine.owner, client.owner_id());
+
+    // Broken by force: every permit comes back, ours is lost at once.
+    assert!(
+        client
+            .force_unlock_kind(LockKind::Semaphore, &name)
+            .await
+            .unwrap()
+    );
+    tokio::time::timeout(Duration::from_secs(5), ours.lost())
+        .await
+        .expect("the holder is told");
+    assert_eq!(semaphore.available().await.unwrap(), 3);
+    let free: String = redis.get(name.as_str()).await.unwrap();
+    assert_eq!(free, "3");
+    assert!(
+        !client
+            .force_unlock_kind(LockKind::Semaphore, &name)
+            .await
+            .unwrap()
+    );
+    let _: () = redis.del(name.as_str()).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dropped_permit_calls_in_redissons_layout_leave_the_count_whole() {
+    let url = common::url();
+    let client = redisson_client(&url).await;
+    let waiters = redisson_client(&url).await;
+    let redis = common::raw(&url).await;
+    let name = common::unique("sem-cancel");
+    let semaphore = client.semaphore(&name, 2);
+    let held = [
+        semaphore.acquire().await.unwrap(),
+        semaphore.acquire().await.unwrap(),
+    ];
+    // Waits dropped at every point, then takes dropped in flight on a free semaphore.
+    let mut tasks = Vec::new();
+    for i in 0..100u64 {
+        let semaphore = waiters.semaphore(&name, 2);
+        tasks.push(tokio::spawn(async move {
+            let wait = Duration::from_millis(20 + i % 100);
+            let _ = tokio::time::timeout(wait, semaphore.acquire()).await;
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    for permit in held {
+        permit.release().await.unwrap();
+    }
+    let semaphore = waiters.semaphore(&name, 2);
+    for i in 0..100u64 {
+        let wait = Duration::from_micros(100 * (i % 30));
+        let _ = tokio::time::timeout(wait, semaphore.acquire())
+            .await
+            .map(drop);
+    }
+    let deadlines = permit_deadlines_key(&name);
+    let start = std::time::Instant::now();
+    loop {
+        let free: String = redis.get(name.as_str()).await.unwrap();
+        let held = zcard(&redis, &deadlines).await;
+        if free == "2" && held == 0 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "{free} free, {held} held"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _: () = redis.del(name.as_str()).await.unwrap();
 }

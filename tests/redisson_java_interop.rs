@@ -15,7 +15,9 @@
 //! read-write lock: writers of both sides with a shared counter, readers of both
 //! sides inside at once and a writer of either side alone, a writer reading inside
 //! its own write lock on each side, wake-ups both ways, our watchdog renewing a read
-//! hold's timeout key, and a killed Java reader.
+//! hold's timeout key, and a killed Java reader. `RPermitExpirableSemaphore` against
+//! our semaphore: never more permits than the limit across both sides, wake-ups both
+//! ways, and an expired permit of either side taken by the other.
 
 mod common;
 
@@ -45,6 +47,9 @@ common::on_every_topology!(
     read_write_our_writer_reads_inside_and_our_last_release_wakes_a_java_writer,
     read_write_our_watchdog_keeps_a_java_writer_out_past_a_read_lease,
     read_write_a_killed_java_reader_frees_the_lock_for_our_writer_within_its_lease,
+    semaphore_permits_of_both_sides_never_exceed_the_limit,
+    semaphore_each_sides_release_wakes_the_others_waiter,
+    semaphore_an_expired_permit_of_either_side_is_reclaimed_by_the_other,
 );
 
 /// The lease of the Java peers' watchdog (`lockWatchdogTimeout`) and of holdlock's,
@@ -830,4 +835,173 @@ async fn read_write_a_killed_java_reader_frees_the_lock_for_our_writer_within_it
         got - killed
     );
     guard.unlock().await.unwrap();
+}
+
+async fn semaphore_permits_of_both_sides_never_exceed_the_limit(url: &str) {
+    let name = common::unique("sem-limit");
+    let inside = common::unique("sem-inside");
+    let most = common::unique("sem-most");
+    const PERMITS: u32 = 2;
+    const ROUNDS: u64 = 15;
+    let mut peer = Peer::start(url, LEASE);
+    let set = peer.call(
+        &format!("psetpermits {name} 1 {PERMITS}"),
+        Duration::from_secs(10),
+    );
+    assert_eq!(set[1], "true");
+    let running: Vec<u64> = (1..=2)
+        .map(|thread| {
+            peer.send(&format!(
+                "pcount {name} {thread} {inside} {most} {ROUNDS} 5 30000"
+            ))
+        })
+        .collect();
+    let client = redisson_client(url, LEASE).await;
+    let redis = common::raw(url).await;
+    let tasks: Vec<_> = (0..2)
+        .map(|_| {
+            let (semaphore, redis, inside, most) = (
+                client.semaphore(&name, PERMITS),
+                redis.clone(),
+                inside.clone(),
+                most.clone(),
+            );
+            tokio::spawn(async move {
+                for _ in 0..ROUNDS {
+                    let permit = semaphore.acquire().await.unwrap();
+                    let now: i64 = redis.incr(inside.as_str()).await.unwrap();
+                    let seen: Option<i64> = redis.get(most.as_str()).await.unwrap();
+                    if now > seen.unwrap_or(0) {
+                        let _: () = redis
+                            .set(most.as_str(), now, None, None, false)
+                            .await
+                            .unwrap();
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    let _: i64 = redis.decr(inside.as_str()).await.unwrap();
+                    permit.release().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    for id in running {
+        let answer = peer.answer(id, Duration::from_secs(25));
+        assert_eq!(answer.expect("the Java threads finish")[0], "pcounted");
+    }
+    let most: i64 = redis.get(most.as_str()).await.unwrap();
+    assert!(
+        (1..=i64::from(PERMITS)).contains(&most),
+        "{most} holders at once with {PERMITS} permits"
+    );
+    let available = peer.call(&format!("pavailable {name} 1"), Duration::from_secs(10));
+    assert_eq!(available[1], PERMITS.to_string());
+    assert_eq!(
+        client.semaphore(&name, PERMITS).available().await.unwrap(),
+        PERMITS
+    );
+}
+
+async fn semaphore_each_sides_release_wakes_the_others_waiter(url: &str) {
+    let name = common::unique("sem-wake");
+    let client = redisson_client(url, LEASE).await;
+    let semaphore = client.semaphore(&name, 1);
+    let mut peer = Peer::start(url, LEASE);
+
+    // Ours held: a Java waiter is woken by our release.
+    let permit = semaphore.acquire().await.unwrap();
+    let waiting = peer.send(&format!("pacquire {name} 1 30000"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released_ms = epoch_ms();
+    permit.release().await.unwrap();
+    let got = peer
+        .answer(waiting, Duration::from_secs(10))
+        .expect("the Java waiter gets the permit");
+    let woke = woke_after(released_ms, got[1].parse().unwrap());
+    assert!(woke < WOKEN_WITHIN, "woke {woke:?} after our release");
+    assert!(semaphore.acquire().try_now().await.unwrap().is_none());
+
+    // Java's held: our waiter is woken by its release.
+    let waiter = tokio::spawn({
+        let semaphore = semaphore.clone();
+        async move {
+            let permit = semaphore.acquire().await.unwrap();
+            (permit, epoch_ms())
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released = peer.call(
+        &format!("prelease {name} 1 {}", got[2]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(released[1], "true");
+    let (permit, got_ms) = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("woken by the Java release")
+        .unwrap();
+    let woke = woke_after(released[2].parse().unwrap(), got_ms);
+    assert!(woke < WOKEN_WITHIN, "woke {woke:?} after the Java release");
+    permit.release().await.unwrap();
+}
+
+async fn semaphore_an_expired_permit_of_either_side_is_reclaimed_by_the_other(url: &str) {
+    let name = common::unique("sem-expired");
+    let client = redisson_client(url, LEASE).await;
+    let semaphore = client.semaphore(&name, 1);
+    let mut peer = Peer::start(url, LEASE);
+    let lease = Duration::from_secs(1);
+
+    // (Redisson's acquire waits until someone sets the semaphore's permits up.)
+    let set = peer.call(&format!("psetpermits {name} 1 1"), Duration::from_secs(10));
+    assert_eq!(set[1], "true");
+    // A Java permit with a 1 s lease, never given back: ours gets it once it runs out.
+    let java = peer.call(
+        &format!("pacquire {name} 1 {}", lease.as_millis()),
+        Duration::from_secs(10),
+    );
+    assert_eq!(java[0], "acquired");
+    let taken_at = Instant::now();
+    assert!(semaphore.acquire().try_now().await.unwrap().is_none());
+    let permit = tokio::time::timeout(lease * 4, semaphore.acquire())
+        .await
+        .expect("the expired Java permit is reclaimed")
+        .unwrap();
+    assert!(taken_at.elapsed() >= lease - Duration::from_millis(100));
+    assert!(
+        taken_at.elapsed() <= lease + Duration::from_secs(1),
+        "{:?}",
+        taken_at.elapsed()
+    );
+    permit.release().await.unwrap();
+
+    // Ours with a fixed 1 s lease, kept but not renewed: Java gets it once it runs out.
+    let fixed = semaphore
+        .acquire()
+        .options(LockOptions::new().lease(lease))
+        .await
+        .unwrap()
+        .expect("a free permit");
+    let tried = peer.call(
+        &format!("ptryacquire {name} 2 0 30000"),
+        Duration::from_secs(10),
+    );
+    assert_eq!(tried[1], "none", "a Java thread got a permit we hold");
+    let tried = peer.call(
+        &format!("ptryacquire {name} 2 4000 30000"),
+        Duration::from_secs(10),
+    );
+    assert_ne!(
+        tried[1], "none",
+        "our expired permit was not reclaimed by Java"
+    );
+    tokio::time::timeout(Duration::from_secs(5), fixed.lost())
+        .await
+        .expect("our permit is lost once its lease ran out");
+    drop(fixed);
+    peer.call(
+        &format!("prelease {name} 2 {}", tried[1]),
+        Duration::from_secs(10),
+    );
 }

@@ -14,9 +14,13 @@ use std::pin::Pin;
 
 use fred::bytes_utils::Str;
 use fred::clients::Client;
+use fred::types::Value;
 
-use super::operator::INSPECT;
-use super::redisson::REDISSON_RW_INSPECT;
+use super::leases::SEM_AVAILABLE;
+use super::operator::{FORCE_UNLOCK, INSPECT};
+use super::redisson::{
+    REDISSON_RW_INSPECT, REDISSON_SEM_FORCE, REDISSON_SEM_HELD, REDISSON_SEM_INSPECT,
+};
 use super::{
     ACQUIRE, Acquire, AcquireCall, Asking, HoldToRenew, REDISSON_ACQUIRE, REDISSON_RELEASE,
     RELEASE, RenewalCall, Renewed, Scripts,
@@ -73,6 +77,11 @@ pub(crate) struct KindSpec {
     /// The other side of a read-write lock, which an owner's hold of this side may
     /// let in (a writer reading) or refuse (a reader asking to write).
     other_side: Option<&'static KindSpec>,
+    /// Where a holder's count is kept, which settles an acquisition whose reply was
+    /// lost.
+    counted: Counted,
+    /// How many holds a semaphore has now (`None` for the other kinds).
+    held: Option<HeldCount>,
     /// Whether acquisitions of a free lock and releases of its holds may go out
     /// together, many locks to a call (`lua/acquire_many.lua`,
     /// `lua/release_many.lua`).
@@ -115,6 +124,26 @@ enum Renewal {
     /// of its own that expires, and the hash lives as long as the longest (`r`, see
     /// `lua/redisson/rw_acquire.lua`).
     RedissonReader,
+    /// A permit in the layout of Redisson's `RPermitExpirableSemaphore`: its deadline
+    /// in the sorted set beside the semaphore (`p`, see `lua/redisson/sem_acquire.lua`).
+    RedissonPermit,
+}
+
+/// Where a holder's count of holds is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Counted {
+    /// In the holder's field of the lock's hash.
+    HashField,
+    /// Nowhere: a permit in Redisson's semaphore layout is held once, while its id has
+    /// a deadline in the sorted set beside the semaphore.
+    Deadline,
+}
+
+/// How a semaphore's holds are counted: a script, given one key of the semaphore's.
+#[derive(Debug, Clone, Copy)]
+struct HeldCount {
+    script: &'static Script,
+    key: fn(&LockNames) -> String,
 }
 
 /// The names beside a lock's hash, by layout.
@@ -137,13 +166,18 @@ struct Layout {
     /// the kind's suffix (holdlock's `<prefix>{<name>}<suffix>`; Redisson's key is
     /// `<prefix><name>`, braces and all, whatever the kind).
     names: fn(&str, &str, &str, Kind) -> Result<LockNames>,
-    /// Whether a lock keeps sorted sets of its kind beside its hash (holdlock's fair
-    /// queue, leases), which the operator scripts read and delete with it. Redisson's
-    /// keeps none: its operator scripts take the hash alone.
-    companions: bool,
+    /// The keys the operator scripts take after a lock's own, by the key and the kind:
+    /// holdlock's fair queue or leases; none for Redisson's mutex and read-write lock,
+    /// the permits' deadlines for its semaphore.
+    operator_keys: fn(&str, LockKind) -> Vec<String>,
     /// The script that reads a lock in this layout for the operator, answering as
     /// `lua/inspect.lua` does.
     inspect: &'static Script,
+    /// The script that breaks a lock in this layout, taking `lua/force_unlock.lua`'s
+    /// arguments.
+    force: &'static Script,
+    /// Whether `force` breaks every kind of this layout as a mutex (the hash alone).
+    forced_as_mutex: bool,
 }
 
 /// holdlock's own layout: `<key>:token`, `<key>:released`, `<key>:<suffix>`.
@@ -154,8 +188,10 @@ static HOLDLOCK: Layout = Layout {
     forced_message: None,
     keeps_fields: true,
     names: names_of,
-    companions: true,
+    operator_keys: keys::companions,
     inspect: &INSPECT,
+    force: &FORCE_UNLOCK,
+    forced_as_mutex: false,
 };
 
 /// Redisson's layout (see `compat.rs`).
@@ -166,8 +202,10 @@ static REDISSON: Layout = Layout {
     forced_message: Some(compat::UNLOCK_MESSAGE),
     keeps_fields: false,
     names: |prefix, name, _, kind| redisson_names(prefix, name, kind),
-    companions: false,
+    operator_keys: |_, _| Vec::new(),
     inspect: &INSPECT,
+    force: &FORCE_UNLOCK,
+    forced_as_mutex: true,
 };
 
 /// The layout of Redisson's `RReadWriteLock` (see `compat.rs`): its own channel, and
@@ -176,6 +214,18 @@ static REDISSON_RW: Layout = Layout {
     release_channel: compat::rw_channel,
     forced_message: Some(compat::READ_UNLOCK_MESSAGE),
     inspect: &REDISSON_RW_INSPECT,
+    ..REDISSON
+};
+
+/// The layout of Redisson's `RPermitExpirableSemaphore` (see `compat.rs`): the key
+/// holds the number of permits free, the permits' deadlines are the sorted set
+/// `{<key>}:timeout`, and its channel is told the number free.
+static REDISSON_SEM: Layout = Layout {
+    release_channel: compat::sem_channel,
+    forced_message: None,
+    operator_keys: |key, _| vec![compat::beside(key, "timeout")],
+    inspect: &REDISSON_SEM_INSPECT,
+    force: &REDISSON_SEM_FORCE,
     ..REDISSON
 };
 
@@ -191,6 +241,8 @@ pub(crate) static MUTEX: KindSpec = KindSpec {
     renewal: Renewal::Whole,
     draws_tokens: true,
     other_side: None,
+    counted: Counted::HashField,
+    held: None,
     batches: true,
     reenters_apart: true,
     queues_clients: true,
@@ -334,6 +386,10 @@ pub(crate) static SEMAPHORE: KindSpec = KindSpec {
     exclusive: false,
     excludes_itself: true,
     other_side: None,
+    held: Some(HeldCount {
+        script: &SEM_AVAILABLE,
+        key: LockNames::leases_key,
+    }),
     waits_alongside: false,
     acquire: |scripts, client, names, owner, options| {
         Box::pin(scripts.sem_acquire(client, names, owner, options.0))
@@ -345,6 +401,27 @@ pub(crate) static SEMAPHORE: KindSpec = KindSpec {
         })
     },
     ..READ
+};
+
+/// A semaphore in the layout of Redisson's `RPermitExpirableSemaphore` (see
+/// `compat.rs`, `lua/redisson/sem_acquire.lua`): each permit an id in the sorted set of
+/// deadlines, renewed there.
+pub(crate) static REDISSON_SEMAPHORE: KindSpec = KindSpec {
+    renewal: Renewal::RedissonPermit,
+    counted: Counted::Deadline,
+    held: Some(HeldCount {
+        script: &REDISSON_SEM_HELD,
+        key: |names| names.beside("timeout"),
+    }),
+    layout: &REDISSON_SEM,
+    acquire: |scripts, client, names, owner, options| {
+        Box::pin(scripts.redisson_sem_acquire(client, names, owner, options.0))
+    },
+    release: |scripts, client, names, owner, _| {
+        Box::pin(scripts.redisson_sem_release(client, names, owner))
+    },
+    renew: renew_alone,
+    ..SEMAPHORE
 };
 
 /// Renews one hold with `renew_many.lua`, as the watchdog's batches do (the one place
@@ -432,6 +509,14 @@ impl Kind {
         }
     }
 
+    /// The semaphore in the layout of `compat`.
+    pub(crate) fn semaphore(compat: Compat) -> Kind {
+        match compat {
+            Compat::Holdlock => Kind::SEMAPHORE,
+            Compat::Redisson => Kind(&REDISSON_SEMAPHORE),
+        }
+    }
+
     /// The kind as the docs and errors name it.
     pub(crate) fn describe(self) -> &'static str {
         self.0.describe
@@ -493,6 +578,7 @@ impl Kind {
             Renewal::Whole => "h",
             Renewal::PerHolder => "l",
             Renewal::RedissonReader => "r",
+            Renewal::RedissonPermit => "p",
         }
     }
 
@@ -674,19 +760,55 @@ impl LockNames {
     /// waiters' liveness for the fair lock, the leases for the read-write lock and the
     /// semaphore.
     pub(crate) fn operator_keys(&self) -> Vec<String> {
-        match self.kind.0.layout.companions {
-            true => keys::companions(&self.key, self.kind.public()),
-            false => Vec::new(),
+        (self.kind.0.layout.operator_keys)(&self.key, self.kind.public())
+    }
+
+    /// How `lua/force_unlock.lua` breaks the lock: as its kind says, or, in Redisson's
+    /// layouts that keep nothing beside the hash, as a mutex (the hash alone).
+    pub(crate) fn forced_as(&self) -> &'static str {
+        match self.kind.0.layout.forced_as_mutex {
+            false => self.kind.public().as_str(),
+            true => LockKind::Mutex.as_str(),
         }
     }
 
-    /// How `lua/force_unlock.lua` breaks the lock: as its kind says, or, in a layout
-    /// that keeps nothing beside the hash (Redisson's), as a mutex (the hash alone).
-    pub(crate) fn forced_as(&self) -> &'static str {
-        match self.kind.0.layout.companions {
-            true => self.kind.public().as_str(),
-            false => LockKind::Mutex.as_str(),
+    /// The script that breaks the lock (see `scripts/operator.rs`).
+    pub(crate) fn force_script(&self) -> &'static Script {
+        self.kind.0.layout.force
+    }
+
+    /// Where `owner`'s count of holds is read: the command, its key and its argument
+    /// (`HGET` of the holder's field, or a permit's `ZSCORE` in Redisson's semaphore
+    /// layout); [`hold_count`](Self::hold_count) reads the reply.
+    pub(crate) fn count_read<'o>(
+        &self,
+        owner: &'o str,
+    ) -> (&'static str, Cow<'_, str>, Cow<'o, str>) {
+        match self.kind.0.counted {
+            Counted::HashField => ("HGET", Cow::Borrowed(&*self.key), self.field(owner)),
+            Counted::Deadline => (
+                "ZSCORE",
+                Cow::Owned(self.beside("timeout")),
+                Cow::Borrowed(owner),
+            ),
         }
+    }
+
+    /// The count of holds in the reply of [`count_read`](Self::count_read); `None` if
+    /// the reply is not one.
+    pub(crate) fn hold_count(&self, reply: &Value) -> Option<u32> {
+        match (reply, self.kind.0.counted) {
+            (Value::Null, _) => Some(0),
+            (_, Counted::Deadline) => Some(1),
+            (other, Counted::HashField) => other.as_u64().and_then(|n| u32::try_from(n).ok()),
+        }
+    }
+
+    /// How a semaphore's holds are counted now: the script and its key (`None` for
+    /// other kinds).
+    pub(crate) fn held_count(&self) -> Option<(&'static Script, String)> {
+        let held = self.kind.0.held.as_ref()?;
+        Some((held.script, (held.key)(self)))
     }
 
     /// The script that reads the lock for the operator (see `scripts/operator.rs`).
@@ -738,9 +860,14 @@ fn redisson_names(prefix: &str, name: &str, kind: Kind) -> Result<LockNames> {
 /// The keys and channel of the semaphore called `name` with `permits` permits: its
 /// hash is `P{N}:sem`, beside the mutex `P{N}` of the same name but never the same
 /// key, and its holders' deadlines are the sorted set `P{N}:sem:leases`.
-pub(crate) fn semaphore_names(prefix: &str, name: &str, permits: u32) -> Result<LockNames> {
+pub(crate) fn semaphore_names(
+    prefix: &str,
+    name: &str,
+    permits: u32,
+    kind: Kind,
+) -> Result<LockNames> {
     let suffix = LockKind::Semaphore.suffix();
-    let names = names_of(prefix, name, suffix, Kind::SEMAPHORE)?;
+    let names = (kind.0.layout.names)(prefix, name, suffix, kind)?;
     Ok(LockNames { permits, ..names })
 }
 
@@ -793,6 +920,9 @@ impl ClientConfig {
         match kind {
             LockKind::Mutex => self.names(name),
             LockKind::ReadWrite => rw_names(&self.prefix, name, Kind::write(self.compat)),
+            LockKind::Semaphore => {
+                semaphore_names(&self.prefix, name, 0, Kind::semaphore(self.compat))
+            }
             other => kind_names(&self.prefix, name, other),
         }
     }

@@ -16,7 +16,7 @@ use crate::options::ResolvedOptions;
 
 script!(SEM_ACQUIRE = "leases.lua", "sem_acquire.lua");
 script!(SEM_RELEASE = "sem_release.lua");
-script!(SEM_AVAILABLE = "sem_available.lua");
+script!(pub(crate) SEM_AVAILABLE = "sem_available.lua");
 script!(LEASE_RENEW = "leases.lua", "lease_renew.lua");
 script!(RW_ACQUIRE = "fencing.lua", "leases.lua", "rw_acquire.lua");
 script!(RW_RELEASE = "leases.lua", "rw_release.lua");
@@ -49,26 +49,12 @@ impl Scripts {
             ]
         };
         let script = &SEM_ACQUIRE;
-        match self
+        let reply = self
             .eval(client, script, &keys, &args, Delivery::Acquisition)
-            .await
-        {
-            Ok(reply) => acquire_reply(&reply),
-            Err(LockError::Redis(error)) if error.details().contains("PERMITS ") => {
-                let details = error.details();
-                let stored = details[details.find("PERMITS ").unwrap_or(0)..]
-                    .trim_start_matches("PERMITS ")
-                    .trim();
-                Err(LockError::InvalidOption {
-                    option: "permits",
-                    reason: format!(
-                        "semaphore `{}` is in use with {stored} permits, not {permits}",
-                        names.name
-                    ),
-                })
-            }
-            Err(error) => Err(error),
-        }
+            .await;
+        reply
+            .map_err(|error| other_permits(names, error))
+            .and_then(|reply| acquire_reply(&reply))
     }
 
     /// Gives back the permit `id` of the semaphore `names`; whether it was held.
@@ -88,15 +74,20 @@ impl Scripts {
         Ok(integer(&reply)? == 0)
     }
 
-    /// How many permits of the semaphore `names` are held now.
+    /// How many permits of the semaphore `names` are held now (its kind's count: see
+    /// `scripts/kinds.rs`).
     pub(crate) async fn sem_held(&self, client: &Client, names: &LockNames) -> Result<u32> {
-        let leases = names.leases_key();
-        let script = &SEM_AVAILABLE;
+        let Some((script, key)) = names.held_count() else {
+            return Err(LockError::Protocol(format!(
+                "`{}` is not a semaphore",
+                names.name
+            )));
+        };
         let reply = self
             .eval(
                 client,
                 script,
-                &[leases.as_str()],
+                &[key.as_str()],
                 &Vec::new,
                 Delivery::Retried,
             )
@@ -188,5 +179,26 @@ impl Scripts {
             .eval(client, script, &keys, &args, Delivery::AtMostOnce)
             .await?;
         remaining_count(&reply)
+    }
+}
+
+/// A semaphore's refusal of a caller asking within another number of permits
+/// (`PERMITS <n>`, see `lua/sem_acquire.lua`) as [`LockError::InvalidOption`]; any other
+/// error as it is.
+pub(super) fn other_permits(names: &LockNames, error: LockError) -> LockError {
+    let LockError::Redis(redis) = &error else {
+        return error;
+    };
+    let details = redis.details();
+    let Some(at) = details.find("PERMITS ") else {
+        return error;
+    };
+    let stored = details[at..].trim_start_matches("PERMITS ").trim();
+    LockError::InvalidOption {
+        option: "permits",
+        reason: format!(
+            "semaphore `{}` is in use with {stored} permits, not {}",
+            names.name, names.permits
+        ),
     }
 }

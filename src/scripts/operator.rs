@@ -14,7 +14,7 @@ use crate::lease::CLAIM_WINDOW_MS;
 
 script!(pub(crate) INSPECT = "leases.lua", "inspect.lua");
 script!(
-    FORCE_UNLOCK = "fair_queue.lua",
+    pub(crate) FORCE_UNLOCK = "fair_queue.lua",
     "leases.lua",
     "force_unlock.lua"
 );
@@ -218,7 +218,7 @@ impl Scripts {
             false => Delivery::Retried,
         };
         let reply = self
-            .eval(client, &FORCE_UNLOCK, &keys, &args, delivery)
+            .eval(client, names.force_script(), &keys, &args, delivery)
             .await?;
         Ok(integer(&reply)? == 1)
     }

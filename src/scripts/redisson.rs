@@ -1,9 +1,11 @@
-//! The scripts of the read-write lock in the layout of Redisson's `RReadWriteLock`
-//! (see `compat.rs`, `lua/redisson/rw_acquire.lua`).
+//! The scripts of the read-write lock and the semaphore in the layouts of Redisson's
+//! `RReadWriteLock` and `RPermitExpirableSemaphore` (see `compat.rs`,
+//! `lua/redisson/rw_acquire.lua`, `lua/redisson/sem_acquire.lua`).
 
 use fred::clients::Client;
 use fred::types::Value;
 
+use super::leases::other_permits;
 use super::{Acquire, Delivery, LockNames, Scripts, acquire_reply, decimal, remaining_count};
 use crate::error::Result;
 use crate::options::ResolvedOptions;
@@ -13,6 +15,20 @@ script!(REDISSON_RW_RELEASE = "redisson/rw_release.lua");
 script!(
     /// Reads the lock for the operator, as `lua/inspect.lua` does holdlock's.
     pub(crate) REDISSON_RW_INSPECT = "redisson/rw_inspect.lua"
+);
+script!(REDISSON_SEM_ACQUIRE = "redisson/sem_acquire.lua");
+script!(REDISSON_SEM_RELEASE = "redisson/sem_release.lua");
+script!(
+    /// Counts the permits held, as `lua/sem_available.lua` does holdlock's.
+    pub(crate) REDISSON_SEM_HELD = "redisson/sem_held.lua"
+);
+script!(
+    /// Reads the semaphore for the operator, as `lua/inspect.lua` does holdlock's.
+    pub(crate) REDISSON_SEM_INSPECT = "redisson/sem_inspect.lua"
+);
+script!(
+    /// Breaks the semaphore, as `lua/force_unlock.lua` does holdlock's.
+    pub(crate) REDISSON_SEM_FORCE = "redisson/sem_force.lua"
 );
 
 impl Scripts {
@@ -49,6 +65,54 @@ impl Scripts {
         let publish = Value::from_static_str(self.publish);
         let args = || vec![owner.into(), side.clone(), publish.clone()];
         let script = &REDISSON_RW_RELEASE;
+        let reply = self
+            .eval(client, script, &keys, &args, Delivery::AtMostOnce)
+            .await?;
+        remaining_count(&reply)
+    }
+
+    /// Takes the permit `id` of a semaphore in Redisson's layout, asking within its
+    /// `permits`, sent at most once.
+    pub(crate) async fn redisson_sem_acquire(
+        &self,
+        client: &Client,
+        names: &LockNames,
+        id: &str,
+        options: &ResolvedOptions,
+    ) -> Result<Acquire> {
+        let (deadlines, channel) = (names.beside("timeout"), names.release_channel());
+        let keys = [&*names.key, deadlines.as_str(), channel.as_str()];
+        let publish = Value::from_static_str(self.publish);
+        let args = || {
+            vec![
+                id.into(),
+                decimal(options.lease_ms),
+                decimal(names.permits),
+                publish.clone(),
+            ]
+        };
+        let script = &REDISSON_SEM_ACQUIRE;
+        let reply = self
+            .eval(client, script, &keys, &args, Delivery::Acquisition)
+            .await;
+        reply
+            .map_err(|error| other_permits(names, error))
+            .and_then(|reply| acquire_reply(&reply))
+    }
+
+    /// Gives back the permit `id` of a semaphore in Redisson's layout: `Some(0)` if it
+    /// was held, `None` if not.
+    pub(crate) async fn redisson_sem_release(
+        &self,
+        client: &Client,
+        names: &LockNames,
+        id: &str,
+    ) -> Result<Option<u32>> {
+        let (deadlines, channel) = (names.beside("timeout"), names.release_channel());
+        let keys = [&*names.key, deadlines.as_str(), channel.as_str()];
+        let publish = Value::from_static_str(self.publish);
+        let args = || vec![id.into(), publish.clone()];
+        let script = &REDISSON_SEM_RELEASE;
         let reply = self
             .eval(client, script, &keys, &args, Delivery::AtMostOnce)
             .await?;

@@ -1,5 +1,6 @@
 // A Redisson peer for tests/redisson_java_interop.rs: Java Redisson itself, taking its
-// RLock, RFencedLock and RReadWriteLock on command, as tests/interop/peer.js does with
+// RLock, RFencedLock and RReadWriteLock, and the permits of its
+// RPermitExpirableSemaphore, on command, as tests/interop/peer.js does with
 // node-redisson.
 //
 //   java -jar target/redisson-peer.jar <redis url> <watchdog timeout ms>
@@ -41,6 +42,25 @@
 //        n critical sections {wlock; GET counter; wait; SET counter + 1; unlock}
 //                                          -> <id> counted <n>
 //
+// The p commands take the permits of the RPermitExpirableSemaphore <name>; a permit is
+// the id acquire returns, not the thread's, and expires after its lease unless released.
+//
+//   <id> psetpermits <name> <thread> <n>   -> <id> setpermits <true|false>
+//        trySetPermits(n)
+//   <id> pacquire <name> <thread> <lease ms> -> <id> acquired <epoch ms> <permit id>
+//        acquire(lease, MILLISECONDS): waits for a permit
+//   <id> ptryacquire <name> <thread> <wait ms> <lease ms>
+//                                          -> <id> tryacquired <permit id|none> <epoch ms>
+//        tryAcquire(wait, lease, MILLISECONDS)
+//   <id> prelease <name> <thread> <permit id> -> <id> released <true|false> <epoch ms>
+//        tryRelease(permit id)
+//   <id> pavailable <name> <thread>        -> <id> available <n>
+//        availablePermits()
+//   <id> pcount <name> <thread> <inside> <max> <n> <inside ms> <lease ms>
+//        n times {acquire(lease); INCR inside; raise max to that; wait; DECR inside;
+//        release}, inside and max as RAtomicLongs (plain integer strings)
+//                                          -> <id> pcounted <n>
+//
 // "unlock" releases with the object the thread last took the name with and has not
 // released yet (RLock, RFencedLock, or the read or write lock of an RReadWriteLock:
 // a thread holding a name's write lock may take its read lock too), or else with the
@@ -65,8 +85,10 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 import org.redisson.Redisson;
+import org.redisson.api.RAtomicLong;
 import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
+import org.redisson.api.RPermitExpirableSemaphore;
 import org.redisson.api.RReadWriteLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.codec.StringCodec;
@@ -273,6 +295,44 @@ public final class Peer {
                 }
                 return words("fencedcounted", n);
             }
+            case "psetpermits":
+                return words("setpermits", semaphore(name).trySetPermits(Integer.parseInt(args.get(2))));
+            case "pacquire": {
+                String permit = semaphore(name).acquire(Long.parseLong(args.get(2)), TimeUnit.MILLISECONDS);
+                return words("acquired", now(), permit);
+            }
+            case "ptryacquire": {
+                String permit = semaphore(name).tryAcquire(Long.parseLong(args.get(2)),
+                        Long.parseLong(args.get(3)), TimeUnit.MILLISECONDS);
+                return words("tryacquired", permit == null ? "none" : permit, now());
+            }
+            case "prelease": {
+                boolean released = semaphore(name).tryRelease(args.get(2));
+                return words("released", released, now());
+            }
+            case "pavailable":
+                return words("available", semaphore(name).availablePermits());
+            case "pcount": {
+                RPermitExpirableSemaphore semaphore = semaphore(name);
+                RAtomicLong inside = redisson.getAtomicLong(args.get(2));
+                RAtomicLong max = redisson.getAtomicLong(args.get(3));
+                int n = Integer.parseInt(args.get(4));
+                long insideMs = Long.parseLong(args.get(5));
+                long leaseMs = Long.parseLong(args.get(6));
+                for (int i = 0; i < n; i++) {
+                    String permit = semaphore.acquire(leaseMs, TimeUnit.MILLISECONDS);
+                    try {
+                        long now = inside.incrementAndGet();
+                        for (long was = max.get(); now > was && !max.compareAndSet(was, now); was = max.get()) {
+                        }
+                        Thread.sleep(insideMs);
+                        inside.decrementAndGet();
+                    } finally {
+                        semaphore.release(permit);
+                    }
+                }
+                return words("pcounted", n);
+            }
             default:
                 throw new IllegalArgumentException("unknown command " + verb);
         }
@@ -291,6 +351,10 @@ public final class Peer {
             default:
                 return redisson.getLock(name);
         }
+    }
+
+    private static RPermitExpirableSemaphore semaphore(String name) {
+        return redisson.getPermitExpirableSemaphore(name);
     }
 
     /** Notes that the calling thread took a name with the lock, for "unlock". */

@@ -1,0 +1,10 @@
+-- redisson/sem_held.lua: how many permits of a semaphore in the layout of Redisson's
+-- RPermitExpirableSemaphore (see redisson/sem_acquire.lua) are held now, changing
+-- nothing.
+--
+-- KEYS[1]  its permits' deadlines
+--
+-- Returns the number of permits whose deadline is still ahead.
+local time = redis.call('time')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+return redis.call('zcount', KEYS[1], '(' .. now, '+inf')
