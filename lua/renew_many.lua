@@ -43,9 +43,8 @@ local function renew_reader(key, holder, lease)
   elseif not held then
     return '0'
   end
-  local prefix = string.find(key, '{', 1, true) and key .. ':' or '{' .. key .. '}:'
   for n = tonumber(held), 1, -1 do
-    redis.call('pexpire', prefix .. holder .. ':rwlock_timeout:' .. n, lease)
+    redis.call('pexpire', redisson.beside(key, holder .. ':rwlock_timeout:' .. n), lease)
   end
   redis.call('pexpire', key, math.max(redis.call('pttl', key), tonumber(lease)))
   return '1'
@@ -55,13 +54,12 @@ end
 -- semaphore, moved a lease on from now, unless it has passed (the permit may have been
 -- given back by another's acquire already).
 local function renew_permit(key, holder, lease)
-  local deadlines = string.find(key, '{', 1, true) and key .. ':timeout' or '{' .. key .. '}:timeout'
+  local deadlines = redisson.beside(key, 'timeout')
   local deadline = redis.pcall('zscore', deadlines, holder)
   if type(deadline) == 'table' then
     return 'x'
   end
-  local time = redis.call('time')
-  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  local now = redisson.now()
   if not deadline or tonumber(deadline) <= now then
     return '0'
   end

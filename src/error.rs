@@ -407,7 +407,7 @@ fn number_after(text: &str, marker: &str) -> Option<usize> {
 /// Every script in `lua/` (a test checks that none is missing): where Redis does not
 /// name a command it refused inside a script, the command is read from the script's
 /// source.
-const LUA: [&str; 38] = [
+const LUA: [&str; 39] = [
     include_str!("../lua/acquire.lua"),
     include_str!("../lua/acquire_many.lua"),
     include_str!("../lua/complete_period.lua"),
@@ -425,6 +425,7 @@ const LUA: [&str; 38] = [
     include_str!("../lua/lease_renew.lua"),
     include_str!("../lua/leases.lua"),
     include_str!("../lua/redisson/acquire.lua"),
+    include_str!("../lua/redisson/layout.lua"),
     include_str!("../lua/redisson/release.lua"),
     include_str!("../lua/redisson/rw_acquire.lua"),
     include_str!("../lua/redisson/rw_inspect.lua"),

@@ -37,12 +37,7 @@ if side == 'write' then
   end
   return { 0, pttl }
 end
-local timeouts
-if string.find(key, '{', 1, true) then
-  timeouts = key .. ':' .. owner .. ':rwlock_timeout:'
-else
-  timeouts = '{' .. key .. '}:' .. owner .. ':rwlock_timeout:'
-end
+local timeouts = redisson.beside(key, owner .. ':rwlock_timeout:')
 if not mode then
   redis.call('hset', key, 'mode', 'read', owner, 1)
   redis.call('set', timeouts .. '1', 1, 'px', lease)

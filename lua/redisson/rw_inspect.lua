@@ -13,15 +13,13 @@
 -- as Redisson can tell). A holder with no expiry is not in the list.
 -- Raises WRONGTYPE (naming the key) if KEYS[1] is not a hash.
 local key = KEYS[1]
-local found = redis.call('type', key).ok
-if found ~= 'none' and found ~= 'hash' then
-  return redis.error_reply('WRONGTYPE KEYS[1] ' .. key .. ' holds the wrong kind of value')
+local wrong = redisson.wrong_type({ 'hash' })
+if wrong then
+  return wrong
 end
-local time = redis.call('time')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = redisson.now()
 local pttl = redis.call('pttl', key)
 local fields = redis.call('hgetall', key)
-local prefix = string.find(key, '{', 1, true) and key .. ':' or '{' .. key .. '}:'
 local deadlines = {}
 for i = 1, #fields, 2 do
   local field, held = fields[i], tonumber(fields[i + 1])
@@ -31,7 +29,7 @@ for i = 1, #fields, 2 do
   elseif held then
     left = -2
     for n = held, 1, -1 do
-      left = math.max(left, redis.call('pttl', prefix .. field .. ':rwlock_timeout:' .. n))
+      left = math.max(left, redis.call('pttl', redisson.beside(key, field .. ':rwlock_timeout:' .. n)))
     end
   end
   if left and left ~= -1 then

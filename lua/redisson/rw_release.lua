@@ -46,13 +46,7 @@ local count = redis.call('hincrby', key, owner, -1)
 if count == 0 then
   redis.call('hdel', key, owner)
 end
-local prefix
-if string.find(key, '{', 1, true) then
-  prefix = key .. ':'
-else
-  prefix = '{' .. key .. '}:'
-end
-redis.call('del', prefix .. owner .. ':rwlock_timeout:' .. (count + 1))
+redis.call('del', redisson.beside(key, owner .. ':rwlock_timeout:' .. (count + 1)))
 if redis.call('hlen', key) > 1 then
   if mode == 'write' then
     -- The writer still holds: its lease stays the hash's.
@@ -65,7 +59,8 @@ if redis.call('hlen', key) > 1 then
     local held = tonumber(redis.call('hget', key, field))
     if held then
       for n = held, 1, -1 do
-        longest = math.max(longest, redis.call('pttl', prefix .. field .. ':rwlock_timeout:' .. n))
+        local timeout = redisson.beside(key, field .. ':rwlock_timeout:' .. n)
+        longest = math.max(longest, redis.call('pttl', timeout))
       end
     end
   end

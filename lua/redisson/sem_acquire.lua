@@ -26,22 +26,15 @@
 local key, deadlines, id = KEYS[1], KEYS[2], ARGV[1]
 local permits = tonumber(ARGV[3])
 local publish = ARGV[4] == 'spublish' and 'spublish' or 'publish'
-if redis.replicate_commands then
-  -- Redis < 5 must replicate these scripts' effects, as they read TIME.
-  redis.replicate_commands()
-end
-for i, expected in ipairs({ 'string', 'zset' }) do
-  local found = redis.call('type', KEYS[i]).ok
-  if found ~= 'none' and found ~= expected then
-    return redis.error_reply('WRONGTYPE KEYS[' .. i .. '] ' .. KEYS[i] .. ' holds the wrong kind of value')
-  end
+local wrong = redisson.wrong_type({ 'string', 'zset' })
+if wrong then
+  return wrong
 end
 local free = redis.call('get', key)
 if free and not tonumber(free) then
   return redis.error_reply('WRONGTYPE KEYS[1] ' .. key .. ' holds the wrong kind of value')
 end
-local time = redis.call('time')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = redisson.now()
 local expired = redis.call('zrangebyscore', deadlines, 0, now)
 for i = 1, #expired, 1000 do
   redis.call('zrem', deadlines, unpack(expired, i, math.min(i + 999, #expired)))

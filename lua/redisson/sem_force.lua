@@ -13,18 +13,11 @@
 --
 -- Returns 1 if a permit was held (its deadline ahead), 0 if none was.
 -- Raises WRONGTYPE (naming the key) if a key holds another type.
-if redis.replicate_commands then
-  -- Redis < 5 must replicate these scripts' effects, as they read TIME.
-  redis.replicate_commands()
+local wrong = redisson.wrong_type({ 'string', 'zset' })
+if wrong then
+  return wrong
 end
-for i, expected in ipairs({ 'string', 'zset' }) do
-  local found = redis.call('type', KEYS[i]).ok
-  if found ~= 'none' and found ~= expected then
-    return redis.error_reply('WRONGTYPE KEYS[' .. i .. '] ' .. KEYS[i] .. ' holds the wrong kind of value')
-  end
-end
-local time = redis.call('time')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = redisson.now()
 local members = redis.call('zrange', KEYS[2], 0, -1, 'WITHSCORES')
 if #members == 0 then
   return 0
@@ -42,7 +35,6 @@ for i = 1, #members, 2 do
 end
 redis.call('del', KEYS[2])
 local free = redis.call('incrby', KEYS[1], #members / 2)
-local channel = string.find(KEYS[1], '{', 1, true) and 'redisson_sc:' .. KEYS[1]
-  or 'redisson_sc:{' .. KEYS[1] .. '}'
+local channel = redisson.channel('redisson_sc', KEYS[1])
 redis.call(ARGV[1] == 'spublish' and 'spublish' or 'publish', channel, free)
 return held > 0 and 1 or 0

@@ -5,6 +5,5 @@
 -- KEYS[1]  its permits' deadlines
 --
 -- Returns the number of permits whose deadline is still ahead.
-local time = redis.call('time')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = redisson.now()
 return redis.call('zcount', KEYS[1], '(' .. now, '+inf')

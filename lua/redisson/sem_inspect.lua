@@ -13,14 +13,11 @@
 -- Redisson prints it: in hexadecimal. Permits past their deadline are returned as
 -- they are (the next acquire gives them back): the reader compares with the clock.
 -- Raises WRONGTYPE (naming the key) if a key holds another type.
-for i, expected in ipairs({ 'string', 'zset' }) do
-  local found = redis.call('type', KEYS[i]).ok
-  if found ~= 'none' and found ~= expected then
-    return redis.error_reply('WRONGTYPE KEYS[' .. i .. '] ' .. KEYS[i] .. ' holds the wrong kind of value')
-  end
+local wrong = redisson.wrong_type({ 'string', 'zset' })
+if wrong then
+  return wrong
 end
-local time = redis.call('time')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = redisson.now()
 local stored = redis.call('get', KEYS[1])
 local free = stored and tonumber(stored)
 local members = redis.call('zrange', KEYS[2], 0, -1, 'WITHSCORES')

@@ -10,10 +10,6 @@
 --
 -- Returns 0 if the permit was held, -1 if not (never taken, given back already, or
 -- past its deadline: a permit that ran out is given back all the same).
-if redis.replicate_commands then
-  -- Redis < 5 must replicate these scripts' effects, as they read TIME.
-  redis.replicate_commands()
-end
 local deadlines, id = KEYS[2], ARGV[1]
 local deadline = redis.call('zscore', deadlines, id)
 if not deadline then
@@ -22,8 +18,7 @@ end
 redis.call('zrem', deadlines, id)
 local free = redis.call('incrby', KEYS[1], 1)
 redis.call(ARGV[2] == 'spublish' and 'spublish' or 'publish', KEYS[3], free)
-local time = redis.call('time')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = redisson.now()
 if tonumber(deadline) <= now then
   return -1
 end

@@ -14,7 +14,11 @@ use super::{Kind, LockNames};
 use crate::error::{LockError, Result};
 use crate::keys::LEASES;
 
-script!(RENEW_MANY = "leases.lua", "renew_many.lua");
+script!(
+    RENEW_MANY = "leases.lua",
+    "redisson/layout.lua",
+    "renew_many.lua"
+);
 script!(ACQUIRE_MANY = "acquire_many.lua");
 script!(RELEASE_MANY = "release_hold.lua", "release_many.lua");
 

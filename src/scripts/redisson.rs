@@ -10,25 +10,37 @@ use super::{Acquire, Delivery, LockNames, Scripts, acquire_reply, decimal, remai
 use crate::error::Result;
 use crate::options::ResolvedOptions;
 
-script!(REDISSON_RW_ACQUIRE = "redisson/rw_acquire.lua");
-script!(REDISSON_RW_RELEASE = "redisson/rw_release.lua");
+script!(
+    REDISSON_RW_ACQUIRE = "redisson/layout.lua",
+    "redisson/rw_acquire.lua"
+);
+script!(
+    REDISSON_RW_RELEASE = "redisson/layout.lua",
+    "redisson/rw_release.lua"
+);
 script!(
     /// Reads the lock for the operator, as `lua/inspect.lua` does holdlock's.
-    pub(crate) REDISSON_RW_INSPECT = "redisson/rw_inspect.lua"
+    pub(crate) REDISSON_RW_INSPECT = "redisson/layout.lua", "redisson/rw_inspect.lua"
 );
-script!(REDISSON_SEM_ACQUIRE = "redisson/sem_acquire.lua");
-script!(REDISSON_SEM_RELEASE = "redisson/sem_release.lua");
+script!(
+    REDISSON_SEM_ACQUIRE = "redisson/layout.lua",
+    "redisson/sem_acquire.lua"
+);
+script!(
+    REDISSON_SEM_RELEASE = "redisson/layout.lua",
+    "redisson/sem_release.lua"
+);
 script!(
     /// Counts the permits held, as `lua/sem_available.lua` does holdlock's.
-    pub(crate) REDISSON_SEM_HELD = "redisson/sem_held.lua"
+    pub(crate) REDISSON_SEM_HELD = "redisson/layout.lua", "redisson/sem_held.lua"
 );
 script!(
     /// Reads the semaphore for the operator, as `lua/inspect.lua` does holdlock's.
-    pub(crate) REDISSON_SEM_INSPECT = "redisson/sem_inspect.lua"
+    pub(crate) REDISSON_SEM_INSPECT = "redisson/layout.lua", "redisson/sem_inspect.lua"
 );
 script!(
     /// Breaks the semaphore, as `lua/force_unlock.lua` does holdlock's.
-    pub(crate) REDISSON_SEM_FORCE = "redisson/sem_force.lua"
+    pub(crate) REDISSON_SEM_FORCE = "redisson/layout.lua", "redisson/sem_force.lua"
 );
 
 impl Scripts {
