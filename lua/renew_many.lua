@@ -33,6 +33,9 @@ local function renew_whole(key, holder, lease)
   return '0'
 end
 
+-- Made for the first hold of Redisson's layouts (see redisson/layout.lua).
+local redisson
+
 -- A reader of a read-write lock in Redisson's layout: each of its holds' timeout keys
 -- and the hash (never shortened: it lives as long as its longest hold), as Redisson's
 -- read-lock renewal does.
@@ -43,6 +46,7 @@ local function renew_reader(key, holder, lease)
   elseif not held then
     return '0'
   end
+  redisson = redisson or redisson_functions()
   for n = tonumber(held), 1, -1 do
     redis.call('pexpire', redisson.beside(key, holder .. ':rwlock_timeout:' .. n), lease)
   end
@@ -54,6 +58,7 @@ end
 -- semaphore, moved a lease on from now, unless it has passed (the permit may have been
 -- given back by another's acquire already).
 local function renew_permit(key, holder, lease)
+  redisson = redisson or redisson_functions()
   local deadlines = redisson.beside(key, 'timeout')
   local deadline = redis.pcall('zscore', deadlines, holder)
   if type(deadline) == 'table' then

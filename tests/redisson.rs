@@ -16,16 +16,6 @@ async fn redisson_client(url: &str) -> LockClient {
         .unwrap()
 }
 
-/// A client in Redisson's layout whose watchdog keeps `lease`.
-async fn redisson_client_with_lease(url: &str, lease: Duration) -> LockClient {
-    LockClient::builder(url)
-        .compat(Compat::Redisson)
-        .lease(lease)
-        .build()
-        .await
-        .unwrap()
-}
-
 /// Whether `owner` is "<uuid>:<integer>", as Redisson's owner ids are.
 fn is_redisson_owner(owner: &str) -> bool {
     let (uuid, thread) = owner.split_once(':').unwrap();
@@ -474,7 +464,7 @@ async fn a_read_write_lock_looks_in_redis_as_redissons_does() {
 async fn the_watchdog_renews_redisson_read_holds_and_their_timeout_keys() {
     let url = common::url();
     let lease = Duration::from_millis(1_000);
-    let client = redisson_client_with_lease(&url, lease).await;
+    let client = common::redisson_client(&url, lease).await;
     let redis = common::raw(&url).await;
     let name = common::unique("rw-renew");
     let read = client.read_lock(&name).await.unwrap();
@@ -816,7 +806,7 @@ async fn a_semaphore_looks_in_redis_as_redissons_permit_expirable_semaphore_does
 async fn the_watchdog_renews_redisson_permits_and_an_expired_one_comes_back() {
     let url = common::url();
     let lease = Duration::from_millis(1_000);
-    let client = redisson_client_with_lease(&url, lease).await;
+    let client = common::redisson_client(&url, lease).await;
     let redis = common::raw(&url).await;
     let name = common::unique("sem-renew");
     let semaphore = client.semaphore(&name, 1);

@@ -18,7 +18,6 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fred::interfaces::{HashesInterface, KeysInterface};
-use holdlock::{Compat, LockClient};
 
 use common::peer::Peer;
 
@@ -73,15 +72,6 @@ impl Peer {
     }
 }
 
-async fn redisson_client(url: &str, lease: Duration) -> LockClient {
-    LockClient::builder(url)
-        .compat(Compat::Redisson)
-        .lease(lease)
-        .build()
-        .await
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn both_sides_exclude_each_other_with_no_lost_update() {
     let url = common::url();
@@ -100,7 +90,7 @@ async fn both_sides_exclude_each_other_with_no_lost_update() {
     // Two holdlock clients, each with two tasks of the same sections.
     let mut tasks = Vec::new();
     for _ in 0..2 {
-        let client = redisson_client(&url, LEASE).await;
+        let client = common::redisson_client(&url, LEASE).await;
         let redis = common::raw(&url).await;
         for _ in 0..2 {
             let (client, redis, name, counter) =
@@ -147,7 +137,7 @@ const WOKEN_WITHIN: Duration = Duration::from_secs(1);
 async fn a_redisson_holder_reenters_while_we_wait_and_its_last_release_wakes_us() {
     let url = common::url();
     let name = common::unique("reenter-java");
-    let client = redisson_client(&url, LEASE).await;
+    let client = common::redisson_client(&url, LEASE).await;
     let redis = common::raw(&url).await;
     let mut peer = Peer::start(&url, LEASE);
 
@@ -189,7 +179,7 @@ async fn a_redisson_holder_reenters_while_we_wait_and_its_last_release_wakes_us(
 async fn we_reenter_while_a_redisson_thread_waits_and_our_last_release_wakes_it() {
     let url = common::url();
     let name = common::unique("reenter-rust");
-    let client = redisson_client(&url, LEASE).await;
+    let client = common::redisson_client(&url, LEASE).await;
     let mut peer = Peer::start(&url, LEASE);
 
     let outer = client.lock(&name).await.unwrap();
@@ -217,7 +207,7 @@ async fn we_reenter_while_a_redisson_thread_waits_and_our_last_release_wakes_it(
 async fn a_killed_redisson_holder_frees_the_lock_for_us_within_its_lease() {
     let url = common::url();
     let name = common::unique("killed-java");
-    let client = redisson_client(&url, LEASE).await;
+    let client = common::redisson_client(&url, LEASE).await;
     let lease = Duration::from_secs(3);
     let mut peer = Peer::start(&url, lease);
     peer.call(&format!("lock {name} 1"), Duration::from_secs(10));
@@ -264,7 +254,7 @@ async fn holdlock_holder_process() {
         panic!("HOLDLOCK_INTEROP_HOLDER is `<url> <name> <lease ms>`");
     };
     let lease = Duration::from_millis(lease_ms.parse().unwrap());
-    let client = redisson_client(url, lease).await;
+    let client = common::redisson_client(url, lease).await;
     let _guard = client.lock(name).await.unwrap();
     println!("locked");
     std::future::pending::<()>().await;
@@ -320,7 +310,7 @@ async fn our_watchdog_keeps_a_redisson_waiter_out_past_the_lease() {
     let url = common::url();
     let name = common::unique("watchdog");
     let lease = Duration::from_secs(1);
-    let client = redisson_client(&url, lease).await;
+    let client = common::redisson_client(&url, lease).await;
     let redis = common::raw(&url).await;
     let mut peer = Peer::start(&url, LEASE);
 

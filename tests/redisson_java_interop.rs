@@ -29,7 +29,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fred::interfaces::{HashesInterface, KeysInterface, ListInterface};
-use holdlock::{Compat, LockClient, LockOptions};
+use holdlock::LockOptions;
 
 use common::peer::Peer;
 
@@ -236,15 +236,6 @@ impl Peer {
     }
 }
 
-async fn redisson_client(url: &str, lease: Duration) -> LockClient {
-    LockClient::builder(url)
-        .compat(Compat::Redisson)
-        .lease(lease)
-        .build()
-        .await
-        .unwrap()
-}
-
 /// How long after `released_ms` (epoch ms) a waiter got the lock at `got_ms`.
 fn woke_after(released_ms: u128, got_ms: u128) -> Duration {
     Duration::from_millis(u64::try_from(got_ms.saturating_sub(released_ms)).unwrap())
@@ -279,7 +270,7 @@ async fn both_sides_exclude_each_other_with_no_lost_update(url: &str) {
     // Two holdlock clients, each with two tasks of the same sections.
     let mut tasks = Vec::new();
     for _ in 0..2 {
-        let client = redisson_client(url, LEASE).await;
+        let client = common::redisson_client(url, LEASE).await;
         let redis = common::raw(url).await;
         for _ in 0..2 {
             let (client, redis, name, counter) =
@@ -315,7 +306,7 @@ async fn both_sides_exclude_each_other_with_no_lost_update(url: &str) {
 
 async fn a_java_holder_reenters_while_we_wait_and_its_last_release_wakes_us(url: &str) {
     let name = common::unique("reenter-java");
-    let client = redisson_client(url, LEASE).await;
+    let client = common::redisson_client(url, LEASE).await;
     let redis = common::raw(url).await;
     let mut peer = Peer::start(url, LEASE);
 
@@ -354,7 +345,7 @@ async fn a_java_holder_reenters_while_we_wait_and_its_last_release_wakes_us(url:
 
 async fn we_reenter_while_a_java_thread_waits_and_our_last_release_wakes_it(url: &str) {
     let name = common::unique("reenter-rust");
-    let client = redisson_client(url, LEASE).await;
+    let client = common::redisson_client(url, LEASE).await;
     let mut peer = Peer::start(url, LEASE);
 
     let outer = client.lock(&name).await.unwrap();
@@ -386,7 +377,7 @@ async fn we_reenter_while_a_java_thread_waits_and_our_last_release_wakes_it(url:
 
 async fn a_killed_java_holder_frees_the_lock_for_us_within_its_lease(url: &str) {
     let name = common::unique("killed-java");
-    let client = redisson_client(url, LEASE).await;
+    let client = common::redisson_client(url, LEASE).await;
     let lease = Duration::from_secs(3);
     let mut peer = Peer::start(url, lease);
     peer.call(&format!("lock {name} 1"), Duration::from_secs(10));
@@ -434,7 +425,7 @@ async fn holdlock_holder_process() {
         panic!("HOLDLOCK_JAVA_INTEROP_HOLDER is `<url> <name> <lease ms>`");
     };
     let lease = Duration::from_millis(lease_ms.parse().unwrap());
-    let client = redisson_client(url, lease).await;
+    let client = common::redisson_client(url, lease).await;
     let _guard = client.lock(name).await.unwrap();
     println!("locked");
     std::future::pending::<()>().await;
@@ -486,7 +477,7 @@ async fn a_killed_holdlock_holder_frees_the_lock_for_java_within_its_lease(url: 
 async fn our_watchdog_keeps_a_java_waiter_out_past_the_lease(url: &str) {
     let name = common::unique("watchdog");
     let lease = Duration::from_secs(1);
-    let client = redisson_client(url, lease).await;
+    let client = common::redisson_client(url, lease).await;
     let redis = common::raw(url).await;
     let mut peer = Peer::start(url, LEASE);
 
@@ -516,7 +507,7 @@ async fn our_watchdog_keeps_a_java_waiter_out_past_the_lease(url: &str) {
 async fn fencing_tokens_form_one_increasing_sequence_across_both_sides(url: &str) {
     let name = common::unique("fenced");
     let counter = format!("redisson_lock_token:{{{name}}}");
-    let client = redisson_client(url, LEASE).await;
+    let client = common::redisson_client(url, LEASE).await;
     let redis = common::raw(url).await;
     let mut peer = Peer::start(url, LEASE);
     let fenced = || client.lock(&name).options(LockOptions::fenced());
@@ -597,7 +588,7 @@ async fn fencing_tokens_form_one_increasing_sequence_across_both_sides(url: &str
 /// Whether a read of `name` by another owner than our tasks' is refused now, and a
 /// write too (tried by a client of its own; a hold it gets is given back at once).
 async fn others_refused(url: &str, name: &str) -> (bool, bool) {
-    let other = redisson_client(url, LEASE).await;
+    let other = common::redisson_client(url, LEASE).await;
     let read = other.read_lock(name).try_now().await.unwrap();
     let refused_read = read.is_none();
     if let Some(read) = read {
@@ -619,7 +610,7 @@ async fn read_write_writers_of_both_sides_exclude_each_other_with_no_lost_update
     let running: Vec<u64> = (1..=2)
         .map(|thread| peer.send(&format!("rwcount {name} {thread} {counter} {SECTIONS} 1")))
         .collect();
-    let client = redisson_client(url, LEASE).await;
+    let client = common::redisson_client(url, LEASE).await;
     let redis = common::raw(url).await;
     let tasks: Vec<_> = (0..2)
         .map(|_| {
@@ -657,7 +648,7 @@ async fn read_write_writers_of_both_sides_exclude_each_other_with_no_lost_update
 
 async fn read_write_readers_of_both_sides_share_and_a_writer_of_either_side_is_alone(url: &str) {
     let name = common::unique("rw-share");
-    let client = redisson_client(url, LEASE).await;
+    let client = common::redisson_client(url, LEASE).await;
     let redis = common::raw(url).await;
     let mut peer = Peer::start(url, LEASE);
 
@@ -715,7 +706,7 @@ async fn read_write_readers_of_both_sides_share_and_a_writer_of_either_side_is_a
 
 async fn read_write_a_java_writer_reads_inside_and_its_last_release_wakes_our_readers(url: &str) {
     let name = common::unique("rw-java-writer");
-    let client = redisson_client(url, LEASE).await;
+    let client = common::redisson_client(url, LEASE).await;
     let mut peer = Peer::start(url, LEASE);
     peer.call(&format!("wlock {name} 4"), Duration::from_secs(10));
     peer.call(&format!("rlock {name} 4"), Duration::from_secs(10));
@@ -753,7 +744,7 @@ async fn read_write_a_java_writer_reads_inside_and_its_last_release_wakes_our_re
 
 async fn read_write_our_writer_reads_inside_and_our_last_release_wakes_a_java_writer(url: &str) {
     let name = common::unique("rw-rust-writer");
-    let client = redisson_client(url, LEASE).await;
+    let client = common::redisson_client(url, LEASE).await;
     let mut peer = Peer::start(url, LEASE);
     let write = client.write_lock(&name).await.unwrap();
     let rewrite = client.write_lock(&name).await.unwrap();
@@ -779,7 +770,7 @@ async fn read_write_our_writer_reads_inside_and_our_last_release_wakes_a_java_wr
 async fn read_write_our_watchdog_keeps_a_java_writer_out_past_a_read_lease(url: &str) {
     let name = common::unique("rw-watchdog");
     let lease = Duration::from_secs(1);
-    let client = redisson_client(url, lease).await;
+    let client = common::redisson_client(url, lease).await;
     let redis = common::raw(url).await;
     let mut peer = Peer::start(url, LEASE);
     let read = client.read_lock(&name).await.unwrap();
@@ -805,7 +796,7 @@ async fn read_write_our_watchdog_keeps_a_java_writer_out_past_a_read_lease(url: 
 
 async fn read_write_a_killed_java_reader_frees_the_lock_for_our_writer_within_its_lease(url: &str) {
     let name = common::unique("rw-killed-java");
-    let client = redisson_client(url, LEASE).await;
+    let client = common::redisson_client(url, LEASE).await;
     let lease = Duration::from_secs(3);
     let mut peer = Peer::start(url, lease);
     peer.call(&format!("rlock {name} 1"), Duration::from_secs(10));
@@ -856,7 +847,7 @@ async fn semaphore_permits_of_both_sides_never_exceed_the_limit(url: &str) {
             ))
         })
         .collect();
-    let client = redisson_client(url, LEASE).await;
+    let client = common::redisson_client(url, LEASE).await;
     let redis = common::raw(url).await;
     let tasks: Vec<_> = (0..2)
         .map(|_| {
@@ -906,7 +897,7 @@ async fn semaphore_permits_of_both_sides_never_exceed_the_limit(url: &str) {
 
 async fn semaphore_each_sides_release_wakes_the_others_waiter(url: &str) {
     let name = common::unique("sem-wake");
-    let client = redisson_client(url, LEASE).await;
+    let client = common::redisson_client(url, LEASE).await;
     let semaphore = client.semaphore(&name, 1);
     let mut peer = Peer::start(url, LEASE);
 
@@ -948,7 +939,7 @@ async fn semaphore_each_sides_release_wakes_the_others_waiter(url: &str) {
 
 async fn semaphore_an_expired_permit_of_either_side_is_reclaimed_by_the_other(url: &str) {
     let name = common::unique("sem-expired");
-    let client = redisson_client(url, LEASE).await;
+    let client = common::redisson_client(url, LEASE).await;
     let semaphore = client.semaphore(&name, 1);
     let mut peer = Peer::start(url, LEASE);
     let lease = Duration::from_secs(1);

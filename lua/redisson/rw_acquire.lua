@@ -19,6 +19,7 @@
 -- Granted:  { the owner's count of holds of this side, 0 }
 -- Busy:     { 0, remaining PTTL of the lock in ms (-1 if it has none) }
 -- Raises WRONGTYPE if KEYS[1] is not a hash.
+local redisson = redisson_functions()
 local key, owner, lease, side = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local mode = redis.call('hget', key, 'mode')
 local pttl = redis.call('pttl', key)

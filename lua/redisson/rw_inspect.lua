@@ -12,6 +12,7 @@
 -- its holds' timeout keys (0 for a reader whose keys have all expired: it died, as far
 -- as Redisson can tell). A holder with no expiry is not in the list.
 -- Raises WRONGTYPE (naming the key) if KEYS[1] is not a hash.
+local redisson = redisson_functions()
 local key = KEYS[1]
 local wrong = redisson.wrong_type({ 'hash' })
 if wrong then

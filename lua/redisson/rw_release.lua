@@ -18,6 +18,7 @@
 -- waiter). An inner release leaves the lease as it is (the watchdog keeps it).
 --
 -- Returns the owner's remaining hold count of that side, or -1 if it holds none.
+local redisson = redisson_functions()
 local key, owner, side = KEYS[1], ARGV[1], ARGV[2]
 local publish = ARGV[3] == 'spublish' and 'spublish' or 'publish'
 local mode = redis.call('hget', key, 'mode')

@@ -23,6 +23,7 @@
 -- Busy:     { 0, ms until the first permit's deadline (-1 if none expires) }
 -- Raises "PERMITS <n>" if the semaphore has another number of permits, WRONGTYPE
 -- (naming the key) if a key holds another type.
+local redisson = redisson_functions()
 local key, deadlines, id = KEYS[1], KEYS[2], ARGV[1]
 local permits = tonumber(ARGV[3])
 local publish = ARGV[4] == 'spublish' and 'spublish' or 'publish'

@@ -13,6 +13,7 @@
 --
 -- Returns 1 if a permit was held (its deadline ahead), 0 if none was.
 -- Raises WRONGTYPE (naming the key) if a key holds another type.
+local redisson = redisson_functions()
 local wrong = redisson.wrong_type({ 'string', 'zset' })
 if wrong then
   return wrong

@@ -5,5 +5,6 @@
 -- KEYS[1]  its permits' deadlines
 --
 -- Returns the number of permits whose deadline is still ahead.
+local redisson = redisson_functions()
 local now = redisson.now()
 return redis.call('zcount', KEYS[1], '(' .. now, '+inf')

@@ -13,6 +13,7 @@
 -- Redisson prints it: in hexadecimal. Permits past their deadline are returned as
 -- they are (the next acquire gives them back): the reader compares with the clock.
 -- Raises WRONGTYPE (naming the key) if a key holds another type.
+local redisson = redisson_functions()
 local wrong = redisson.wrong_type({ 'string', 'zset' })
 if wrong then
   return wrong

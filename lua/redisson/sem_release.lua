@@ -10,6 +10,7 @@
 --
 -- Returns 0 if the permit was held, -1 if not (never taken, given back already, or
 -- past its deadline: a permit that ran out is given back all the same).
+local redisson = redisson_functions()
 local deadlines, id = KEYS[2], ARGV[1]
 local deadline = redis.call('zscore', deadlines, id)
 if not deadline then

@@ -25,21 +25,26 @@ fn is_holder(field: &str) -> bool {
     !NOT_HOLDERS.contains(&field) && !field.starts_with(DATA)
 }
 
-/// The owners a waiter for a lock of `kind` whose hash has the fields `fields` waits
+/// The owners a waiter for the lock `names` whose hash has the fields `fields` waits
 /// for, for the wait-for graph (see `waiting/deadlock.rs`): its holders, a write
-/// hold's field without its `:w`. None for a semaphore: a waiter for a permit waits
-/// for any one of its holders, not for each, so a cycle through it need not be a
+/// hold's field without its suffix (`:w`, or Redisson's `:write`: see
+/// [`LockNames::write_suffix`]). None for a semaphore: a waiter for a permit waits for
+/// any one of its holders, not for each, so a cycle through it need not be a
 /// deadlock.
 pub(crate) fn owners_waited_for<'f>(
-    kind: LockKind,
+    names: &LockNames,
     fields: impl Iterator<Item = &'f str>,
 ) -> Vec<&'f str> {
-    if kind == LockKind::Semaphore {
+    if names.kind.public() == LockKind::Semaphore {
         return Vec::new();
     }
+    let write_suffix = names.write_suffix();
     let mut owners: Vec<&str> = fields
         .filter(|field| is_holder(field))
-        .map(fields::owner_of)
+        .map(|field| match write_suffix {
+            "" => field,
+            suffix => field.strip_suffix(suffix).unwrap_or(field),
+        })
         .collect();
     owners.sort_unstable();
     owners.dedup();
@@ -97,19 +102,6 @@ pub(crate) mod fields {
     /// What the field keeping a holder's data starts with: `data:<holder field>` (see
     /// `LockOptions::data` and `lua/acquire.lua`).
     pub(crate) const DATA: &str = "data:";
-    /// What a field ends with when it counts write holds (`lua/rw_acquire.lua`).
-    pub(crate) const WRITE_HOLDS: &str = ":w";
-    /// The same, in the layout of Redisson's `RReadWriteLock`.
-    pub(crate) const REDISSON_WRITE_HOLDS: &str = ":write";
-
-    /// The owner a holder field belongs to: a write hold's field without its suffix
-    /// (no owner id ends in either suffix).
-    pub(crate) fn owner_of(field: &str) -> &str {
-        field
-            .strip_suffix(REDISSON_WRITE_HOLDS)
-            .or_else(|| field.strip_suffix(WRITE_HOLDS))
-            .unwrap_or(field)
-    }
 }
 use fields::{DATA, NOT_HOLDERS};
 

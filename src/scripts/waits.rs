@@ -44,9 +44,8 @@ pub(crate) async fn clear_wait(client: &Client, key: &str) -> Result<()> {
 /// [`operator::owners_waited_for`] reads them).
 pub(crate) async fn read_holders(client: &Client, names: &LockNames) -> Result<Vec<String>> {
     let fields: Vec<String> = client.hkeys(&*names.key).await?;
-    let kind = names.kind.public();
     Ok(
-        operator::owners_waited_for(kind, fields.iter().map(String::as_str))
+        operator::owners_waited_for(names, fields.iter().map(String::as_str))
             .into_iter()
             .map(str::to_owned)
             .collect(),

@@ -626,3 +626,13 @@ pub fn node_id(node: &RedisServer) -> String {
 pub fn redis_cli_cluster(args: &[&str]) {
     server::redis_cli_cluster(args).unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// A client in Redisson's layout (`Compat::Redisson`) whose watchdog keeps `lease`.
+pub async fn redisson_client(url: &str, lease: Duration) -> LockClient {
+    LockClient::builder(url)
+        .compat(holdlock::Compat::Redisson)
+        .lease(lease)
+        .build()
+        .await
+        .unwrap()
+}
