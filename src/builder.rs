@@ -520,7 +520,8 @@ impl LockClientBuilder {
             Arc::new(protocol),
             (waiting, holds),
             chores,
-        );
+        )
+        .await;
         Ok(LockClient::over(engine))
     }
 

@@ -40,8 +40,8 @@
 //! # Notices to this client
 //!
 //! Besides the release channels of the locks it waits for, each client listens on one
-//! channel of its own, `<prefix>client:<client id>`, subscribed at start (and again
-//! after every reconnection): `lua/force_unlock.lua` tells there each client whose
+//! channel of its own, `<prefix>client:<client id>`, subscribed before the client is
+//! built (and again after every reconnection): `lua/force_unlock.lua` tells there each client whose
 //! holds it broke, so that they hear it within a round trip instead of at their next
 //! renewal (see [`Waiting::listen_for_notices`]).
 //!
@@ -322,30 +322,46 @@ impl Waiting {
 
     /// Listens on `channel`, this client's own (see the module docs), handing each
     /// message there to `handler` (on the task that reads messages: it must not
-    /// block). Subscribes in the background, now and after every reconnection; a
-    /// subscription that fails is logged, and notices are missed until the next
-    /// reconnection (a holder then hears at its next renewal, as without them).
-    pub(crate) fn listen_for_notices(self: &Arc<Self>, channel: String, handler: NoticeHandler) {
+    /// block). Subscribes now (returning once the server confirmed it, so that a
+    /// force-unlock of the client's first hold is heard) and again after every
+    /// reconnection, in the background. A subscription that fails is logged, and
+    /// notices are missed until the next reconnection (a holder then hears at its
+    /// next renewal, as without them).
+    pub(crate) async fn listen_for_notices(
+        self: &Arc<Self>,
+        channel: String,
+        handler: NoticeHandler,
+    ) {
         if self.notices.set(Notices { channel, handler }).is_ok() {
-            self.subscribe_notices();
+            Self::subscribe_notices_on(self.subscriber.clone(), self.notices_channel()).await;
         }
     }
 
-    /// Subscribes this client's own channel, in the background.
+    /// Subscribes this client's own channel again, in the background.
     fn subscribe_notices(self: &Arc<Self>) {
-        let Some(channel) = self.notices.get().map(|notices| notices.channel.clone()) else {
-            return;
-        };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let subscriber = self.subscriber.clone();
-        runtime.spawn(async move {
-            use fred::interfaces::PubsubInterface;
-            if let Err(error) = subscriber.subscribe(channel.as_str()).await {
-                tracing::debug!(%error, %channel, "could not subscribe the client's own channel");
-            }
-        });
+        runtime.spawn(Self::subscribe_notices_on(
+            self.subscriber.clone(),
+            self.notices_channel(),
+        ));
+    }
+
+    /// This client's own channel, once [`Waiting::listen_for_notices`] named it.
+    fn notices_channel(&self) -> Option<String> {
+        self.notices.get().map(|notices| notices.channel.clone())
+    }
+
+    /// Subscribes `subscriber` to `channel` (if any), logging a failure.
+    async fn subscribe_notices_on(subscriber: SubscriberClient, channel: Option<String>) {
+        use fred::interfaces::PubsubInterface;
+        let Some(channel) = channel else {
+            return;
+        };
+        if let Err(error) = subscriber.subscribe(channel.as_str()).await {
+            tracing::debug!(%error, %channel, "could not subscribe the client's own channel");
+        }
     }
 
     /// Hands a release message on `channel` on, in the room of each lock told there

@@ -225,7 +225,29 @@ common::on_every_topology!(
     force_unlock_of_a_read_write_lock_frees_readers_and_writer,
     data_kept_with_a_hold_is_shown_for_every_kind_and_goes_with_it,
     every_kinds_holder_is_told_of_a_force_unlock_at_once,
+    a_new_clients_first_hold_is_told_of_a_force_unlock,
 );
+
+/// `build()` returns once the client listens on its own channel: the first hold of a
+/// client just built is told of a force-unlock at once. (When the subscription was
+/// made in the background, a force-unlock right after the build could come before it,
+/// about one client in ten on a Valkey cluster, and the holder heard only at its next
+/// renewal.)
+async fn a_new_clients_first_hold_is_told_of_a_force_unlock(url: &str) {
+    let operator = common::connect(url).await;
+    for round in 0..16 {
+        let holder = LockClient::builder(url).build().await.unwrap();
+        let name = common::unique("told-first");
+        let guard = holder.lock(&name).await.unwrap();
+        assert!(operator.force_unlock(&name).await.unwrap());
+        tokio::time::timeout(Duration::from_secs(1), guard.lost())
+            .await
+            .unwrap_or_else(|_| {
+                panic!("round {round}: the new client's holder was not told within 1 s")
+            });
+        holder.shutdown().await;
+    }
+}
 
 /// A force-unlock tells the holder's client on its own channel: every kind's guard is
 /// lost within a round trip or two, not at its next renewal (10 s away with a 30 s

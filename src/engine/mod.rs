@@ -79,8 +79,9 @@ pub(crate) enum Attempt {
 impl Engine {
     /// The engine of a new client `id` with `config`, over `protocol` (connected),
     /// waking waiters through `waiting`, keeping its holds in `holds` (which `waiting`
-    /// reads too).
-    pub(crate) fn start(
+    /// reads too). Returns once the client's own channel is subscribed (see
+    /// [`Waiting::listen_for_notices`]).
+    pub(crate) async fn start(
         id: Uuid,
         config: ClientConfig,
         protocol: Arc<Protocol>,
@@ -102,14 +103,17 @@ impl Engine {
             acquisitions: acquire::Pending::default(),
         });
         let weak = Arc::downgrade(&engine);
-        engine.waiting.listen_for_notices(
-            crate::keys::client_channel(&engine.config.prefix, id),
-            Box::new(move |registry| {
-                if let Some(engine) = weak.upgrade() {
-                    engine.check_broken_holds(registry);
-                }
-            }),
-        );
+        engine
+            .waiting
+            .listen_for_notices(
+                crate::keys::client_channel(&engine.config.prefix, id),
+                Box::new(move |registry| {
+                    if let Some(engine) = weak.upgrade() {
+                        engine.check_broken_holds(registry);
+                    }
+                }),
+            )
+            .await;
         engine
     }
 
