@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use fred::types::scripts::Script;
+
 /// A `Result` whose error defaults to [`LockError`].
 pub type Result<T, E = LockError> = std::result::Result<T, E>;
 
@@ -203,15 +205,27 @@ impl LockError {
 
     /// Maps a Redis error, recognising WRONGTYPE for `key`.
     pub(crate) fn from_redis(error: fred::error::Error, key: &str) -> Self {
-        Self::from_script(error, &[key])
+        Self::from_script(error, &[key], None)
     }
 
-    /// Maps the error of a script called with `keys`, recognising WRONGTYPE: for the
-    /// key a script names in its own error (`WRONGTYPE KEYS[n] ...`, see `lua/`), else
-    /// for the first key (every other key is checked by the scripts themselves).
-    pub(crate) fn from_script(error: fred::error::Error, keys: &[&str]) -> Self {
-        if classify(&error) != Cause::WrongType {
-            return LockError::from(error);
+    /// Maps the error of `script` (if known) called with `keys`, recognising WRONGTYPE:
+    /// for the key a script names in its own error (`WRONGTYPE KEYS[n] ...`, see
+    /// `lua/`), else for the first key (every other key is checked by the scripts
+    /// themselves); and a command the ACL refused inside the script, which Redis 7.0
+    /// does not name, read from the line of the script's source that Redis names.
+    pub(crate) fn from_script(
+        error: fred::error::Error,
+        keys: &[&str],
+        script: Option<&Script>,
+    ) -> Self {
+        match classify(&error) {
+            Cause::WrongType => {}
+            Cause::NoPerm => {
+                return LockError::PermissionDenied {
+                    detail: refusal_detail(error.details(), script),
+                };
+            }
+            _ => return LockError::from(error),
         }
         let details = error.details();
         let at = details.find("WRONGTYPE").unwrap_or(0);
@@ -236,7 +250,7 @@ impl From<fred::error::Error> for LockError {
         let details = error.details();
         match classify(&error) {
             Cause::NoPerm => LockError::PermissionDenied {
-                detail: refusal_detail(details),
+                detail: refusal_detail(details, None),
             },
             Cause::Tls => {
                 let detail = match details.find("InvalidCertificate") {
@@ -344,9 +358,9 @@ const SCRIPT_REFUSALS: [&str; 2] = ["ACL failure in script:", "The user executin
 
 /// The `detail` of [`LockError::PermissionDenied`]: Redis's explanation after
 /// `NOPERM`; or, for a command refused inside a script, Redis's explanation, the
-/// command (when Redis does not name it: the one the script calls on the line Redis
-/// names) and where the script called it.
-fn refusal_detail(details: &str) -> String {
+/// command (when Redis does not name it: the one `script` calls on the line Redis
+/// names, if Redis names `script`) and where the script called it.
+fn refusal_detail(details: &str, script: Option<&Script>) -> String {
     if let Some(at) = details.find("NOPERM") {
         return details[at + "NOPERM".len()..].trim().to_owned();
     }
@@ -372,7 +386,7 @@ fn refusal_detail(details: &str) -> String {
     if !explanation.contains("' command") {
         let commands = sha
             .zip(line)
-            .and_then(|(sha, line)| script_commands(sha, line))
+            .and_then(|(sha, line)| script_commands(script?, sha, line))
             .unwrap_or_default();
         if !commands.is_empty() {
             let quoted: Vec<String> = commands.iter().map(|c| format!("'{c}'")).collect();
@@ -404,107 +418,14 @@ fn number_after(text: &str, marker: &str) -> Option<usize> {
     rest[..end].parse().ok()
 }
 
-/// Every script in `lua/` (a test checks that none is missing): where Redis does not
-/// name a command it refused inside a script, the command is read from the script's
-/// source.
-const LUA: [&str; 39] = [
-    include_str!("../lua/acquire.lua"),
-    include_str!("../lua/acquire_many.lua"),
-    include_str!("../lua/complete_period.lua"),
-    include_str!("../lua/election_elect.lua"),
-    include_str!("../lua/election_leader.lua"),
-    include_str!("../lua/election_resign.lua"),
-    include_str!("../lua/fair_acquire.lua"),
-    include_str!("../lua/fair_leave.lua"),
-    include_str!("../lua/fair_queue.lua"),
-    include_str!("../lua/fair_release.lua"),
-    include_str!("../lua/fence.lua"),
-    include_str!("../lua/fencing.lua"),
-    include_str!("../lua/force_unlock.lua"),
-    include_str!("../lua/inspect.lua"),
-    include_str!("../lua/lease_renew.lua"),
-    include_str!("../lua/leases.lua"),
-    include_str!("../lua/redisson/acquire.lua"),
-    include_str!("../lua/redisson/layout.lua"),
-    include_str!("../lua/redisson/release.lua"),
-    include_str!("../lua/redisson/rw_acquire.lua"),
-    include_str!("../lua/redisson/rw_inspect.lua"),
-    include_str!("../lua/redisson/rw_release.lua"),
-    include_str!("../lua/redisson/sem_acquire.lua"),
-    include_str!("../lua/redisson/sem_force.lua"),
-    include_str!("../lua/redisson/sem_held.lua"),
-    include_str!("../lua/redisson/sem_inspect.lua"),
-    include_str!("../lua/redisson/sem_release.lua"),
-    include_str!("../lua/reenter.lua"),
-    include_str!("../lua/release.lua"),
-    include_str!("../lua/release_hold.lua"),
-    include_str!("../lua/release_many.lua"),
-    include_str!("../lua/renew.lua"),
-    include_str!("../lua/renew_many.lua"),
-    include_str!("../lua/rw_acquire.lua"),
-    include_str!("../lua/rw_release.lua"),
-    include_str!("../lua/rw_unmark.lua"),
-    include_str!("../lua/sem_acquire.lua"),
-    include_str!("../lua/sem_available.lua"),
-    include_str!("../lua/sem_release.lua"),
-];
-
-/// The commands that the script with SHA-1 `sha` calls on its line `line` (counted
-/// from 1), if it is one of this crate's. The scripts sent are files of `lua/`, each
-/// after none, some or all of the files that only define functions for others
-/// (`local fencing = {}`: `fencing.lua`, `leases.lua`, ...), in any order: every such
-/// combination is hashed, once, the first time a script is refused.
-fn script_commands(sha: &str, line: usize) -> Option<Vec<String>> {
-    static KNOWN: std::sync::OnceLock<Vec<(String, Vec<&'static str>)>> =
-        std::sync::OnceLock::new();
-    let known = KNOWN.get_or_init(|| {
-        let libraries: Vec<&'static str> = LUA
-            .into_iter()
-            .filter(|source| source.lines().any(|line| defines_functions(line, source)))
-            .collect();
-        let mut preludes: Vec<Vec<&'static str>> = vec![Vec::new()];
-        let mut longer = preludes.clone();
-        for _ in &libraries {
-            longer = longer
-                .iter()
-                .flat_map(|prelude| {
-                    libraries
-                        .iter()
-                        .filter(|library| !prelude.contains(library))
-                        .map(|library| [prelude.as_slice(), &[*library]].concat())
-                })
-                .collect();
-            preludes.extend(longer.iter().cloned());
-        }
-        preludes
-            .iter()
-            .flat_map(|prelude| {
-                LUA.iter()
-                    .map(|body| [prelude.as_slice(), &[*body]].concat())
-            })
-            .map(|parts| (fred::util::sha1_hash(&parts.concat()), parts))
-            .collect()
-    });
-    let (_, parts) = known
-        .iter()
-        .find(|(hash, _)| hash.eq_ignore_ascii_case(sha))?;
-    let source = parts.concat();
-    let text = source.lines().nth(line.checked_sub(1)?)?;
+/// The commands that `script` calls on its line `line` (counted from 1), if its SHA-1
+/// is `sha` (the script Redis names is the one sent).
+fn script_commands(script: &Script, sha: &str, line: usize) -> Option<Vec<String>> {
+    if !script.sha1().eq_ignore_ascii_case(sha) {
+        return None;
+    }
+    let text = script.lua()?.lines().nth(line.checked_sub(1)?)?;
     Some(commands_on(text).into_iter().map(str::to_owned).collect())
-}
-
-/// Whether `line` starts a table of functions for other scripts (`local fencing = {}`,
-/// with `function fencing.` in its `source`; indented where a function makes the table,
-/// as `leases_functions()` does), not a plain local table.
-fn defines_functions(line: &str, source: &str) -> bool {
-    line.trim_start()
-        .strip_prefix("local ")
-        .and_then(|rest| rest.strip_suffix(" = {}"))
-        .is_some_and(|name| {
-            !name.is_empty()
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-                && source.contains(&["function ", name, "."].concat())
-        })
 }
 
 /// The commands that `line` of a Lua script calls: the quoted words of each
@@ -557,6 +478,7 @@ mod tests {
         match LockError::from_script(
             Error::new(ErrorKind::InvalidArgument, details.to_owned()),
             keys,
+            None,
         ) {
             LockError::WrongType { key } => Some(key),
             _ => None,
@@ -621,15 +543,24 @@ mod tests {
         }
     }
 
-    /// Redis 7.0's reply when the ACL refuses a command that line `line` of `source`
+    /// Redis 7.0's reply when the ACL refuses a command that line `line` of `script`
     /// calls (as a user without `zadd` got for an `EVAL` of `return lib.add(KEYS[1])`,
     /// whose `lib.add` calls `zadd` on line 3).
-    fn refused_in_script(source: &str, line: usize) -> String {
-        let sha = fred::util::sha1_hash(source);
+    fn refused_in_script(script: &Script, line: usize) -> String {
         format!(
             "ERR The user executing the script can't run this command or subcommand \
-             script: {sha}, on @user_script:{line}."
+             script: {}, on @user_script:{line}.",
+            script.sha1()
         )
+    }
+
+    /// The detail of `text` as the error of `script`.
+    fn denied_in(script: &Script, text: &str) -> String {
+        let error = Error::new(ErrorKind::Unknown, text.to_owned());
+        match LockError::from_script(error, &["k"], Some(script)) {
+            LockError::PermissionDenied { detail } => detail,
+            other => panic!("not a permission error: {other:?}"),
+        }
     }
 
     /// The line (counted from 1) of `source` that first contains `text`.
@@ -647,28 +578,33 @@ mod tests {
             "The user executing the script can't run this command or subcommand \
              (line 3 of script bbc548ba677bc9190e4e8d8adbdf0d2257a5f193)"
         );
-        // This crate's scripts, alone or after others: the command is read from the line.
-        let available = include_str!("../lua/sem_available.lua");
-        let line = line_of(available, "redis.call('zcount'");
-        let detail = denied(&refused_in_script(available, line));
+        // The script sent, alone or after others: the command is read from the line.
+        let available = Script::from_lua(include_str!("../lua/sem_available.lua"));
+        let line = line_of(available.lua().unwrap(), "redis.call('zcount'");
+        let text = refused_in_script(&available, line);
+        let detail = denied_in(&available, &text);
         assert!(
             detail.starts_with(
                 "The user executing the script can't run this command or subcommand: 'zcount' (line "
             ),
             "{detail}"
         );
-        let fair = concat!(
+        // Not read from another script than the one Redis names, nor without one.
+        let other = Script::from_lua("return 1");
+        assert!(!denied_in(&other, &text).contains("'zcount'"));
+        assert!(!denied(&text).contains("'zcount'"));
+        let fair = Script::from_lua(concat!(
             include_str!("../lua/fencing.lua"),
             include_str!("../lua/fair_queue.lua"),
             include_str!("../lua/fair_acquire.lua")
-        );
+        ));
         for (command, called) in [
             ("'zadd'", "redis.call('zadd'"),
             ("'zrangebyscore'", "redis.call('zrangebyscore'"),
             ("'spublish' or 'publish'", "'spublish' or 'publish'"),
         ] {
-            let line = line_of(fair, called);
-            let detail = denied(&refused_in_script(fair, line));
+            let line = line_of(fair.lua().unwrap(), called);
+            let detail = denied_in(&fair, &refused_in_script(&fair, line));
             assert!(
                 detail.contains(&format!("subcommand: {command} (line {line} of script ")),
                 "{detail}"
@@ -700,23 +636,6 @@ mod tests {
             refused("ERR Error running script: @user_script:3: something else"),
             LockError::Redis(_)
         ));
-    }
-
-    #[test]
-    fn every_script_in_lua_is_known_to_the_refusal_reader() {
-        let mut files = 0;
-        for dir in ["/lua", "/lua/redisson"] {
-            let dir = [env!("CARGO_MANIFEST_DIR"), dir].concat();
-            for entry in std::fs::read_dir(dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.extension().is_some_and(|ext| ext == "lua") {
-                    let source = std::fs::read_to_string(&path).unwrap();
-                    assert!(LUA.contains(&source.as_str()), "{path:?} is not in LUA");
-                    files += 1;
-                }
-            }
-        }
-        assert_eq!(files, LUA.len());
     }
 }
 

@@ -326,7 +326,7 @@ impl Scripts {
             }
             sent = send().await;
         }
-        sent.map_err(|error| script_error(error, keys))
+        sent.map_err(|error| script_error(error, script, keys))
     }
 
     /// `command key [field]` (`HGET`, `GET`) on `client`, sent again like a script when
@@ -364,10 +364,10 @@ impl Scripts {
     }
 }
 
-/// The error of a script on `keys` (see [`LockError::from_script`]).
-fn script_error(error: fred::error::Error, keys: &[impl ScriptKey]) -> LockError {
+/// The error of `script` on `keys` (see [`LockError::from_script`]).
+fn script_error(error: fred::error::Error, script: &Script, keys: &[impl ScriptKey]) -> LockError {
     let keys: Vec<&str> = keys.iter().map(ScriptKey::as_str).collect();
-    LockError::from_script(error, &keys)
+    LockError::from_script(error, &keys, Some(script))
 }
 
 /// How a script is sent: `delivery`'s attempts and what is left of the call's time.
