@@ -74,6 +74,7 @@ mod give_up;
 mod hand_off;
 mod mark;
 mod named;
+mod notices;
 mod places;
 mod shards;
 mod wait;
@@ -85,6 +86,7 @@ use hand_off::Due;
 pub(crate) use mark::Mark;
 use named::Named;
 pub(crate) use named::{Handed, NamedWaiter, PlacesCheck};
+use notices::{NoticeHandler, Notices};
 pub(crate) use places::Places;
 pub(crate) use wait::{Asked, Policy, Refusal, nap_until, wait};
 
@@ -128,23 +130,6 @@ pub(crate) struct Waiting {
     local_waits: Mutex<HashMap<String, LocalWait>>,
     /// The deadlock checks' recent walks, by lock (see [`Waiting::explored`]).
     walks: Mutex<Walks>,
-}
-
-/// What a message on a client's own channel is handed to: the message's bytes.
-pub(crate) type NoticeHandler = Box<dyn Fn(&[u8]) + Send + Sync>;
-
-/// A client's own channel (see the module docs) and its handler.
-struct Notices {
-    channel: String,
-    handler: NoticeHandler,
-}
-
-impl std::fmt::Debug for Notices {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Notices")
-            .field("channel", &self.channel)
-            .finish_non_exhaustive()
-    }
 }
 
 #[derive(Debug, Default)]
@@ -305,7 +290,7 @@ impl Waiting {
                     // The new connection has no subscriptions: each head subscribes
                     // again when woken below, and the client's own channel now.
                     waiting.connection.fetch_add(1, Ordering::AcqRel);
-                    waiting.subscribe_notices();
+                    tokio::spawn(waiting.subscribe_notices());
                 }
                 match message {
                     Some(message) => {
@@ -322,54 +307,30 @@ impl Waiting {
 
     /// Listens on `channel`, this client's own (see the module docs), handing each
     /// message there to `handler` (on the task that reads messages: it must not
-    /// block). Subscribes now (returning once the server confirmed it, so that a
-    /// force-unlock of the client's first hold is heard) and again after every
-    /// reconnection, in the background. A subscription that fails is logged, and
-    /// notices are missed until the next reconnection (a holder then hears at its
-    /// next renewal, as without them).
+    /// block). Subscribes now, returning once the server confirmed it (so that a
+    /// force-unlock of the client's first hold is heard), and again after every
+    /// reconnection (see [`Notices`]).
     pub(crate) async fn listen_for_notices(
         self: &Arc<Self>,
         channel: String,
         handler: NoticeHandler,
     ) {
-        if self.notices.set(Notices { channel, handler }).is_ok() {
-            Self::subscribe_notices_on(self.subscriber.clone(), self.notices_channel()).await;
+        if self.notices.set(Notices::new(channel, handler)).is_ok() {
+            self.subscribe_notices().await;
         }
     }
 
-    /// Subscribes this client's own channel again, in the background.
-    fn subscribe_notices(self: &Arc<Self>) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        runtime.spawn(Self::subscribe_notices_on(
-            self.subscriber.clone(),
-            self.notices_channel(),
-        ));
-    }
-
-    /// This client's own channel, once [`Waiting::listen_for_notices`] named it.
-    fn notices_channel(&self) -> Option<String> {
-        self.notices.get().map(|notices| notices.channel.clone())
-    }
-
-    /// Subscribes `subscriber` to `channel` (if any), logging a failure.
-    async fn subscribe_notices_on(subscriber: SubscriberClient, channel: Option<String>) {
-        use fred::interfaces::PubsubInterface;
-        let Some(channel) = channel else {
-            return;
-        };
-        if let Err(error) = subscriber.subscribe(channel.as_str()).await {
-            tracing::debug!(%error, %channel, "could not subscribe the client's own channel");
-        }
+    /// Subscribes this client's own channel, if it listens there (see [`Notices`]).
+    fn subscribe_notices(&self) -> impl Future<Output = ()> + Send + 'static {
+        notices::subscribe(self.subscriber.clone(), self.notices.get())
     }
 
     /// Hands a release message on `channel` on, in the room of each lock told there
     /// (Redisson's layout gives two names one channel), or a notice on this client's
     /// own channel to its handler.
     fn dispatch(&self, channel: &str, message: &fred::types::Value) {
-        if let Some(notices) = self.notices.get().filter(|n| n.channel == channel) {
-            (notices.handler)(message.as_bytes().unwrap_or_default());
+        if let Some(notices) = self.notices.get().filter(|n| n.channel() == channel) {
+            notices.hand_on(message.as_bytes().unwrap_or_default());
             return;
         }
         let rooms = self.rooms.lock();

@@ -20,12 +20,32 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use fred::interfaces::{ClusterInterface, PubsubInterface};
+use fred::clients::SubscriberClient;
+use fred::interfaces::{ClientLike, ClusterInterface, PubsubInterface};
 use fred::types::config::Server;
+use fred::types::{ClusterHash, CustomCommand, Value};
 use fred::util::redis_keyslot;
 use tokio::time::MissedTickBehavior;
 
 use super::{Room, Waiting};
+
+/// Subscribes `subscriber` to the plain channel `channel`, returning once the server
+/// has subscribed it. fred 10 expects no reply to `SUBSCRIBE` (its confirmation comes
+/// out of band) and resolves the call as soon as the command is handed to the
+/// connection, possibly before it was even written; a `PING` on the same connection
+/// (the node of the client's id on a cluster, where fred sends plain subscriptions)
+/// answers only after Redis ran the `SUBSCRIBE` before it. (A refused `SUBSCRIBE`'s
+/// error then arrives as the `PING`'s reply, and is returned.)
+pub(super) async fn subscribe_plain(
+    subscriber: &SubscriberClient,
+    channel: &str,
+) -> fred::prelude::FredResult<()> {
+    subscriber.subscribe(channel).await?;
+    let slot = redis_keyslot(subscriber.id().as_bytes());
+    let ping = CustomCommand::new_static("PING", ClusterHash::Custom(slot), false);
+    let _: Value = subscriber.custom(ping, Vec::<Value>::new()).await?;
+    Ok(())
+}
 
 /// How often the slot map is re-read while shard channels are subscribed.
 pub(super) const SLOT_CHECK: Duration = Duration::from_secs(1);
@@ -38,7 +58,7 @@ impl Waiting {
         room: &Room,
     ) -> fred::prelude::FredResult<()> {
         if !self.sharded {
-            return self.subscriber.subscribe(channel).await;
+            return subscribe_plain(&self.subscriber, channel).await;
         }
         Box::pin(self.subscriber.ssubscribe(channel)).await?;
         *room.node.lock() = self.node_of(channel);
