@@ -66,8 +66,35 @@ mod sealed {
             give_up: D,
         ) -> impl Future<Output = Result<Result<Self::Guard, D::GaveUp>>> + Send;
     }
+
+    /// A kind taken by one name (the mutex, the fair lock and the read-write lock's
+    /// two sides): one [`Take`] serves them all, with what sets each apart.
+    pub trait OneName: Copy + Send {
+        /// The kind's guard.
+        type Guard: Held;
+
+        /// The lock's name.
+        fn lock_name(&self) -> &str;
+
+        /// The call's name in its span.
+        fn call(single_try: bool) -> &'static str;
+
+        /// `options` checked against `client`'s and against what the kind can honour:
+        /// every option, unless the kind says otherwise.
+        fn resolve(client: &LockClient, options: &LockOptions) -> Result<ResolvedOptions> {
+            options.resolve(client.engine().config())
+        }
+
+        /// As [`Take::take`].
+        fn take<D: GiveUp + Send>(
+            self,
+            client: &LockClient,
+            options: ResolvedOptions,
+            give_up: D,
+        ) -> impl Future<Output = Result<Result<Self::Guard, D::GaveUp>>> + Send;
+    }
 }
-use sealed::Take;
+use sealed::{OneName, Take};
 
 /// A kind of lock the front door takes: [`Mutex`], [`Fair`], [`Read`], [`Write`],
 /// [`SemaphorePermit`] and [`All`]. Sealed: only this crate's kinds implement it.
@@ -164,6 +191,12 @@ impl<'c, K: Acquirable> Acquire<'c, K> {
 }
 
 impl<'c, K: Acquirable, M> Acquire<'c, K, M> {
+    /// The client, the lock, and the request's options checked for its kind.
+    fn resolved(self) -> Result<(&'c LockClient, K, ResolvedOptions)> {
+        let resolved = self.target.resolve(self.client, &self.options)?;
+        Ok((self.client, self.target, resolved))
+    }
+
     /// The same request in another mode.
     fn to<N>(self, options: LockOptions) -> Acquire<'c, K, N> {
         Acquire {
@@ -316,13 +349,7 @@ impl<'c, K: Acquirable + 'c> IntoFuture for Acquire<'c, K> {
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
-            let Self {
-                client,
-                target,
-                options,
-                ..
-            } = self;
-            let resolved = target.resolve(client, &options)?;
+            let (client, target, resolved) = self.resolved()?;
             match take(client, target, resolved, Endless).await? {
                 Ok(guard) => Ok(guard),
                 Err(never) => match never {},
@@ -337,13 +364,7 @@ impl<'c, K: Acquirable + 'c> IntoFuture for Acquire<'c, K, Bounded> {
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
-            let Self {
-                client,
-                target,
-                options,
-                ..
-            } = self;
-            let resolved = target.resolve(client, &options)?;
+            let (client, target, resolved) = self.resolved()?;
             match resolved.deadline()? {
                 None => Ok(take(client, target, resolved, Endless).await?.ok()),
                 Some(deadline) => {
@@ -406,19 +427,40 @@ pub struct All {
     names: Result<Vec<String>>,
 }
 
-impl Take for Mutex<'_> {
-    type Guard = LockGuard;
+impl<K: OneName> Take for K {
+    type Guard = K::Guard;
 
     fn name(&self) -> &str {
-        self.0
+        self.lock_name()
     }
 
     fn resolve(&self, client: &LockClient, options: &LockOptions) -> Result<ResolvedOptions> {
-        options.resolve(client.engine().config())
+        K::resolve(client, options)
     }
 
     fn call(&self, single_try: bool) -> Option<&'static str> {
-        Some(if single_try { "try_lock" } else { "lock" })
+        Some(K::call(single_try))
+    }
+
+    fn take<D: GiveUp + Send>(
+        self,
+        client: &LockClient,
+        options: ResolvedOptions,
+        give_up: D,
+    ) -> impl Future<Output = Result<Result<K::Guard, D::GaveUp>>> + Send {
+        OneName::take(self, client, options, give_up)
+    }
+}
+
+impl OneName for Mutex<'_> {
+    type Guard = LockGuard;
+
+    fn lock_name(&self) -> &str {
+        self.0
+    }
+
+    fn call(single_try: bool) -> &'static str {
+        if single_try { "try_lock" } else { "lock" }
     }
 
     fn take<D: GiveUp + Send>(
@@ -431,19 +473,15 @@ impl Take for Mutex<'_> {
     }
 }
 
-impl Take for Fair<'_> {
+impl OneName for Fair<'_> {
     type Guard = LockGuard;
 
-    fn name(&self) -> &str {
+    fn lock_name(&self) -> &str {
         self.0
     }
 
-    fn resolve(&self, client: &LockClient, options: &LockOptions) -> Result<ResolvedOptions> {
-        options.resolve(client.engine().config())
-    }
-
-    fn call(&self, _: bool) -> Option<&'static str> {
-        Some("fair_lock")
+    fn call(_: bool) -> &'static str {
+        "fair_lock"
     }
 
     fn take<D: GiveUp + Send>(
@@ -456,63 +494,41 @@ impl Take for Fair<'_> {
     }
 }
 
-impl Take for Read<'_> {
-    type Guard = ReadGuard;
+/// The read-write lock's side `$side`, whose guard is `$guard`, its call `$call` and
+/// its kind `$kind` of a layout.
+macro_rules! side {
+    ($side:ident, $guard:ident, $call:literal, $kind:path) => {
+        impl OneName for $side<'_> {
+            type Guard = $guard;
 
-    fn name(&self) -> &str {
-        self.0
-    }
+            fn lock_name(&self) -> &str {
+                self.0
+            }
 
-    fn resolve(&self, client: &LockClient, options: &LockOptions) -> Result<ResolvedOptions> {
-        let config = client.engine().config();
-        options.resolve_for(config, Kind::read(config.compat))
-    }
+            fn call(_: bool) -> &'static str {
+                $call
+            }
 
-    fn call(&self, _: bool) -> Option<&'static str> {
-        Some("read_lock")
-    }
+            fn resolve(client: &LockClient, options: &LockOptions) -> Result<ResolvedOptions> {
+                let config = client.engine().config();
+                options.resolve_for(config, $kind(config.compat))
+            }
 
-    async fn take<D: GiveUp + Send>(
-        self,
-        client: &LockClient,
-        options: ResolvedOptions,
-        give_up: D,
-    ) -> Result<Result<ReadGuard, D::GaveUp>> {
-        let taken = client
-            .take_side(self.0, Kind::read(client.compat()), options, give_up)
-            .await?;
-        Ok(taken.map(ReadGuard::new))
-    }
+            async fn take<D: GiveUp + Send>(
+                self,
+                client: &LockClient,
+                options: ResolvedOptions,
+                give_up: D,
+            ) -> Result<Result<$guard, D::GaveUp>> {
+                let side = $kind(client.compat());
+                let taken = client.take_side(self.0, side, options, give_up).await?;
+                Ok(taken.map($guard::new))
+            }
+        }
+    };
 }
-
-impl Take for Write<'_> {
-    type Guard = WriteGuard;
-
-    fn name(&self) -> &str {
-        self.0
-    }
-
-    fn resolve(&self, client: &LockClient, options: &LockOptions) -> Result<ResolvedOptions> {
-        let config = client.engine().config();
-        options.resolve_for(config, Kind::write(config.compat))
-    }
-
-    fn call(&self, _: bool) -> Option<&'static str> {
-        Some("write_lock")
-    }
-
-    async fn take<D: GiveUp + Send>(
-        self,
-        client: &LockClient,
-        options: ResolvedOptions,
-        give_up: D,
-    ) -> Result<Result<WriteGuard, D::GaveUp>> {
-        let taken = client
-            .take_side(self.0, Kind::write(client.compat()), options, give_up)
-            .await?;
-        Ok(taken.map(WriteGuard::new))
-    }
-}
+side!(Read, ReadGuard, "read_lock", Kind::read);
+side!(Write, WriteGuard, "write_lock", Kind::write);
 
 impl Take for SemaphorePermit<'_> {
     type Guard = Permit;
