@@ -70,6 +70,12 @@ pub(crate) fn scan_pattern(prefix: &str, pattern: &str) -> String {
     format!("{}{{{pattern}}}", glob_escaped(prefix))
 }
 
+/// A SCAN pattern matching the keys of locks kept at their bare names (the prefix and
+/// the name: Redisson's layout) whose names match the glob `pattern`.
+pub(crate) fn bare_scan_pattern(prefix: &str, pattern: &str) -> String {
+    [&glob_escaped(prefix), pattern].concat()
+}
+
 /// A SCAN pattern matching every wait-for edge's key (see [`wait_key`]).
 pub(crate) fn waits_scan_pattern(prefix: &str) -> String {
     [&glob_escaped(prefix), WAITS, "*"].concat()

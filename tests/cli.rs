@@ -1396,6 +1396,12 @@ async fn compat_redisson_sees_and_takes_redisson_layout_locks() {
     .await;
     assert_eq!(ran.code, Some(0), "{ran:?}");
     assert!(ran.stdout.contains(&java), "{ran:?}");
+    // Listed in Redisson's layout, and only there.
+    let ran = finish(&mut holdlock(["--compat", "redisson", "list", &name])).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert!(ran.stdout.contains(&java), "{ran:?}");
+    let ran = finish(&mut holdlock(["list", &name])).await;
+    assert!(!ran.stdout.contains(&java), "{ran:?}");
     // In holdlock's own layout the name is free: a different key.
     let ran = finish(&mut holdlock(["run", &name, "--no-wait", "--", "true"])).await;
     assert_eq!(ran.code, Some(0), "{ran:?}");

@@ -942,3 +942,84 @@ async fn dropped_permit_calls_in_redissons_layout_leave_the_count_whole() {
     }
     let _: () = redis.del(name.as_str()).await.unwrap();
 }
+
+/// `list` finds locks of every kind in Redisson's layout, whose keys are their bare
+/// names, by reading the keys its pattern matches: Rust and Java holds alike, and none
+/// of the application's hashes and strings beside them (on a cluster, from every
+/// primary).
+#[tokio::test(flavor = "multi_thread")]
+async fn list_finds_every_kind_in_redissons_layout_and_no_application_key() {
+    for url in [common::url(), common::cluster_url()] {
+        let client = redisson_client(&url).await;
+        let redis = common::raw(&url).await;
+        let base = common::unique("listed");
+        let (mutex, rw, sem) = (
+            format!("{base}:mutex"),
+            format!("{base}:rw"),
+            format!("{base}:sem"),
+        );
+        let held = client.lock(&mutex).await.unwrap();
+        let reading = client.read_lock(&rw).await.unwrap();
+        let permit = client.semaphore(&sem, 2).acquire().await.unwrap();
+        // A Java thread's hold, as Redisson writes it.
+        let java = format!("{base}:java");
+        let java_owner = format!("{}:57", uuid::Uuid::new_v4());
+        let _: () = redis
+            .hset(java.as_str(), (java_owner.as_str(), 1))
+            .await
+            .unwrap();
+        let _: () = redis.pexpire(java.as_str(), 30_000, None).await.unwrap();
+        // The application's keys under the same pattern: a hash of counts, a hash of
+        // text, a string, and a free semaphore's count.
+        let _: () = redis
+            .hset(format!("{base}:views"), ("home", 12))
+            .await
+            .unwrap();
+        let _: () = redis
+            .hset(format!("{base}:user"), ("email", "a@b"))
+            .await
+            .unwrap();
+        let _: () = redis
+            .set(format!("{base}:cache"), "x", None, None, false)
+            .await
+            .unwrap();
+        let _: () = redis
+            .set(format!("{base}:idle"), "2", None, None, false)
+            .await
+            .unwrap();
+
+        let listing = client.list_report(&format!("{base}:*")).await.unwrap();
+        let found: Vec<(&str, LockKind)> = listing
+            .locks
+            .iter()
+            .map(|info| (info.name.as_str(), info.kind))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (java.as_str(), LockKind::Mutex),
+                (mutex.as_str(), LockKind::Mutex),
+                (rw.as_str(), LockKind::ReadWrite),
+                (sem.as_str(), LockKind::Semaphore),
+            ],
+            "{url}"
+        );
+        assert!(listing.unreadable.is_empty(), "{:?}", listing.unreadable);
+        let java_info = &listing.locks[0];
+        assert_eq!(java_info.owners[0].id, java_owner);
+        assert_eq!(listing.locks[1].owners[0].id, held.owner());
+        // The list reads; it changes nothing.
+        assert!(!held.is_lost() && !reading.is_lost() && !permit.is_lost());
+        let views: Option<String> = redis.hget(format!("{base}:views"), "home").await.unwrap();
+        assert_eq!(views.as_deref(), Some("12"));
+
+        drop((held, reading, permit));
+        client.shutdown().await;
+        for key in [java, sem]
+            .into_iter()
+            .chain(["views", "user", "cache", "idle"].map(|key| format!("{base}:{key}")))
+        {
+            let _: () = redis.del(key).await.unwrap();
+        }
+    }
+}

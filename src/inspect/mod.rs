@@ -16,7 +16,7 @@
 #[cfg(feature = "serde")]
 use std::fmt;
 
-use fred::interfaces::{ClientLike, KeysInterface};
+use fred::interfaces::{ClientLike, HashesInterface, KeysInterface};
 use futures::StreamExt;
 
 use crate::client::LockClient;
@@ -106,6 +106,11 @@ impl LockClient {
     /// hash written by someone else) is left out with a `tracing` warning; use
     /// [`list_report`](Self::list_report) to learn which keys those are.
     ///
+    /// In Redisson's layout ([`Compat::Redisson`](crate::Compat::Redisson)) a lock's key
+    /// is its bare name, so every hash and string the pattern matches is read to tell
+    /// the locks (Java's too) from the application's keys, which are left out: give a
+    /// narrow pattern on a large keyspace.
+    ///
     /// # Errors
     /// [`LockError::Redis`] (the connection failed, or Redis refused the scan), and
     /// [`LockError::Shutdown`].
@@ -188,8 +193,67 @@ impl LockClient {
                 Err(error) => return Err(error),
             }
         }
+        self.list_at_the_name(pattern, &mut listing.locks).await?;
+        listing
+            .locks
+            .sort_by(|a, b| (&a.name, a.kind).cmp(&(&b.name, b.kind)));
         listing.unreadable.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(listing)
+    }
+
+    /// Adds to `locks` the held locks of the kinds this client keeps at their bare
+    /// names (Redisson's layout), whose names match `pattern`. Nothing in such a key
+    /// tells it from an application's, so each hash and string the pattern matches is
+    /// read: a hash with a `mode` field as a read-write lock, another hash as a mutex, a
+    /// string as a semaphore. A key that reads as none of them, or whose holders are
+    /// not owner ids (`<uuid>:...`), is the application's and left out, not reported.
+    async fn list_at_the_name(&self, pattern: &str, locks: &mut Vec<LockInfo>) -> Result<()> {
+        let config = self.engine().config();
+        let kinds = config.kinds_at_the_name();
+        if kinds.is_empty() {
+            return Ok(());
+        }
+        let mut found = self
+            .scan(keys::bare_scan_pattern(&config.prefix, pattern))
+            .await?;
+        found.sort();
+        found.dedup();
+        let redis = self.redis();
+        for key in found {
+            let Some(name) = key.strip_prefix(config.prefix.as_str()) else {
+                continue;
+            };
+            // A key of holdlock's own layout, listed above.
+            if keys::kind_of_key(&key).is_some_and(|(base, _)| config.name_of_key(base).is_some()) {
+                continue;
+            }
+            let kind = match redis.r#type::<String, _>(key.as_str()).await?.as_str() {
+                "hash" => match redis.hexists::<bool, _, _>(key.as_str(), "mode").await? {
+                    true => LockKind::ReadWrite,
+                    false => LockKind::Mutex,
+                },
+                "string" => LockKind::Semaphore,
+                _ => continue,
+            };
+            if !kinds.contains(&kind) {
+                continue;
+            }
+            // A semaphore's permits are its own sorted set's members, each with a
+            // deadline: nothing an application's string has. A hash's holders must
+            // read as owner ids.
+            let owned = |info: &LockInfo| {
+                kind == LockKind::Semaphore
+                    || info.owners.iter().all(|owner| is_owner_id(&owner.id))
+            };
+            match self.inspect_kind(kind, name).await {
+                Ok(Some(info)) if owned(&info) => locks.push(info),
+                Ok(_) => {}
+                Err(LockError::WrongType { .. } | LockError::Protocol(_)) => {}
+                Err(LockError::InvalidName { .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
     }
 
     /// Who waits for what: every wait (of any client under this prefix) that has
@@ -401,4 +465,11 @@ fn serialize_display<T: fmt::Display, S: serde::Serializer>(
     serializer: S,
 ) -> std::result::Result<S::Ok, S::Error> {
     serializer.collect_str(value)
+}
+
+/// Whether `id` reads as an owner id: a client's UUID, a colon, and more (holdlock's
+/// task, or a Java thread's number).
+fn is_owner_id(id: &str) -> bool {
+    id.split_once(':')
+        .is_some_and(|(client, rest)| !rest.is_empty() && uuid::Uuid::try_parse(client).is_ok())
 }

@@ -182,6 +182,10 @@ struct Layout {
     force: &'static Script,
     /// Whether `force` breaks every kind of this layout as a mutex (the hash alone).
     forced_as_mutex: bool,
+    /// Whether a lock's key is the prefix and its name alone (Redisson's), so that
+    /// nothing in the key tells it from an application's: a listing reads the keys
+    /// its pattern matches to find such locks.
+    at_the_name: bool,
 }
 
 /// holdlock's own layout: `<key>:token`, `<key>:released`, `<key>:<suffix>`.
@@ -196,6 +200,7 @@ static HOLDLOCK: Layout = Layout {
     inspect: &INSPECT,
     force: &FORCE_UNLOCK,
     forced_as_mutex: false,
+    at_the_name: false,
 };
 
 /// Redisson's layout (see `compat.rs`).
@@ -210,6 +215,7 @@ static REDISSON: Layout = Layout {
     inspect: &INSPECT,
     force: &FORCE_UNLOCK,
     forced_as_mutex: true,
+    at_the_name: true,
 };
 
 /// The layout of Redisson's `RReadWriteLock` (see `compat.rs`): its own channel, and

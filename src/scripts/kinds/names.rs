@@ -307,6 +307,19 @@ impl ClientConfig {
         (mutex.0.layout.names)(&self.prefix, name, "", mutex)
     }
 
+    /// The public kinds whose locks this client keeps at their bare names (the prefix
+    /// and the name: Redisson's layout), for a listing to look for (see
+    /// `Layout::at_the_name`).
+    pub(crate) fn kinds_at_the_name(&self) -> Vec<LockKind> {
+        LockKind::ALL
+            .into_iter()
+            .filter(|kind| {
+                self.kind_names("a", *kind)
+                    .is_ok_and(|names| names.kind.0.layout.at_the_name)
+            })
+            .collect()
+    }
+
     /// The names of the lock `name` of `kind`, for the operator calls (the mutex's in
     /// this client's layout).
     pub(crate) fn kind_names(&self, name: &str, kind: LockKind) -> Result<LockNames> {
