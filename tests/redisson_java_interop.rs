@@ -17,7 +17,8 @@
 //! its own write lock on each side, wake-ups both ways, our watchdog renewing a read
 //! hold's timeout key, and a killed Java reader. `RPermitExpirableSemaphore` against
 //! our semaphore: never more permits than the limit across both sides, wake-ups both
-//! ways, and an expired permit of either side taken by the other.
+//! ways, and an expired permit of either side taken by the other. `RSemaphore`: a
+//! killed Java holder keeps its permit for good (why it stays incompatible).
 
 mod common;
 
@@ -29,7 +30,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fred::interfaces::{HashesInterface, KeysInterface, ListInterface};
-use holdlock::LockOptions;
+use holdlock::{LockError, LockOptions};
 
 use common::peer::Peer;
 
@@ -50,6 +51,7 @@ common::on_every_topology!(
     semaphore_permits_of_both_sides_never_exceed_the_limit,
     semaphore_each_sides_release_wakes_the_others_waiter,
     semaphore_an_expired_permit_of_either_side_is_reclaimed_by_the_other,
+    rsemaphore_a_killed_java_holder_keeps_its_permit_for_good,
 );
 
 /// The lease of the Java peers' watchdog (`lockWatchdogTimeout`) and of holdlock's,
@@ -995,4 +997,42 @@ async fn semaphore_an_expired_permit_of_either_side_is_reclaimed_by_the_other(ur
         &format!("prelease {name} 2 {}", tried[1]),
         Duration::from_secs(10),
     );
+}
+
+/// Why `RSemaphore` is not compatible (docs/deployments.md): its permits have no ids
+/// and no leases, so a Java holder killed while holding one keeps it for good. Nothing
+/// in Redis says the permit's holder died (the count has no expiry and there is no
+/// deadline anywhere), so no client can ever take it back; our semaphore in Redisson's
+/// layout (`RPermitExpirableSemaphore`'s keys) reads such a name as a semaphore with
+/// no permits at all and refuses it.
+async fn rsemaphore_a_killed_java_holder_keeps_its_permit_for_good(url: &str) {
+    use fred::interfaces::KeysInterface;
+    let name = common::unique("rsemaphore");
+    let mut peer = Peer::start(url, LEASE);
+    let set = peer.call(&format!("ssetpermits {name} 1 1"), Duration::from_secs(10));
+    assert_eq!(set[1], "true");
+    let taken = peer.call(&format!("sacquire {name} 1"), Duration::from_secs(10));
+    assert_eq!(taken[0], "sacquired");
+    peer.kill();
+
+    // Three of our 1 s leases on, the dead holder's permit is still taken.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let redis = common::raw(url).await;
+    let free: String = redis.get(name.as_str()).await.unwrap();
+    assert_eq!(free, "0", "a killed RSemaphore holder's permit came back");
+    let ttl: i64 = redis.pttl(name.as_str()).await.unwrap();
+    assert_eq!(ttl, -1, "the count has no expiry");
+    let client = common::redisson_client(url, Duration::from_secs(1)).await;
+    let refused = client.semaphore(&name, 1).acquire().try_now().await;
+    assert!(
+        matches!(
+            refused,
+            Err(LockError::InvalidOption {
+                option: "permits",
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    let _: i64 = redis.del(name.as_str()).await.unwrap();
 }

@@ -61,6 +61,13 @@
 //        release}, inside and max as RAtomicLongs (plain integer strings)
 //                                          -> <id> pcounted <n>
 //
+// The s commands take permits of the RSemaphore <name> (no ids, no leases):
+//
+//   <id> ssetpermits <name> <thread> <n>   -> <id> setpermits <true|false>
+//        trySetPermits(n)
+//   <id> sacquire <name> <thread>          -> <id> sacquired <epoch ms>
+//        acquire(): waits for a permit, kept until released
+//
 // "unlock" releases with the object the thread last took the name with and has not
 // released yet (RLock, RFencedLock, or the read or write lock of an RReadWriteLock:
 // a thread holding a name's write lock may take its read lock too), or else with the
@@ -309,6 +316,12 @@ public final class Peer {
             case "prelease": {
                 boolean released = semaphore(name).tryRelease(args.get(2));
                 return words("released", released, now());
+            }
+            case "ssetpermits":
+                return words("setpermits", redisson.getSemaphore(name).trySetPermits(Integer.parseInt(args.get(2))));
+            case "sacquire": {
+                redisson.getSemaphore(name).acquire();
+                return words("sacquired", now());
             }
             case "pavailable":
                 return words("available", semaphore(name).availablePermits());
