@@ -625,6 +625,15 @@ fn the_chaos_checker_finds_no_violation_in_redissons_read_write_layout() {
 }
 
 #[test]
+fn the_chaos_checker_finds_no_violation_in_redissons_semaphore_layout() {
+    let _turn = heavy_turn();
+    // The semaphore in Redisson's layout (the count of free permits at the name, the
+    // permits' deadlines beside it) under every kind of fault: never more holders than
+    // permits, and every permit back at the end.
+    chaos_finds_nothing("redisson-sem", "5", 100);
+}
+
+#[test]
 fn the_chaos_checker_catches_a_broken_read_write_lock() {
     let _turn = heavy_turn();
     // Writers that take the read side: they overlap readers and each other.

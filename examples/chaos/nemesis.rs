@@ -605,6 +605,24 @@ async fn final_state(lab: &Lab, hung_workers: Vec<u32>) -> Result<Final, BoxErro
                     left.push(key);
                 }
             }
+            // Redisson's semaphore keeps its count of free permits for good: every
+            // permit must be back, and no permit's deadline left.
+            let count = format!("chaos:{n}");
+            if let Some(at) = left.iter().position(|key| *key == count) {
+                let value: Option<String> = locks.redis().get(count.as_str()).await.ok().flatten();
+                if value.as_deref() == Some(&crate::worker::PERMITS.to_string()) {
+                    left.remove(at);
+                } else if let Some(value) = value {
+                    left[at] = format!(
+                        "{count} (free permits {value} of {})",
+                        crate::worker::PERMITS
+                    );
+                }
+            }
+            let deadlines = format!("{{chaos:{n}}}:timeout");
+            if locks.redis().exists::<u32, _>(deadlines.as_str()).await? > 0 {
+                left.push(deadlines);
+            }
         }
         if left.is_empty() || tokio::time::Instant::now() >= deadline {
             break left;

@@ -53,6 +53,10 @@ pub enum LockKind {
     /// A deliberately broken semaphore: one permit more than the checker is told. The
     /// checker must catch it.
     SemaphoreBroken,
+    /// The semaphore in Redisson's layout (`Compat::Redisson`: the count of free
+    /// permits at the name, the permits' deadlines in `{name}:timeout`, as Redisson's
+    /// `RPermitExpirableSemaphore`), as `Semaphore`.
+    RedissonSemaphore,
 }
 
 /// The permits of each name's semaphore in the `sem` modes.
@@ -74,6 +78,7 @@ impl LockKind {
             LockKind::FairBroken => "fair-broken",
             LockKind::Semaphore => "sem",
             LockKind::SemaphoreBroken => "sem-broken",
+            LockKind::RedissonSemaphore => "redisson-sem",
         }
     }
 
@@ -92,6 +97,7 @@ impl LockKind {
             LockKind::FairBroken,
             LockKind::Semaphore,
             LockKind::SemaphoreBroken,
+            LockKind::RedissonSemaphore,
         ]
         .into_iter()
         .find(|kind| kind.name() == name)
@@ -122,7 +128,9 @@ pub async fn run(config: WorkerConfig) -> Result<(), BoxError> {
         // Fair rounds ask for fencing per call: half of them do (see `TaskWorker::run`).
         .fencing(config.kind != LockKind::Fair)
         .compat(match config.kind {
-            LockKind::Redisson | LockKind::RedissonReadWrite => Compat::Redisson,
+            LockKind::Redisson | LockKind::RedissonReadWrite | LockKind::RedissonSemaphore => {
+                Compat::Redisson
+            }
             _ => Compat::Holdlock,
         })
         .connect_timeout(Duration::from_secs(2))
@@ -200,7 +208,8 @@ impl TaskWorker {
                 | LockKind::ReadWriteBroken
                 | LockKind::RedissonReadWrite
                 | LockKind::Semaphore
-                | LockKind::SemaphoreBroken => self.unfenced_round().await,
+                | LockKind::SemaphoreBroken
+                | LockKind::RedissonSemaphore => self.unfenced_round().await,
                 // Fenced fair waits claim a hand-off with an attempt (which draws the
                 // token); unfenced ones take it on the message alone.
                 LockKind::Fair if self.rng.below(2) == 0 => self.unfenced_round().await,
@@ -334,7 +343,8 @@ impl TaskWorker {
             | LockKind::ReadWriteBroken
             | LockKind::RedissonReadWrite
             | LockKind::Semaphore
-            | LockKind::SemaphoreBroken => Err(
+            | LockKind::SemaphoreBroken
+            | LockKind::RedissonSemaphore => Err(
                 "this kind has a round of its own (see `round_of_two`, `unfenced_round`)".into(),
             ),
             LockKind::Naive => {
@@ -666,7 +676,10 @@ impl TaskWorker {
         self.next_attempt += 1;
         let (name, wait, cut) = self.next_call();
         let kind = self.config.kind;
-        let semaphore = matches!(kind, LockKind::Semaphore | LockKind::SemaphoreBroken);
+        let semaphore = matches!(
+            kind,
+            LockKind::Semaphore | LockKind::SemaphoreBroken | LockKind::RedissonSemaphore
+        );
         let fair = kind == LockKind::Fair;
         let shared = !semaphore && !fair && self.rng.below(4) != 0;
         Op::Start {
@@ -687,7 +700,7 @@ impl TaskWorker {
                     Ok(guard.map(Side::Fair))
                 }
                 // The broken semaphore has one permit too many.
-                LockKind::Semaphore | LockKind::SemaphoreBroken => {
+                LockKind::Semaphore | LockKind::SemaphoreBroken | LockKind::RedissonSemaphore => {
                     let permits = PERMITS + u32::from(kind == LockKind::SemaphoreBroken);
                     let semaphore = self.locks.semaphore(name.as_str(), permits);
                     Ok(semaphore
