@@ -288,8 +288,8 @@ impl<'c, K: Acquirable + 'c> Acquire<'c, K> {
     ///
     /// # Errors
     /// As [`Acquire`]; [`LockError::Lost`] if the lock was lost while `body` ran; an
-    /// error of the release (as [`LockGuard::unlock`](crate::LockGuard::unlock)), which is returned, not
-    /// swallowed: `body`'s value is then dropped.
+    /// error of the release (as [`LockGuard::unlock`](crate::LockGuard::unlock)),
+    /// which is returned, not swallowed: `body`'s value is then dropped.
     ///
     /// # Cancel safety
     /// Cancel safe: dropped while waiting, nothing is held; dropped while `body` runs,
@@ -523,8 +523,8 @@ impl LockClient {
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future releases the members taken so far in the
-    /// background (see [`LockGuard`](crate::LockGuard)'s drop) and cancels the member being taken;
-    /// nothing is left held.
+    /// background (see [`LockGuard`](crate::LockGuard)'s drop) and cancels the member
+    /// being taken; nothing is left held.
     ///
     /// # Examples
     /// ```no_run
