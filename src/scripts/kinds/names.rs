@@ -309,7 +309,8 @@ impl ClientConfig {
 
     /// The public kinds whose locks this client keeps at their bare names (the prefix
     /// and the name: Redisson's layout), for a listing to look for (see
-    /// `Layout::at_the_name`).
+    /// `Layout::at_the_name`). Each kind's descriptor is found as an operator call
+    /// finds it, through the names of a lock called `a`.
     pub(crate) fn kinds_at_the_name(&self) -> Vec<LockKind> {
         LockKind::ALL
             .into_iter()
