@@ -153,6 +153,48 @@ async fn an_acl_user_with_the_documented_rule_can_do_everything_on_a_cluster() {
     everything_as(&url).await;
 }
 
+/// A plain subscription (Redisson's layout on a single server, where channels are not
+/// shard channels) is confirmed by a `PING` on the subscriber connection; a user the
+/// ACL does not allow `ping` still waits and is woken: the refusal answers the `PING`
+/// after the `SUBSCRIBE` ran, which is all the confirmation needs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_user_without_ping_still_waits_on_a_plain_channel() {
+    logs();
+    let server = RedisServer::start();
+    let rule = format!("ACL SETUSER noping on >{USER_PASSWORD} ~* &* +@all -ping");
+    set_user(
+        &server,
+        &rule.split(' ').map(str::to_owned).collect::<Vec<_>>(),
+    );
+    let url = user_url(&server, "noping");
+    let redisson = || {
+        LockClient::builder(&url)
+            .compat(holdlock::Compat::Redisson)
+            .build()
+    };
+    let (holder, waiter) = (redisson().await.unwrap(), redisson().await.unwrap());
+    let name = common::unique("noping");
+    let guard = holder.lock(&name).await.unwrap();
+    let waiting = {
+        let name = name.clone();
+        tokio::spawn(async move { waiter.lock(&name).timeout(Duration::from_secs(10)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released = Instant::now();
+    guard.unlock().await.unwrap();
+    let taken = waiting
+        .await
+        .unwrap()
+        .expect("the wait failed")
+        .expect("not taken");
+    assert!(
+        released.elapsed() < Duration::from_secs(2),
+        "woken {:?} after the release, not by its message",
+        released.elapsed()
+    );
+    taken.unlock().await.unwrap();
+}
+
 /// Every kind of lock and every operator call, through `url` (a user's): the mutex
 /// (re-entry, renewal, fencing, waiting, `WAIT`), the multi-lock, the fair lock (with
 /// a queue, a hand-off and a waiter that gives up), both sides of the read-write lock,
@@ -333,6 +375,16 @@ async fn everything_as(url: &str) {
         .unwrap()
         .unwrap();
     assert!(client.force_unlock(&name).await.unwrap());
+    // The holder hears it on its client's own channel (subscribed, and confirmed with a
+    // `PING`, as this user), not at its renewal 10 s on; where the server can drop
+    // the notice (see `common::drops_cluster_publishes`), at that renewal.
+    let told_within = match common::drops_cluster_publishes(url) {
+        true => Duration::from_secs(11),
+        false => Duration::from_secs(1),
+    };
+    tokio::time::timeout(told_within, taken.lost())
+        .await
+        .expect("the force-unlocked holder was not told");
     drop(taken);
 
     // Every kind is force-unlocked, holds taken with data.

@@ -235,7 +235,7 @@ common::on_every_topology!(
 /// it: about one run in four under load, and the holder heard only at its renewal.)
 async fn a_new_clients_first_hold_is_told_of_a_force_unlock(url: &str) {
     let operator = common::connect(url).await;
-    let window = notice_window(url).await;
+    let window = notice_window(url);
     for round in 0..16 {
         let holder = common::client_with_lease(url, NOTICE_TEST_LEASE).await;
         let name = common::unique("told-first");
@@ -257,8 +257,8 @@ const NOTICE_TEST_LEASE: Duration = Duration::from_secs(6);
 /// How soon a holder of [`NOTICE_TEST_LEASE`] hears of a force-unlock: within 1 s
 /// (the notice), or where the server can drop the notice (see
 /// `common::drops_cluster_publishes`) by its next renewal, 2 s on, and a second.
-async fn notice_window(url: &str) -> Duration {
-    match common::drops_cluster_publishes(url).await {
+fn notice_window(url: &str) -> Duration {
+    match common::drops_cluster_publishes(url) {
         true => NOTICE_TEST_LEASE / 3 + Duration::from_secs(1),
         false => Duration::from_secs(1),
     }
@@ -274,7 +274,7 @@ async fn every_kinds_holder_is_told_of_a_force_unlock_at_once(url: &str) {
             .await
             .unwrap_or_else(|_| panic!("{what}: the holder was not told within {window:?}"));
     }
-    let window = notice_window(url).await;
+    let window = notice_window(url);
     let holder = common::client_with_lease(url, NOTICE_TEST_LEASE).await;
     let operator = common::connect(url).await;
 
