@@ -711,11 +711,7 @@ async fn list_shows_every_kind_and_a_fair_queue_without_a_holder(url: &str) {
     let _: i64 = raw.del(format!("{prefix}{{d}}:fair")).await.unwrap();
 
     let listing = client.list_report("*").await.unwrap();
-    let found: Vec<(&str, LockKind)> = listing
-        .locks
-        .iter()
-        .map(|info| (info.name.as_str(), info.kind))
-        .collect();
+    let found = common::listed(&listing);
     assert_eq!(
         found,
         [

@@ -989,11 +989,7 @@ async fn list_finds_every_kind_in_redissons_layout_and_no_application_key() {
             .unwrap();
 
         let listing = client.list_report(&format!("{base}:*")).await.unwrap();
-        let found: Vec<(&str, LockKind)> = listing
-            .locks
-            .iter()
-            .map(|info| (info.name.as_str(), info.kind))
-            .collect();
+        let found = common::listed(&listing);
         assert_eq!(
             found,
             [

@@ -35,8 +35,10 @@ use super::{Room, Waiting};
 /// connection, possibly before it was even written; a `PING` on the same connection
 /// (the node of the client's id on a cluster, where fred sends plain subscriptions)
 /// answers only after Redis ran the `SUBSCRIBE` before it. Any answer will do: an ACL
-/// without `ping` refuses it, after the subscription. (A refused `SUBSCRIBE`'s error
-/// arrives as the `PING`'s answer, and is returned.)
+/// without `ping` refuses it, after the subscription. (A `SUBSCRIBE` the ACL refuses
+/// is not reported reliably: fred takes its error as the answer to whichever command
+/// waits next on the connection, so the waiter sleeps until the holder's lease ends,
+/// as before; the documented rule grants the channels.)
 pub(super) async fn subscribe_plain(
     subscriber: &SubscriberClient,
     channel: &str,

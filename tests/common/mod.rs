@@ -360,6 +360,15 @@ pub fn drops_cluster_publishes(url: &str) -> bool {
     url.contains("-cluster") && server::server_program().contains("valkey")
 }
 
+/// Each listed lock as (name, kind), in the listing's order.
+pub fn listed(listing: &holdlock::LockListing) -> Vec<(&str, holdlock::LockKind)> {
+    listing
+        .locks
+        .iter()
+        .map(|info| (info.name.as_str(), info.kind))
+        .collect()
+}
+
 /// A plain fred client of the same server, for checking Redis behind the lock's back.
 pub async fn raw(url: &str) -> fred::clients::Client {
     use fred::interfaces::ClientLike;
