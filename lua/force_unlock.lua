@@ -9,8 +9,8 @@
 -- ARGV[4]  the start of a client's own channel (`<prefix>client:`, see
 --          src/waiting.rs), and ARGV[5] the message to tell each client whose holds
 --          this breaks (the lock as the client's registry files it)
--- ARGV[6]  the channel to tell, if not KEYS[1] .. ":released" (a mutex in Redisson's
---          layout: see src/compat.rs), and ARGV[7] the message to tell it
+-- ARGV[6]  the channel to tell, if not KEYS[1] .. ":released" (Redisson's layout: see
+--          src/compat.rs), and ARGV[7..] the messages to tell it, in order
 --
 -- mutex:         deletes the hash and publishes a message naming no client (see
 --                release.lua): every waiter's client tries at once.
@@ -71,5 +71,11 @@ else
   tell_holders()
   redis.call('del', key, KEYS[2])
 end
-redis.call(publish == 'spublish' and 'spublish' or 'publish', ARGV[6] or (key .. ':released'), ARGV[7] or 'released')
+local command = publish == 'spublish' and 'spublish' or 'publish'
+if not ARGV[6] then
+  redis.call(command, key .. ':released', 'released')
+end
+for i = 7, #ARGV do
+  redis.call(command, ARGV[6], ARGV[i])
+end
 return 1

@@ -25,7 +25,7 @@
 //! `ReadLockTask`): the hash at the key has a `mode` field (`read` or `write`), one
 //! field per reader and `<owner>:write` for the writer; each read hold has a timeout
 //! key `{<key>}:<owner>:rwlock_timeout:<n>`; releases are told on
-//! `redisson_rwlock:{<key>}` (`0` after a reader, `1` after a writer).
+//! `redisson_rwlock:{<key>}` (`0` after a reader, `1` then `0` after a writer).
 //!
 //! The semaphore in Redisson's layout (`RedissonPermitExpirableSemaphore`): the key
 //! holds the number of permits free, the sorted set `{<key>}:timeout` each permit's
@@ -111,9 +111,13 @@ const SEM_CHANNEL: &str = "redisson_sc";
 const TOKEN: &str = "redisson_lock_token";
 /// The message Redisson's unlock publishes (`LockPubSub.UNLOCK_MESSAGE`).
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
-/// The message a Redisson write lock's unlock publishes, which wakes every waiter
-/// (`LockPubSub.READ_UNLOCK_MESSAGE`).
-pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";
+/// What a write lock's last release (and a read-write lock's force-unlock) tells
+/// Redisson's waiters: `1` (`LockPubSub.READ_UNLOCK_MESSAGE`, Redisson's own), which
+/// wakes every waiter then waiting, then `0` (`UNLOCK_MESSAGE`), which leaves a permit
+/// for a waiter between its attempt and its wait: Redisson gives `1` only to threads
+/// already queued, and one that misses it sleeps for the lease (see
+/// `lua/redisson/rw_release.lua`).
+pub(crate) const WRITE_UNLOCK_MESSAGES: &[&str] = &["1", UNLOCK_MESSAGE];
 
 /// `<prefix>:<name>`, with braces around the name unless it has one, so that the
 /// result is in the name's Cluster slot (Redisson's `prefixName`).

@@ -452,11 +452,14 @@ async fn a_read_write_lock_looks_in_redis_as_redissons_does() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(pttl(name.clone()).await, -2);
 
-    // A write hold's last release tells READ_UNLOCK_MESSAGE, which wakes every waiter.
+    // A write hold's last release tells READ_UNLOCK_MESSAGE, which wakes every waiter,
+    // then UNLOCK_MESSAGE, for a Redisson waiter between its attempt and its wait.
     while let Ok(Ok(_)) = tokio::time::timeout(Duration::from_millis(100), messages.recv()).await {}
     one.write_lock(&name).await.unwrap().unlock().await.unwrap();
-    let told = tokio::time::timeout(Duration::from_secs(5), messages.recv()).await;
-    assert_eq!(told.unwrap().unwrap().value.as_str().unwrap(), "1");
+    for expected in ["1", "0"] {
+        let told = tokio::time::timeout(Duration::from_secs(5), messages.recv()).await;
+        assert_eq!(told.unwrap().unwrap().value.as_str().unwrap(), expected);
+    }
     assert_eq!(pttl(name.clone()).await, -2);
 }
 
@@ -530,6 +533,14 @@ async fn operators_read_and_break_a_read_write_lock_in_redissons_layout() {
     let (one, two) = (redisson_client(&url).await, redisson_client(&url).await);
     let redis = common::raw(&url).await;
     let name = common::unique("rw-operator");
+    let subscriber = common::raw(&url).await;
+    let mut messages = subscriber.message_rx();
+    fred::interfaces::PubsubInterface::subscribe(
+        &subscriber,
+        format!("redisson_rwlock:{{{name}}}"),
+    )
+    .await
+    .unwrap();
 
     // Two readers, one of them twice; a third reader whose timeout key is gone (it
     // died, as far as Redisson can tell) is not listed.
@@ -587,6 +598,7 @@ async fn operators_read_and_break_a_read_write_lock_in_redissons_layout() {
         .set(beside.as_str(), "a user's key", None, None, false)
         .await
         .unwrap();
+    while let Ok(Ok(_)) = tokio::time::timeout(Duration::from_millis(100), messages.recv()).await {}
     let waiter = tokio::spawn({
         let (two, name) = (two.clone(), name.clone());
         async move { two.write_lock(&name).await }
@@ -606,6 +618,14 @@ async fn operators_read_and_break_a_read_write_lock_in_redissons_layout() {
     tokio::time::timeout(Duration::from_secs(5), told)
         .await
         .expect("the holders are told");
+    // Redisson's waiters are told as a write release tells them: "1", then "0".
+    let mut heard = Vec::new();
+    while let Ok(Ok(message)) =
+        tokio::time::timeout(Duration::from_millis(300), messages.recv()).await
+    {
+        heard.push(message.value.as_str().unwrap().into_owned());
+    }
+    assert_eq!(heard, ["1", "0"]);
     let kept: String = redis.get(beside.as_str()).await.unwrap();
     assert_eq!(kept, "a user's key");
     taken.unlock().await.unwrap();

@@ -14,8 +14,11 @@
 -- read hold's); a write
 -- hold's last release deletes the hash unless the writer still reads (the mode goes
 -- back to "read"). Deleting the hash publishes "0" after a read hold (Redisson's
--- UNLOCK_MESSAGE) and "1" after a write hold (READ_UNLOCK_MESSAGE, which wakes every
--- waiter). An inner release leaves the lease as it is (the watchdog keeps it).
+-- UNLOCK_MESSAGE) and "1" then "0" after a write hold: "1" (READ_UNLOCK_MESSAGE) wakes
+-- every Redisson waiter then waiting, but one between its attempt and its wait misses
+-- it (Redisson releases only as many permits as threads are queued) and would sleep
+-- for the lease; the "0" leaves it a permit. An inner release leaves the lease as it
+-- is (the watchdog keeps it).
 --
 -- Returns the owner's remaining hold count of that side, or -1 if it holds none.
 local redisson = redisson_functions()
@@ -35,6 +38,7 @@ if side == 'write' then
   if redis.call('hlen', key) == 1 then
     redis.call('del', key)
     redis.call(publish, KEYS[2], '1')
+    redis.call(publish, KEYS[2], '0')
   else
     redis.call('hset', key, 'mode', 'read')
   end

@@ -159,9 +159,10 @@ struct Layout {
     release_channel: fn(&str) -> String,
     /// A key of its own beside it, in its Cluster slot.
     beside: fn(&str, &str) -> String,
-    /// What its force-unlock tells its channel, beside telling the holders' clients:
-    /// Redisson's waiters wait for its unlock message.
-    forced_message: Option<&'static str>,
+    /// What its force-unlock tells its channel, in order, beside telling the holders'
+    /// clients: Redisson's waiters wait for its unlock messages. Empty: the channel
+    /// of holdlock's layout is told its own message.
+    forced_messages: &'static [&'static str],
     /// Whether the hash keeps fields beside its holders (`data:<owner>`, and a fenced
     /// hold's token in the field `token`): Redisson's keeps nothing else, and its
     /// token is its counter's own key.
@@ -193,7 +194,7 @@ static HOLDLOCK: Layout = Layout {
     token_key: |key| [key, ":token"].concat(),
     release_channel: keys::release_channel,
     beside: |key, suffix| [key, ":", suffix].concat(),
-    forced_message: None,
+    forced_messages: &[],
     keeps_fields: true,
     names: names_of,
     operator_keys: keys::companions,
@@ -208,7 +209,7 @@ static REDISSON: Layout = Layout {
     token_key: compat::token_key,
     release_channel: compat::channel,
     beside: compat::beside,
-    forced_message: Some(compat::UNLOCK_MESSAGE),
+    forced_messages: &[compat::UNLOCK_MESSAGE],
     keeps_fields: false,
     names: |prefix, name, _, kind| redisson_names(prefix, name, kind),
     operator_keys: |_, _| Vec::new(),
@@ -219,10 +220,10 @@ static REDISSON: Layout = Layout {
 };
 
 /// The layout of Redisson's `RReadWriteLock` (see `compat.rs`): its own channel, and
-/// its force-unlock message wakes every waiter.
+/// its force-unlock tells what a writer's last release tells.
 static REDISSON_RW: Layout = Layout {
     release_channel: compat::rw_channel,
-    forced_message: Some(compat::READ_UNLOCK_MESSAGE),
+    forced_messages: compat::WRITE_UNLOCK_MESSAGES,
     inspect: &REDISSON_RW_INSPECT,
     ..REDISSON
 };
@@ -232,7 +233,7 @@ static REDISSON_RW: Layout = Layout {
 /// `{<key>}:timeout`, and its channel is told the number free.
 static REDISSON_SEM: Layout = Layout {
     release_channel: compat::sem_channel,
-    forced_message: None,
+    forced_messages: &[],
     operator_keys: |key, _| vec![compat::beside(key, "timeout")],
     inspect: &REDISSON_SEM_INSPECT,
     force: &REDISSON_SEM_FORCE,

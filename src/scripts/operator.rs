@@ -196,10 +196,15 @@ impl Scripts {
                 clients_channel.clone(),
                 Value::from(names.registry_key()),
             ];
-            if let Some(message) = names.forced_message() {
+            let messages = names.forced_messages();
+            if !messages.is_empty() {
                 // Told as Redisson's forceUnlock tells its waiters.
                 args.push(names.release_channel().into());
-                args.push(Value::from_static_str(message));
+                args.extend(
+                    messages
+                        .iter()
+                        .map(|message| Value::from_static_str(message)),
+                );
             }
             args
         };

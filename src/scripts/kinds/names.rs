@@ -128,10 +128,11 @@ impl LockNames {
         (self.kind.0.layout.release_channel)(&self.key)
     }
 
-    /// What a force-unlock publishes on [`release_channel`](Self::release_channel)
-    /// beside telling the holders' clients, in layouts whose waiters wait for it.
-    pub(crate) fn forced_message(&self) -> Option<&'static str> {
-        self.kind.0.layout.forced_message
+    /// What a force-unlock publishes on [`release_channel`](Self::release_channel),
+    /// in order, beside telling the holders' clients, in layouts whose waiters wait
+    /// for it (empty: the force script tells holdlock's channel its own message).
+    pub(crate) fn forced_messages(&self) -> &'static [&'static str] {
+        self.kind.0.layout.forced_messages
     }
 
     /// The channel on which the fair lock at this key hands itself to the waits of
