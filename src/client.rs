@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use fred::clients::Client;
 
-use crate::engine::{Attempt, Engine};
+use crate::engine::{Attempt, Engine, HoldClaim};
 #[cfg(doc)]
 use crate::error::LockError;
 use crate::error::Result;
@@ -13,7 +13,7 @@ use crate::guard::LockGuard;
 use crate::hold::LocalHolder;
 use crate::observe;
 use crate::options::ResolvedOptions;
-use crate::scripts::{Asking, Kind};
+use crate::scripts::{Asking, Kind, LockNames};
 use crate::waiting::GiveUp;
 
 /// A handle to Redis for taking reentrant, self-renewing locks.
@@ -95,28 +95,56 @@ impl LockClient {
         give_up: D,
     ) -> Result<Result<LockGuard, D::GaveUp>> {
         let owner = self.owner_id();
-        observe::record_owner(&owner);
+        // A mutex's holds are filed by its name: a re-entry finds its hold, with the
+        // names it keeps (checked when the lock was taken), before any key is built.
+        let kind = Kind::mutex(self.compat());
+        let holder = self.engine.local_holder(name, &owner, kind).await;
+        let names = match &holder {
+            LocalHolder::Owner(entry) => Arc::clone(&entry.hold.names),
+            _ => Arc::new(self.engine.config().names(name)?),
+        };
+        let taken = self.take_as(holder, names, owner, options, give_up);
+        Ok(taken.await?.map(LockGuard::new))
+    }
 
-        // Re-entry goes straight to Redis, with the names its hold keeps (the name was
-        // checked when the lock was taken). If the hold went away before the attempt
+    /// Takes the lock `names` (of a kind whose waiters wait in line, filed by its key)
+    /// for the current owner, waiting until `give_up`.
+    pub(crate) async fn take_at<D: GiveUp>(
+        &self,
+        names: Arc<LockNames>,
+        options: ResolvedOptions,
+        give_up: D,
+    ) -> Result<Result<HoldClaim, D::GaveUp>> {
+        let owner = self.owner_id();
+        let registry = names.registry_key();
+        let holder = self.engine.local_holder(registry, &owner, names.kind).await;
+        self.take_as(holder, names, owner, options, give_up).await
+    }
+
+    /// Takes `names` for `owner`, whom this client's registry found to be `holder`.
+    async fn take_as<D: GiveUp>(
+        &self,
+        holder: LocalHolder,
+        names: Arc<LockNames>,
+        owner: String,
+        options: ResolvedOptions,
+        give_up: D,
+    ) -> Result<Result<HoldClaim, D::GaveUp>> {
+        observe::record_owner(&owner);
+        // Re-entry goes straight to Redis. If the hold went away before the attempt
         // could enter it (a release of it was in flight), the attempt was a fresh one:
         // a busy lock is then waited for like by any other caller.
         // (`tried`: that fresh attempt was the single try's one.)
-        let holder = self
-            .engine
-            .local_holder(name, &owner, Kind::mutex(self.compat()))
-            .await;
-        let (holder, names, tried) = match holder {
+        let (holder, tried) = match holder {
             LocalHolder::Owner(entry) => {
-                let names = Arc::clone(&entry.hold.names);
                 let asked = (&options, &Asking::default());
                 let attempt = self.engine.acquire(&names, &owner, asked, Some(entry));
                 match attempt.await? {
-                    Attempt::Granted(claim) => return Ok(Ok(LockGuard::new(claim))),
-                    Attempt::Busy { .. } => (LocalHolder::Nobody, names, true),
+                    Attempt::Granted(claim) => return Ok(Ok(claim)),
+                    Attempt::Busy { .. } => (LocalHolder::Nobody, true),
                 }
             }
-            other => (other, Arc::new(self.engine.config().names(name)?), false),
+            other => (other, false),
         };
 
         // A try is refused at once if another owner in this process holds the lock.
@@ -124,7 +152,7 @@ impl LockClient {
         let granted = self
             .engine
             .wait_for(&names, &owner, options, give_up, first_try);
-        Ok(granted.await?.map(LockGuard::new))
+        granted.await
     }
 
     /// Stops every watchdog and closes the connections. Releases nothing that is still

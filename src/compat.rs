@@ -107,6 +107,10 @@ const CHANNEL: &str = "redisson_lock__channel";
 const RW_CHANNEL: &str = "redisson_rwlock";
 /// What Redisson puts before a semaphore's name in its channel.
 const SEM_CHANNEL: &str = "redisson_sc";
+/// What Redisson puts before a fair lock's name in its queue's key.
+const FAIR_QUEUE: &str = "redisson_lock_queue";
+/// What Redisson puts before a fair lock's name in its waiters' deadlines' key.
+const FAIR_TIMEOUT: &str = "redisson_lock_timeout";
 /// What Redisson puts before a fenced lock's name in its token counter's key.
 const TOKEN: &str = "redisson_lock_token";
 /// The message Redisson's unlock publishes (`LockPubSub.UNLOCK_MESSAGE`).
@@ -143,6 +147,25 @@ pub(crate) fn rw_channel(key: &str) -> String {
 pub(crate) fn sem_channel(key: &str) -> String {
     prefix_name(SEM_CHANNEL, key)
 }
+
+/// The queue of waiting owners of the Redisson fair lock at `key` (`RFairLock`'s
+/// `redisson_lock_queue:{<key>}`, a list) and the sorted set of their deadlines
+/// (`redisson_lock_timeout:{<key>}`).
+pub(crate) fn fair_queue_keys(key: &str) -> [String; 2] {
+    [prefix_name(FAIR_QUEUE, key), prefix_name(FAIR_TIMEOUT, key)]
+}
+
+/// The channel on which the Redisson fair lock at `key` tells `owner` that it may
+/// take the lock (`RFairLock`'s per-thread channel: the lock's channel, a colon and
+/// the owner id; in the key's slot).
+pub(crate) fn fair_waiter_channel(key: &str, owner: &str) -> String {
+    [channel(key).as_str(), ":", owner].concat()
+}
+
+/// How long a waiter of a Redisson fair lock keeps its place at the head of the queue
+/// (Redisson's `fairLockWaitTimeout`, whose default is 5 s): a waiter that asks no
+/// more drops out after it.
+pub(crate) const FAIR_WAIT_MS: u64 = 5_000;
 
 /// The fencing counter of the Redisson lock at `key` (`RFencedLock`'s token).
 pub(crate) fn token_key(key: &str) -> String {
@@ -198,6 +221,12 @@ mod tests {
         assert_eq!(rw_channel("account:42"), "redisson_rwlock:{account:42}");
         assert_eq!(sem_channel("exports"), "redisson_sc:{exports}");
         assert_eq!(token_key("a"), "redisson_lock_token:{a}");
+        assert_eq!(
+            fair_queue_keys("a"),
+            ["redisson_lock_queue:{a}", "redisson_lock_timeout:{a}"]
+        );
+        let waiter = fair_waiter_channel("{user}:42", "u:7");
+        assert_eq!(waiter, "redisson_lock__channel:{user}:42:u:7");
         assert_eq!(beside("a", "period:3"), "{a}:period:3");
         assert_eq!(beside("{a}:b", "period:3"), "{a}:b:period:3");
     }

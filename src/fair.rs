@@ -45,7 +45,13 @@ impl LockClient {
         options: ResolvedOptions,
         give_up: D,
     ) -> Result<Result<LockGuard, D::GaveUp>> {
-        let names = fair_names(&self.engine().config().prefix, name)?;
+        let kind = Kind::fair(self.compat());
+        let names = fair_names(&self.engine().config().prefix, name, kind)?;
+        if kind.waits_on_own_channel() {
+            // Redisson's queue: its waiters ask in order, each told on its own channel.
+            let guard = self.take_at(Arc::new(names), options, give_up).await?;
+            return Ok(guard.map(LockGuard::new));
+        }
         self.queue_at(names, options, give_up).await
     }
 

@@ -34,6 +34,33 @@ local function redisson_functions()
     return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   end
 
+  -- Drops the heads of a fair lock's queue whose deadline is at or before `now`
+  -- (RFairLock's rule: a waiter that stopped asking loses its place), leaving every
+  -- other deadline as it is.
+  function redisson.drop_stale_heads(queue, deadlines, now)
+    while true do
+      local head = redis.call('lindex', queue, 0)
+      if not head then
+        return
+      end
+      local deadline = redis.call('zscore', deadlines, head)
+      if not deadline or tonumber(deadline) > now then
+        return
+      end
+      redis.call('zrem', deadlines, head)
+      redis.call('lpop', queue)
+    end
+  end
+
+  -- Tells the head of a fair lock's queue that the lock is free, on its own channel
+  -- `<channel>:<owner>` (RFairLock's), with Redisson's unlock message.
+  function redisson.tell_head(queue, channel, publish)
+    local head = redis.call('lindex', queue, 0)
+    if head then
+      redis.call(publish == 'spublish' and 'spublish' or 'publish', channel .. ':' .. head, '0')
+    end
+  end
+
   -- A WRONGTYPE error naming the first of KEYS that holds a type other than `types`
   -- says (by position; 'none' is always fine), or nil.
   function redisson.wrong_type(types)

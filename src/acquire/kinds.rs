@@ -99,6 +99,11 @@ impl OneName for Fair<'_> {
         "fair_lock"
     }
 
+    fn resolve(client: &LockClient, options: &LockOptions) -> Result<ResolvedOptions> {
+        let config = client.engine().config();
+        options.resolve_for(config, Kind::fair(config.compat))
+    }
+
     fn take<D: GiveUp + Send>(
         self,
         client: &LockClient,

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use super::{Attempt, Engine, HoldClaim};
 use crate::error::Result;
+use crate::keys::keys_of_channel;
 use crate::options::ResolvedOptions;
 use crate::scripts::{Asking, HandOff, LockNames};
 use crate::waiting::{Asked, GiveUp, Mark, Policy, Refusal, Ticket, nap_until, wait};
@@ -42,7 +43,16 @@ impl Engine {
                 return Ok(Err(gave_up));
             }
         }
-        let ticket = self.waiting().join(&names.key, names.release_channel());
+        // An owner told on a channel of its own (Redisson's fair lock) waits in a room
+        // of its own, the one that channel's messages reach.
+        let own_room = names.own_channel(owner).map(|channel| {
+            let room = keys_of_channel(&channel)[0].as_deref().map(str::to_owned);
+            (room.unwrap_or_else(|| channel.clone()), channel)
+        });
+        let ticket = match &own_room {
+            Some((room, channel)) => self.waiting().join(room, channel.clone()),
+            None => self.waiting().join(&names.key, names.release_channel()),
+        };
         let waiter = Waiter {
             engine: self,
             names,
@@ -68,7 +78,7 @@ impl Engine {
         let mut line = InLine {
             turn: ticket.try_turn(),
             waiter,
-            mark: Mark::left_by(names),
+            mark: Mark::left_by(names, owner),
             attempted_at: Instant::now(),
             asked: false,
             named: false,
@@ -160,7 +170,7 @@ impl InLine<'_> {
             hand_off,
             ..Asking::default()
         };
-        let marking = ticket.marking(self.mark);
+        let marking = ticket.marking(self.mark.as_ref());
         Ok(match self.waiter.acquire(&asking).await? {
             Attempt::Granted(claim) => {
                 marking.granted(hand_off.requeues());

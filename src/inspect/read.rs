@@ -134,11 +134,16 @@ fn read_fair(snapshot: &Snapshot) -> Result<FairInfo> {
         .map(|(member, since)| {
             let (owner, wait) = split_wait(member);
             let since_us = whole(*since);
+            // 0: not recorded (Redisson's layout).
+            let waited = match since_us {
+                0 => Duration::ZERO,
+                since_us => Duration::from_micros(now_us.saturating_sub(since_us)),
+            };
             FairWaiter {
                 owner: owner.to_owned(),
                 wait,
                 since_us,
-                waited: Duration::from_micros(now_us.saturating_sub(since_us)),
+                waited,
             }
         })
         .collect();

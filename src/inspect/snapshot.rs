@@ -156,10 +156,11 @@ pub struct FairWaiter {
     /// client gave none.
     pub wait: Option<u64>,
     /// When the wait began (its first refused attempt), in microseconds since the
-    /// Unix epoch by the Redis server's clock: its place in the queue.
+    /// Unix epoch by the Redis server's clock: its place in the queue. 0 in Redisson's
+    /// layout, which does not record it (the queue's order is the order waited in).
     pub since_us: u64,
-    /// How long it has waited, by the Redis server's clock. Serialized as
-    /// `waited_ms`, whole milliseconds.
+    /// How long it has waited, by the Redis server's clock (zero when `since_us` is
+    /// 0). Serialized as `waited_ms`, whole milliseconds.
     #[cfg_attr(feature = "serde", serde(rename = "waited_ms", with = "whole_millis"))]
     pub waited: Duration,
 }

@@ -18,7 +18,8 @@ use fred::clients::Client;
 use super::leases::SEM_AVAILABLE;
 use super::operator::{FORCE_UNLOCK, INSPECT};
 use super::redisson::{
-    REDISSON_RW_INSPECT, REDISSON_SEM_FORCE, REDISSON_SEM_HELD, REDISSON_SEM_INSPECT,
+    REDISSON_FAIR_FORCE, REDISSON_FAIR_INSPECT, REDISSON_RW_INSPECT, REDISSON_SEM_FORCE,
+    REDISSON_SEM_HELD, REDISSON_SEM_INSPECT,
 };
 use super::{
     ACQUIRE, Acquire, AcquireCall, Asking, HoldToRenew, REDISSON_ACQUIRE, REDISSON_RELEASE,
@@ -105,6 +106,9 @@ pub(crate) struct KindSpec {
     /// Whether its waiters ask alongside each other at every release (holds of it are
     /// shared), rather than in line, the head of the client's waiters asking.
     waits_alongside: bool,
+    /// Whether each waiting owner is told on a channel of its own, and queued in Redis
+    /// until it leaves (Redisson's fair lock), rather than on the lock's channel.
+    waits_on_own_channel: bool,
     /// The key and channel names beside the hash, by layout.
     layout: &'static Layout,
     acquire: AcquireFn,
@@ -228,6 +232,18 @@ static REDISSON_RW: Layout = Layout {
     ..REDISSON
 };
 
+/// The layout of Redisson's `RFairLock` (see `compat.rs`): `RLock`'s hash and
+/// channel, with the queue and its waiters' deadlines beside it. Its hash is `RLock`'s,
+/// so a listing finds it as a mutex.
+static REDISSON_FAIR_LAYOUT: Layout = Layout {
+    forced_messages: &[],
+    operator_keys: |key, _| compat::fair_queue_keys(key).to_vec(),
+    inspect: &REDISSON_FAIR_INSPECT,
+    force: &REDISSON_FAIR_FORCE,
+    at_the_name: false,
+    ..REDISSON
+};
+
 /// The layout of Redisson's `RPermitExpirableSemaphore` (see `compat.rs`): the key
 /// holds the number of permits free, the permits' deadlines are the sorted set
 /// `{<key>}:timeout`, and its channel is told the number free.
@@ -260,6 +276,7 @@ pub(crate) static MUTEX: KindSpec = KindSpec {
     marks_waiting_writers: false,
     hands_on_when_forced: false,
     waits_alongside: false,
+    waits_on_own_channel: false,
     layout: &HOLDLOCK,
     acquire: |scripts, client, names, owner, options| {
         Box::pin(scripts.acquire(client, &ACQUIRE, AcquireCall::of(names, owner, options)))
@@ -311,6 +328,27 @@ pub(crate) static FAIR: KindSpec = KindSpec {
         Box::pin(scripts.fair_release(client, names, owner))
     },
     ..MUTEX
+};
+
+/// The fair lock in the layout of Redisson's `RFairLock` (see `compat.rs`,
+/// `lua/redisson/fair_acquire.lua`): `RLock`'s hash, renewed and re-entered as the
+/// mutex's in that layout, with Redisson's queue beside it; each waiter is told on a
+/// channel of its own. It draws no fencing token (Redisson keeps no counter for it).
+pub(crate) static REDISSON_FAIR: KindSpec = KindSpec {
+    label: "fair",
+    describe: "fair lock",
+    public: LockKind::Fair,
+    filed_by_name: false,
+    draws_tokens: false,
+    waits_on_own_channel: true,
+    layout: &REDISSON_FAIR_LAYOUT,
+    acquire: |scripts, client, names, owner, options| {
+        Box::pin(scripts.redisson_fair_acquire(client, names, owner, options.0))
+    },
+    release: |scripts, client, names, owner, _| {
+        Box::pin(scripts.redisson_fair_release(client, names, owner))
+    },
+    ..REDISSON_MUTEX
 };
 
 /// The read side of a read-write lock (`lua/rw_acquire.lua`): shared among readers,
@@ -490,9 +528,12 @@ impl PartialEq for Kind {
 impl Eq for Kind {}
 
 impl Kind {
+    #[cfg(test)]
     pub(crate) const MUTEX: Kind = Kind(&MUTEX);
     pub(crate) const FAIR: Kind = Kind(&FAIR);
+    #[cfg(test)]
     pub(crate) const WRITE: Kind = Kind(&WRITE);
+    #[cfg(test)]
     pub(crate) const SEMAPHORE: Kind = Kind(&SEMAPHORE);
 
     /// The kind whose descriptor is `holdlock`'s in holdlock's layout and `redisson`'s
@@ -507,6 +548,11 @@ impl Kind {
     /// The mutex in the layout of `compat`.
     pub(crate) fn mutex(compat: Compat) -> Kind {
         Kind::in_layout(compat, &MUTEX, &REDISSON_MUTEX)
+    }
+
+    /// The fair lock in the layout of `compat`.
+    pub(crate) fn fair(compat: Compat) -> Kind {
+        Kind::in_layout(compat, &FAIR, &REDISSON_FAIR)
     }
 
     /// The read side of a read-write lock in the layout of `compat`.
@@ -623,6 +669,12 @@ impl Kind {
     /// Whether its waiters ask alongside each other rather than in line.
     pub(crate) fn waits_alongside(self) -> bool {
         self.0.waits_alongside
+    }
+
+    /// Whether each waiting owner is told on a channel of its own and stays queued in
+    /// Redis until it leaves (see [`LockNames::own_channel`]).
+    pub(crate) fn waits_on_own_channel(self) -> bool {
+        self.0.waits_on_own_channel
     }
 
     /// Whether the hash keeps data beside its holders.

@@ -7,6 +7,7 @@ use fred::types::Value;
 
 use super::leases::other_permits;
 use super::{Acquire, Delivery, LockNames, Scripts, acquire_reply, decimal, remaining_count};
+use crate::compat;
 use crate::error::Result;
 use crate::options::ResolvedOptions;
 
@@ -43,7 +44,78 @@ script!(
     pub(crate) REDISSON_SEM_FORCE = "redisson/layout.lua", "redisson/sem_force.lua"
 );
 
+script!(
+    REDISSON_FAIR_ACQUIRE = "redisson/layout.lua",
+    "redisson/fair_acquire.lua"
+);
+script!(
+    REDISSON_FAIR_RELEASE = "redisson/layout.lua",
+    "redisson/fair_release.lua"
+);
+script!(
+    /// Takes a waiter that gives up out of the queue (see `waiting/mark.rs`).
+    pub(crate) REDISSON_FAIR_LEAVE = "redisson/layout.lua", "redisson/fair_leave.lua"
+);
+script!(
+    /// Reads the fair lock for the operator, as `lua/inspect.lua` does holdlock's.
+    pub(crate) REDISSON_FAIR_INSPECT = "redisson/layout.lua", "redisson/fair_inspect.lua"
+);
+script!(
+    /// Breaks the fair lock, as `lua/force_unlock.lua` does holdlock's.
+    pub(crate) REDISSON_FAIR_FORCE = "redisson/layout.lua", "redisson/fair_force.lua"
+);
+
 impl Scripts {
+    /// Takes a fair lock in Redisson's layout afresh for `owner`, queueing it if
+    /// refused (unless a single try), sent at most once.
+    pub(crate) async fn redisson_fair_acquire(
+        &self,
+        client: &Client,
+        names: &LockNames,
+        owner: &str,
+        options: &ResolvedOptions,
+    ) -> Result<Acquire> {
+        let [queue, deadlines] = compat::fair_queue_keys(&names.key);
+        let keys = [&*names.key, queue.as_str(), deadlines.as_str()];
+        let args = || {
+            let mut args = vec![
+                owner.into(),
+                decimal(options.lease_ms),
+                decimal(compat::FAIR_WAIT_MS),
+            ];
+            if options.is_single_try() {
+                args.push(Value::from_static_str("try"));
+            }
+            args
+        };
+        let script = &REDISSON_FAIR_ACQUIRE;
+        let reply = self
+            .eval(client, script, &keys, &args, Delivery::Acquisition)
+            .await?;
+        acquire_reply(&reply)
+    }
+
+    /// Drops one of `owner`'s holds of a fair lock in Redisson's layout, telling the
+    /// head of its queue when the lock is free: the count left, or `None` if it held
+    /// none.
+    pub(crate) async fn redisson_fair_release(
+        &self,
+        client: &Client,
+        names: &LockNames,
+        owner: &str,
+    ) -> Result<Option<u32>> {
+        let [queue, deadlines] = compat::fair_queue_keys(&names.key);
+        let channel = names.release_channel();
+        let keys = [&*names.key, &*queue, &*deadlines, &*channel];
+        let publish = Value::from_static_str(self.publish);
+        let args = || vec![owner.into(), publish.clone()];
+        let script = &REDISSON_FAIR_RELEASE;
+        let reply = self
+            .eval(client, script, &keys, &args, Delivery::AtMostOnce)
+            .await?;
+        remaining_count(&reply)
+    }
+
     /// Takes or re-enters the side `names.kind` of a read-write lock in Redisson's
     /// layout for `owner`, sent at most once.
     pub(crate) async fn redisson_rw_acquire(

@@ -8,6 +8,7 @@ use fred::clients::Client;
 use fred::types::Value;
 
 use super::{Call, Counted, Kind, Script};
+use crate::compat;
 use crate::error::{LockError, Result};
 use crate::keys::{self, LockKind, validate_name};
 use crate::options::{ClientConfig, LockOptions, ResolvedOptions};
@@ -133,6 +134,15 @@ impl LockNames {
     /// for it (empty: the force script tells holdlock's channel its own message).
     pub(crate) fn forced_messages(&self) -> &'static [&'static str] {
         self.kind.0.layout.forced_messages
+    }
+
+    /// The channel on which `owner`, waiting for this lock, is told it may take it,
+    /// where each waiter has its own (Redisson's fair lock): `None` where waiters
+    /// listen on the lock's [`release_channel`](Self::release_channel).
+    pub(crate) fn own_channel(&self, owner: &str) -> Option<String> {
+        self.kind
+            .waits_on_own_channel()
+            .then(|| compat::fair_waiter_channel(&self.key, owner))
     }
 
     /// The channel on which the fair lock at this key hands itself to the waits of
@@ -268,8 +278,8 @@ pub(crate) fn semaphore_names(
 /// The keys and channel of the fair lock called `name`: its hash is `P{N}:fair`
 /// (beside the mutex `P{N}`, never the same key), its queue `P{N}:fair:queue` and its
 /// waiters' liveness `P{N}:fair:alive`.
-pub(crate) fn fair_names(prefix: &str, name: &str) -> Result<LockNames> {
-    names_of(prefix, name, LockKind::Fair.suffix(), Kind::FAIR)
+pub(crate) fn fair_names(prefix: &str, name: &str, kind: Kind) -> Result<LockNames> {
+    (kind.0.layout.names)(prefix, name, LockKind::Fair.suffix(), kind)
 }
 
 /// The keys and channel of the read or write side (`side`) of the read-write lock
@@ -291,6 +301,7 @@ pub(crate) fn election_names(prefix: &str, name: &str) -> Result<LockNames> {
 /// The names of the lock `name` of the public `kind`, for the operator calls (a
 /// semaphore's number of permits is not known there: 0; a read-write lock's are its
 /// write side's).
+#[cfg(test)]
 pub(super) fn kind_names(prefix: &str, name: &str, kind: LockKind) -> Result<LockNames> {
     let kind = match kind {
         LockKind::Mutex => Kind::MUTEX,
@@ -327,11 +338,11 @@ impl ClientConfig {
     pub(crate) fn kind_names(&self, name: &str, kind: LockKind) -> Result<LockNames> {
         match kind {
             LockKind::Mutex => self.names(name),
+            LockKind::Fair => fair_names(&self.prefix, name, Kind::fair(self.compat)),
             LockKind::ReadWrite => rw_names(&self.prefix, name, Kind::write(self.compat)),
             LockKind::Semaphore => {
                 semaphore_names(&self.prefix, name, 0, Kind::semaphore(self.compat))
             }
-            other => kind_names(&self.prefix, name, other),
         }
     }
 }

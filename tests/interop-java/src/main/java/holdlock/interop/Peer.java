@@ -41,6 +41,12 @@
 //   <id> rwcount <name> <thread> <counter> <n> <inside ms>
 //        n critical sections {wlock; GET counter; wait; SET counter + 1; unlock}
 //                                          -> <id> counted <n>
+//   <id> flock <name> <thread>             -> <id> locked <epoch ms> <owner id>
+//        RFairLock.lock()
+//   <id> tryflock <name> <thread> <wait ms> -> <id> trylock <true|false> <epoch ms>
+//   <id> fcount <name> <thread> <counter> <n> <inside ms>
+//        n critical sections {flock; GET counter; wait; SET counter + 1; unlock}
+//                                          -> <id> counted <n>
 //
 // The p commands take the permits of the RPermitExpirableSemaphore <name>; a permit is
 // the id acquire returns, not the thread's, and expires after its lease unless released.
@@ -69,7 +75,7 @@
 //        acquire(): waits for a permit, kept until released
 //
 // "unlock" releases with the object the thread last took the name with and has not
-// released yet (RLock, RFencedLock, or the read or write lock of an RReadWriteLock:
+// released yet (RLock, RFencedLock, RFairLock, or the read or write lock of an RReadWriteLock:
 // a thread holding a name's write lock may take its read lock too), or else with the
 // name's RLock. A failed command answers "<id> error <message>". End of input shuts
 // Redisson down and exits.
@@ -242,7 +248,8 @@ public final class Peer {
         switch (verb) {
             case "lock":
             case "rlock":
-            case "wlock": {
+            case "wlock":
+            case "flock": {
                 RLock lock = lock(verb, name);
                 lock.lock();
                 took(taken, lock);
@@ -250,7 +257,8 @@ public final class Peer {
             }
             case "trylock":
             case "tryrlock":
-            case "trywlock": {
+            case "trywlock":
+            case "tryflock": {
                 RLock lock = lock(verb, name);
                 boolean got = lock.tryLock(Long.parseLong(args.get(2)), TimeUnit.MILLISECONDS);
                 if (got) {
@@ -264,7 +272,8 @@ public final class Peer {
                 return words("unlocked", now());
             }
             case "count":
-            case "rwcount": {
+            case "rwcount":
+            case "fcount": {
                 String counter = args.get(2);
                 int n = Integer.parseInt(args.get(3));
                 long insideMs = Long.parseLong(args.get(4));
@@ -361,6 +370,10 @@ public final class Peer {
             case "trywlock":
             case "rwcount":
                 return redisson.getReadWriteLock(name).writeLock();
+            case "flock":
+            case "tryflock":
+            case "fcount":
+                return redisson.getFairLock(name);
             default:
                 return redisson.getLock(name);
         }

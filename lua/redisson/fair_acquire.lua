@@ -1,0 +1,68 @@
+-- redisson/fair_acquire.lua: take a fair lock afresh in the layout of Redisson's
+-- RFairLock (see src/compat.rs), as its tryLockInnerAsync does, so that Java waiters
+-- and ours share one queue.
+--
+-- KEYS[1]  lock key (hash: field = owner id, value = hold count, as RLock's)
+-- KEYS[2]  the queue of waiting owners, "redisson_lock_queue:{<key>}" (a list)
+-- KEYS[3]  each waiter's deadline, "redisson_lock_timeout:{<key>}" (a sorted set of
+--          owner -> milliseconds)
+-- ARGV[1]  owner id
+-- ARGV[2]  lease in milliseconds
+-- ARGV[3]  how long a waiter keeps its place at the head of the queue, in
+--          milliseconds (Redisson's fairLockWaitTimeout, 5 s by default)
+-- ARGV[4]  "try" for a single try: a refusal queues nothing
+--
+-- Clock: this server's (Redisson's waiters give their own; keep the clocks in step).
+-- First drops the heads of the queue whose deadline has passed (Redisson's rule: a
+-- waiter that stopped asking loses its place). The lock is granted if it is free and
+-- the queue is empty or headed by the caller, which leaves the queue then, every
+-- deadline behind it moving one wait earlier. A refused waiting caller is queued at
+-- the tail once, its deadline one wait after the deadline before it (or after the
+-- holder's lease).
+--
+-- Granted:  { 1, 0 }
+-- Busy:     { 0, ms until the caller should ask again unless told sooner: the
+--             holder's PTTL, or while the lock is free, until the head's deadline }
+-- Raises WRONGTYPE (naming the key) if a key holds another type; nothing is written.
+local redisson = redisson_functions()
+local wrong = redisson.wrong_type({ 'hash', 'list', 'zset' })
+if wrong then
+  return wrong
+end
+local key, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
+local owner, wait = ARGV[1], tonumber(ARGV[3])
+local now = redisson.now()
+redisson.drop_stale_heads(queue, deadlines, now)
+local pttl = redis.call('pttl', key)
+local head = redis.call('lindex', queue, 0)
+if pttl == -2 and (not head or head == owner) then
+  if head then
+    redis.call('lpop', queue)
+  end
+  redis.call('zrem', deadlines, owner)
+  for _, behind in ipairs(redis.call('zrange', deadlines, 0, -1)) do
+    redis.call('zincrby', deadlines, -wait, behind)
+  end
+  redis.call('hset', key, owner, 1)
+  redis.call('pexpire', key, ARGV[2])
+  return { 1, 0 }
+end
+if pttl ~= -2 and redis.call('hexists', key, owner) == 1 then
+  -- A field of ours still here is a hold the caller gave up as lost: start over.
+  redis.call('hset', key, owner, 1)
+  redis.call('pexpire', key, ARGV[2])
+  return { 1, 0 }
+end
+if ARGV[4] ~= 'try' and not redis.call('zscore', deadlines, owner) then
+  local last = redis.call('lindex', queue, -1)
+  local after = last and redis.call('zscore', deadlines, last)
+  local deadline = (after and tonumber(after) or now + math.max(pttl, 0)) + wait
+  redis.call('zadd', deadlines, deadline, owner)
+  redis.call('rpush', queue, owner)
+  head = head or owner
+end
+if pttl ~= -2 then
+  return { 0, pttl }
+end
+local until_head = redis.call('zscore', deadlines, head)
+return { 0, math.max(1, (until_head and tonumber(until_head) or now) - now) }

@@ -1,0 +1,298 @@
+//! `Compat::Redisson`'s fair lock, kept in the layout of Redisson's `RFairLock`
+//! (checked from Redis itself; tests/redisson_java_interop.rs runs Java Redisson
+//! against it): the hash, the queue and its deadlines, each waiter's own channel, a
+//! waiter that gives up or is dropped leaving the queue, and the operator's view.
+
+mod common;
+
+use std::time::Duration;
+
+use fred::interfaces::{
+    ClientLike, EventInterface, HashesInterface, KeysInterface, ListInterface, LuaInterface,
+    PubsubInterface,
+};
+use holdlock::{Compat, LockClient, LockGuard, LockKind};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+async fn redisson_client(url: &str) -> LockClient {
+    LockClient::builder(url)
+        .compat(Compat::Redisson)
+        .build()
+        .await
+        .unwrap()
+}
+
+fn queue_key(name: &str) -> String {
+    format!("redisson_lock_queue:{{{name}}}")
+}
+
+fn deadlines_key(name: &str) -> String {
+    format!("redisson_lock_timeout:{{{name}}}")
+}
+
+async fn queue(redis: &fred::clients::Client, name: &str) -> Vec<String> {
+    redis.lrange(queue_key(name), 0, -1).await.unwrap()
+}
+
+/// `owner`'s deadline in `name`'s queue (the test client is built without fred's
+/// sorted-set commands).
+async fn deadline(redis: &fred::clients::Client, name: &str, owner: &str) -> Option<f64> {
+    let script = "return redis.call('zscore', KEYS[1], ARGV[1])";
+    let score: Option<String> = redis
+        .eval(script, deadlines_key(name), owner)
+        .await
+        .unwrap();
+    score.map(|score| score.parse().unwrap())
+}
+
+/// A task of its own waiting for the fair lock `name` on `client`: its owner id (told
+/// before it waits), and the task, which gives the guard.
+async fn waiter(client: &LockClient, name: &str) -> (String, JoinHandle<LockGuard>) {
+    let (tell, told) = oneshot::channel();
+    let (client, name) = (client.clone(), name.to_owned());
+    let task = tokio::spawn(async move {
+        tell.send(client.owner_id()).unwrap();
+        client.fair_lock(&name).await.unwrap()
+    });
+    (told.await.unwrap(), task)
+}
+
+/// Waits until `name`'s queue is `expected`, for up to 5 s.
+async fn queue_becomes(redis: &fred::clients::Client, name: &str, expected: &[&str]) {
+    for _ in 0..100 {
+        if queue(redis, name).await == expected {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(queue(redis, name).await, expected);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fair_lock_looks_in_redis_as_redissons_fair_lock_does() {
+    let url = common::url();
+    let (one, two, three) = (
+        redisson_client(&url).await,
+        redisson_client(&url).await,
+        redisson_client(&url).await,
+    );
+    let redis = common::raw(&url).await;
+    let name = common::unique("fair-layout");
+
+    // The holder: RLock's hash, `<owner>` -> 1, with the lease.
+    let held = one.fair_lock(&name).await.unwrap();
+    let fields: Vec<(String, String)> = redis.hgetall(name.as_str()).await.unwrap();
+    assert_eq!(fields, [(held.owner().to_owned(), "1".to_owned())]);
+    let pttl: i64 = redis.pttl(name.as_str()).await.unwrap();
+    assert!((20_000..=30_000).contains(&pttl), "{pttl}");
+
+    // Two waiters queue in the order they came, each deadline one wait (5 s) after
+    // the one before it, the first's after the holder's lease.
+    let (second, second_task) = waiter(&two, &name).await;
+    queue_becomes(&redis, &name, &[&second]).await;
+    let (third, third_task) = waiter(&three, &name).await;
+    queue_becomes(&redis, &name, &[&second, &third]).await;
+    let first_deadline = deadline(&redis, &name, &second).await.unwrap();
+    let third_deadline = deadline(&redis, &name, &third).await.unwrap();
+    assert_eq!(third_deadline - first_deadline, 5_000.0);
+
+    // The release tells the head alone, on its own channel, with Redisson's "0".
+    let subscriber = common::raw(&url).await;
+    let mut messages = subscriber.message_rx();
+    for owner in [&second, &third] {
+        let channel = format!("redisson_lock__channel:{{{name}}}:{owner}");
+        subscriber.subscribe(channel).await.unwrap();
+    }
+    let _: () = subscriber.ping(None).await.unwrap();
+    held.unlock().await.unwrap();
+    let message = tokio::time::timeout(Duration::from_secs(5), messages.recv())
+        .await
+        .expect("the head is told")
+        .unwrap();
+    assert_eq!(
+        message.channel.to_string(),
+        format!("redisson_lock__channel:{{{name}}}:{second}")
+    );
+    assert_eq!(message.value.as_str().unwrap(), "0");
+    // The head takes it within a round trip or two of the message (the lease had 20 s
+    // and more to run); the next waiter's deadline moves one wait earlier.
+    let second_guard = tokio::time::timeout(Duration::from_secs(1), second_task)
+        .await
+        .expect("the head is woken by its message")
+        .unwrap();
+    assert_eq!(second_guard.owner(), second);
+    queue_becomes(&redis, &name, &[&third]).await;
+    let moved = deadline(&redis, &name, &third).await.unwrap();
+    assert_eq!(third_deadline - moved, 5_000.0);
+    assert!(!third_task.is_finished());
+
+    // The next release hands it on; nothing is left behind after the last.
+    second_guard.unlock().await.unwrap();
+    let third_guard = tokio::time::timeout(Duration::from_secs(1), third_task)
+        .await
+        .expect("the next head is woken by its message")
+        .unwrap();
+    third_guard.unlock().await.unwrap();
+    for key in [name.clone(), queue_key(&name), deadlines_key(&name)] {
+        let left: i64 = redis.exists(key.as_str()).await.unwrap();
+        assert_eq!(left, 0, "{key}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_waiter_that_gives_up_or_is_dropped_leaves_redissons_queue() {
+    let url = common::url();
+    let (one, two, three) = (
+        redisson_client(&url).await,
+        redisson_client(&url).await,
+        redisson_client(&url).await,
+    );
+    let redis = common::raw(&url).await;
+    let name = common::unique("fair-leave");
+    let held = one.fair_lock(&name).await.unwrap();
+
+    // A single try is refused and queues nothing.
+    assert!(two.fair_lock(&name).try_now().await.unwrap().is_none());
+    assert!(queue(&redis, &name).await.is_empty());
+
+    // A wait that times out leaves; the deadline behind it moves one wait earlier.
+    let (tell, told) = oneshot::channel();
+    let timed = tokio::spawn({
+        let (two, name) = (two.clone(), name.clone());
+        async move {
+            tell.send(two.owner_id()).unwrap();
+            two.fair_lock(&name)
+                .timeout(Duration::from_millis(1_500))
+                .await
+                .unwrap()
+        }
+    });
+    let gives_up = told.await.unwrap();
+    queue_becomes(&redis, &name, &[&gives_up]).await;
+    let (stays, stays_task) = waiter(&three, &name).await;
+    queue_becomes(&redis, &name, &[&gives_up, &stays]).await;
+    let before = deadline(&redis, &name, &stays).await.unwrap();
+    assert!(timed.await.unwrap().is_none());
+    queue_becomes(&redis, &name, &[&stays]).await;
+    assert_eq!(deadline(&redis, &name, &gives_up).await, None);
+    assert_eq!(
+        before - deadline(&redis, &name, &stays).await.unwrap(),
+        5_000.0
+    );
+
+    // A dropped wait leaves too, and the queue goes on without it.
+    let (dropped, dropped_task) = waiter(&two, &name).await;
+    queue_becomes(&redis, &name, &[&stays, &dropped]).await;
+    dropped_task.abort();
+    queue_becomes(&redis, &name, &[&stays]).await;
+    held.unlock().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(1), stays_task)
+        .await
+        .expect("the head is woken by its message")
+        .unwrap();
+    guard.unlock().await.unwrap();
+    for key in [name.clone(), queue_key(&name), deadlines_key(&name)] {
+        let left: i64 = redis.exists(key.as_str()).await.unwrap();
+        assert_eq!(left, 0, "{key}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_head_that_leaves_a_free_lock_tells_the_next_waiter() {
+    let url = common::url();
+    let (one, two, three) = (
+        redisson_client(&url).await,
+        redisson_client(&url).await,
+        redisson_client(&url).await,
+    );
+    let redis = common::raw(&url).await;
+    let name = common::unique("fair-head-leaves");
+    // The head gives up just as the release tells it (it leaves the queue a moment
+    // later, once its client has let go of its channel): the lock is free, and the
+    // next waiter is told when the head leaves, not at the end of the lease it saw.
+    let held = one.fair_lock(&name).await.unwrap();
+    let (head, head_task) = waiter(&two, &name).await;
+    queue_becomes(&redis, &name, &[&head]).await;
+    let (next, next_task) = waiter(&three, &name).await;
+    queue_becomes(&redis, &name, &[&head, &next]).await;
+    head_task.abort();
+    held.unlock().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(3), next_task)
+        .await
+        .expect("the next waiter is told when the head leaves")
+        .unwrap();
+    assert_eq!(guard.owner(), next);
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn operators_read_and_break_a_fair_lock_in_redissons_layout() {
+    let url = common::url();
+    let (one, two) = (redisson_client(&url).await, redisson_client(&url).await);
+    let redis = common::raw(&url).await;
+    let name = common::unique("fair-operator");
+    let held = one.fair_lock(&name).await.unwrap();
+    let (waiting, waiting_task) = waiter(&two, &name).await;
+    queue_becomes(&redis, &name, &[&waiting]).await;
+
+    // The holder and the queue, in order.
+    let info = one
+        .inspect_kind(LockKind::Fair, &name)
+        .await
+        .unwrap()
+        .expect("held");
+    let owners: Vec<&str> = info.owners.iter().map(|o| o.id.as_str()).collect();
+    assert_eq!(owners, [held.owner()]);
+    let fair = info.fair.expect("a fair lock's queue");
+    let queued: Vec<&str> = fair.queue.iter().map(|w| w.owner.as_str()).collect();
+    assert_eq!(queued, [waiting.as_str()]);
+    assert_eq!(fair.queue[0].since_us, 0);
+
+    // Broken by force: the holder is told, the head is told and takes the lock.
+    assert!(one.force_unlock_kind(LockKind::Fair, &name).await.unwrap());
+    tokio::time::timeout(Duration::from_secs(5), held.lost())
+        .await
+        .expect("the holder is told");
+    let guard = tokio::time::timeout(Duration::from_secs(1), waiting_task)
+        .await
+        .expect("the head is told")
+        .unwrap();
+    guard.unlock().await.unwrap();
+    assert!(!one.force_unlock_kind(LockKind::Fair, &name).await.unwrap());
+    let info = one.inspect_kind(LockKind::Fair, &name).await.unwrap();
+    assert!(info.is_none(), "{info:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fair_lock_in_redissons_layout_re_enters_and_refuses_fencing() {
+    let url = common::url();
+    let client = redisson_client(&url).await;
+    let redis = common::raw(&url).await;
+    let name = common::unique("fair-reenter");
+    let outer = client.fair_lock(&name).await.unwrap();
+    let inner = client.fair_lock(&name).await.unwrap();
+    let count: String = redis.hget(name.as_str(), outer.owner()).await.unwrap();
+    assert_eq!(count, "2");
+    inner.unlock().await.unwrap();
+    outer.unlock().await.unwrap();
+    let left: i64 = redis.exists(name.as_str()).await.unwrap();
+    assert_eq!(left, 0);
+
+    let fenced = client
+        .fair_lock(&name)
+        .options(holdlock::LockOptions::fenced())
+        .await;
+    assert!(
+        matches!(
+            fenced,
+            Err(holdlock::LockError::InvalidOption {
+                option: "fenced",
+                ..
+            })
+        ),
+        "{fenced:?}"
+    );
+    let left: i64 = redis.exists(name.as_str()).await.unwrap();
+    assert_eq!(left, 0);
+}
