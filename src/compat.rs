@@ -1,7 +1,7 @@
-//! Which layout and protocol the mutex, the read-write lock and the semaphore speak:
-//! holdlock's own, or Redisson's, so that Rust services and Java services using
-//! Redisson's `RLock`, `RReadWriteLock` or `RPermitExpirableSemaphore` exclude each
-//! other on the same names.
+//! Which layout and protocol the mutex, the fair lock, the read-write lock and the
+//! semaphore speak: holdlock's own, or Redisson's, so that Rust services and Java
+//! services using Redisson's `RLock`, `RFairLock`, `RReadWriteLock` or
+//! `RPermitExpirableSemaphore` exclude each other on the same names.
 //!
 //! Everything that differs between the two dialects is named here: the key of a
 //! lock, its release channel and message, its fencing counter, the keys kept beside
@@ -27,6 +27,11 @@
 //! key `{<key>}:<owner>:rwlock_timeout:<n>`; releases are told on
 //! `redisson_rwlock:{<key>}` (`0` after a reader, `1` then `0` after a writer).
 //!
+//! The fair lock in Redisson's layout (`RedissonFairLock`): `RLock`'s hash at the key,
+//! the queue of waiting owners `redisson_lock_queue:{<key>}` (a list) and their
+//! deadlines `redisson_lock_timeout:{<key>}` (a sorted set); a release tells the head
+//! of the queue alone, `0` on `redisson_lock__channel:{<key>}:<owner>`.
+//!
 //! The semaphore in Redisson's layout (`RedissonPermitExpirableSemaphore`): the key
 //! holds the number of permits free, the sorted set `{<key>}:timeout` each permit's
 //! deadline, and `redisson_sc:{<key>}` is told the number free when permits come
@@ -44,9 +49,9 @@ use crate::owner::LocalOwner;
 /// and every other way to take it) keeps its locks exactly as Redisson 4.7 does, so
 /// that a Java service's `redisson.getLock("account:42")` and a Rust service's
 /// `client.lock("account:42")` exclude each other; so do the read-write lock, in the
-/// layout of Redisson's `RReadWriteLock`, and the semaphore, in the layout of its
-/// `RPermitExpirableSemaphore`. The fair lock and elections keep holdlock's own layout
-/// in both modes.
+/// layout of Redisson's `RReadWriteLock`, the fair lock, in the layout of its
+/// `RFairLock`, and the semaphore, in the layout of its `RPermitExpirableSemaphore`.
+/// Elections keep holdlock's own layout in both modes.
 /// docs/deployments.md, "Sharing locks with Redisson", says what is compatible.
 ///
 /// # Examples
@@ -70,8 +75,8 @@ pub enum Compat {
     /// client to hand the lock to, clock-based fencing tokens.
     #[default]
     Holdlock,
-    /// The layout and protocol of Redisson's `RLock`, `RFencedLock`, `RReadWriteLock`
-    /// and `RPermitExpirableSemaphore` (Redisson 4.7).
+    /// The layout and protocol of Redisson's `RLock`, `RFencedLock`, `RReadWriteLock`,
+    /// `RFairLock` and `RPermitExpirableSemaphore` (Redisson 4.7).
     Redisson,
 }
 

@@ -222,19 +222,31 @@ async fn names_with_braces_use_redissons_channel_and_every_kind_still_works() {
     let mode: String = redis.hget(name.as_str(), "mode").await.unwrap();
     assert_eq!(mode, "read");
     read.unlock().await.unwrap();
-    // The other kinds keep holdlock's layout (no prefix here): braces are refused there.
-    assert!(matches!(
-        client.fair_lock(&name).await,
-        Err(LockError::InvalidName { .. })
-    ));
-    let plain = common::unique("kinds");
-    let fair = client.fair_lock(&plain).await.unwrap();
-    let exists: i64 = redis
-        .exists(format!("{{{plain}}}:fair").as_str())
+    // So is the fair lock: the hash at the braced name, its queue in the name's slot
+    // (no braces added), and a waiter woken on its own channel for it.
+    let fair = client.fair_lock(&name).await.unwrap();
+    let held: i64 = redis.hlen(name.as_str()).await.unwrap();
+    assert_eq!(held, 1);
+    let waiter = tokio::spawn({
+        let client = redisson_client(&url).await;
+        let name = name.clone();
+        async move { client.fair_lock(&name).await.map(|_| std::time::Instant::now()) }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let queued: i64 = redis
+        .exists(format!("redisson_lock_queue:{name}").as_str())
         .await
         .unwrap();
-    assert_eq!(exists, 1);
-    drop(fair);
+    assert_eq!(queued, 1);
+    let released = std::time::Instant::now();
+    fair.unlock().await.unwrap();
+    let woke = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("woken by the message")
+        .unwrap()
+        .unwrap();
+    assert!(woke - released < Duration::from_secs(1));
+    let plain = common::unique("kinds");
     assert!(
         client
             .inspect_kind(LockKind::ReadWrite, &plain)

@@ -1,6 +1,6 @@
 //! `Compat::Redisson` against Java Redisson itself (`org.redisson:redisson`, the
 //! version pinned in `tests/interop-java/pom.xml`), run as a process of its own:
-//! `tests/interop-java`'s peer takes `RLock` and `RFencedLock` on command, on Java
+//! `tests/interop-java`'s peer takes Redisson's locks and permits on command, on Java
 //! threads of its own, as `tests/interop/peer.js` does with node-redisson for
 //! `tests/redisson_interop.rs`. Needs a JDK 17 and Maven: the jar is built by
 //! `.ci/run`, or here when it is missing or older than its sources.
@@ -17,8 +17,10 @@
 //! its own write lock on each side, wake-ups both ways, our watchdog renewing a read
 //! hold's timeout key, and a killed Java reader. `RPermitExpirableSemaphore` against
 //! our semaphore: never more permits than the limit across both sides, wake-ups both
-//! ways, and an expired permit of either side taken by the other. `RSemaphore`: a
-//! killed Java holder keeps its permit for good (why it stays incompatible).
+//! ways, and an expired permit of either side taken by the other. `RFairLock` against
+//! our fair lock: a shared counter, and a queue mixing both sides served in order,
+//! each woken by the release before it. `RSemaphore`: a killed Java holder keeps its
+//! permit for good (why it stays incompatible).
 
 mod common;
 
@@ -52,6 +54,8 @@ common::on_every_topology!(
     semaphore_each_sides_release_wakes_the_others_waiter,
     semaphore_an_expired_permit_of_either_side_is_reclaimed_by_the_other,
     rsemaphore_a_killed_java_holder_keeps_its_permit_for_good,
+    fair_both_sides_exclude_each_other_with_no_lost_update,
+    fair_a_queue_mixing_java_and_rust_waiters_is_served_in_order,
 );
 
 /// The lease of the Java peers' watchdog (`lockWatchdogTimeout`) and of holdlock's,
@@ -1036,4 +1040,161 @@ async fn rsemaphore_a_killed_java_holder_keeps_its_permit_for_good(url: &str) {
         "{refused:?}"
     );
     let _: i64 = redis.del(name.as_str()).await.unwrap();
+}
+
+async fn fair_both_sides_exclude_each_other_with_no_lost_update(url: &str) {
+    let name = common::unique("fair-counter");
+    let counter = common::unique("fair-counter-value");
+    const SECTIONS: u64 = 30;
+    let mut peer = Peer::start(url, LEASE);
+    let running: Vec<u64> = (1..=2)
+        .map(|thread| peer.send(&format!("fcount {name} {thread} {counter} {SECTIONS} 1")))
+        .collect();
+    let client = common::redisson_client(url, LEASE).await;
+    let redis = common::raw(url).await;
+    let tasks: Vec<_> = (0..2)
+        .map(|_| {
+            let (client, redis, name, counter) =
+                (client.clone(), redis.clone(), name.clone(), counter.clone());
+            tokio::spawn(async move {
+                for _ in 0..SECTIONS {
+                    let guard = client.fair_lock(&name).await.unwrap();
+                    let value: Option<u64> = redis.get(counter.as_str()).await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    let next = value.unwrap_or(0) + 1;
+                    let _: () = redis
+                        .set(counter.as_str(), next, None, None, false)
+                        .await
+                        .unwrap();
+                    guard.unlock().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    // Every wait was ended by a message to its own channel: one 30 s lease waited out
+    // would not fit.
+    for id in running {
+        let answer = peer.answer(id, Duration::from_secs(25));
+        assert_eq!(answer.expect("the Java threads finish")[0], "counted");
+    }
+    let total: u64 = redis.get(counter.as_str()).await.unwrap();
+    assert_eq!(total, 4 * SECTIONS, "a lost update: two holders overlapped");
+    for key in [
+        name.clone(),
+        format!("redisson_lock_queue:{{{name}}}"),
+        format!("redisson_lock_timeout:{{{name}}}"),
+    ] {
+        let left: i64 = redis.exists(key.as_str()).await.unwrap();
+        assert_eq!(left, 0, "{key}");
+    }
+}
+
+async fn fair_a_queue_mixing_java_and_rust_waiters_is_served_in_order(url: &str) {
+    let name = common::unique("fair-order");
+    let queue_key = format!("redisson_lock_queue:{{{name}}}");
+    let client = common::redisson_client(url, LEASE).await;
+    let redis = common::raw(url).await;
+    let mut peer = Peer::start(url, LEASE);
+    let queue = || {
+        let (redis, key) = (redis.clone(), queue_key.clone());
+        async move { redis.lrange::<Vec<String>, _>(key, 0, -1).await.unwrap() }
+    };
+    let queued = |n: usize| {
+        let queue = &queue;
+        async move {
+            for _ in 0..100 {
+                if queue().await.len() == n {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            panic!("the queue never had {n} waiters: {:?}", queue().await);
+        }
+    };
+    let rust_waiter = || {
+        let (client, name) = (client.clone(), name.clone());
+        let (tell, told) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            tell.send(client.owner_id()).unwrap();
+            let guard = client.fair_lock(&name).await.unwrap();
+            (guard, epoch_ms())
+        });
+        (told, task)
+    };
+
+    // Ours holds; a Java thread, one of ours, another Java thread and another of ours
+    // queue in turn, each after the one before it is in the queue.
+    let holder = client.fair_lock(&name).await.unwrap();
+    let java_first = peer.send(&format!("flock {name} 1"));
+    queued(1).await;
+    let (told, rust_first) = rust_waiter();
+    let rust_first_owner = told.await.unwrap();
+    queued(2).await;
+    let java_second = peer.send(&format!("flock {name} 2"));
+    queued(3).await;
+    let (told, rust_second) = rust_waiter();
+    let rust_second_owner = told.await.unwrap();
+    queued(4).await;
+    let order = queue().await;
+    assert_eq!(order[1], rust_first_owner);
+    assert_eq!(order[3], rust_second_owner);
+
+    // Each release wakes the next in that order, by its own channel, at once.
+    let released_ms = epoch_ms();
+    holder.unlock().await.unwrap();
+    let got = peer
+        .answer(java_first, Duration::from_secs(10))
+        .expect("the first Java thread gets the lock");
+    assert_eq!(got[2], order[0]);
+    let woke = woke_after(released_ms, got[1].parse().unwrap());
+    assert!(
+        woke < WOKEN_WITHIN,
+        "the Java head woke {woke:?} after our release"
+    );
+
+    let released = peer.call(&format!("unlock {name} 1"), Duration::from_secs(10));
+    let (guard, got_ms) = tokio::time::timeout(Duration::from_secs(10), rust_first)
+        .await
+        .expect("our first waiter gets the lock")
+        .unwrap();
+    let woke = woke_after(released[1].parse().unwrap(), got_ms);
+    assert!(
+        woke < WOKEN_WITHIN,
+        "our head woke {woke:?} after the Java release"
+    );
+    assert!(
+        peer.answer(java_second, Duration::from_millis(300))
+            .is_none(),
+        "the second Java thread got in while ours held"
+    );
+    assert!(!rust_second.is_finished());
+
+    let released_ms = epoch_ms();
+    guard.unlock().await.unwrap();
+    let got = peer
+        .answer(java_second, Duration::from_secs(10))
+        .expect("the second Java thread gets the lock");
+    assert_eq!(got[2], order[2]);
+    let woke = woke_after(released_ms, got[1].parse().unwrap());
+    assert!(
+        woke < WOKEN_WITHIN,
+        "the Java head woke {woke:?} after our release"
+    );
+    assert!(!rust_second.is_finished());
+
+    let released = peer.call(&format!("unlock {name} 2"), Duration::from_secs(10));
+    let (guard, got_ms) = tokio::time::timeout(Duration::from_secs(10), rust_second)
+        .await
+        .expect("our second waiter gets the lock")
+        .unwrap();
+    let woke = woke_after(released[1].parse().unwrap(), got_ms);
+    assert!(
+        woke < WOKEN_WITHIN,
+        "our head woke {woke:?} after the Java release"
+    );
+    guard.unlock().await.unwrap();
+    assert!(queue().await.is_empty());
 }

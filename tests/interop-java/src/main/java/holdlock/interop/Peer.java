@@ -1,5 +1,5 @@
 // A Redisson peer for tests/redisson_java_interop.rs: Java Redisson itself, taking its
-// RLock, RFencedLock and RReadWriteLock, and the permits of its
+// RLock, RFencedLock, RFairLock and RReadWriteLock, and the permits of its
 // RPermitExpirableSemaphore, on command, as tests/interop/peer.js does with
 // node-redisson.
 //
@@ -9,10 +9,10 @@
 // tests write it, redis-cluster://host:port?node=host:port&node=... (useClusterServers,
 // shardedSubscriptionMode AUTO: shard channels on a Redis 7 cluster). Once connected
 // the peer says "ready <publish command>" ("publish" or "spublish", the command its
-// unlock script publishes with). Before that it takes a lock of its own through a wait
-// and a wake-up, a fenced lock, and a read and a write lock, so that the wake-ups a test
-// times are not slowed by the JVM loading the classes of Redisson's first release
-// message.
+// unlock script publishes with). Before that it takes a lock and a fair lock of its own,
+// each through a wait and a wake-up, a fenced lock, and a read and a write lock, so that
+// the wake-ups a test times are not slowed by the JVM loading the classes of Redisson's
+// first release message.
 //
 // Commands are read from stdin, one a line; each starts with an id that its answer
 // repeats. <thread> names a Java thread of this process, started on first use: the
@@ -164,7 +164,24 @@ public final class Peer {
      */
     private static void warmUp() throws Exception {
         String name = "holdlock-interop-warm-up:" + UUID.randomUUID();
-        RLock lock = redisson.getLock(name);
+        wakeUpOnce(redisson.getLock(name));
+        // RFairLock's waiter is woken on a channel of its own.
+        wakeUpOnce(redisson.getFairLock(name + ":fair"));
+        RFencedLock fenced = redisson.getFencedLock(name);
+        fenced.lockAndGetToken();
+        fenced.unlock();
+        // Its token counter (RedissonFencedLock's prefixName).
+        redisson.getBucket("redisson_lock_token:{" + name + "}").delete();
+        // The last unlock of each deletes the hash.
+        RReadWriteLock rw = redisson.getReadWriteLock(name);
+        rw.readLock().lock();
+        rw.readLock().unlock();
+        rw.writeLock().lock();
+        rw.writeLock().unlock();
+    }
+
+    /** A thread waits for `lock` while another holds it, and is woken by its release. */
+    private static void wakeUpOnce(RLock lock) throws Exception {
         ExecutorService holder = thread("warm-up-holder");
         ExecutorService waiter = thread("warm-up-waiter");
         holder.submit(() -> lock.lock()).get(30, TimeUnit.SECONDS);
@@ -177,17 +194,6 @@ public final class Peer {
         woken.get(30, TimeUnit.SECONDS);
         holder.shutdown();
         waiter.shutdown();
-        RFencedLock fenced = redisson.getFencedLock(name);
-        fenced.lockAndGetToken();
-        fenced.unlock();
-        // Its token counter (RedissonFencedLock's prefixName).
-        redisson.getBucket("redisson_lock_token:{" + name + "}").delete();
-        // The last unlock of each deletes the hash.
-        RReadWriteLock rw = redisson.getReadWriteLock(name);
-        rw.readLock().lock();
-        rw.readLock().unlock();
-        rw.writeLock().lock();
-        rw.writeLock().unlock();
     }
 
     /** Redisson's configuration for the URL, with a small pool (a test's few threads). */
