@@ -230,7 +230,12 @@ async fn names_with_braces_use_redissons_channel_and_every_kind_still_works() {
     let waiter = tokio::spawn({
         let client = redisson_client(&url).await;
         let name = name.clone();
-        async move { client.fair_lock(&name).await.map(|_| std::time::Instant::now()) }
+        async move {
+            client
+                .fair_lock(&name)
+                .await
+                .map(|_| std::time::Instant::now())
+        }
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     let queued: i64 = redis

@@ -296,3 +296,68 @@ async fn a_fair_lock_in_redissons_layout_re_enters_and_refuses_fencing() {
     let left: i64 = redis.exists(name.as_str()).await.unwrap();
     assert_eq!(left, 0);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dropped_fair_calls_leave_no_hold_no_place_and_no_subscription_behind() {
+    let url = common::url();
+    let (holder, waiters) = (redisson_client(&url).await, redisson_client(&url).await);
+    let redis = common::raw(&url).await;
+    let name = common::unique("fair-cancel");
+    let channels = || async {
+        let pattern = format!("redisson_lock__channel:{{{name}}}*");
+        let open: Vec<String> = redis.pubsub_channels(pattern).await.unwrap();
+        open.len()
+    };
+    let nothing_left = || async {
+        let start = std::time::Instant::now();
+        loop {
+            let queued = queue(&redis, &name).await;
+            let deadlines: i64 = redis.exists(deadlines_key(&name)).await.unwrap();
+            if queued.is_empty() && deadlines == 0 && channels().await == 0 {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(3),
+                "left behind: queue {queued:?}, deadlines {deadlines}, {} channels",
+                channels().await
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+
+    // Waiters dropped at every point of their wait, 200 of them, each an owner.
+    let held = holder.fair_lock(&name).await.unwrap();
+    let tasks: Vec<_> = (0..200u64)
+        .map(|i| {
+            let (client, name) = (waiters.clone(), name.clone());
+            tokio::spawn(async move {
+                let wait = Duration::from_millis(1 + i % 100);
+                let _ = tokio::time::timeout(wait, client.fair_lock(&name)).await;
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    nothing_left().await;
+    held.unlock().await.unwrap();
+
+    // Calls on a free lock dropped at every point, some granted in flight: none
+    // leaves a hold that no guard owns.
+    let tasks: Vec<_> = (0..100u64)
+        .map(|i| {
+            let (client, name) = (waiters.clone(), name.clone());
+            tokio::spawn(async move {
+                let wait = Duration::from_micros(100 + 97 * i);
+                if let Ok(Ok(guard)) = tokio::time::timeout(wait, client.fair_lock(&name)).await {
+                    guard.unlock().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    common::wait_until_free(&waiters, &name, Duration::from_secs(3)).await;
+    nothing_left().await;
+}
