@@ -153,6 +153,10 @@ struct Room {
     /// What a refused attempt of a waiter here left in Redis for this client's waits
     /// (see [`Mark`]): taken down when the room is forgotten.
     mark: Mutex<Option<Mark>>,
+    /// How many waits that ended here are still leaving a Redisson fair queue, and
+    /// the signal that one is done (see [`Ticket::leave_owner_queue`]).
+    leaving: Mutex<usize>,
+    left: Notify,
     /// The release channel's subscription; the lock serialises SUBSCRIBE and UNSUBSCRIBE.
     channel: tokio::sync::Mutex<Channel>,
     /// For a shard channel: the cluster node it was subscribed on.
@@ -460,7 +464,7 @@ impl Waiting {
             // room now rather than in a task. After `close` the subscriber is going
             // away with its subscriptions.
             let never_subscribed = room.channel.try_lock().is_ok_and(|channel| !channel.sent);
-            if never_subscribed
+            if (never_subscribed && !room.is_leaving())
                 || self.is_closed()
                 || tokio::runtime::Handle::try_current().is_err()
             {
@@ -503,10 +507,12 @@ impl Waiting {
         });
     }
 
-    /// Forgets `room` if nobody is in it; returns whether it did.
+    /// Forgets `room` if nobody is in it and no wait that ended in it is still leaving
+    /// its queue (the room keeps a later wait from asking before that); returns
+    /// whether it did.
     fn forget_if_empty(&self, key: &str, room: &Arc<Room>) -> bool {
         let mut rooms = self.rooms.lock();
-        let empty = *room.members.lock() == 0;
+        let empty = *room.members.lock() == 0 && !room.is_leaving();
         if empty {
             forget(&mut rooms, key, room);
         }

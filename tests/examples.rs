@@ -655,6 +655,19 @@ fn the_chaos_checker_finds_no_violation_in_the_fair_lock() {
 }
 
 #[test]
+fn the_chaos_checker_finds_no_violation_in_redissons_fair_layout() {
+    let _turn = heavy_turn();
+    // The fair lock in Redisson's layout (its queue, deadlines and per-waiter
+    // channels) under every kind of fault: no overlap, and calls served in the order
+    // they arrived.
+    let (summary, text) = chaos_finds_nothing("redisson-fair", "7", 100);
+    assert!(
+        summary["fifo_pairs_checked"].as_u64() > Some(100),
+        "the order check had nothing to check:\n{text}"
+    );
+}
+
+#[test]
 fn the_chaos_checker_catches_a_lock_that_is_not_fair() {
     let _turn = heavy_turn();
     // The mutex checked as a fair lock: it never overlaps, but pub/sub wakes every

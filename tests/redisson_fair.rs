@@ -199,6 +199,55 @@ async fn a_waiter_that_gives_up_or_is_dropped_leaves_redissons_queue() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_wait_after_one_that_gave_up_queues_at_the_tail() {
+    let url = common::url();
+    let (one, two, three) = (
+        redisson_client(&url).await,
+        redisson_client(&url).await,
+        redisson_client(&url).await,
+    );
+    let redis = common::raw(&url).await;
+    let name = common::unique("fair-rewait");
+    let held = one.fair_lock(&name).await.unwrap();
+    // A task whose wait gives up and waits again at once, as a retry loop does: the
+    // second wait does not keep the first one's place ahead of a waiter that came
+    // between them (a Java thread's next tryLock queues at the tail too).
+    let (tell, told) = oneshot::channel();
+    let (gave_up_tell, gave_up_told) = oneshot::channel();
+    let retrying = tokio::spawn({
+        let (two, name) = (two.clone(), name.clone());
+        async move {
+            tell.send(two.owner_id()).unwrap();
+            let first = two
+                .fair_lock(&name)
+                .timeout(Duration::from_millis(1_000))
+                .await;
+            assert!(first.unwrap().is_none());
+            gave_up_tell.send(()).unwrap();
+            two.fair_lock(&name).await.unwrap()
+        }
+    });
+    let retrier = told.await.unwrap();
+    queue_becomes(&redis, &name, &[&retrier]).await;
+    let (between, between_task) = waiter(&three, &name).await;
+    queue_becomes(&redis, &name, &[&retrier, &between]).await;
+    gave_up_told.await.unwrap();
+    queue_becomes(&redis, &name, &[&between, &retrier]).await;
+    held.unlock().await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(1), between_task)
+        .await
+        .expect("the waiter that came between is served first")
+        .unwrap();
+    assert!(!retrying.is_finished());
+    first.unlock().await.unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(1), retrying)
+        .await
+        .expect("the retry is served next")
+        .unwrap();
+    second.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_head_that_leaves_a_free_lock_tells_the_next_waiter() {
     let url = common::url();
     let (one, two, three) = (

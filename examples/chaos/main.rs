@@ -17,7 +17,8 @@
 //! `none` for a
 //! calm run],
 //! `--lock` [holdlock | redisson | naive | multi | multi-broken | rw | rw-broken |
-//! redisson-rw | fair | fair-broken | sem | sem-broken | redisson-sem], `--history FILE` (one JSON line per event), `--json FILE` (the
+//! redisson-rw | fair | redisson-fair | fair-broken | sem | sem-broken | redisson-sem],
+//! `--history FILE` (one JSON line per event), `--json FILE` (the
 //! summary), `--cluster` (no value). It always starts its own two redis-servers (locks,
 //! and the registers the locks protect), so that it can restart the first.
 //!
@@ -170,7 +171,8 @@ fn lock_kind(args: &Args) -> Result<worker::LockKind, BoxError> {
     worker::LockKind::parse(name).ok_or_else(|| {
         format!(
             "--lock: `{name}` (holdlock, redisson, naive, multi, multi-broken, rw, rw-broken, \
-             redisson-rw, fair, fair-broken, sem, sem-broken or redisson-sem)"
+             redisson-rw, fair, redisson-fair, fair-broken, sem, sem-broken or \
+             redisson-sem)"
         )
         .into()
     })

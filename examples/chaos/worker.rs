@@ -44,6 +44,10 @@ pub enum LockKind {
     /// holdlock's fair lock, fenced, as `Holdlock` does with the mutex; the checker also
     /// holds it to first come, first served.
     Fair,
+    /// The fair lock in Redisson's layout (`Compat::Redisson`: `RFairLock`'s queue,
+    /// deadlines and per-waiter channels), unfenced (Redisson keeps no counter for
+    /// it), held to first come, first served as `Fair`.
+    RedissonFair,
     /// A deliberately unfair lock: the mutex, whose releases go to whichever attempt
     /// lands first, checked as a fair lock. The checker must catch it.
     FairBroken,
@@ -75,11 +79,20 @@ impl LockKind {
             LockKind::ReadWriteBroken => "rw-broken",
             LockKind::RedissonReadWrite => "redisson-rw",
             LockKind::Fair => "fair",
+            LockKind::RedissonFair => "redisson-fair",
             LockKind::FairBroken => "fair-broken",
             LockKind::Semaphore => "sem",
             LockKind::SemaphoreBroken => "sem-broken",
             LockKind::RedissonSemaphore => "redisson-sem",
         }
+    }
+
+    /// Whether the checker holds it to first come, first served.
+    pub fn is_fair(self) -> bool {
+        matches!(
+            self,
+            LockKind::Fair | LockKind::RedissonFair | LockKind::FairBroken
+        )
     }
 
     /// Parses [`name`](Self::name).
@@ -94,6 +107,7 @@ impl LockKind {
             LockKind::ReadWriteBroken,
             LockKind::RedissonReadWrite,
             LockKind::Fair,
+            LockKind::RedissonFair,
             LockKind::FairBroken,
             LockKind::Semaphore,
             LockKind::SemaphoreBroken,
@@ -126,11 +140,15 @@ pub async fn run(config: WorkerConfig) -> Result<(), BoxError> {
     }
     let locks = locks
         // Fair rounds ask for fencing per call: half of them do (see `TaskWorker::run`).
-        .fencing(config.kind != LockKind::Fair)
+        .fencing(!matches!(
+            config.kind,
+            LockKind::Fair | LockKind::RedissonFair
+        ))
         .compat(match config.kind {
-            LockKind::Redisson | LockKind::RedissonReadWrite | LockKind::RedissonSemaphore => {
-                Compat::Redisson
-            }
+            LockKind::Redisson
+            | LockKind::RedissonReadWrite
+            | LockKind::RedissonFair
+            | LockKind::RedissonSemaphore => Compat::Redisson,
             _ => Compat::Holdlock,
         })
         .connect_timeout(Duration::from_secs(2))
@@ -209,6 +227,7 @@ impl TaskWorker {
                 | LockKind::RedissonReadWrite
                 | LockKind::Semaphore
                 | LockKind::SemaphoreBroken
+                | LockKind::RedissonFair
                 | LockKind::RedissonSemaphore => self.unfenced_round().await,
                 // Fenced fair waits claim a hand-off with an attempt (which draws the
                 // token); unfenced ones take it on the message alone.
@@ -234,7 +253,7 @@ impl TaskWorker {
     /// abandoned waits and their immediate successors are always in the mix (a later
     /// wait must neither inherit nor lose the place of an earlier one; see issue 31).
     fn next_call(&mut self) -> (String, Duration, Duration) {
-        let fair = matches!(self.config.kind, LockKind::Fair | LockKind::FairBroken);
+        let fair = self.config.kind.is_fair();
         let name = match self.rewait.take() {
             Some(name) => name,
             None => format!("chaos:{}", self.rng.below(u64::from(self.config.names))),
@@ -256,7 +275,7 @@ impl TaskWorker {
 
     /// Ends a call without the lock: a fair one is followed by a re-wait at once.
     fn ended_unserved(&mut self, name: &str, op: Op) {
-        if matches!(self.config.kind, LockKind::Fair | LockKind::FairBroken) {
+        if self.config.kind.is_fair() {
             self.rewait = Some(name.to_owned());
         }
         op.emit();
@@ -274,7 +293,7 @@ impl TaskWorker {
             wait_ms: wait.as_millis() as u64,
             shared: false,
             permits: 0,
-            fifo: matches!(self.config.kind, LockKind::Fair | LockKind::FairBroken),
+            fifo: self.config.kind.is_fair(),
         }
         .emit();
         // The wait bounds the call; a call still running at its cut-off is dropped
@@ -344,6 +363,7 @@ impl TaskWorker {
             | LockKind::RedissonReadWrite
             | LockKind::Semaphore
             | LockKind::SemaphoreBroken
+            | LockKind::RedissonFair
             | LockKind::RedissonSemaphore => Err(
                 "this kind has a round of its own (see `round_of_two`, `unfenced_round`)".into(),
             ),
@@ -680,7 +700,7 @@ impl TaskWorker {
             kind,
             LockKind::Semaphore | LockKind::SemaphoreBroken | LockKind::RedissonSemaphore
         );
-        let fair = kind == LockKind::Fair;
+        let fair = kind.is_fair();
         let shared = !semaphore && !fair && self.rng.below(4) != 0;
         Op::Start {
             t: now_us(),
@@ -695,7 +715,7 @@ impl TaskWorker {
         let options = holdlock::LockOptions::new().wait(wait);
         let taking = async {
             match kind {
-                LockKind::Fair => {
+                LockKind::Fair | LockKind::RedissonFair => {
                     let guard = self.locks.fair_lock(&name).options(options).await?;
                     Ok(guard.map(Side::Fair))
                 }

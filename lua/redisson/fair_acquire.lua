@@ -17,8 +17,11 @@
 -- waiter that stopped asking loses its place). The lock is granted if it is free and
 -- the queue is empty or headed by the caller, which leaves the queue then, every
 -- deadline behind it moving one wait earlier. A refused waiting caller is queued at
--- the tail once, its deadline one wait after the deadline before it (or after the
--- holder's lease).
+-- the tail once, its deadline one wait after the deadline before it (Redisson's
+-- rule), and never before one wait after the holder's lease from now; each later
+-- refusal moves it that far on again if it is sooner (Redisson's waiters never move
+-- theirs: one behind a holder that holds past the queue's deadlines loses its
+-- place).
 --
 -- Granted:  { 1, 0 }
 -- Busy:     { 0, ms until the caller should ask again unless told sooner: the
@@ -53,13 +56,24 @@ if pttl ~= -2 and redis.call('hexists', key, owner) == 1 then
   redis.call('pexpire', key, ARGV[2])
   return { 1, 0 }
 end
-if ARGV[4] ~= 'try' and not redis.call('zscore', deadlines, owner) then
-  local last = redis.call('lindex', queue, -1)
-  local after = last and redis.call('zscore', deadlines, last)
-  local deadline = (after and tonumber(after) or now + math.max(pttl, 0)) + wait
-  redis.call('zadd', deadlines, deadline, owner)
-  redis.call('rpush', queue, owner)
-  head = head or owner
+if ARGV[4] ~= 'try' then
+  -- Asking keeps a waiter's place: its deadline is at least a wait after the
+  -- holder's lease from now, so a waiter that asks again by then (ours do, at the
+  -- holder's PTTL) is never dropped, however long the holder holds.
+  local alive = now + math.max(pttl, 0) + wait
+  local mine = redis.call('zscore', deadlines, owner)
+  if mine then
+    if tonumber(mine) < alive then
+      redis.call('zadd', deadlines, alive, owner)
+    end
+  else
+    local last = redis.call('lindex', queue, -1)
+    local after = last and redis.call('zscore', deadlines, last)
+    local deadline = after and tonumber(after) + wait or alive
+    redis.call('zadd', deadlines, math.max(deadline, alive), owner)
+    redis.call('rpush', queue, owner)
+    head = head or owner
+  end
 end
 if pttl ~= -2 then
   return { 0, pttl }

@@ -78,7 +78,8 @@ impl Engine {
         let mut line = InLine {
             turn: ticket.try_turn(),
             waiter,
-            mark: Mark::left_by(names, owner),
+            mark: Mark::left_by(names),
+            queued: false,
             attempted_at: Instant::now(),
             asked: false,
             named: false,
@@ -149,11 +150,25 @@ struct InLine<'w> {
     asked: bool,
     /// Whether the last release message named this client first.
     named: bool,
+    /// Whether the owner may be in Redisson's fair queue by an attempt of this wait
+    /// (see [`Ticket::leave_owner_queue`]): left when the wait ends without the lock.
+    queued: bool,
+}
+
+impl Drop for InLine<'_> {
+    fn drop(&mut self) {
+        if self.queued {
+            let waiter = &self.waiter;
+            waiter.ticket.leave_owner_queue(waiter.names, waiter.owner);
+        }
+    }
 }
 
 impl InLine<'_> {
     async fn attempt(&mut self) -> Result<Asked<HoldClaim, Refused<()>>> {
         let ticket = self.waiter.ticket;
+        // Queued afresh, at the tail: never before an earlier wait here has left.
+        ticket.after_leaving().await;
         // What a room kept from earlier waiters heard is answered by this attempt.
         ticket.asking();
         self.attempted_at = Instant::now();
@@ -170,9 +185,13 @@ impl InLine<'_> {
             hand_off,
             ..Asking::default()
         };
-        let marking = ticket.marking(self.mark.as_ref());
+        let marking = ticket.marking(self.mark);
+        // An attempt may queue the owner in Redisson's fair queue, which the wait
+        // leaves if it ends without the lock.
+        self.queued = self.waiter.names.kind.waits_on_own_channel();
         Ok(match self.waiter.acquire(&asking).await? {
             Attempt::Granted(claim) => {
+                self.queued = false;
                 marking.granted(hand_off.requeues());
                 if hand_off.requeues() {
                     ticket.queued_again();

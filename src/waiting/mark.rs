@@ -1,7 +1,7 @@
 //! The marks a waiter's refused attempts leave in Redis beside a lock (a mutex's queue
-//! of waiting clients, a waiting writer's hold on new readers, an owner's place in
-//! Redisson's fair queue), recorded before each attempt and taken down when the
-//! client's last waiter of the lock (of the owner, for Redisson's queue) is gone.
+//! of waiting clients, a waiting writer's hold on new readers), recorded before each
+//! attempt and taken down when the client's last waiter of the lock is gone; and an
+//! owner's place in Redisson's fair queue, left as each wait ends without the lock.
 
 use std::sync::Arc;
 
@@ -12,7 +12,7 @@ use crate::scripts::LockNames;
 
 /// What a waiter's refused attempt leaves in Redis that outlives its wait unless it
 /// is taken down (see [`Ticket::marking`]).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mark {
     /// A mutex's refused waiter queues its client (see `hand_off.rs`): `ZREM` it from
     /// `<key>:clients`.
@@ -21,25 +21,13 @@ pub(crate) enum Mark {
     /// `writer_waits`, see `lua/rw_acquire.lua`): `lua/rw_unmark.lua` takes it down.
     /// Writers of other clients still waiting put it back when they next ask.
     WriterWaits,
-    /// A refused waiter of a fair lock in Redisson's layout queues its owner (see
-    /// `lua/redisson/fair_acquire.lua`), in a room of the owner's own:
-    /// `lua/redisson/fair_leave.lua` takes it out. A grant takes it out too.
-    OwnerQueued {
-        names: Arc<LockNames>,
-        owner: Arc<str>,
-    },
 }
 
 impl Mark {
-    /// The mark a refused waiting attempt of `owner` on the lock `names` leaves, if
-    /// any (a mutex in Redisson's layout has no queue of clients).
-    pub(crate) fn left_by(names: &Arc<LockNames>, owner: &str) -> Option<Self> {
-        if names.kind.waits_on_own_channel() {
-            Some(Self::OwnerQueued {
-                names: Arc::clone(names),
-                owner: owner.into(),
-            })
-        } else if names.queues_clients() {
+    /// The mark a refused waiting attempt on the lock `names` leaves, if any (a
+    /// mutex in Redisson's layout has no queue of clients).
+    pub(crate) fn left_by(names: &LockNames) -> Option<Self> {
+        if names.queues_clients() {
             Some(Self::ClientQueued)
         } else if names.kind.marks_waiting_writers() {
             Some(Self::WriterWaits)
@@ -55,16 +43,13 @@ impl Ticket<'_> {
     /// forgotten (no waiter of this client left), also if the attempt is cancelled in
     /// flight. A grant that leaves no mark undoes the record ([`Marking::granted`]), so
     /// a lock taken at once costs nothing more.
-    pub(crate) fn marking(&self, mark: Option<&Mark>) -> Marking<'_> {
+    pub(crate) fn marking(&self, mark: Option<Mark>) -> Marking<'_> {
         let mut current = self.room.mark.lock();
-        let set = match (mark, &*current) {
+        let set = match (mark, *current) {
             (Some(mark), None) => {
-                *current = Some(mark.clone());
+                *current = Some(mark);
                 true
             }
-            // A grant takes the owner out of Redisson's queue, whichever attempt put
-            // it there.
-            (Some(Mark::OwnerQueued { .. }), Some(_)) => true,
             _ => false,
         };
         Marking {
@@ -105,12 +90,11 @@ impl Waiting {
             return;
         };
         let (redis, chore) = (self.redis.clone(), self.chores.begin());
-        let sharded = self.sharded;
         let client = self.client.to_string();
         let (waiting, key) = (Arc::downgrade(self), key.to_owned());
         runtime.spawn(async move {
             use fred::types::{ClusterHash, CustomCommand};
-            let done: fred::prelude::FredResult<i64> = match &mark {
+            let done: fred::prelude::FredResult<i64> = match mark {
                 Mark::ClientQueued => {
                     let zrem = CustomCommand::new_static("ZREM", ClusterHash::FirstKey, false);
                     let queue = crate::keys::clients_key(&key);
@@ -119,21 +103,6 @@ impl Waiting {
                 Mark::WriterWaits => {
                     crate::scripts::RW_UNMARK
                         .evalsha_with_reload(&redis, key.as_str(), ())
-                        .await
-                }
-                Mark::OwnerQueued { names, owner } => {
-                    let [queue, deadlines] = crate::compat::fair_queue_keys(&names.key);
-                    let keys = vec![
-                        names.key.to_string(),
-                        queue,
-                        deadlines,
-                        names.release_channel(),
-                    ];
-                    let wait = crate::compat::FAIR_WAIT_MS.to_string();
-                    let publish = if sharded { "spublish" } else { "publish" };
-                    let args = vec![owner.to_string(), wait, publish.to_owned()];
-                    crate::scripts::REDISSON_FAIR_LEAVE
-                        .evalsha_with_reload(&redis, keys, args)
                         .await
                 }
             };
@@ -149,5 +118,72 @@ impl Waiting {
             }
             drop(chore);
         });
+    }
+}
+
+impl Ticket<'_> {
+    /// Takes `owner` out of the Redisson fair queue of the lock `names` (see
+    /// `lua/redisson/fair_leave.lua`), as its wait ends without the lock: in the
+    /// background, counted as a chore. A later wait in this room asks only after it
+    /// is done ([`after_leaving`](Self::after_leaving)), so that it is queued afresh,
+    /// at the tail, and never taken out by an earlier wait's leaving.
+    pub(crate) fn leave_owner_queue(&self, names: &LockNames, owner: &str) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        *self.room.leaving.lock() += 1;
+        let [queue, deadlines] = crate::compat::fair_queue_keys(&names.key);
+        let keys = vec![
+            names.key.to_string(),
+            queue,
+            deadlines,
+            names.release_channel(),
+        ];
+        let publish = if self.waiting.sharded {
+            "spublish"
+        } else {
+            "publish"
+        };
+        let wait = crate::compat::FAIR_WAIT_MS.to_string();
+        let args = vec![owner.to_owned(), wait, publish.to_owned()];
+        let (redis, chore) = (self.waiting.redis.clone(), self.waiting.chores.begin());
+        let room = Arc::clone(&self.room);
+        let (waiting, key) = (Arc::downgrade(&self.waiting), self.key.to_owned());
+        runtime.spawn(async move {
+            let left: fred::prelude::FredResult<i64> = crate::scripts::REDISSON_FAIR_LEAVE
+                .evalsha_with_reload(&redis, keys, args)
+                .await;
+            if let Err(error) = left {
+                tracing::debug!(%error, "leaving a Redisson fair queue failed");
+            }
+            *room.leaving.lock() -= 1;
+            room.left.notify_waiters();
+            // An empty room was kept for this (see `Waiting::forget_if_empty`); one
+            // still subscribed is forgotten once its channel is let go.
+            let unsubscribed = room.channel.try_lock().is_ok_and(|channel| !channel.sent);
+            if let Some(waiting) = waiting.upgrade().filter(|_| unsubscribed) {
+                waiting.forget_if_empty(&key, &room);
+            }
+            drop(chore);
+        });
+    }
+
+    /// Returns once no earlier wait in this room is still leaving its queue (see
+    /// [`leave_owner_queue`](Self::leave_owner_queue)).
+    pub(crate) async fn after_leaving(&self) {
+        loop {
+            let left = self.room.left.notified();
+            if !self.room.is_leaving() {
+                return;
+            }
+            left.await;
+        }
+    }
+}
+
+impl Room {
+    /// Whether a wait that ended here is still leaving its queue.
+    pub(super) fn is_leaving(&self) -> bool {
+        *self.leaving.lock() > 0
     }
 }
