@@ -410,3 +410,47 @@ async fn dropped_fair_calls_leave_no_hold_no_place_and_no_subscription_behind() 
     common::wait_until_free(&waiters, &name, Duration::from_secs(3)).await;
     nothing_left().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn our_waiter_keeps_its_place_behind_a_holder_that_holds_past_the_queues_deadlines() {
+    let url = common::url();
+    let short = || async {
+        LockClient::builder(&url)
+            .compat(Compat::Redisson)
+            .lease(Duration::from_secs(1))
+            .build()
+            .await
+            .unwrap()
+    };
+    let (one, two, three) = (short().await, short().await, short().await);
+    let redis = common::raw(&url).await;
+    let name = common::unique("fair-long-holder");
+    // The holder's watchdog keeps a 1 s lease for 8 s: the first waiter's deadline
+    // by Redisson's rule (the lease, plus 5 s) passes while it still waits.
+    let held = one.fair_lock(&name).await.unwrap();
+    let (first, first_task) = waiter(&two, &name).await;
+    queue_becomes(&redis, &name, &[&first]).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (second, second_task) = waiter(&three, &name).await;
+    queue_becomes(&redis, &name, &[&first, &second]).await;
+    // Past the first's deadline by that rule, the first is still ahead (it asked
+    // again at each PTTL, moving its deadline on), not dropped as stale by the next
+    // script (the second's next attempt, or its own) and queued again behind.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        queue(&redis, &name).await,
+        [first.as_str(), second.as_str()]
+    );
+    held.unlock().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(1), first_task)
+        .await
+        .expect("the first waiter is served first")
+        .unwrap();
+    assert!(!second_task.is_finished());
+    guard.unlock().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(1), second_task)
+        .await
+        .expect("then the second")
+        .unwrap();
+    guard.unlock().await.unwrap();
+}
