@@ -437,12 +437,19 @@ impl LockClient {
     /// (`min_replicas`: then a hand-off is claimed with an acknowledged attempt, never
     /// taken on its message alone).
     ///
+    /// In [`Compat::Redisson`](crate::Compat::Redisson) the fair lock is Redisson's
+    /// `RFairLock` instead: the mutex's hash at the name (so it and the mutex `name`
+    /// are one lock there), with Redisson's queue beside it, each waiter woken on a
+    /// channel of its own; no fencing tokens. docs/deployments.md, "The fair lock
+    /// (`RFairLock`)", says how it differs.
+    ///
     /// # Errors
     /// As [`Acquire`].
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future leaves no hold behind, and takes the waiter out
-    /// of the queue (in the background); a lock already handed to it passes on.
+    /// of the queue (in the background; in Redisson's layout the owner's next wait for
+    /// the lock asks only once it is out); a lock already handed to it passes on.
     ///
     /// # Examples
     /// ```no_run

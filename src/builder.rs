@@ -355,6 +355,36 @@ impl LockClientBuilder {
         self
     }
 
+    /// How long a waiter of a fair lock in [`Compat::Redisson`](crate::Compat::Redisson)
+    /// keeps its place at the head of Redisson's queue without asking: Redisson's
+    /// `fairLockWaitTimeout` (set it to your Java services' value). It also spaces the
+    /// waiters' deadlines, so a waiter that died at the head holds the queue up for
+    /// this long. A call with a wait (`.timeout(..)`) uses its wait instead, as
+    /// Redisson's `tryLock(waitTime, ..)` does. Unused in holdlock's own layout.
+    ///
+    /// Default: [`DEFAULT_FAIR_WAIT`](crate::DEFAULT_FAIR_WAIT) (5 minutes, Redisson
+    /// 4.7's default).
+    ///
+    /// # Errors
+    /// `build` fails with [`LockError::InvalidOption`](crate::LockError::InvalidOption)
+    /// for a timeout shorter than a millisecond or longer than ten years.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn dox() -> holdlock::Result<()> {
+    /// use std::time::Duration;
+    /// let client = holdlock::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .compat(holdlock::Compat::Redisson)
+    ///     .fair_wait_timeout(Duration::from_secs(10))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn fair_wait_timeout(mut self, timeout: Duration) -> Self {
+        self.config.fair_wait = timeout;
+        self
+    }
+
     /// How the connections are re-established after they drop. Default: exponential
     /// back-off from 50 ms to 2 s, retrying forever (a lock client must get back to
     /// renew its holds). A policy that gives up leaves the client unable to renew or

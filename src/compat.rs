@@ -167,11 +167,6 @@ pub(crate) fn fair_waiter_channel(key: &str, owner: &str) -> String {
     [channel(key).as_str(), ":", owner].concat()
 }
 
-/// How long a waiter of a Redisson fair lock keeps its place at the head of the queue
-/// (Redisson's `fairLockWaitTimeout`, whose default is 5 s): a waiter that asks no
-/// more drops out after it.
-pub(crate) const FAIR_WAIT_MS: u64 = 5_000;
-
 /// The fencing counter of the Redisson lock at `key` (`RFencedLock`'s token).
 pub(crate) fn token_key(key: &str) -> String {
     prefix_name(TOKEN, key)

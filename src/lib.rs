@@ -111,8 +111,8 @@ pub use lock_kind::LockKind;
 pub use multi::MultiGuard;
 pub use once::{Claim, PeriodClaim};
 pub use options::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_DEADLOCK_CHECK, DEFAULT_LEASE, DEFAULT_PREFIX, LockOptions,
-    MAX_DATA_LEN, MAX_DURATION, MIN_LEASE,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_DEADLOCK_CHECK, DEFAULT_FAIR_WAIT, DEFAULT_LEASE,
+    DEFAULT_PREFIX, LockOptions, MAX_DATA_LEN, MAX_DURATION, MIN_LEASE,
 };
 pub use owner::owner_scope;
 pub use rw::{ReadGuard, WriteGuard};

@@ -76,6 +76,9 @@ pub(crate) struct ClientConfig {
     /// How long a wait lasts before it is made visible as a wait-for edge and checked
     /// for a deadlock (see `waiting/deadlock.rs`); `None`: never.
     pub(crate) deadlock_check: Option<Duration>,
+    /// How long a waiter of a fair lock in Redisson's layout keeps its place at the
+    /// head of the queue without asking (Redisson's `fairLockWaitTimeout`).
+    pub(crate) fair_wait: Duration,
     /// Background work always runs on the client's own runtime, never on the one
     /// current where a guard is dropped: a blocking client's runtime is the only one
     /// sure to run (see `blocking::runtime`).
@@ -87,6 +90,11 @@ pub(crate) struct ClientConfig {
 /// [`LockClientBuilder::deadlock_check`](crate::LockClientBuilder::deadlock_check): one
 /// second, PostgreSQL's `deadlock_timeout`.
 pub const DEFAULT_DEADLOCK_CHECK: Duration = Duration::from_secs(1);
+
+/// The default of
+/// [`LockClientBuilder::fair_wait_timeout`](crate::LockClientBuilder::fair_wait_timeout):
+/// five minutes, Redisson 4.7's `fairLockWaitTimeout`.
+pub const DEFAULT_FAIR_WAIT: Duration = Duration::from_secs(5 * 60);
 
 /// The default share of the lease left below which a renewal warns that its hold is at
 /// risk: a third, so a renewal (due every third of the lease) that came a whole period
@@ -106,6 +114,7 @@ impl Default for ClientConfig {
             at_risk_share: DEFAULT_AT_RISK_SHARE,
             hold_spans: false,
             deadlock_check: Some(DEFAULT_DEADLOCK_CHECK),
+            fair_wait: DEFAULT_FAIR_WAIT,
             #[cfg(feature = "blocking")]
             background_on_own_runtime: false,
         }
@@ -130,6 +139,14 @@ impl ClientConfig {
         if let Some(max_hold) = self.max_hold {
             positive("max_hold", max_hold)?;
         }
+        let fair_wait_ms = u64::try_from(self.fair_wait.as_millis()).unwrap_or(u64::MAX);
+        if fair_wait_ms == 0 || self.fair_wait > MAX_DURATION {
+            return Err(LockError::InvalidOption {
+                option: "fair_wait_timeout",
+                reason: format!("{:?} is not between 1 ms and ten years", self.fair_wait),
+            });
+        }
+        self.fair_wait = whole_millis(fair_wait_ms);
         if let Some(min) = self.min_replicas {
             min.validate()?;
         }
@@ -416,8 +433,12 @@ impl LockOptions {
             Some(lease) => (lease, false),
             None => (client.lease, true),
         };
+        let fair_wait = wait
+            .filter(|wait| wait.as_millis() > 0)
+            .unwrap_or(client.fair_wait);
         Ok(ResolvedOptions {
             wait,
+            fair_wait_ms: u64::try_from(fair_wait.as_millis()).unwrap_or(u64::MAX),
             lease_ms: lease_millis("lease", lease)?,
             watchdog,
             fenced: self.fenced || client.fencing,
@@ -461,6 +482,11 @@ pub struct ResolvedOptions {
     pub(crate) max_hold: Option<Duration>,
     /// Data to keep with a fresh hold (see [`LockOptions::data`]).
     pub(crate) data: Option<Arc<str>>,
+    /// How long, in whole milliseconds, a waiter of a fair lock in Redisson's layout
+    /// keeps its place at the head of the queue without asking: the wait, if it has
+    /// one (as Redisson's `tryLock(waitTime, ..)`), else the client's
+    /// `fair_wait_timeout`.
+    pub(crate) fair_wait_ms: u64,
 }
 
 /// How long past its wait a call with a wait may take to return when Redis does not
@@ -582,6 +608,25 @@ mod tests {
         assert!(lease_millis("lease", Duration::from_micros(500)).is_err());
         let options = LockOptions::new().wait(Duration::MAX);
         assert!(options.resolve(&config).is_err());
+    }
+
+    #[test]
+    fn the_fair_wait_is_a_calls_wait_or_the_clients_and_never_zero() {
+        let config = ClientConfig::default();
+        let untimed = LockOptions::new().resolve(&config).unwrap();
+        assert_eq!(untimed.fair_wait_ms, 300_000);
+        let timed = LockOptions::new().wait(Duration::from_millis(1_500));
+        assert_eq!(timed.resolve(&config).unwrap().fair_wait_ms, 1_500);
+        for bad in [Duration::ZERO, Duration::from_micros(999), Duration::MAX] {
+            let mut client = ClientConfig {
+                fair_wait: bad,
+                ..ClientConfig::default()
+            };
+            let Err(LockError::InvalidOption { option, .. }) = client.validate() else {
+                panic!("{bad:?} accepted");
+            };
+            assert_eq!(option, "fair_wait_timeout");
+        }
     }
 
     #[test]

@@ -87,15 +87,16 @@ async fn a_fair_lock_looks_in_redis_as_redissons_fair_lock_does() {
     let pttl: i64 = redis.pttl(name.as_str()).await.unwrap();
     assert!((20_000..=30_000).contains(&pttl), "{pttl}");
 
-    // Two waiters queue in the order they came, each deadline one wait (5 s) after
-    // the one before it, the first's after the holder's lease.
+    // Two waiters queue in the order they came, each deadline one wait after the one
+    // before it (`fairLockWaitTimeout`, 5 minutes by default), the first's after the
+    // holder's lease.
     let (second, second_task) = waiter(&two, &name).await;
     queue_becomes(&redis, &name, &[&second]).await;
     let (third, third_task) = waiter(&three, &name).await;
     queue_becomes(&redis, &name, &[&second, &third]).await;
     let first_deadline = deadline(&redis, &name, &second).await.unwrap();
     let third_deadline = deadline(&redis, &name, &third).await.unwrap();
-    assert_eq!(third_deadline - first_deadline, 5_000.0);
+    assert_eq!(third_deadline - first_deadline, 300_000.0);
 
     // The release tells the head alone, on its own channel, with Redisson's "0".
     let subscriber = common::raw(&url).await;
@@ -124,7 +125,7 @@ async fn a_fair_lock_looks_in_redis_as_redissons_fair_lock_does() {
     assert_eq!(second_guard.owner(), second);
     queue_becomes(&redis, &name, &[&third]).await;
     let moved = deadline(&redis, &name, &third).await.unwrap();
-    assert_eq!(third_deadline - moved, 5_000.0);
+    assert_eq!(third_deadline - moved, 300_000.0);
     assert!(!third_task.is_finished());
 
     // The next release hands it on; nothing is left behind after the last.
@@ -156,7 +157,7 @@ async fn a_waiter_that_gives_up_or_is_dropped_leaves_redissons_queue() {
     assert!(two.fair_lock(&name).try_now().await.unwrap().is_none());
     assert!(queue(&redis, &name).await.is_empty());
 
-    // A wait that times out leaves; the deadline behind it moves one wait earlier.
+    // A wait that times out leaves; the deadline behind it moves its wait earlier.
     let (tell, told) = oneshot::channel();
     let timed = tokio::spawn({
         let (two, name) = (two.clone(), name.clone());
@@ -176,9 +177,11 @@ async fn a_waiter_that_gives_up_or_is_dropped_leaves_redissons_queue() {
     assert!(timed.await.unwrap().is_none());
     queue_becomes(&redis, &name, &[&stays]).await;
     assert_eq!(deadline(&redis, &name, &gives_up).await, None);
+    // By the wait of the one that left (a call with a wait uses it, as Redisson's
+    // `tryLock(waitTime, ..)` does).
     assert_eq!(
         before - deadline(&redis, &name, &stays).await.unwrap(),
-        5_000.0
+        1_500.0
     );
 
     // A dropped wait leaves too, and the queue goes on without it.
@@ -418,6 +421,7 @@ async fn our_waiter_keeps_its_place_behind_a_holder_that_holds_past_the_queues_d
         LockClient::builder(&url)
             .compat(Compat::Redisson)
             .lease(Duration::from_secs(1))
+            .fair_wait_timeout(Duration::from_secs(5))
             .build()
             .await
             .unwrap()
@@ -426,7 +430,8 @@ async fn our_waiter_keeps_its_place_behind_a_holder_that_holds_past_the_queues_d
     let redis = common::raw(&url).await;
     let name = common::unique("fair-long-holder");
     // The holder's watchdog keeps a 1 s lease for 8 s: the first waiter's deadline
-    // by Redisson's rule (the lease, plus 5 s) passes while it still waits.
+    // by Redisson's rule (the lease, plus the fair wait of 5 s) passes while it still
+    // waits.
     let held = one.fair_lock(&name).await.unwrap();
     let (first, first_task) = waiter(&two, &name).await;
     queue_becomes(&redis, &name, &[&first]).await;

@@ -56,6 +56,7 @@ common::on_every_topology!(
     rsemaphore_a_killed_java_holder_keeps_its_permit_for_good,
     fair_both_sides_exclude_each_other_with_no_lost_update,
     fair_a_queue_mixing_java_and_rust_waiters_is_served_in_order,
+    fair_a_killed_java_holder_and_a_killed_java_head_are_passed_over_in_time,
 );
 
 /// The lease of the Java peers' watchdog (`lockWatchdogTimeout`) and of holdlock's,
@@ -213,6 +214,12 @@ impl Peer {
     /// A peer connected to `url` (a single server, or a cluster by its
     /// `redis-cluster://` URL) whose watchdog lease is `watchdog`.
     fn start(url: &str, watchdog: Duration) -> Self {
+        Self::start_with(url, watchdog, None)
+    }
+
+    /// As [`start`](Self::start), with Redisson's `fairLockWaitTimeout` set to
+    /// `fair_wait` if given (5 minutes otherwise).
+    fn start_with(url: &str, watchdog: Duration, fair_wait: Option<Duration>) -> Self {
         let jar = peer_jar();
         let child = Command::new("java")
             // A short-lived test process: start fast, stay small.
@@ -225,6 +232,7 @@ impl Peer {
             .arg(&jar)
             .arg(url)
             .arg(watchdog.as_millis().to_string())
+            .args(fair_wait.map(|wait| wait.as_millis().to_string()))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -1197,4 +1205,69 @@ async fn fair_a_queue_mixing_java_and_rust_waiters_is_served_in_order(url: &str)
     );
     guard.unlock().await.unwrap();
     assert!(queue().await.is_empty());
+}
+
+async fn fair_a_killed_java_holder_and_a_killed_java_head_are_passed_over_in_time(url: &str) {
+    let name = common::unique("fair-killed");
+    let queue_key = format!("redisson_lock_queue:{{{name}}}");
+    // Every side keeps a waiter's place at the head for 5 s without asking
+    // (`fairLockWaitTimeout`, 5 minutes by default).
+    let fair_wait = Duration::from_secs(5);
+    let client = holdlock::LockClient::builder(url)
+        .compat(holdlock::Compat::Redisson)
+        .lease(LEASE)
+        .fair_wait_timeout(fair_wait)
+        .build()
+        .await
+        .unwrap();
+    let redis = common::raw(url).await;
+    let lease = Duration::from_secs(3);
+    // One Java process holds, another waits at the head of the queue; ours waits
+    // behind it. Both Java processes are killed.
+    let mut holder = Peer::start_with(url, lease, Some(fair_wait));
+    holder.call(&format!("flock {name} 1"), Duration::from_secs(10));
+    let mut head = Peer::start_with(url, lease, Some(fair_wait));
+    head.send(&format!("flock {name} 1"));
+    let queued = |n: usize| {
+        let (redis, key) = (redis.clone(), queue_key.clone());
+        async move {
+            for _ in 0..100 {
+                let queue: Vec<String> = redis.lrange(key.as_str(), 0, -1).await.unwrap();
+                if queue.len() == n {
+                    return queue;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            panic!("the queue never had {n} waiters");
+        }
+    };
+    queued(1).await;
+    let waiter = tokio::spawn({
+        let (client, name) = (client.clone(), name.clone());
+        async move {
+            let guard = client.fair_lock(&name).await.unwrap();
+            (guard, Instant::now())
+        }
+    });
+    let queue = queued(2).await;
+    let killed = Instant::now();
+    holder.kill();
+    head.kill();
+    // The hold runs out within its lease; the dead head keeps its place until its
+    // deadline (the fair wait after the hold it queued behind), then ours is next:
+    // seconds, not the 30 s lease ours would have waited out without asking again.
+    let (guard, got) = tokio::time::timeout(Duration::from_secs(15), waiter)
+        .await
+        .expect("our waiter gets the lock once the dead head's deadline passed")
+        .unwrap();
+    let waited = got - killed;
+    assert!(
+        waited <= lease + Duration::from_secs(5 + 2),
+        "{waited:?} (queue was {queue:?})"
+    );
+    let held: i64 = redis.hlen(name.as_str()).await.unwrap();
+    assert_eq!(held, 1);
+    guard.unlock().await.unwrap();
+    let left: Vec<String> = redis.lrange(queue_key.as_str(), 0, -1).await.unwrap();
+    assert!(left.is_empty(), "{left:?}");
 }

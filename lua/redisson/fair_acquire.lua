@@ -9,7 +9,8 @@
 -- ARGV[1]  owner id
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  how long a waiter keeps its place at the head of the queue, in
---          milliseconds (Redisson's fairLockWaitTimeout, 5 s by default)
+--          milliseconds: the call's wait, or Redisson's fairLockWaitTimeout (5 minutes
+--          by default in Redisson 4.7; see LockClientBuilder::fair_wait_timeout)
 -- ARGV[4]  "try" for a single try: a refusal queues nothing
 --
 -- Clock: this server's (Redisson's waiters give their own; keep the clocks in step).

@@ -159,7 +159,10 @@ impl Drop for InLine<'_> {
     fn drop(&mut self) {
         if self.queued {
             let waiter = &self.waiter;
-            waiter.ticket.leave_owner_queue(waiter.names, waiter.owner);
+            let wait_ms = waiter.options.fair_wait_ms;
+            waiter
+                .ticket
+                .leave_owner_queue(waiter.names, waiter.owner, wait_ms);
         }
     }
 }

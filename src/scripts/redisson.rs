@@ -81,7 +81,7 @@ impl Scripts {
             let mut args = vec![
                 owner.into(),
                 decimal(options.lease_ms),
-                decimal(compat::FAIR_WAIT_MS),
+                decimal(options.fair_wait_ms),
             ];
             if options.is_single_try() {
                 args.push(Value::from_static_str("try"));

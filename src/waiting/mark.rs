@@ -127,7 +127,9 @@ impl Ticket<'_> {
     /// background, counted as a chore. A later wait in this room asks only after it
     /// is done ([`after_leaving`](Self::after_leaving)), so that it is queued afresh,
     /// at the tail, and never taken out by an earlier wait's leaving.
-    pub(crate) fn leave_owner_queue(&self, names: &LockNames, owner: &str) {
+    /// `wait_ms` is the wait the wait's attempts gave (see `ResolvedOptions::fair_wait_ms`):
+    /// the deadlines behind it move that much earlier.
+    pub(crate) fn leave_owner_queue(&self, names: &LockNames, owner: &str, wait_ms: u64) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -144,7 +146,7 @@ impl Ticket<'_> {
         } else {
             "publish"
         };
-        let wait = crate::compat::FAIR_WAIT_MS.to_string();
+        let wait = wait_ms.to_string();
         let args = vec![owner.to_owned(), wait, publish.to_owned()];
         let (redis, chore) = (self.waiting.redis.clone(), self.waiting.chores.begin());
         let room = Arc::clone(&self.room);

@@ -3,13 +3,14 @@
 // RPermitExpirableSemaphore, on command, as tests/interop/peer.js does with
 // node-redisson.
 //
-//   java -jar target/redisson-peer.jar <redis url> <watchdog timeout ms>
+//   java -jar target/redisson-peer.jar <redis url> <watchdog timeout ms> [<fair wait ms>]
 //
 // <redis url> is redis://host:port (useSingleServer) or a cluster URL as holdlock's
 // tests write it, redis-cluster://host:port?node=host:port&node=... (useClusterServers,
-// shardedSubscriptionMode AUTO: shard channels on a Redis 7 cluster). Once connected
-// the peer says "ready <publish command>" ("publish" or "spublish", the command its
-// unlock script publishes with). Before that it takes a lock and a fair lock of its own,
+// shardedSubscriptionMode AUTO: shard channels on a Redis 7 cluster). <fair wait ms>
+// sets Redisson's fairLockWaitTimeout (5 minutes unless given). Once connected the
+// peer says "ready <publish command>" ("publish" or "spublish", the command its unlock
+// script publishes with). Before that it takes a lock and a fair lock of its own,
 // each through a wait and a wake-up, a fenced lock, and a read and a write lock, so that
 // the wake-ups a test times are not slowed by the JVM loading the classes of Redisson's
 // first release message.
@@ -123,11 +124,16 @@ public final class Peer {
     public static void main(String[] args) throws Exception {
         // Redisson logs through slf4j-simple, which writes to stderr: warnings only.
         System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
-        if (args.length != 2) {
-            System.err.println("usage: java -jar redisson-peer.jar <redis url> <watchdog ms>");
+        if (args.length != 2 && args.length != 3) {
+            System.err.println(
+                "usage: java -jar redisson-peer.jar <redis url> <watchdog ms> [<fair wait ms>]");
             System.exit(2);
         }
-        redisson = Redisson.create(config(args[0], Long.parseLong(args[1])));
+        Config config = config(args[0], Long.parseLong(args[1]));
+        if (args.length > 2) {
+            config.setFairLockWaitTimeout(Long.parseLong(args[2]));
+        }
+        redisson = Redisson.create(config);
         String publish = ((Redisson) redisson).getCommandExecutor().getConnectionManager()
                 .getSubscribeService().getPublishCommand();
         warmUp();
