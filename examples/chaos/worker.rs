@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use holdlock::fred::interfaces::KeysInterface;
 use holdlock::fred::types::{Expiration, SetOptions};
-use holdlock::{Compat, LockClient, LockError, LockGuard, fence};
+use holdlock::{Compat, LockClient, LockError, LockGuard, LockOptions, fence};
 use tokio::io::AsyncReadExt;
 
 use crate::history::{Op, Outcome, Released, now_us};
@@ -62,6 +62,9 @@ pub enum LockKind {
     /// `RPermitExpirableSemaphore`), as `Semaphore`.
     RedissonSemaphore,
 }
+
+/// The `fairLockWaitTimeout` of the `redisson-fair` mode's clients.
+const REDISSON_FAIR_WAIT: Duration = Duration::from_secs(2);
 
 /// The permits of each name's semaphore in the `sem` modes.
 pub const PERMITS: u32 = 2;
@@ -152,6 +155,10 @@ pub async fn run(config: WorkerConfig) -> Result<(), BoxError> {
             _ => Compat::Holdlock,
         })
         .connect_timeout(Duration::from_secs(2))
+        // Redisson's fair queue spaces its waiters by one wait each: in the
+        // `redisson-fair` mode every call waits without a deadline of its own (it is
+        // dropped at its cut-off instead), so all use this one.
+        .fair_wait_timeout(REDISSON_FAIR_WAIT)
         .build()
         .await?;
     let resource = LockClient::builder(&config.resource_url)
@@ -696,6 +703,13 @@ impl TaskWorker {
         self.next_attempt += 1;
         let (name, wait, cut) = self.next_call();
         let kind = self.config.kind;
+        // Redisson's fair queue is consistent only when every waiter gives the same
+        // wait (a grant moves every deadline by the grantee's wait): the calls of the
+        // `redisson-fair` mode wait without a deadline, and are dropped at theirs.
+        let (wait, cut, options) = match kind {
+            LockKind::RedissonFair => (cut.min(wait), cut.min(wait), LockOptions::new()),
+            _ => (wait, cut, LockOptions::new().wait(wait)),
+        };
         let semaphore = matches!(
             kind,
             LockKind::Semaphore | LockKind::SemaphoreBroken | LockKind::RedissonSemaphore
@@ -712,7 +726,6 @@ impl TaskWorker {
             fifo: fair,
         }
         .emit();
-        let options = holdlock::LockOptions::new().wait(wait);
         let taking = async {
             match kind {
                 LockKind::Fair | LockKind::RedissonFair => {

@@ -177,7 +177,8 @@ impl InLine<'_> {
         self.attempted_at = Instant::now();
         let attempted_at = self.attempted_at;
         let front = std::mem::take(&mut self.named);
-        let hand_off = match std::mem::replace(&mut self.asked, true) {
+        let again = std::mem::replace(&mut self.asked, true);
+        let hand_off = match again {
             true if self.waiter.names.queues_clients() => HandOff::Waited {
                 requeue: ticket.waiters() > 1,
                 front,
@@ -186,6 +187,7 @@ impl InLine<'_> {
         };
         let asking = Asking {
             hand_off,
+            again,
             ..Asking::default()
         };
         let marking = ticket.marking(self.mark);

@@ -18,6 +18,10 @@ pub(crate) struct Asking {
     /// A fair wait's attempt that refreshes its client's places: the queue entries of
     /// the client's other waits, to learn which are no longer queued.
     pub(crate) fair_check: Option<Arc<[String]>>,
+    /// A later attempt of a wait in line (its first was sent): a waiter of Redisson's
+    /// fair queue found no longer queued was dropped as a stale head while it waited,
+    /// and takes the head back (see `lua/redisson/fair_acquire.lua`).
+    pub(crate) again: bool,
 }
 
 /// What a mutex waiter's attempt tells `lua/acquire.lua` about the hand-off (its

@@ -343,7 +343,7 @@ pub(crate) static REDISSON_FAIR: KindSpec = KindSpec {
     waits_on_own_channel: true,
     layout: &REDISSON_FAIR_LAYOUT,
     acquire: |scripts, client, names, owner, options| {
-        Box::pin(scripts.redisson_fair_acquire(client, names, owner, options.0))
+        Box::pin(scripts.redisson_fair_acquire(client, names, owner, options))
     },
     release: |scripts, client, names, owner, _| {
         Box::pin(scripts.redisson_fair_release(client, names, owner))

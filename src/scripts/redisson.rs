@@ -6,7 +6,9 @@ use fred::clients::Client;
 use fred::types::Value;
 
 use super::leases::other_permits;
-use super::{Acquire, Delivery, LockNames, Scripts, acquire_reply, decimal, remaining_count};
+use super::{
+    Acquire, Asking, Delivery, LockNames, Scripts, acquire_reply, decimal, remaining_count,
+};
 use crate::compat;
 use crate::error::Result;
 use crate::options::ResolvedOptions;
@@ -67,13 +69,14 @@ script!(
 
 impl Scripts {
     /// Takes a fair lock in Redisson's layout afresh for `owner`, queueing it if
-    /// refused (unless a single try), sent at most once.
+    /// refused (unless a single try; at the head again if a later attempt of a wait
+    /// finds it dropped), sent at most once.
     pub(crate) async fn redisson_fair_acquire(
         &self,
         client: &Client,
         names: &LockNames,
         owner: &str,
-        options: &ResolvedOptions,
+        (options, asking): (&ResolvedOptions, &Asking),
     ) -> Result<Acquire> {
         let [queue, deadlines] = compat::fair_queue_keys(&names.key);
         let keys = [&*names.key, queue.as_str(), deadlines.as_str()];
@@ -85,6 +88,8 @@ impl Scripts {
             ];
             if options.is_single_try() {
                 args.push(Value::from_static_str("try"));
+            } else if asking.again {
+                args.push(Value::from_static_str("again"));
             }
             args
         };
