@@ -83,6 +83,7 @@ pub(crate) use deadlock::{Detection, Walker, second_look};
 use deadlock::{LocalWait, Walks};
 pub(crate) use give_up::{Forever, GiveUp, within_budget};
 use hand_off::Due;
+use mark::Leaving;
 pub(crate) use mark::Mark;
 use named::Named;
 pub(crate) use named::{Handed, NamedWaiter, PlacesCheck};
@@ -153,10 +154,8 @@ struct Room {
     /// What a refused attempt of a waiter here left in Redis for this client's waits
     /// (see [`Mark`]): taken down when the room is forgotten.
     mark: Mutex<Option<Mark>>,
-    /// How many waits that ended here are still leaving a Redisson fair queue, and
-    /// the signal that one is done (see [`Ticket::leave_owner_queue`]).
-    leaving: Mutex<usize>,
-    left: Notify,
+    /// The waits that ended here still leaving a Redisson fair queue.
+    leaving: Leaving,
     /// The release channel's subscription; the lock serialises SUBSCRIBE and UNSUBSCRIBE.
     channel: tokio::sync::Mutex<Channel>,
     /// For a shard channel: the cluster node it was subscribed on.
@@ -464,10 +463,8 @@ impl Waiting {
             // room now rather than in a task. After `close` the subscriber is going
             // away with its subscriptions.
             let never_subscribed = room.channel.try_lock().is_ok_and(|channel| !channel.sent);
-            if (never_subscribed && !room.is_leaving())
-                || self.is_closed()
-                || tokio::runtime::Handle::try_current().is_err()
-            {
+            let now = never_subscribed && !room.is_leaving();
+            if now || self.is_closed() || tokio::runtime::Handle::try_current().is_err() {
                 forget(&mut rooms, key, room);
                 drop((members, rooms));
                 self.take_down_mark(key, room);
@@ -508,8 +505,7 @@ impl Waiting {
     }
 
     /// Forgets `room` if nobody is in it and no wait that ended in it is still leaving
-    /// its queue (the room keeps a later wait from asking before that); returns
-    /// whether it did.
+    /// its queue (see [`Leaving`]); returns whether it did.
     fn forget_if_empty(&self, key: &str, room: &Arc<Room>) -> bool {
         let mut rooms = self.rooms.lock();
         let empty = *room.members.lock() == 0 && !room.is_leaving();

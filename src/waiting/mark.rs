@@ -133,7 +133,7 @@ impl Ticket<'_> {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        *self.room.leaving.lock() += 1;
+        *self.room.leaving.count.lock() += 1;
         let [queue, deadlines] = crate::compat::fair_queue_keys(&names.key);
         let keys = vec![
             names.key.to_string(),
@@ -158,8 +158,8 @@ impl Ticket<'_> {
             if let Err(error) = left {
                 tracing::debug!(%error, "leaving a Redisson fair queue failed");
             }
-            *room.leaving.lock() -= 1;
-            room.left.notify_waiters();
+            *room.leaving.count.lock() -= 1;
+            room.leaving.done.notify_waiters();
             // An empty room was kept for this (see `Waiting::forget_if_empty`); one
             // still subscribed is forgotten once its channel is let go.
             let unsubscribed = room.channel.try_lock().is_ok_and(|channel| !channel.sent);
@@ -174,7 +174,7 @@ impl Ticket<'_> {
     /// [`leave_owner_queue`](Self::leave_owner_queue)).
     pub(crate) async fn after_leaving(&self) {
         loop {
-            let left = self.room.left.notified();
+            let left = self.room.leaving.done.notified();
             if !self.room.is_leaving() {
                 return;
             }
@@ -183,9 +183,18 @@ impl Ticket<'_> {
     }
 }
 
+/// The waits that ended in a room and are still leaving a Redisson fair queue (see
+/// [`Ticket::leave_owner_queue`]): the room is kept, and a later wait in it asks, only
+/// once they are done.
+#[derive(Debug, Default)]
+pub(super) struct Leaving {
+    count: parking_lot::Mutex<usize>,
+    done: tokio::sync::Notify,
+}
+
 impl Room {
     /// Whether a wait that ended here is still leaving its queue.
     pub(super) fn is_leaving(&self) -> bool {
-        *self.leaving.lock() > 0
+        *self.leaving.count.lock() > 0
     }
 }
