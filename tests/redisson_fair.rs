@@ -23,6 +23,23 @@ async fn redisson_client(url: &str) -> LockClient {
         .unwrap()
 }
 
+/// `N` clients in Redisson's layout.
+async fn clients<const N: usize>(url: &str) -> [LockClient; N] {
+    let mut clients = Vec::with_capacity(N);
+    for _ in 0..N {
+        clients.push(redisson_client(url).await);
+    }
+    clients.try_into().unwrap_or_else(|_| unreachable!())
+}
+
+/// Checks that the lock `name`, its queue and its deadlines are all gone.
+async fn nothing_left(redis: &fred::clients::Client, name: &str) {
+    for key in [name.to_owned(), queue_key(name), deadlines_key(name)] {
+        let left: i64 = redis.exists(key.as_str()).await.unwrap();
+        assert_eq!(left, 0, "{key}");
+    }
+}
+
 fn queue_key(name: &str) -> String {
     format!("redisson_lock_queue:{{{name}}}")
 }
@@ -72,11 +89,7 @@ async fn queue_becomes(redis: &fred::clients::Client, name: &str, expected: &[&s
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fair_lock_looks_in_redis_as_redissons_fair_lock_does() {
     let url = common::url();
-    let (one, two, three) = (
-        redisson_client(&url).await,
-        redisson_client(&url).await,
-        redisson_client(&url).await,
-    );
+    let [one, two, three] = clients(&url).await;
     let redis = common::raw(&url).await;
     let name = common::unique("fair-layout");
 
@@ -138,20 +151,13 @@ async fn a_fair_lock_looks_in_redis_as_redissons_fair_lock_does() {
         .expect("the next head is woken by its message")
         .unwrap();
     third_guard.unlock().await.unwrap();
-    for key in [name.clone(), queue_key(&name), deadlines_key(&name)] {
-        let left: i64 = redis.exists(key.as_str()).await.unwrap();
-        assert_eq!(left, 0, "{key}");
-    }
+    nothing_left(&redis, &name).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_waiter_that_gives_up_or_is_dropped_leaves_redissons_queue() {
     let url = common::url();
-    let (one, two, three) = (
-        redisson_client(&url).await,
-        redisson_client(&url).await,
-        redisson_client(&url).await,
-    );
+    let [one, two, three] = clients(&url).await;
     let redis = common::raw(&url).await;
     let name = common::unique("fair-leave");
     let held = one.fair_lock(&name).await.unwrap();
@@ -198,20 +204,13 @@ async fn a_waiter_that_gives_up_or_is_dropped_leaves_redissons_queue() {
         .expect("the head is woken by its message")
         .unwrap();
     guard.unlock().await.unwrap();
-    for key in [name.clone(), queue_key(&name), deadlines_key(&name)] {
-        let left: i64 = redis.exists(key.as_str()).await.unwrap();
-        assert_eq!(left, 0, "{key}");
-    }
+    nothing_left(&redis, &name).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wait_after_one_that_gave_up_queues_at_the_tail() {
     let url = common::url();
-    let (one, two, three) = (
-        redisson_client(&url).await,
-        redisson_client(&url).await,
-        redisson_client(&url).await,
-    );
+    let [one, two, three] = clients(&url).await;
     let redis = common::raw(&url).await;
     let name = common::unique("fair-rewait");
     let held = one.fair_lock(&name).await.unwrap();
@@ -256,11 +255,7 @@ async fn a_wait_after_one_that_gave_up_queues_at_the_tail() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_head_that_leaves_a_free_lock_tells_the_next_waiter() {
     let url = common::url();
-    let (one, two, three) = (
-        redisson_client(&url).await,
-        redisson_client(&url).await,
-        redisson_client(&url).await,
-    );
+    let [one, two, three] = clients(&url).await;
     let redis = common::raw(&url).await;
     let name = common::unique("fair-head-leaves");
     // The head gives up just as the release tells it (it leaves the queue a moment
