@@ -15,12 +15,9 @@ use holdlock::{Compat, LockClient, LockGuard, LockKind};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+/// A client in Redisson's layout with the default lease.
 async fn redisson_client(url: &str) -> LockClient {
-    LockClient::builder(url)
-        .compat(Compat::Redisson)
-        .build()
-        .await
-        .unwrap()
+    common::redisson_client(url, holdlock::DEFAULT_LEASE).await
 }
 
 /// `N` clients in Redisson's layout.
@@ -38,6 +35,18 @@ async fn nothing_left(redis: &fred::clients::Client, name: &str) {
         let left: i64 = redis.exists(key.as_str()).await.unwrap();
         assert_eq!(left, 0, "{key}");
     }
+}
+
+/// A client in Redisson's layout with a 1 s lease (its waiters ask again at least
+/// every second while the lock is held) and a fair wait of 5 s.
+async fn short_lease_client(url: &str) -> LockClient {
+    LockClient::builder(url)
+        .compat(Compat::Redisson)
+        .lease(Duration::from_secs(1))
+        .fair_wait_timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .unwrap()
 }
 
 fn queue_key(name: &str) -> String {
@@ -415,15 +424,7 @@ async fn dropped_fair_calls_leave_no_hold_no_place_and_no_subscription_behind() 
 #[tokio::test(flavor = "multi_thread")]
 async fn our_waiter_keeps_its_place_behind_a_holder_that_holds_past_the_queues_deadlines() {
     let url = common::url();
-    let short = || async {
-        LockClient::builder(&url)
-            .compat(Compat::Redisson)
-            .lease(Duration::from_secs(1))
-            .fair_wait_timeout(Duration::from_secs(5))
-            .build()
-            .await
-            .unwrap()
-    };
+    let short = || short_lease_client(&url);
     let (one, two, three) = (short().await, short().await, short().await);
     let redis = common::raw(&url).await;
     let name = common::unique("fair-long-holder");
@@ -440,6 +441,49 @@ async fn our_waiter_keeps_its_place_behind_a_holder_that_holds_past_the_queues_d
     // again at each PTTL, moving its deadline on), not dropped as stale by the next
     // script (the second's next attempt, or its own) and queued again behind.
     tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        queue(&redis, &name).await,
+        [first.as_str(), second.as_str()]
+    );
+    held.unlock().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(1), first_task)
+        .await
+        .expect("the first waiter is served first")
+        .unwrap();
+    assert!(!second_task.is_finished());
+    guard.unlock().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(1), second_task)
+        .await
+        .expect("then the second")
+        .unwrap();
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_waiter_dropped_as_a_stale_head_takes_the_head_back_when_it_asks_again() {
+    let url = common::url();
+    let (one, two, three) = (
+        short_lease_client(&url).await,
+        short_lease_client(&url).await,
+        short_lease_client(&url).await,
+    );
+    let redis = common::raw(&url).await;
+    let name = common::unique("fair-stale-head");
+    let held = one.fair_lock(&name).await.unwrap();
+    let (first, first_task) = waiter(&two, &name).await;
+    queue_becomes(&redis, &name, &[&first]).await;
+    let (second, second_task) = waiter(&three, &name).await;
+    queue_becomes(&redis, &name, &[&first, &second]).await;
+    // The head's deadline runs out under it (as uneven waits make Redisson's
+    // arithmetic do): the next script, whoever's, drops it.
+    let script = "return redis.call('zadd', KEYS[1], 1, ARGV[1])";
+    let _: i64 = redis
+        .eval(script, deadlines_key(&name), first.as_str())
+        .await
+        .unwrap();
+    // Within a lease both ask again: the first is first in line again, not behind
+    // the second.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
     assert_eq!(
         queue(&redis, &name).await,
         [first.as_str(), second.as_str()]

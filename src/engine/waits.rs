@@ -170,8 +170,11 @@ impl Drop for InLine<'_> {
 impl InLine<'_> {
     async fn attempt(&mut self) -> Result<Asked<HoldClaim, Refused<()>>> {
         let ticket = self.waiter.ticket;
-        // Queued afresh, at the tail: never before an earlier wait here has left.
-        ticket.after_leaving().await;
+        let own_queue = self.waiter.names.kind.waits_on_own_channel();
+        if own_queue {
+            // Queued afresh, at the tail: never before an earlier wait here has left.
+            ticket.after_leaving().await;
+        }
         // What a room kept from earlier waiters heard is answered by this attempt.
         ticket.asking();
         self.attempted_at = Instant::now();
@@ -193,7 +196,7 @@ impl InLine<'_> {
         let marking = ticket.marking(self.mark);
         // An attempt may queue the owner in Redisson's fair queue, which the wait
         // leaves if it ends without the lock.
-        self.queued = self.waiter.names.kind.waits_on_own_channel();
+        self.queued = own_queue;
         Ok(match self.waiter.acquire(&asking).await? {
             Attempt::Granted(claim) => {
                 self.queued = false;
