@@ -1,7 +1,8 @@
 //! The examples, run as a user would run them: `oversell`, `accounts_http` (two
 //! instances under 2,000 concurrent transfers), `cron_once`, and the `chaos` checker
-//! (its short mode against holdlock, and against a deliberately broken lock; and a
-//! short run with the locks on a Redis Cluster).
+//! (its short mode against holdlock, and against a deliberately broken lock; Redisson's
+//! layouts beside Java Redisson workers; and a short run with the locks on a Redis
+//! Cluster).
 //!
 //! The example binaries are built with `cargo build --example ...` into the same target
 //! directory and profile as this test (a no-op when `cargo test` has built them already),
@@ -496,10 +497,29 @@ fn chaos(args: &[&str], limit: Duration) -> (Option<i32>, serde_json::Value, Str
 /// A 20-second run of the chaos checker's `mode` under every kind of fault, seeded:
 /// no violation, and more than `acquisitions` acquisitions. Its summary and output.
 fn chaos_finds_nothing(mode: &str, seed: &str, acquisitions: u64) -> (serde_json::Value, String) {
-    let (code, summary, text) = chaos(
-        &["--lock", mode, "--duration", "20s", "--seed", seed],
-        Duration::from_secs(180),
-    );
+    chaos_run_finds_nothing(&["--lock", mode, "--seed", seed], acquisitions)
+}
+
+/// As [`chaos_finds_nothing`], with two of the six workers Java Redisson processes
+/// (`mode` is one in Redisson's layout): more than `acquisitions` acquisitions by each
+/// side.
+fn chaos_with_java_finds_nothing(
+    mode: &str,
+    seed: &str,
+    acquisitions: u64,
+) -> (serde_json::Value, String) {
+    common::java::peer_jar();
+    let args = ["--lock", mode, "--seed", seed, "--java-workers", "2"];
+    let (summary, text) = chaos_run_finds_nothing(&args, acquisitions);
+    assert_each_side_acquired(&summary, acquisitions, &text);
+    (summary, text)
+}
+
+/// A 20-second run of the chaos checker with `args`: no violation, and more than
+/// `acquisitions` acquisitions.
+fn chaos_run_finds_nothing(args: &[&str], acquisitions: u64) -> (serde_json::Value, String) {
+    let args = [args, &["--duration", "20s"]].concat();
+    let (code, summary, text) = chaos(&args, Duration::from_secs(180));
     assert_eq!(code, Some(0), "violations found:\n{text}");
     assert_eq!(summary["violations"], serde_json::json!({}), "{text}");
     assert!(
@@ -507,6 +527,18 @@ fn chaos_finds_nothing(mode: &str, seed: &str, acquisitions: u64) -> (serde_json
         "{text}"
     );
     (summary, text)
+}
+
+/// Java Redisson's workers and holdlock's each acquired more than `acquisitions`.
+fn assert_each_side_acquired(summary: &serde_json::Value, acquisitions: u64, text: &str) {
+    let all = summary["acquisitions"].as_u64().unwrap_or(0);
+    let java = summary["java_acquisitions"].as_u64().unwrap_or(0);
+    assert!(java > acquisitions, "Java acquired {java}:\n{text}");
+    assert!(
+        all - java > acquisitions,
+        "Rust acquired {}:\n{text}",
+        all - java
+    );
 }
 
 /// A calm 10-second run of the deliberately broken `mode`: the checker must fail it
@@ -603,9 +635,43 @@ fn the_chaos_checker_catches_a_broken_multi_lock() {
 fn the_chaos_checker_finds_no_violation_in_redissons_layout() {
     let _turn = heavy_turn();
     // The mutex in Redisson's layout (its own acquire and release scripts, key,
-    // channel and INCR fencing counter) under every kind of fault.
-    let (summary, text) = chaos_finds_nothing("redisson", "7", 200);
+    // channel and INCR fencing counter) under every kind of fault, with Java
+    // Redisson's RFencedLock in two of the six workers: one sequence of tokens.
+    let (summary, text) = chaos_with_java_finds_nothing("redisson", "7", 50);
     assert_eq!(summary["token_regressions"], 0, "{text}");
+}
+
+#[test]
+fn the_chaos_checker_finds_java_and_rust_holders_of_every_redisson_kind_exclude_each_other() {
+    let _turn = heavy_turn();
+    common::java::peer_jar();
+    // Without faults nothing excuses an overlap: Java Redisson's RFencedLock,
+    // RReadWriteLock, RFairLock and RPermitExpirableSemaphore beside holdlock's kinds
+    // in Redisson's layout, on the same names, hold them in turn (and the fair lock in
+    // the order the calls began).
+    for mode in ["redisson", "redisson-rw", "redisson-fair", "redisson-sem"] {
+        let (code, summary, text) = chaos(
+            &[
+                "--lock",
+                mode,
+                "--duration",
+                "10s",
+                "--faults",
+                "none",
+                "--java-workers",
+                "3",
+            ],
+            Duration::from_secs(120),
+        );
+        assert_eq!(code, Some(0), "{mode}: violations found:\n{text}");
+        assert_eq!(
+            summary["violations"],
+            serde_json::json!({}),
+            "{mode}: {text}"
+        );
+        assert_eq!(summary["overlaps_java_not_told"], 0, "{mode}: {text}");
+        assert_each_side_acquired(&summary, 50, &text);
+    }
 }
 
 #[test]
@@ -620,8 +686,9 @@ fn the_chaos_checker_finds_no_violation_in_the_read_write_lock() {
 fn the_chaos_checker_finds_no_violation_in_redissons_read_write_layout() {
     let _turn = heavy_turn();
     // The read-write lock in Redisson's layout (its own scripts, timeout keys per read
-    // hold, channel and messages) under every kind of fault.
-    chaos_finds_nothing("redisson-rw", "5", 100);
+    // hold, channel and messages) under every kind of fault, beside Java Redisson's
+    // RReadWriteLock.
+    chaos_with_java_finds_nothing("redisson-rw", "5", 25);
 }
 
 #[test]
@@ -629,8 +696,9 @@ fn the_chaos_checker_finds_no_violation_in_redissons_semaphore_layout() {
     let _turn = heavy_turn();
     // The semaphore in Redisson's layout (the count of free permits at the name, the
     // permits' deadlines beside it) under every kind of fault: never more holders than
-    // permits, and every permit back at the end.
-    chaos_finds_nothing("redisson-sem", "5", 100);
+    // permits, and every permit back at the end; beside Java Redisson's
+    // RPermitExpirableSemaphore.
+    chaos_with_java_finds_nothing("redisson-sem", "5", 25);
 }
 
 #[test]
@@ -658,9 +726,9 @@ fn the_chaos_checker_finds_no_violation_in_the_fair_lock() {
 fn the_chaos_checker_finds_no_violation_in_redissons_fair_layout() {
     let _turn = heavy_turn();
     // The fair lock in Redisson's layout (its queue, deadlines and per-waiter
-    // channels) under every kind of fault: no overlap, and calls served in the order
-    // they arrived.
-    let (summary, text) = chaos_finds_nothing("redisson-fair", "7", 100);
+    // channels) under every kind of fault, beside Java Redisson's RFairLock: no
+    // overlap, and calls of both sides served in the order they arrived.
+    let (summary, text) = chaos_with_java_finds_nothing("redisson-fair", "7", 25);
     assert!(
         summary["fifo_pairs_checked"].as_u64() > Some(100),
         "the order check had nothing to check:\n{text}"

@@ -24,16 +24,14 @@
 
 mod common;
 
-use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fred::interfaces::{HashesInterface, KeysInterface, ListInterface};
 use holdlock::{LockError, LockOptions};
 
+use common::java::{INSTALL, peer_jar};
 use common::peer::Peer;
 
 common::on_every_topology!(
@@ -56,6 +54,11 @@ common::on_every_topology!(
     rsemaphore_a_killed_java_holder_keeps_its_permit_for_good,
     fair_both_sides_exclude_each_other_with_no_lost_update,
     fair_a_queue_mixing_java_and_rust_waiters_is_served_in_order,
+    fair_a_java_holder_reenters_while_we_wait_and_its_last_release_wakes_us,
+    fair_we_reenter_while_a_java_thread_waits_and_our_last_release_wakes_it,
+    fair_a_killed_java_holder_frees_the_lock_for_us_within_its_lease,
+    fair_a_killed_holdlock_holder_frees_the_lock_for_java_within_its_lease,
+    fair_our_watchdog_keeps_a_java_waiter_out_past_the_lease,
     fair_a_killed_java_holder_and_a_killed_java_head_are_passed_over_in_time,
 );
 
@@ -66,135 +69,6 @@ const LEASE: Duration = Duration::from_secs(30);
 /// A wake-up by the release message: within 100 ms, while the holder's lease had 30 s
 /// to run (and no one polls faster than the lease).
 const WOKEN_WITHIN: Duration = Duration::from_millis(100);
-
-/// What to install when the Java toolchain is missing.
-const INSTALL: &str = "tests/redisson_java_interop.rs runs Java Redisson: install a JDK 17 \
-                       and Maven (`apt-get install openjdk-17-jdk-headless maven`)";
-
-fn peer_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop-java")
-}
-
-/// The peer's runnable jar, built once per test process (and under a lock file, once
-/// across processes) when it is missing or older than the peer's sources.
-fn peer_jar() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            check_java();
-            let dir = peer_dir();
-            let jar = dir.join("target/redisson-peer.jar");
-            if !stale(&jar) {
-                return jar;
-            }
-            let _lock = BuildLock::take();
-            if !stale(&jar) {
-                return jar;
-            }
-            let built = Command::new("mvn")
-                .args(["-q", "-B", "package", "-DskipTests"])
-                .current_dir(&dir)
-                .output()
-                .unwrap_or_else(|e| panic!("{INSTALL}; running `mvn` failed: {e}"));
-            assert!(
-                built.status.success() && jar.is_file(),
-                "`mvn -q -B package -DskipTests` in {} failed (Maven Central must be \
-                 reachable on the first build):\n{}{}",
-                dir.display(),
-                String::from_utf8_lossy(&built.stdout),
-                String::from_utf8_lossy(&built.stderr),
-            );
-            jar
-        })
-        .clone()
-}
-
-/// Fails, saying what to install, unless `java` (17 or later) and `mvn` run.
-fn check_java() {
-    let java = Command::new("java")
-        .arg("-version")
-        .output()
-        .unwrap_or_else(|e| panic!("{INSTALL}; `java` could not be run: {e}"));
-    // `openjdk version "17.0.15" 2025-04-15` (or `"1.8.0_392"` for Java 8).
-    let said = String::from_utf8_lossy(&java.stderr);
-    let version = said.split('"').nth(1).unwrap_or_default();
-    let mut parts = version.split(['.', '-', '+', '_']);
-    let major = match parts.next() {
-        Some("1") => parts.next(),
-        first => first,
-    };
-    let major: u32 = major.and_then(|m| m.parse().ok()).unwrap_or(0);
-    assert!(
-        java.status.success() && major >= 17,
-        "{INSTALL}; `java -version` says:\n{said}"
-    );
-    let maven = Command::new("mvn")
-        .arg("-v")
-        .output()
-        .unwrap_or_else(|e| panic!("{INSTALL}; `mvn` could not be run: {e}"));
-    assert!(maven.status.success(), "{INSTALL}; `mvn -v` failed");
-}
-
-/// Whether `jar` is missing or older than a file of the peer's project.
-fn stale(jar: &Path) -> bool {
-    let Ok(built) = jar.metadata().and_then(|m| m.modified()) else {
-        return true;
-    };
-    let dir = peer_dir();
-    let mut sources = vec![dir.join("pom.xml")];
-    let mut dirs = vec![dir.join("src")];
-    while let Some(next) = dirs.pop() {
-        for entry in std::fs::read_dir(&next).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else {
-                sources.push(path);
-            }
-        }
-    }
-    sources.iter().any(|source| {
-        source
-            .metadata()
-            .and_then(|m| m.modified())
-            .is_ok_and(|modified| modified > built)
-    })
-}
-
-/// A lock file held while Maven builds the peer, so that test processes running at
-/// once do not build into one `target/` together. One left by a build that was killed
-/// is taken over after five minutes.
-struct BuildLock(PathBuf);
-
-impl BuildLock {
-    fn take() -> Self {
-        let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("interop-java.build.lock");
-        loop {
-            match OpenOptions::new().write(true).create_new(true).open(&path) {
-                Ok(_) => return Self(path),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let age = path
-                        .metadata()
-                        .and_then(|m| m.modified())
-                        .ok()
-                        .and_then(|modified| modified.elapsed().ok());
-                    if age.is_some_and(|age| age > Duration::from_secs(300)) {
-                        let _ = std::fs::remove_file(&path);
-                    } else {
-                        std::thread::sleep(Duration::from_millis(200));
-                    }
-                }
-                Err(e) => panic!("cannot create {}: {e}", path.display()),
-            }
-        }
-    }
-}
-
-impl Drop for BuildLock {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
 
 /// Milliseconds since the Unix epoch, the clock the peer reports by.
 fn epoch_ms() -> u128 {
@@ -268,6 +142,80 @@ fn listeners(url: &str, name: &str) -> i64 {
     common::integer(&reply.unwrap()[1])
 }
 
+/// The two Redisson locks kept as an owner's hash at the name, `RLock` (our mutex)
+/// and `RFairLock` (our fair lock): the scenarios they share run for each.
+#[derive(Debug, Clone, Copy)]
+enum Family {
+    Mutex,
+    Fair,
+}
+
+impl Family {
+    /// The peer's command to take it, waiting: `lock` or `flock`.
+    fn java_lock(self) -> &'static str {
+        match self {
+            Family::Mutex => "lock",
+            Family::Fair => "flock",
+        }
+    }
+
+    /// The peer's command to try it: `trylock` or `tryflock`.
+    fn java_try(self) -> &'static str {
+        match self {
+            Family::Mutex => "trylock",
+            Family::Fair => "tryflock",
+        }
+    }
+
+    /// Our call to take it, waiting.
+    async fn take(self, client: &holdlock::LockClient, name: &str) -> holdlock::LockGuard {
+        match self {
+            Family::Mutex => client.lock(name).await,
+            Family::Fair => client.fair_lock(name).await,
+        }
+        .unwrap()
+    }
+
+    /// Our call to try it once.
+    async fn try_take(
+        self,
+        client: &holdlock::LockClient,
+        name: &str,
+    ) -> Option<holdlock::LockGuard> {
+        match self {
+            Family::Mutex => client.lock(name).try_now().await,
+            Family::Fair => client.fair_lock(name).try_now().await,
+        }
+        .unwrap()
+    }
+
+    /// How many of the channels its waiters are woken on have a listener: the lock's
+    /// one channel for `RLock`, each waiter's own for `RFairLock`.
+    fn listeners(self, url: &str, name: &str) -> i64 {
+        match self {
+            Family::Mutex => listeners(url, name),
+            Family::Fair => {
+                let pattern = format!("redisson_lock__channel:{{{name}}}:*");
+                let reply = if is_cluster(url) {
+                    let node = common::cluster().primary_of(&pattern);
+                    node.array(&["PUBSUB", "SHARDCHANNELS", &pattern])
+                } else {
+                    common::shared().array(&["PUBSUB", "CHANNELS", &pattern])
+                };
+                i64::try_from(reply.unwrap().len()).unwrap()
+            }
+        }
+    }
+
+    /// The word [`holdlock_holder_process`] is told it by.
+    fn word(self) -> &'static str {
+        match self {
+            Family::Mutex => "mutex",
+            Family::Fair => "fair",
+        }
+    }
+}
+
 async fn both_sides_exclude_each_other_with_no_lost_update(url: &str) {
     let name = common::unique("counter");
     let counter = common::unique("counter-value");
@@ -319,23 +267,32 @@ async fn both_sides_exclude_each_other_with_no_lost_update(url: &str) {
 }
 
 async fn a_java_holder_reenters_while_we_wait_and_its_last_release_wakes_us(url: &str) {
+    java_holder_reenters_while_we_wait(url, Family::Mutex).await;
+}
+
+async fn fair_a_java_holder_reenters_while_we_wait_and_its_last_release_wakes_us(url: &str) {
+    java_holder_reenters_while_we_wait(url, Family::Fair).await;
+}
+
+async fn java_holder_reenters_while_we_wait(url: &str, family: Family) {
     let name = common::unique("reenter-java");
     let client = common::redisson_client(url, LEASE).await;
     let redis = common::raw(url).await;
     let mut peer = Peer::start(url, LEASE);
+    let lock = family.java_lock();
 
-    let first = peer.call(&format!("lock {name} 7"), Duration::from_secs(10));
-    peer.call(&format!("lock {name} 7"), Duration::from_secs(10));
+    let first = peer.call(&format!("{lock} {name} 7"), Duration::from_secs(10));
+    peer.call(&format!("{lock} {name} 7"), Duration::from_secs(10));
     // One field, the Java thread's owner id, counting two holds.
     let fields: Vec<(String, String)> = redis.hgetall(name.as_str()).await.unwrap();
     assert_eq!(fields, vec![(first[2].clone(), "2".to_owned())]);
     let pttl: i64 = redis.pttl(name.as_str()).await.unwrap();
     assert!(pttl > 20_000 && pttl <= 30_000, "{pttl}");
-    assert!(client.lock(&name).try_now().await.unwrap().is_none());
+    assert!(family.try_take(&client, &name).await.is_none());
 
     let waiter = tokio::spawn({
         let (client, name) = (client.clone(), name.clone());
-        async move { client.lock(&name).await.map(|guard| (guard, epoch_ms())) }
+        async move { Ok::<_, ()>((family.take(&client, &name).await, epoch_ms())) }
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     // The inner release leaves the Java thread holding it.
@@ -358,19 +315,30 @@ async fn a_java_holder_reenters_while_we_wait_and_its_last_release_wakes_us(url:
 }
 
 async fn we_reenter_while_a_java_thread_waits_and_our_last_release_wakes_it(url: &str) {
+    we_reenter_while_a_java_thread_waits(url, Family::Mutex).await;
+}
+
+async fn fair_we_reenter_while_a_java_thread_waits_and_our_last_release_wakes_it(url: &str) {
+    we_reenter_while_a_java_thread_waits(url, Family::Fair).await;
+}
+
+async fn we_reenter_while_a_java_thread_waits(url: &str, family: Family) {
     let name = common::unique("reenter-rust");
     let client = common::redisson_client(url, LEASE).await;
     let mut peer = Peer::start(url, LEASE);
+    let (lock, try_lock) = (family.java_lock(), family.java_try());
 
-    let outer = client.lock(&name).await.unwrap();
-    let inner = client.lock(&name).await.unwrap();
-    let tried = peer.call(&format!("trylock {name} 3 0"), Duration::from_secs(10));
+    let outer = family.take(&client, &name).await;
+    let inner = family.take(&client, &name).await;
+    assert_eq!(inner.hold_count(), 2);
+    let tried = peer.call(&format!("{try_lock} {name} 3 0"), Duration::from_secs(10));
     assert_eq!(tried[1], "false", "a Java thread took a lock we hold");
-    let waiting = peer.send(&format!("lock {name} 3"));
+    let waiting = peer.send(&format!("{lock} {name} 3"));
     tokio::time::sleep(Duration::from_millis(300)).await;
-    // The Java thread waits on the release channel: a shard channel on the cluster.
+    // The Java thread waits on the release channel (its own, in a fair lock's queue):
+    // a shard channel on the cluster.
     assert_eq!(
-        listeners(url, &name),
+        family.listeners(url, &name),
         1,
         "the Java waiter is not subscribed"
     );
@@ -390,23 +358,27 @@ async fn we_reenter_while_a_java_thread_waits_and_our_last_release_wakes_it(url:
 }
 
 async fn a_killed_java_holder_frees_the_lock_for_us_within_its_lease(url: &str) {
+    killed_java_holder_frees_the_lock_for_us(url, Family::Mutex).await;
+}
+
+async fn fair_a_killed_java_holder_frees_the_lock_for_us_within_its_lease(url: &str) {
+    killed_java_holder_frees_the_lock_for_us(url, Family::Fair).await;
+}
+
+async fn killed_java_holder_frees_the_lock_for_us(url: &str, family: Family) {
     let name = common::unique("killed-java");
     let client = common::redisson_client(url, LEASE).await;
     let lease = Duration::from_secs(3);
     let mut peer = Peer::start(url, lease);
-    peer.call(&format!("lock {name} 1"), Duration::from_secs(10));
+    let lock = family.java_lock();
+    peer.call(&format!("{lock} {name} 1"), Duration::from_secs(10));
     // Its watchdog keeps it past its lease while it lives.
     tokio::time::sleep(lease + Duration::from_secs(1)).await;
-    assert!(client.lock(&name).try_now().await.unwrap().is_none());
+    assert!(family.try_take(&client, &name).await.is_none());
 
     let waiter = tokio::spawn({
         let (client, name) = (client.clone(), name.clone());
-        async move {
-            client
-                .lock(&name)
-                .await
-                .map(|guard| (guard, Instant::now()))
-        }
+        async move { Ok::<_, ()>((family.take(&client, &name).await, Instant::now())) }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     let killed = Instant::now();
@@ -426,7 +398,8 @@ async fn a_killed_java_holder_frees_the_lock_for_us_within_its_lease(url: &str) 
 
 /// The holdlock holder of [`a_killed_holdlock_holder_frees_the_lock_for_java_within_its_lease`],
 /// run as a process of its own (this test binary again, with
-/// `HOLDLOCK_JAVA_INTEROP_HOLDER` set to `<url> <name> <lease ms>`): takes the lock,
+/// `HOLDLOCK_JAVA_INTEROP_HOLDER` set to `<url> <name> <lease ms> <mutex|fair>`): takes
+/// the lock (our mutex or fair lock),
 /// says `locked`, and holds it until it is killed. Without the variable it does
 /// nothing.
 #[tokio::test]
@@ -435,18 +408,31 @@ async fn holdlock_holder_process() {
     let Ok(setting) = std::env::var("HOLDLOCK_JAVA_INTEROP_HOLDER") else {
         return;
     };
-    let [url, name, lease_ms] = setting.split(' ').collect::<Vec<_>>()[..] else {
-        panic!("HOLDLOCK_JAVA_INTEROP_HOLDER is `<url> <name> <lease ms>`");
+    let [url, name, lease_ms, family] = setting.split(' ').collect::<Vec<_>>()[..] else {
+        panic!("HOLDLOCK_JAVA_INTEROP_HOLDER is `<url> <name> <lease ms> <mutex|fair>`");
     };
+    let family = [Family::Mutex, Family::Fair]
+        .into_iter()
+        .find(|known| known.word() == family)
+        .expect("mutex or fair");
     let lease = Duration::from_millis(lease_ms.parse().unwrap());
     let client = common::redisson_client(url, lease).await;
-    let _guard = client.lock(name).await.unwrap();
+    let _guard = family.take(&client, name).await;
     println!("locked");
     std::future::pending::<()>().await;
 }
 
 async fn a_killed_holdlock_holder_frees_the_lock_for_java_within_its_lease(url: &str) {
+    killed_holdlock_holder_frees_the_lock_for_java(url, Family::Mutex).await;
+}
+
+async fn fair_a_killed_holdlock_holder_frees_the_lock_for_java_within_its_lease(url: &str) {
+    killed_holdlock_holder_frees_the_lock_for_java(url, Family::Fair).await;
+}
+
+async fn killed_holdlock_holder_frees_the_lock_for_java(url: &str, family: Family) {
     let name = common::unique("killed-rust");
+    let (lock, try_lock) = (family.java_lock(), family.java_try());
     let lease = Duration::from_secs(3);
     let mut holder = Command::new(std::env::current_exe().unwrap())
         .args([
@@ -457,7 +443,7 @@ async fn a_killed_holdlock_holder_frees_the_lock_for_java_within_its_lease(url: 
         ])
         .env(
             "HOLDLOCK_JAVA_INTEROP_HOLDER",
-            format!("{url} {name} {}", lease.as_millis()),
+            format!("{url} {name} {} {}", lease.as_millis(), family.word()),
         )
         .stdout(Stdio::piped())
         .spawn()
@@ -472,10 +458,10 @@ async fn a_killed_holdlock_holder_frees_the_lock_for_java_within_its_lease(url: 
     let mut peer = Peer::start(url, LEASE);
     // holdlock's watchdog keeps it past its lease while the process lives.
     tokio::time::sleep(lease + Duration::from_secs(1)).await;
-    let tried = peer.call(&format!("trylock {name} 1 0"), Duration::from_secs(10));
+    let tried = peer.call(&format!("{try_lock} {name} 1 0"), Duration::from_secs(10));
     assert_eq!(tried[1], "false");
 
-    let waiting = peer.send(&format!("lock {name} 1"));
+    let waiting = peer.send(&format!("{lock} {name} 1"));
     tokio::time::sleep(Duration::from_millis(200)).await;
     let killed_ms = epoch_ms();
     holder.kill().unwrap();
@@ -489,15 +475,27 @@ async fn a_killed_holdlock_holder_frees_the_lock_for_java_within_its_lease(url: 
 }
 
 async fn our_watchdog_keeps_a_java_waiter_out_past_the_lease(url: &str) {
+    our_watchdog_keeps_a_java_waiter_out(url, Family::Mutex).await;
+}
+
+async fn fair_our_watchdog_keeps_a_java_waiter_out_past_the_lease(url: &str) {
+    our_watchdog_keeps_a_java_waiter_out(url, Family::Fair).await;
+}
+
+async fn our_watchdog_keeps_a_java_waiter_out(url: &str, family: Family) {
     let name = common::unique("watchdog");
     let lease = Duration::from_secs(1);
     let client = common::redisson_client(url, lease).await;
     let redis = common::raw(url).await;
     let mut peer = Peer::start(url, LEASE);
+    let (lock, try_lock) = (family.java_lock(), family.java_try());
 
-    let guard = client.lock(&name).await.unwrap();
+    let guard = family.take(&client, &name).await;
     // The Java thread tries for three leases and is refused throughout.
-    let tried = peer.call(&format!("trylock {name} 2 3000"), Duration::from_secs(10));
+    let tried = peer.call(
+        &format!("{try_lock} {name} 2 3000"),
+        Duration::from_secs(10),
+    );
     assert_eq!(
         tried[1], "false",
         "a Java thread got in while our watchdog held"
@@ -508,7 +506,7 @@ async fn our_watchdog_keeps_a_java_waiter_out_past_the_lease(url: &str) {
     assert_eq!(count, "1");
     assert!(!guard.is_lost());
 
-    let waiting = peer.send(&format!("lock {name} 2"));
+    let waiting = peer.send(&format!("{lock} {name} 2"));
     tokio::time::sleep(Duration::from_millis(200)).await;
     let released_ms = epoch_ms();
     guard.unlock().await.unwrap();

@@ -5,14 +5,21 @@
 //!    such beliefs about one name must never overlap (two readers of a read-write lock
 //!    may; up to `n` holders of a semaphore's `n` permits may), unless a worker of one
 //!    of them was paused (`SIGSTOP`) in between, or the lock server restarted and lost
-//!    the lock (the fencing check below is what protects the data then).
+//!    the lock (the fencing check below is what protects the data then). A Java
+//!    Redisson holder is never told that its hold lapsed (Redisson has no lost
+//!    signal), so an overlap with one is excused too when a fault cut its worker off
+//!    (a pause, partition or reset of it, every connection killed, or the topology
+//!    changing) between its call and the overlap; never without such a fault.
 //! 2. **No lost updates, no stale writes.** Each register is written only by fenced
 //!    read-modify-writes, so its final value must equal the number of accepted writes
 //!    (plus at most the writes whose outcome is unknown, a write a killed worker may
 //!    have sent among them), and no two accepted writes
 //!    may have written the same value.
 //! 3. **Tokens never go backwards.** A grant whose lock call started after another
-//!    grant of the same name had returned must carry a larger token.
+//!    grant of the same name had returned must carry a larger token. Java Redisson's
+//!    `RFencedLock` draws its tokens with `INCR`, which starts over at 1 once a
+//!    restart lost the counter (docs/deployments.md says so): a Java grant below a
+//!    token granted before such a restart is counted apart, not as a violation.
 //! 4. **Restarts are noticed.** A hold the lock server lost in a restart must not be
 //!    released as if nothing happened: a release sent after the restart must find
 //!    nothing held (or the lost signal ended the hold first).
@@ -60,9 +67,13 @@ pub struct Final {
 #[derive(Debug, Default, Serialize)]
 pub struct Summary {
     pub workers_started: u32,
+    /// Of those, Java Redisson workers.
+    pub java_workers_started: u32,
     pub operations: u64,
     pub lock_calls: u64,
     pub acquisitions: u64,
+    /// Of those, by Java Redisson workers.
+    pub java_acquisitions: u64,
     pub nested_acquisitions: u64,
     /// Re-entries that failed with an error (Redis unreachable or busy): allowed,
     /// unlike a refusal.
@@ -78,8 +89,14 @@ pub struct Summary {
     pub faults: BTreeMap<&'static str, u64>,
     pub overlaps_after_pause: u64,
     pub overlaps_after_restart: u64,
+    /// Overlaps with a Java Redisson holder that a fault had cut off, which Redisson
+    /// cannot tell of a lapsed hold.
+    pub overlaps_java_not_told: u64,
     pub holds_across_restarts: u64,
     pub token_regressions: u64,
+    /// Java Redisson grants whose token was below one granted before a restart that
+    /// lost the counter (Redisson's `INCR` starts over at 1).
+    pub java_tokens_started_over: u64,
     /// Pairs of granted fair-lock calls, one begun more than the tie after the other.
     pub fifo_pairs_checked: u64,
     /// Of those, later calls served first because the earlier one lost its place to
@@ -168,6 +185,16 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
     let mut kills: HashMap<u32, u64> = HashMap::new();
     let mut restarts = Vec::new();
     let mut workers = std::collections::HashSet::new();
+    let java: std::collections::HashSet<u32> = history
+        .iter()
+        .filter_map(|entry| match entry {
+            Entry::Op {
+                w,
+                op: Op::Ready { java: true, .. },
+            } => Some(*w),
+            _ => None,
+        })
+        .collect();
 
     for entry in history {
         let (w, op) = match entry {
@@ -240,6 +267,9 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
             }
             Op::Grant { t, a, token } => {
                 summary.acquisitions += 1;
+                if java.contains(&w) {
+                    summary.java_acquisitions += 1;
+                }
                 let entry = attempts.entry((w, *a)).or_default();
                 entry.ended = true;
                 entry.grant = Some((*t, *token));
@@ -298,6 +328,7 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
         }
     }
     summary.workers_started = u32::try_from(workers.len()).unwrap_or(u32::MAX);
+    summary.java_workers_started = u32::try_from(java.len()).unwrap_or(u32::MAX);
 
     // 5. Calls that never ended, in workers nobody killed.
     let mut holds: BTreeMap<&str, Vec<Hold>> = BTreeMap::new();
@@ -373,6 +404,12 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
             .get(&w)
             .is_some_and(|list| list.iter().any(|&(stop, cont)| stop < to && cont > from))
     };
+    // Whether a fault may have cut worker `w` off from the lock server between `from`
+    // and `to` (or cost its waiter its place).
+    let displaced_between = |w: u32, from: u64, to: u64| {
+        let hit = |list: &[(u64, u64)]| list.iter().any(|&(down, up)| down < to && up >= from);
+        displaced.get(&w).is_some_and(|list| hit(list)) || hit(&everyone_displaced)
+    };
     // The old server dies somewhere between the stop and the new one answering.
     let restarted_between =
         |from: u64, to: u64| restarts.iter().any(|&(down, up)| down < to && up >= from);
@@ -407,6 +444,10 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
                     summary.overlaps_after_pause += 1;
                 } else if restarted_between(from, hold.start) {
                     summary.overlaps_after_restart += 1;
+                } else if others.iter().copied().chain([hold]).any(|held| {
+                    java.contains(&held.w) && displaced_between(held.w, held.call, hold.start)
+                }) {
+                    summary.overlaps_java_not_told += 1;
                 } else {
                     let earlier = others[others.len() - 1];
                     summary.violate(
@@ -429,28 +470,38 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
     }
 
     // 3. Token regressions: a call that started after another grant returned.
-    let mut grants: BTreeMap<&str, Vec<(u64, u64, u64)>> = BTreeMap::new();
+    let mut grants: BTreeMap<&str, Vec<(u64, u64, u64, u32)>> = BTreeMap::new();
     for attempt in attempts.values() {
         // Unfenced holds (read-write locks) draw no token.
         if let Some((granted, token)) = attempt.grant.filter(|&(_, token)| token != 0) {
-            grants
-                .entry(&attempt.name)
-                .or_default()
-                .push((attempt.start, granted, token));
+            grants.entry(&attempt.name).or_default().push((
+                attempt.start,
+                granted,
+                token,
+                attempt.w,
+            ));
         }
     }
     for (name, list) in &grants {
         let mut by_call = list.clone();
-        by_call.sort_by_key(|&(call, _, _)| call);
+        by_call.sort_by_key(|&(call, ..)| call);
         let mut by_grant = list.clone();
-        by_grant.sort_by_key(|&(_, granted, _)| granted);
-        let (mut next, mut newest) = (0, 0);
-        for &(call, granted, token) in &by_call {
+        by_grant.sort_by_key(|&(_, granted, ..)| granted);
+        // The newest token granted before the call, and when it was granted.
+        let (mut next, mut newest, mut newest_at) = (0, 0, 0);
+        for &(call, granted, token, w) in &by_call {
             while next < by_grant.len() && by_grant[next].1 < call {
-                newest = newest.max(by_grant[next].2);
+                if by_grant[next].2 > newest {
+                    (newest, newest_at) = (by_grant[next].2, by_grant[next].1);
+                }
                 next += 1;
             }
-            if token <= newest {
+            let counter_lost = restarts
+                .iter()
+                .any(|&(down, _)| newest_at < down && down < granted);
+            if token <= newest && java.contains(&w) && counter_lost {
+                summary.java_tokens_started_over += 1;
+            } else if token <= newest {
                 summary.token_regressions += 1;
                 summary.violate(
                     "token regression",
@@ -465,10 +516,6 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
     // 6. First come, first served: of two granted fair-lock calls on a name, where the
     // later began more than the tie after the earlier and while it still waited, the
     // later must not be granted first unless the earlier lost its place to a fault.
-    let displaced_between = |w: u32, from: u64, to: u64| {
-        let hit = |list: &[(u64, u64)]| list.iter().any(|&(down, up)| down < to && up >= from);
-        displaced.get(&w).is_some_and(|list| hit(list)) || hit(&everyone_displaced)
-    };
     let mut fair: BTreeMap<&str, Vec<(u64, u64, u32, u64)>> = BTreeMap::new();
     for attempt in attempts.values().filter(|attempt| attempt.fifo) {
         if let Some((granted, _)) = attempt.grant {

@@ -92,8 +92,14 @@ pub enum Op {
     Unlock { t: u64, a: u64 },
     /// The release returned.
     Unlocked { t: u64, a: u64, released: Released },
-    /// Connected and working.
-    Ready { t: u64 },
+    /// Connected and working. `java`: a Java Redisson worker
+    /// (`tests/interop-java`'s `ChaosWorker`), whose holders are never told of a lost
+    /// hold (Redisson has no such signal).
+    Ready {
+        t: u64,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        java: bool,
+    },
     /// Every task has stopped; the worker exits.
     Done { t: u64 },
 }

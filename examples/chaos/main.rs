@@ -18,6 +18,10 @@
 //! calm run],
 //! `--lock` [holdlock | redisson | naive | multi | multi-broken | rw | rw-broken |
 //! redisson-rw | fair | redisson-fair | fair-broken | sem | sem-broken | redisson-sem],
+//! `--java-workers` [0] (how many of the workers are Java Redisson processes, for the
+//! modes in Redisson's layout: `redisson`, `redisson-rw`, `redisson-fair`,
+//! `redisson-sem`; they run `tests/interop-java`'s `ChaosWorker`, so that jar must be
+//! built: `(cd tests/interop-java && mvn -q -B package -DskipTests)`),
 //! `--history FILE` (one JSON line per event), `--json FILE` (the
 //! summary), `--cluster` (no value). It always starts its own two redis-servers (locks,
 //! and the registers the locks protect), so that it can restart the first.
@@ -231,6 +235,7 @@ fn run_checker(raw: impl Iterator<Item = String>) -> Result<i32, BoxError> {
         "duration",
         "seed",
         "workers",
+        "java-workers",
         "tasks",
         "names",
         "lease",
@@ -247,6 +252,7 @@ fn run_checker(raw: impl Iterator<Item = String>) -> Result<i32, BoxError> {
         duration: args.duration("duration", Duration::from_secs(60))?,
         seed: args.number("seed", 1)?,
         workers: args.number("workers", 6)?,
+        java_workers: args.number("java-workers", 0)?,
         tasks: args.number("tasks", 4)?,
         names: args.number("names", 4)?,
         lease: args.duration("lease", Duration::from_secs(1))?,
@@ -263,6 +269,20 @@ fn run_checker(raw: impl Iterator<Item = String>) -> Result<i32, BoxError> {
     };
     if plan.workers == 0 || plan.tasks == 0 || plan.names == 0 {
         return Err("--workers, --tasks and --names must be at least 1".into());
+    }
+    if plan.java_workers > plan.workers {
+        return Err("--java-workers: at most --workers of them".into());
+    }
+    if plan.java_workers > 0 {
+        if !plan.kind.in_redissons_layout() {
+            return Err(format!(
+                "--java-workers: the `{}` mode has no Java Redisson counterpart (redisson, \
+                 redisson-rw, redisson-fair and redisson-sem have)",
+                plan.kind.name()
+            )
+            .into());
+        }
+        nemesis::java_worker_jar()?;
     }
     let multi = matches!(
         plan.kind,

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,6 +32,8 @@ pub struct Plan {
     pub duration: Duration,
     pub seed: u64,
     pub workers: u32,
+    /// How many of the workers are Java Redisson processes (the first slots).
+    pub java_workers: u32,
     pub tasks: u32,
     pub names: u32,
     pub lease: Duration,
@@ -217,8 +219,25 @@ impl Lab {
             Some(proxy) => format!("redis://127.0.0.1:{}", proxy.port),
             None => self.locks.url(),
         };
-        let mut worker = Command::new(std::env::current_exe()?);
-        worker.arg("worker");
+        let mut worker = if slot < self.plan.java_workers as usize {
+            let mut java = Command::new("java");
+            // One collector thread and the quick compiler: a worker starts in about a
+            // second on two cores.
+            java.args(["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp"])
+                .arg(java_worker_jar()?)
+                .arg("holdlock.interop.ChaosWorker")
+                .args([
+                    "--fair-wait",
+                    &format!("{}ms", crate::worker::REDISSON_FAIR_WAIT.as_millis()),
+                ])
+                .arg("--fence-script")
+                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("lua/fence.lua"));
+            java
+        } else {
+            let mut rust = Command::new(std::env::current_exe()?);
+            rust.arg("worker");
+            rust
+        };
         if let Some(check) = self.plan.deadlock_check {
             worker.args(["--deadlock-check", &format!("{}ms", check.as_millis())]);
         }
@@ -412,6 +431,27 @@ impl Lab {
     }
 }
 
+/// The runnable jar of `tests/interop-java`, whose `ChaosWorker` is the Java Redisson
+/// worker.
+///
+/// # Errors
+/// When it was not built, saying how to build it.
+pub fn java_worker_jar() -> Result<PathBuf, BoxError> {
+    let project = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop-java");
+    let jar = project.join("target/redisson-peer.jar");
+    if jar.is_file() {
+        Ok(jar)
+    } else {
+        Err(format!(
+            "--java-workers needs {}: build it with `mvn -q -B package -DskipTests` in {} \
+             (a JDK 17 and Maven)",
+            jar.display(),
+            project.display()
+        )
+        .into())
+    }
+}
+
 /// Runs the plan and prints the summary.
 pub async fn run(plan: Plan) -> Result<Summary, BoxError> {
     let started = std::time::Instant::now();
@@ -449,8 +489,13 @@ pub async fn run(plan: Plan) -> Result<Summary, BoxError> {
         });
     }
     eprintln!(
-        "chaos: {} workers x {} tasks on {} locks ({} lock{}), lease {:?}, faults every ~{:?}, seed {}, for {:?}",
+        "chaos: {} workers{} x {} tasks on {} locks ({} lock{}), lease {:?}, faults every ~{:?}, seed {}, for {:?}",
         plan.workers,
+        if plan.java_workers > 0 {
+            format!(" ({} of them Java Redisson)", plan.java_workers)
+        } else {
+            String::new()
+        },
         plan.tasks,
         plan.names,
         plan.kind.name(),
@@ -655,9 +700,17 @@ fn print_summary(plan: &Plan, summary: &Summary, took: Duration) {
             "worker processes (incl. replacements)",
             u64::from(summary.workers_started),
         ),
+        (
+            "  of them Java Redisson workers",
+            u64::from(summary.java_workers_started),
+        ),
         ("operations recorded", summary.operations),
         ("lock calls", summary.lock_calls),
         ("acquisitions", summary.acquisitions),
+        (
+            "  of them by Java Redisson workers",
+            summary.java_acquisitions,
+        ),
         ("nested acquisitions", summary.nested_acquisitions),
         (
             "nested acquisitions that failed (error)",
@@ -700,7 +753,15 @@ fn print_summary(plan: &Plan, summary: &Summary, took: Duration) {
             "overlaps excused: the lock server restarted",
             summary.overlaps_after_restart,
         ),
+        (
+            "overlaps excused: a Redisson holder cut off",
+            summary.overlaps_java_not_told,
+        ),
         ("token regressions", summary.token_regressions),
+        (
+            "Redisson tokens started over after a restart",
+            summary.java_tokens_started_over,
+        ),
         (
             "fair calls: pairs whose order was checked",
             summary.fifo_pairs_checked,

@@ -63,8 +63,8 @@ pub enum LockKind {
     RedissonSemaphore,
 }
 
-/// The `fairLockWaitTimeout` of the `redisson-fair` mode's clients.
-const REDISSON_FAIR_WAIT: Duration = Duration::from_secs(2);
+/// The `fairLockWaitTimeout` of the `redisson-fair` mode's clients (Rust and Java).
+pub const REDISSON_FAIR_WAIT: Duration = Duration::from_secs(2);
 
 /// The permits of each name's semaphore in the `sem` modes.
 pub const PERMITS: u32 = 2;
@@ -88,6 +88,19 @@ impl LockKind {
             LockKind::SemaphoreBroken => "sem-broken",
             LockKind::RedissonSemaphore => "redisson-sem",
         }
+    }
+
+    /// Whether it keeps Redisson's layout (`Compat::Redisson`), so that Java Redisson
+    /// workers can take part (`--java-workers`) with `RFencedLock`, `RReadWriteLock`,
+    /// `RFairLock` and `RPermitExpirableSemaphore`.
+    pub fn in_redissons_layout(self) -> bool {
+        matches!(
+            self,
+            LockKind::Redisson
+                | LockKind::RedissonReadWrite
+                | LockKind::RedissonFair
+                | LockKind::RedissonSemaphore
+        )
     }
 
     /// Whether the checker holds it to first come, first served.
@@ -147,12 +160,10 @@ pub async fn run(config: WorkerConfig) -> Result<(), BoxError> {
             config.kind,
             LockKind::Fair | LockKind::RedissonFair
         ))
-        .compat(match config.kind {
-            LockKind::Redisson
-            | LockKind::RedissonReadWrite
-            | LockKind::RedissonFair
-            | LockKind::RedissonSemaphore => Compat::Redisson,
-            _ => Compat::Holdlock,
+        .compat(if config.kind.in_redissons_layout() {
+            Compat::Redisson
+        } else {
+            Compat::Holdlock
         })
         .connect_timeout(Duration::from_secs(2))
         // Redisson's fair queue spaces its waiters by one wait each: in the
@@ -174,7 +185,11 @@ pub async fn run(config: WorkerConfig) -> Result<(), BoxError> {
             stop.store(true, Ordering::Release);
         }
     });
-    Op::Ready { t: now_us() }.emit();
+    Op::Ready {
+        t: now_us(),
+        java: false,
+    }
+    .emit();
     let tasks: Vec<_> = (0..config.tasks)
         .map(|task| {
             let task_worker = TaskWorker {

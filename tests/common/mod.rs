@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use holdlock::LockClient;
 
+pub mod java;
 pub mod peer;
 pub mod proxy;
 pub mod replication;

@@ -84,10 +84,8 @@ package holdlock.interop;
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
-import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
-import java.util.ArrayList;
 import java.util.Deque;
 import java.util.List;
 import java.util.Map;
@@ -106,11 +104,7 @@ import org.redisson.api.RPermitExpirableSemaphore;
 import org.redisson.api.RReadWriteLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.codec.StringCodec;
-import org.redisson.config.ClusterServersConfig;
 import org.redisson.config.Config;
-import org.redisson.config.ReadMode;
-import org.redisson.config.ShardedSubscriptionMode;
-import org.redisson.config.SingleServerConfig;
 
 public final class Peer {
     private static RedissonClient redisson;
@@ -129,7 +123,7 @@ public final class Peer {
                 "usage: java -jar redisson-peer.jar <redis url> <watchdog ms> [<fair wait ms>]");
             System.exit(2);
         }
-        Config config = config(args[0], Long.parseLong(args[1]));
+        Config config = Connect.config(args[0], Long.parseLong(args[1]));
         if (args.length > 2) {
             config.setFairLockWaitTimeout(Long.parseLong(args[2]));
         }
@@ -200,49 +194,6 @@ public final class Peer {
         woken.get(30, TimeUnit.SECONDS);
         holder.shutdown();
         waiter.shutdown();
-    }
-
-    /** Redisson's configuration for the URL, with a small pool (a test's few threads). */
-    private static Config config(String url, long watchdogMs) {
-        Config config = new Config();
-        config.setLockWatchdogTimeout(watchdogMs);
-        config.setThreads(4);
-        config.setNettyThreads(4);
-        URI uri = URI.create(url);
-        switch (uri.getScheme()) {
-            case "redis": {
-                SingleServerConfig server = config.useSingleServer();
-                server.setAddress("redis://" + uri.getHost() + ":" + uri.getPort());
-                server.setConnectionMinimumIdleSize(2);
-                server.setConnectionPoolSize(16);
-                server.setSubscriptionConnectionMinimumIdleSize(1);
-                break;
-            }
-            case "redis-cluster": {
-                List<String> nodes = new ArrayList<>();
-                nodes.add("redis://" + uri.getHost() + ":" + uri.getPort());
-                if (uri.getQuery() != null) {
-                    for (String pair : uri.getQuery().split("&")) {
-                        if (pair.startsWith("node=")) {
-                            nodes.add("redis://" + pair.substring("node=".length()));
-                        }
-                    }
-                }
-                ClusterServersConfig cluster = config.useClusterServers();
-                cluster.addNodeAddress(nodes.toArray(new String[0]));
-                // The default, said here: SSUBSCRIBE and SPUBLISH where the cluster
-                // has them (Redis 7).
-                cluster.setShardedSubscriptionMode(ShardedSubscriptionMode.AUTO);
-                cluster.setReadMode(ReadMode.MASTER);
-                cluster.setMasterConnectionMinimumIdleSize(2);
-                cluster.setMasterConnectionPoolSize(16);
-                cluster.setSubscriptionConnectionMinimumIdleSize(1);
-                break;
-            }
-            default:
-                throw new IllegalArgumentException("not a redis:// or redis-cluster:// URL: " + url);
-        }
-        return config;
     }
 
     private static ExecutorService thread(String name) {
