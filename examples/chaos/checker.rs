@@ -22,14 +22,19 @@
 //!    token granted before such a restart is counted apart, not as a violation.
 //! 4. **Restarts are noticed.** A hold the lock server lost in a restart must not be
 //!    released as if nothing happened: a release sent after the restart must find
-//!    nothing held (or the lost signal ended the hold first).
+//!    nothing held (or the lost signal ended the hold first). Java Redisson's
+//!    `RFairLock.unlock` answers "released" when the lock is gone: such releases of
+//!    Java workers are counted apart.
 //! 6. **First come, first served** (fair locks). Of two granted calls on one name, the
 //!    one that began more than [`FIFO_TIE`] later must not be granted first, unless
 //!    the earlier one's worker was paused, partitioned or reset while it waited (or
 //!    was still reconnecting from such a fault: [`RECONNECTING`]), or every
 //!    connection was killed, the server restarted, or (cluster mode) slots moved, a
 //!    replica took over or a node restarted meanwhile (each of which may cost a
-//!    waiter its place, or delay its first attempt).
+//!    waiter its place, or delay its first attempt). Redisson's queue keeps one
+//!    place per Java thread, which a wait that ended with an error, or gave up while
+//!    its worker was cut off, could not leave: the thread's next wait on the name
+//!    counts from the start of the one whose place it was served from.
 //! 5. **Nothing hangs, nothing is left.** Every lock call of a worker that was not
 //!    killed ended; every worker exited when asked; no lock key remains at the end.
 
@@ -53,8 +58,9 @@ pub const RECONNECTING: u64 = 2_500_000;
 /// What the checker looked at after the run, besides the history.
 #[derive(Debug, Default)]
 pub struct Final {
-    /// Each register's value at the end, by lock name.
-    pub registers: BTreeMap<String, u64>,
+    /// Each register's value at the end, by lock name (`None`: not read, as when a
+    /// history is checked again on its own).
+    pub registers: Option<BTreeMap<String, u64>>,
     /// Lock keys still there after every worker stopped and every lease ran out.
     pub keys_left: Vec<String>,
     /// Workers that had to be killed because they did not exit when asked.
@@ -102,6 +108,12 @@ pub struct Summary {
     /// Of those, later calls served first because the earlier one lost its place to
     /// a fault.
     pub passed_over_after_fault: u64,
+    /// Java Redisson fair-lock waits that began where the same thread's last wait, cut
+    /// short by an error or while a fault cut its worker off, left its place.
+    pub java_waits_in_a_kept_place: u64,
+    /// Java Redisson fair-lock releases sent after a restart lost the lock that
+    /// answered "released" (`RFairLock.unlock` does when the lock is gone).
+    pub java_fair_releases_not_told: u64,
     pub violations: BTreeMap<&'static str, u64>,
     /// The first few violations, described.
     pub examples: Vec<String>,
@@ -141,6 +153,8 @@ struct Attempt {
     permits: u32,
     /// A fair lock's call.
     fifo: bool,
+    /// Ended without the lock: when, and whether with an error.
+    unserved: Option<(u64, bool)>,
 }
 
 impl Attempt {
@@ -287,7 +301,9 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
                     Op::Error { .. } => summary.errors += 1,
                     _ => summary.cut_off_at_deadline += 1,
                 }
-                attempts.entry((w, *a)).or_default().ended = true;
+                let entry = attempts.entry((w, *a)).or_default();
+                entry.ended = true;
+                entry.unserved = Some((op.t(), matches!(op, Op::Error { .. })));
             }
             Op::Nested {
                 a, count, error, ..
@@ -380,7 +396,14 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
             if spanned {
                 summary.holds_across_restarts += 1;
             }
-            if sent_after_restart && released == Released::Ok {
+            if sent_after_restart
+                && released == Released::Ok
+                && attempt.fifo
+                && java.contains(&attempt.w)
+            {
+                // RFairLock's unlock answers "released" when the lock is gone.
+                summary.java_fair_releases_not_told += 1;
+            } else if sent_after_restart && released == Released::Ok {
                 summary.violate(
                     "restart not noticed",
                     format!(
@@ -496,10 +519,9 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
                 }
                 next += 1;
             }
-            let counter_lost = restarts
-                .iter()
-                .any(|&(down, _)| newest_at < down && down < granted);
-            if token <= newest && java.contains(&w) && counter_lost {
+            // A grant may land on the old server after the restart began (it dies
+            // somewhere between the stop and the new one answering).
+            if token <= newest && java.contains(&w) && restarted_between(newest_at, granted) {
                 summary.java_tokens_started_over += 1;
             } else if token <= newest {
                 summary.token_regressions += 1;
@@ -516,15 +538,46 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
     // 6. First come, first served: of two granted fair-lock calls on a name, where the
     // later began more than the tie after the earlier and while it still waited, the
     // later must not be granted first unless the earlier lost its place to a fault.
+    // Redisson's fair queue keeps one place per thread, and a Java thread whose wait
+    // ended with an error, or gave up while a fault cut its worker off, could not
+    // leave it: its next wait (at once, on the same name) is served from that place,
+    // so it counts from the earlier wait's start.
+    let mut waiting_since: HashMap<(u32, u64), u64> = HashMap::new();
+    let mut java_waits: Vec<&Attempt> = attempts
+        .values()
+        .filter(|attempt| attempt.fifo && java.contains(&attempt.w))
+        .collect();
+    java_waits.sort_by_key(|attempt| attempt.start);
+    for attempt in java_waits {
+        let kept = attempt
+            .a
+            .checked_sub(1)
+            .filter(|_| attempt.a & u64::from(u32::MAX) > 0)
+            .and_then(|previous| attempts.get(&(attempt.w, previous)))
+            .filter(|previous| previous.name == attempt.name)
+            .and_then(|previous| {
+                let (ended, failed) = previous.unserved?;
+                let since = waiting_since
+                    .get(&(previous.w, previous.a))
+                    .copied()
+                    .unwrap_or(previous.start);
+                (failed || displaced_between(previous.w, since, ended)).then_some(since)
+            });
+        if kept.is_some() && attempt.grant.is_some() {
+            summary.java_waits_in_a_kept_place += 1;
+        }
+        waiting_since.insert((attempt.w, attempt.a), kept.unwrap_or(attempt.start));
+    }
     let mut fair: BTreeMap<&str, Vec<(u64, u64, u32, u64)>> = BTreeMap::new();
     for attempt in attempts.values().filter(|attempt| attempt.fifo) {
         if let Some((granted, _)) = attempt.grant {
-            fair.entry(&attempt.name).or_default().push((
-                attempt.start,
-                granted,
-                attempt.w,
-                attempt.a,
-            ));
+            let since = waiting_since
+                .get(&(attempt.w, attempt.a))
+                .copied()
+                .unwrap_or(attempt.start);
+            fair.entry(&attempt.name)
+                .or_default()
+                .push((since, granted, attempt.w, attempt.a));
         }
     }
     for (name, list) in &mut fair {
@@ -586,7 +639,10 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
             .filter(|write| write.1 == Outcome::Unknown)
             .count() as u64
             + killed_mid_write.get(name.as_str()).copied().unwrap_or(0);
-        let value = last.registers.get(name).copied().unwrap_or(0);
+        let Some(registers) = &last.registers else {
+            continue;
+        };
+        let value = registers.get(name).copied().unwrap_or(0);
         summary.register_total += value;
         let count = accepted.len() as u64;
         if value < count || value > count + unknown {

@@ -109,6 +109,25 @@ fn is_zero(n: &u32) -> bool {
 }
 
 impl Op {
+    /// When it happened.
+    pub fn t(&self) -> u64 {
+        match self {
+            Op::Start { t, .. }
+            | Op::Grant { t, .. }
+            | Op::Busy { t, .. }
+            | Op::Error { t, .. }
+            | Op::Cancelled { t, .. }
+            | Op::Nested { t, .. }
+            | Op::Lost { t, .. }
+            | Op::Read { t, .. }
+            | Op::Write { t, .. }
+            | Op::Unlock { t, .. }
+            | Op::Unlocked { t, .. }
+            | Op::Ready { t, .. }
+            | Op::Done { t } => *t,
+        }
+    }
+
     /// Prints the op as a line of the worker's stdout.
     pub fn emit(&self) {
         if let Ok(line) = serde_json::to_string(self) {

@@ -23,7 +23,9 @@
 //! `redisson-sem`; they run `tests/interop-java`'s `ChaosWorker`, so that jar must be
 //! built: `(cd tests/interop-java && mvn -q -B package -DskipTests)`),
 //! `--history FILE` (one JSON line per event), `--json FILE` (the
-//! summary), `--cluster` (no value). It always starts its own two redis-servers (locks,
+//! summary), `--cluster` (no value), `--recheck FILE` (no run: check the history a
+//! `--history` wrote again, without the final state it does not hold: registers'
+//! values and keys left). It always starts its own two redis-servers (locks,
 //! and the registers the locks protect), so that it can restart the first.
 //!
 //! With `--cluster` the locks live on a Redis Cluster of its own instead: 3 primaries
@@ -246,6 +248,7 @@ fn run_checker(raw: impl Iterator<Item = String>) -> Result<i32, BoxError> {
         "history",
         "json",
         "cluster",
+        "recheck",
     ])?;
     let cluster = args.get("cluster").is_some();
     let plan = nemesis::Plan {
@@ -290,6 +293,10 @@ fn run_checker(raw: impl Iterator<Item = String>) -> Result<i32, BoxError> {
     );
     if multi && plan.names < 2 {
         return Err("--lock multi takes two names a round: --names must be at least 2".into());
+    }
+    if let Some(history) = args.get("recheck") {
+        let summary = nemesis::recheck(std::path::Path::new(history), &plan)?;
+        return Ok(if summary.violation_count() == 0 { 0 } else { 1 });
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

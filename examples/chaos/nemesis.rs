@@ -676,11 +676,25 @@ async fn final_state(lab: &Lab, hung_workers: Vec<u32>) -> Result<Final, BoxErro
     };
     locks.shutdown().await;
     Ok(Final {
-        registers,
+        registers: Some(registers),
         keys_left,
         hung_workers,
         failed_workers: lab.failed_workers.clone(),
     })
+}
+
+/// Checks a history written by `--history` again, and prints the summary (without
+/// the final state, which is not in it: the registers' values and the keys left are
+/// not checked).
+pub fn recheck(path: &Path, plan: &Plan) -> Result<Summary, BoxError> {
+    let text = std::fs::read_to_string(path)?;
+    let history = text
+        .lines()
+        .map(serde_json::from_str::<Entry>)
+        .collect::<Result<Vec<_>, _>>()?;
+    let summary = checker::check(&history, &Final::default());
+    print_summary(plan, &summary, Duration::ZERO);
+    Ok(summary)
 }
 
 fn print_summary(plan: &Plan, summary: &Summary, took: Duration) {
@@ -769,6 +783,14 @@ fn print_summary(plan: &Plan, summary: &Summary, took: Duration) {
         (
             "fair calls served out of order after a fault",
             summary.passed_over_after_fault,
+        ),
+        (
+            "Java fair waits served from a place kept",
+            summary.java_waits_in_a_kept_place,
+        ),
+        (
+            "Java fair releases that could not tell",
+            summary.java_fair_releases_not_told,
         ),
     ];
     for (label, count) in counts {
