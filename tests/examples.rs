@@ -542,16 +542,43 @@ fn assert_each_side_acquired(summary: &serde_json::Value, acquisitions: u64, tex
 }
 
 /// A calm 10-second run of the deliberately broken `mode`: the checker must fail it
-/// with `violation`. Its summary and output.
+/// with `violation`, and fail its history again when it is checked on its own
+/// (`--recheck`). Its summary and output.
 fn chaos_catches(mode: &str, violation: &str) -> (serde_json::Value, String) {
+    let history = std::env::temp_dir().join(format!(
+        "holdlock-chaos-{}.jsonl",
+        uuid::Uuid::new_v4().simple()
+    ));
+    let history_arg = history.to_str().unwrap();
     let (code, summary, text) = chaos(
-        &["--lock", mode, "--duration", "10s", "--faults", "none"],
+        &[
+            "--lock",
+            mode,
+            "--duration",
+            "10s",
+            "--faults",
+            "none",
+            "--history",
+            history_arg,
+        ],
         Duration::from_secs(120),
     );
     assert_eq!(code, Some(1), "the broken `{mode}` passed:\n{text}");
     assert!(
         summary["violations"][violation].as_u64() > Some(0),
         "{text}"
+    );
+    let (again, summary_again, text_again) =
+        chaos(&["--recheck", history_arg], Duration::from_secs(60));
+    let _ = std::fs::remove_file(&history);
+    assert_eq!(
+        again,
+        Some(1),
+        "the history passed when checked again:\n{text_again}"
+    );
+    assert_eq!(
+        summary_again["violations"][violation], summary["violations"][violation],
+        "{text_again}"
     );
     (summary, text)
 }

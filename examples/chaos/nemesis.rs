@@ -694,6 +694,9 @@ pub fn recheck(path: &Path, plan: &Plan) -> Result<Summary, BoxError> {
         .collect::<Result<Vec<_>, _>>()?;
     let summary = checker::check(&history, &Final::default());
     print_summary(plan, &summary, Duration::ZERO);
+    if let Some(path) = &plan.json {
+        std::fs::write(path, serde_json::to_vec_pretty(&summary)?)?;
+    }
     Ok(summary)
 }
 
