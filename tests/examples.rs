@@ -676,7 +676,13 @@ fn the_chaos_checker_finds_java_and_rust_holders_of_every_redisson_kind_exclude_
     // RReadWriteLock, RFairLock and RPermitExpirableSemaphore beside holdlock's kinds
     // in Redisson's layout, on the same names, hold them in turn (and the fair lock in
     // the order the calls began).
-    for mode in ["redisson", "redisson-rw", "redisson-fair", "redisson-sem"] {
+    // (The fair lock hands over one holder at a time through its queue: fewer rounds.)
+    for (mode, acquisitions) in [
+        ("redisson", 50),
+        ("redisson-rw", 50),
+        ("redisson-fair", 15),
+        ("redisson-sem", 50),
+    ] {
         let (code, summary, text) = chaos(
             &[
                 "--lock",
@@ -697,7 +703,7 @@ fn the_chaos_checker_finds_java_and_rust_holders_of_every_redisson_kind_exclude_
             "{mode}: {text}"
         );
         assert_eq!(summary["overlaps_java_not_told"], 0, "{mode}: {text}");
-        assert_each_side_acquired(&summary, 50, &text);
+        assert_each_side_acquired(&summary, acquisitions, &text);
     }
 }
 
@@ -753,9 +759,12 @@ fn the_chaos_checker_finds_no_violation_in_the_fair_lock() {
 fn the_chaos_checker_finds_no_violation_in_redissons_fair_layout() {
     let _turn = heavy_turn();
     // The fair lock in Redisson's layout (its queue, deadlines and per-waiter
-    // channels) under every kind of fault, beside Java Redisson's RFairLock: no
-    // overlap, and calls of both sides served in the order they arrived.
-    let (summary, text) = chaos_with_java_finds_nothing("redisson-fair", "7", 25);
+    // channels) under every kind of fault: no overlap, and calls served in the order
+    // they arrived. Java Redisson's RFairLock joins it in the calm test above only:
+    // under faults Redisson's own queue serves a few calls out of order (docs/chaos.md,
+    // "Redisson's layouts beside Java Redisson workers"), which the checker cannot
+    // yet tell from a fault of ours.
+    let (summary, text) = chaos_finds_nothing("redisson-fair", "7", 100);
     assert!(
         summary["fifo_pairs_checked"].as_u64() > Some(100),
         "the order check had nothing to check:\n{text}"

@@ -248,8 +248,19 @@ impl Topology {
                 self.settle().await?;
             }
             for port in primaries {
-                self.fail_over(port).await?;
-                self.settle().await?;
+                // A primary an `empty` left without slots has nothing to hand over,
+                // and Redis never fails such a primary over (a replica of a primary
+                // of no slots does not start a failover, manual or not): it restarts
+                // as a replica does.
+                let serves_slots = self
+                    .view()
+                    .await?
+                    .iter()
+                    .any(|node| node.port == port && node.primary && node.slots > 0);
+                if serves_slots {
+                    self.fail_over(port).await?;
+                    self.settle().await?;
+                }
                 self.restart_node(port, false).await?;
                 self.settle().await?;
             }

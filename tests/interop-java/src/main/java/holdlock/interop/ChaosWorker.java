@@ -67,6 +67,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import java.util.Set;
+import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 
@@ -165,6 +166,15 @@ public final class ChaosWorker {
             locks.setFairLockWaitTimeout(fairWaitMs);
             redisson = Redisson.create(locks);
             resource = Redisson.create(tuned(Connect.config(resourceUrl, leaseMs)));
+            // A cold JVM's first calls reach Redis hundreds of milliseconds after
+            // their start is recorded, which the fair check cannot tell from a call
+            // served out of order: load the classes and scripts first.
+            Connect.warmUp(redisson);
+            if (kind.equals("redisson")) {
+                String warm = "holdlock-chaos-warm-up:" + UUID.randomUUID();
+                fence(warm, 1, null);
+                resource.getKeys().delete(warm);
+            }
             if (kind.equals("redisson-sem")) {
                 for (int k = 0; k < names; k++) {
                     // false: set already, by another worker.

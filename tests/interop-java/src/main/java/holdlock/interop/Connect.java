@@ -1,10 +1,21 @@
-// Redisson's configuration from a holdlock test URL, shared by Peer (tests/
-// redisson_java_interop.rs) and ChaosWorker (examples/chaos's Java workers).
+// Redisson's configuration from a holdlock test URL, and a warm-up of the client,
+// shared by Peer (tests/redisson_java_interop.rs) and ChaosWorker (examples/chaos's
+// Java workers).
 package holdlock.interop;
 
 import java.net.URI;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+
+import org.redisson.api.RFencedLock;
+import org.redisson.api.RLock;
+import org.redisson.api.RReadWriteLock;
+import org.redisson.api.RedissonClient;
 
 import org.redisson.config.ClusterServersConfig;
 import org.redisson.config.Config;
@@ -60,5 +71,54 @@ final class Connect {
                 throw new IllegalArgumentException("not a redis:// or redis-cluster:// URL: " + url);
         }
         return config;
+    }
+
+    /**
+     * Takes a lock and a fair lock of its own, each through a wait and a wake-up, a
+     * fenced lock, and a read and a write lock, so that the calls timed afterwards are
+     * not slowed by the JVM loading the classes of Redisson's first release message
+     * and first scripts. Leaves nothing behind.
+     */
+    static void warmUp(RedissonClient redisson) throws Exception {
+        String name = "holdlock-interop-warm-up:" + UUID.randomUUID();
+        wakeUpOnce(redisson.getLock(name));
+        // RFairLock's waiter is woken on a channel of its own.
+        wakeUpOnce(redisson.getFairLock(name + ":fair"));
+        RFencedLock fenced = redisson.getFencedLock(name);
+        fenced.lockAndGetToken();
+        fenced.unlock();
+        // Its token counter (RedissonFencedLock's prefixName).
+        redisson.getBucket("redisson_lock_token:{" + name + "}").delete();
+        // The last unlock of each deletes the hash.
+        RReadWriteLock rw = redisson.getReadWriteLock(name);
+        rw.readLock().lock();
+        rw.readLock().unlock();
+        rw.writeLock().lock();
+        rw.writeLock().unlock();
+    }
+
+    /** A thread waits for `lock` while another holds it, and is woken by its release. */
+    private static void wakeUpOnce(RLock lock) throws Exception {
+        ExecutorService holder = thread("warm-up-holder");
+        ExecutorService waiter = thread("warm-up-waiter");
+        holder.submit(() -> lock.lock()).get(30, TimeUnit.SECONDS);
+        Future<?> woken = waiter.submit(() -> {
+            lock.lock();
+            lock.unlock();
+        });
+        Thread.sleep(200);
+        holder.submit(() -> lock.unlock()).get(30, TimeUnit.SECONDS);
+        woken.get(30, TimeUnit.SECONDS);
+        holder.shutdown();
+        waiter.shutdown();
+    }
+
+    /** A single daemon thread named `name`, as an executor. */
+    static ExecutorService thread(String name) {
+        return Executors.newSingleThreadExecutor(task -> {
+            Thread thread = new Thread(task, name);
+            thread.setDaemon(true);
+            return thread;
+        });
     }
 }

@@ -130,7 +130,7 @@ public final class Peer {
         redisson = Redisson.create(config);
         String publish = ((Redisson) redisson).getCommandExecutor().getConnectionManager()
                 .getSubscribeService().getPublishCommand();
-        warmUp();
+        Connect.warmUp(redisson);
         say("ready", publish);
 
         BufferedReader input = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -146,7 +146,7 @@ public final class Peer {
                 say(id, "error", "every command names a lock and a thread");
                 continue;
             }
-            THREADS.computeIfAbsent(rest.get(1), Peer::thread).execute(() -> {
+            THREADS.computeIfAbsent(rest.get(1), thread -> Connect.thread("peer-thread-" + thread)).execute(() -> {
                 try {
                     say(id, String.join(" ", run(verb, rest)));
                 } catch (Throwable error) {
@@ -162,48 +162,6 @@ public final class Peer {
      * A wait woken by a release, a fenced lock, and a read and a write lock, on a name
      * of the peer's own.
      */
-    private static void warmUp() throws Exception {
-        String name = "holdlock-interop-warm-up:" + UUID.randomUUID();
-        wakeUpOnce(redisson.getLock(name));
-        // RFairLock's waiter is woken on a channel of its own.
-        wakeUpOnce(redisson.getFairLock(name + ":fair"));
-        RFencedLock fenced = redisson.getFencedLock(name);
-        fenced.lockAndGetToken();
-        fenced.unlock();
-        // Its token counter (RedissonFencedLock's prefixName).
-        redisson.getBucket("redisson_lock_token:{" + name + "}").delete();
-        // The last unlock of each deletes the hash.
-        RReadWriteLock rw = redisson.getReadWriteLock(name);
-        rw.readLock().lock();
-        rw.readLock().unlock();
-        rw.writeLock().lock();
-        rw.writeLock().unlock();
-    }
-
-    /** A thread waits for `lock` while another holds it, and is woken by its release. */
-    private static void wakeUpOnce(RLock lock) throws Exception {
-        ExecutorService holder = thread("warm-up-holder");
-        ExecutorService waiter = thread("warm-up-waiter");
-        holder.submit(() -> lock.lock()).get(30, TimeUnit.SECONDS);
-        Future<?> woken = waiter.submit(() -> {
-            lock.lock();
-            lock.unlock();
-        });
-        Thread.sleep(200);
-        holder.submit(() -> lock.unlock()).get(30, TimeUnit.SECONDS);
-        woken.get(30, TimeUnit.SECONDS);
-        holder.shutdown();
-        waiter.shutdown();
-    }
-
-    private static ExecutorService thread(String name) {
-        return Executors.newSingleThreadExecutor(task -> {
-            Thread thread = new Thread(task, "peer-thread-" + name);
-            thread.setDaemon(true);
-            return thread;
-        });
-    }
-
     /** Runs one command on the calling thread; returns the words of its answer. */
     private static String run(String verb, List<String> args) throws InterruptedException {
         String name = args.get(0);
