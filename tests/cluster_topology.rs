@@ -537,12 +537,13 @@ async fn a_client_built_while_a_node_is_not_ready_connects() {
     let _ = waiting.quit().await;
 }
 
-/// Starts building a client of `url` every 20 ms until `change` (run on a blocking
+/// Starts building a client of `url` every `every` until `change` (run on a blocking
 /// thread) has ended: each must connect within its connect timeout. Returns the
 /// cluster and the clients.
 async fn build_clients_during(
     url: &str,
     cluster: RedisCluster,
+    every: Duration,
     change: impl FnOnce(&mut RedisCluster) + Send + 'static,
 ) -> (RedisCluster, Vec<LockClient>) {
     let changing = tokio::task::spawn_blocking(move || {
@@ -561,7 +562,7 @@ async fn build_clients_during(
                 .await
                 .unwrap_or_else(|error| panic!("built after {:?}: {error}", started.elapsed()))
         }));
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(every).await;
     }
     // Some of them started while the change was under way.
     assert!(builds.len() >= 3, "{} clients", builds.len());
@@ -598,7 +599,10 @@ async fn clients_built_during_a_failover_and_a_restart_connect_and_serve_every_p
 
     let primary = cluster.primaries()[0].port;
     let url = cluster.url_from(primary);
-    let (cluster, clients) = build_clients_during(&url, cluster, move |cluster| {
+    // A coordinated failover can be over within 40 ms (a CI run built only 2 clients
+    // at one every 20 ms).
+    let every = Duration::from_millis(5);
+    let (cluster, clients) = build_clients_during(&url, cluster, every, move |cluster| {
         let primary = cluster.node(primary);
         cluster.fail_over(primary, cluster.replica_of(primary), "");
     })
@@ -607,7 +611,8 @@ async fn clients_built_during_a_failover_and_a_restart_connect_and_serve_every_p
 
     let restarted = cluster.primaries()[1].port;
     let url = cluster.url_from(restarted);
-    let (cluster, clients) = build_clients_during(&url, cluster, move |cluster| {
+    let every = Duration::from_millis(20);
+    let (cluster, clients) = build_clients_during(&url, cluster, every, move |cluster| {
         let node = cluster.node_mut(restarted);
         assert_eq!(node.command(&["SAVE"]).unwrap(), "+OK");
         // Down long enough for dozens of clients to start meanwhile, well within the
