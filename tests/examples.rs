@@ -541,6 +541,17 @@ fn assert_each_side_acquired(summary: &serde_json::Value, acquisitions: u64, tex
     );
 }
 
+/// A calm 10-second run of the chaos checker's `mode` (no fault), with `extra`
+/// arguments: its exit code, JSON summary and output.
+fn calm_chaos(mode: &str, extra: &[&str]) -> (Option<i32>, serde_json::Value, String) {
+    let args = [
+        &["--lock", mode, "--duration", "10s", "--faults", "none"],
+        extra,
+    ]
+    .concat();
+    chaos(&args, Duration::from_secs(120))
+}
+
 /// A calm 10-second run of the deliberately broken `mode`: the checker must fail it
 /// with `violation`, and fail its history again when it is checked on its own
 /// (`--recheck`). Its summary and output.
@@ -550,19 +561,7 @@ fn chaos_catches(mode: &str, violation: &str) -> (serde_json::Value, String) {
         uuid::Uuid::new_v4().simple()
     ));
     let history_arg = history.to_str().unwrap();
-    let (code, summary, text) = chaos(
-        &[
-            "--lock",
-            mode,
-            "--duration",
-            "10s",
-            "--faults",
-            "none",
-            "--history",
-            history_arg,
-        ],
-        Duration::from_secs(120),
-    );
+    let (code, summary, text) = calm_chaos(mode, &["--history", history_arg]);
     assert_eq!(code, Some(1), "the broken `{mode}` passed:\n{text}");
     assert!(
         summary["violations"][violation].as_u64() > Some(0),
@@ -683,19 +682,7 @@ fn the_chaos_checker_finds_java_and_rust_holders_of_every_redisson_kind_exclude_
         ("redisson-fair", 15),
         ("redisson-sem", 50),
     ] {
-        let (code, summary, text) = chaos(
-            &[
-                "--lock",
-                mode,
-                "--duration",
-                "10s",
-                "--faults",
-                "none",
-                "--java-workers",
-                "3",
-            ],
-            Duration::from_secs(120),
-        );
+        let (code, summary, text) = calm_chaos(mode, &["--java-workers", "3"]);
         assert_eq!(code, Some(0), "{mode}: violations found:\n{text}");
         assert_eq!(
             summary["violations"],
@@ -705,6 +692,58 @@ fn the_chaos_checker_finds_java_and_rust_holders_of_every_redisson_kind_exclude_
         assert_eq!(summary["overlaps_java_not_told"], 0, "{mode}: {text}");
         assert_each_side_acquired(&summary, acquisitions, &text);
     }
+}
+
+/// Checks `history` (JSON lines) with `chaos --recheck`: the exit code and summary.
+fn recheck(history: &str) -> (Option<i32>, serde_json::Value, String) {
+    let path = std::env::temp_dir().join(format!(
+        "holdlock-history-{}.jsonl",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::write(&path, history).unwrap();
+    let checked = chaos(
+        &["--recheck", path.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    let _ = std::fs::remove_file(&path);
+    checked
+}
+
+#[test]
+fn the_chaos_checker_counts_java_redissons_own_ways_apart_for_java_workers_only() {
+    // After a restart lost the counter, worker 0 draws token 1 (below worker 1's 1000
+    // before it), and releases a fair lock the restart lost as if it held it: what
+    // RFencedLock's INCR and RFairLock.unlock do. From a Java worker each is counted
+    // apart; from a Rust worker each is a violation.
+    let history = |java: bool| {
+        let java = if java { r#","java":true"# } else { "" };
+        format!(
+            r#"{{"w":0,"op":"ready","t":1{java}}}
+{{"w":1,"op":"ready","t":1}}
+{{"w":1,"op":"start","t":10,"a":1,"name":"chaos:0","wait_ms":100}}
+{{"w":1,"op":"grant","t":20,"a":1,"token":1000}}
+{{"w":0,"op":"start","t":21,"a":2,"name":"chaos:1","wait_ms":100,"fifo":true}}
+{{"w":0,"op":"grant","t":22,"a":2,"token":0}}
+{{"w":1,"op":"unlock","t":30,"a":1}}
+{{"w":1,"op":"unlocked","t":31,"a":1,"released":"ok"}}
+{{"fault":"restart","t":40,"until":50}}
+{{"w":0,"op":"start","t":60,"a":1,"name":"chaos:0","wait_ms":100}}
+{{"w":0,"op":"grant","t":70,"a":1,"token":1}}
+{{"w":0,"op":"unlock","t":80,"a":1}}
+{{"w":0,"op":"unlocked","t":81,"a":1,"released":"not_held"}}
+{{"w":0,"op":"unlock","t":90,"a":2}}
+{{"w":0,"op":"unlocked","t":91,"a":2,"released":"ok"}}
+"#
+        )
+    };
+    let (code, summary, text) = recheck(&history(true));
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(summary["java_tokens_started_over"], 1, "{text}");
+    assert_eq!(summary["java_fair_releases_not_told"], 1, "{text}");
+    let (code, summary, text) = recheck(&history(false));
+    assert_eq!(code, Some(1), "{text}");
+    assert_eq!(summary["violations"]["token regression"], 1, "{text}");
+    assert_eq!(summary["violations"]["restart not noticed"], 1, "{text}");
 }
 
 #[test]

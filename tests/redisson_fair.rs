@@ -445,18 +445,7 @@ async fn our_waiter_keeps_its_place_behind_a_holder_that_holds_past_the_queues_d
         queue(&redis, &name).await,
         [first.as_str(), second.as_str()]
     );
-    held.unlock().await.unwrap();
-    let guard = tokio::time::timeout(Duration::from_secs(1), first_task)
-        .await
-        .expect("the first waiter is served first")
-        .unwrap();
-    assert!(!second_task.is_finished());
-    guard.unlock().await.unwrap();
-    let guard = tokio::time::timeout(Duration::from_secs(1), second_task)
-        .await
-        .expect("then the second")
-        .unwrap();
-    guard.unlock().await.unwrap();
+    released_serves_in_order(held, first_task, second_task).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -488,6 +477,16 @@ async fn a_waiter_dropped_as_a_stale_head_takes_the_head_back_when_it_asks_again
         queue(&redis, &name).await,
         [first.as_str(), second.as_str()]
     );
+    released_serves_in_order(held, first_task, second_task).await;
+}
+
+/// `held`'s release serves the first waiter within a second, the second still waiting,
+/// and the first's release then the second.
+async fn released_serves_in_order(
+    held: LockGuard,
+    first_task: JoinHandle<LockGuard>,
+    second_task: JoinHandle<LockGuard>,
+) {
     held.unlock().await.unwrap();
     let guard = tokio::time::timeout(Duration::from_secs(1), first_task)
         .await
