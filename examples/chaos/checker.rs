@@ -111,6 +111,10 @@ pub struct Summary {
     /// Java Redisson fair-lock waits that began where the same thread's last wait, cut
     /// short by an error or while a fault cut its worker off, left its place.
     pub java_waits_in_a_kept_place: u64,
+    /// Of those, later calls served first because a Java Redisson waiter ahead of the
+    /// earlier one was cut off by a fault: its `acquireFailed` moved every deadline
+    /// behind it one wait earlier, past, and the next call dropped them as stale.
+    pub passed_over_behind_java_cut_off: u64,
     /// Java Redisson fair-lock releases sent after a restart lost the lock that
     /// answered "released" (`RFairLock.unlock` does when the lock is gone).
     pub java_fair_releases_not_told: u64,
@@ -568,6 +572,33 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
         }
         waiting_since.insert((attempt.w, attempt.a), kept.unwrap_or(attempt.start));
     }
+    // Java fair waits by name: (start, end, worker); a wait never ended runs on.
+    let mut java_fair_waits: HashMap<&str, Vec<(u64, u64, u32)>> = HashMap::new();
+    for attempt in attempts.values() {
+        if attempt.fifo && java.contains(&attempt.w) {
+            let end = attempt
+                .grant
+                .map(|(granted, _)| granted)
+                .or(attempt.unserved.map(|(ended, _)| ended))
+                .unwrap_or(u64::MAX);
+            java_fair_waits
+                .entry(&attempt.name)
+                .or_default()
+                .push((attempt.start, end, attempt.w));
+        }
+    }
+    // A Java waiter queued ahead of a call (its wait began first and was still on when
+    // the call began) and cut off while the call waited.
+    let java_ahead_cut_off = |name: &str, w: u32, since: u64, granted: u64| {
+        java_fair_waits.get(name).is_some_and(|waits| {
+            waits.iter().any(|&(start, end, java_w)| {
+                java_w != w
+                    && start < since
+                    && end > since
+                    && displaced_between(java_w, since, granted.min(end))
+            })
+        })
+    };
     let mut fair: BTreeMap<&str, Vec<(u64, u64, u32, u64)>> = BTreeMap::new();
     for attempt in attempts.values().filter(|attempt| attempt.fifo) {
         if let Some((granted, _)) = attempt.grant {
@@ -603,6 +634,8 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
                 }
                 if displaced_between(earlier_w, earlier_call, earlier_granted) {
                     summary.passed_over_after_fault += 1;
+                } else if java_ahead_cut_off(name, earlier_w, earlier_call, earlier_granted) {
+                    summary.passed_over_behind_java_cut_off += 1;
                 } else {
                     summary.violate(
                         "served out of order",

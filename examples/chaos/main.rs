@@ -222,6 +222,7 @@ fn run_worker(raw: impl Iterator<Item = String>) -> Result<i32, BoxError> {
             .get("deadlock-check")
             .map(|_| args.duration("deadlock-check", Duration::from_secs(1)))
             .transpose()?,
+        fair_wait: args.duration("fair-wait", worker::REDISSON_FAIR_WAIT)?,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

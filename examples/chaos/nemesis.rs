@@ -48,6 +48,17 @@ pub struct Plan {
     pub cluster: bool,
 }
 
+impl Plan {
+    /// The fair wait of every worker (see `worker::REDISSON_FAIR_WAIT_BESIDE_JAVA`).
+    pub fn fair_wait(&self) -> Duration {
+        if self.java_workers > 0 {
+            crate::worker::REDISSON_FAIR_WAIT_BESIDE_JAVA
+        } else {
+            crate::worker::REDISSON_FAIR_WAIT
+        }
+    }
+}
+
 /// The faults the nemesis can inject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultKind {
@@ -226,10 +237,6 @@ impl Lab {
             java.args(["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp"])
                 .arg(java_worker_jar()?)
                 .arg("holdlock.interop.ChaosWorker")
-                .args([
-                    "--fair-wait",
-                    &format!("{}ms", crate::worker::REDISSON_FAIR_WAIT.as_millis()),
-                ])
                 .arg("--fence-script")
                 .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("lua/fence.lua"));
             java
@@ -247,6 +254,10 @@ impl Lab {
             .args(["--names", &self.plan.names.to_string()])
             .args(["--tasks", &self.plan.tasks.to_string()])
             .args(["--lease", &format!("{}ms", self.plan.lease.as_millis())])
+            .args([
+                "--fair-wait",
+                &format!("{}ms", self.plan.fair_wait().as_millis()),
+            ])
             .args([
                 "--seed",
                 &(self
@@ -786,6 +797,10 @@ fn print_summary(plan: &Plan, summary: &Summary, took: Duration) {
         (
             "fair calls served out of order after a fault",
             summary.passed_over_after_fault,
+        ),
+        (
+            "fair calls passed over behind a Redisson waiter cut off",
+            summary.passed_over_behind_java_cut_off,
         ),
         (
             "Java fair waits served from a place kept",

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use holdlock::fred::interfaces::KeysInterface;
 use holdlock::fred::types::{Expiration, SetOptions};
-use holdlock::{Compat, LockClient, LockError, LockGuard, LockOptions, fence};
+use holdlock::{Compat, LockClient, LockClientBuilder, LockError, LockGuard, LockOptions, fence};
 use tokio::io::AsyncReadExt;
 
 use crate::history::{Op, Outcome, Released, now_us};
@@ -63,8 +63,18 @@ pub enum LockKind {
     RedissonSemaphore,
 }
 
-/// The `fairLockWaitTimeout` of the `redisson-fair` mode's clients (Rust and Java).
+/// The `fairLockWaitTimeout` of the `redisson-fair` mode's clients (Rust and Java)
+/// when every worker is a Rust one: short, so that the queue's stale heads are
+/// dropped often.
 pub const REDISSON_FAIR_WAIT: Duration = Duration::from_secs(2);
+
+/// The same beside Java Redisson workers. Redisson's queue moves every waiter's
+/// deadline one wait earlier at each grant and never later, so a waiter keeps its
+/// place only if the holds ahead of it end within about one wait of its queueing;
+/// its waiters cannot move theirs on as ours do. Holds here last up to 2.2 leases
+/// (see `TaskWorker::hold_time`), and with 2 s Java waiters behind them were dropped
+/// while they waited (docs/chaos.md, "Java workers").
+pub const REDISSON_FAIR_WAIT_BESIDE_JAVA: Duration = Duration::from_secs(10);
 
 /// The permits of each name's semaphore in the `sem` modes.
 pub const PERMITS: u32 = 2;
@@ -146,36 +156,56 @@ pub struct WorkerConfig {
     pub kind: LockKind,
     /// `None`: the library's default.
     pub deadlock_check: Option<Duration>,
+    /// The `redisson-fair` mode's `fair_wait_timeout`.
+    pub fair_wait: Duration,
+}
+
+/// Builds a client, again while a fault keeps Redis out of reach (a restart, a
+/// partition, a topology change under way), for up to a minute: a service that starts
+/// in the middle of one retries too.
+async fn connect(builder: impl Fn() -> LockClientBuilder) -> Result<LockClient, BoxError> {
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match builder().build().await {
+            Ok(client) => return Ok(client),
+            Err(error) if error.is_redis() && tokio::time::Instant::now() < give_up => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
 }
 
 /// Runs until stdin closes, then lets every task finish its round and exits.
 pub async fn run(config: WorkerConfig) -> Result<(), BoxError> {
-    let mut locks = LockClient::builder(&config.lock_url).lease(config.lease);
-    if let Some(check) = config.deadlock_check {
-        locks = locks.deadlock_check(check);
-    }
-    let locks = locks
-        // Fair rounds ask for fencing per call: half of them do (see `TaskWorker::run`).
-        .fencing(!matches!(
-            config.kind,
-            LockKind::Fair | LockKind::RedissonFair
-        ))
-        .compat(if config.kind.in_redissons_layout() {
-            Compat::Redisson
-        } else {
-            Compat::Holdlock
-        })
-        .connect_timeout(Duration::from_secs(2))
-        // Redisson's fair queue spaces its waiters by one wait each: in the
-        // `redisson-fair` mode every call waits without a deadline of its own (it is
-        // dropped at its cut-off instead), so all use this one.
-        .fair_wait_timeout(REDISSON_FAIR_WAIT)
-        .build()
-        .await?;
-    let resource = LockClient::builder(&config.resource_url)
-        .connect_timeout(Duration::from_secs(2))
-        .build()
-        .await?;
+    let locks = connect(|| {
+        let mut locks = LockClient::builder(&config.lock_url).lease(config.lease);
+        if let Some(check) = config.deadlock_check {
+            locks = locks.deadlock_check(check);
+        }
+        locks
+            // Fair rounds ask for fencing per call: half of them do (see
+            // `TaskWorker::run`).
+            .fencing(!matches!(
+                config.kind,
+                LockKind::Fair | LockKind::RedissonFair
+            ))
+            .compat(if config.kind.in_redissons_layout() {
+                Compat::Redisson
+            } else {
+                Compat::Holdlock
+            })
+            .connect_timeout(Duration::from_secs(2))
+            // Redisson's fair queue spaces its waiters by one wait each: in the
+            // `redisson-fair` mode every call waits without a deadline of its own (it
+            // is dropped at its cut-off instead), so all use this one.
+            .fair_wait_timeout(config.fair_wait)
+    })
+    .await?;
+    let resource = connect(|| {
+        LockClient::builder(&config.resource_url).connect_timeout(Duration::from_secs(2))
+    })
+    .await?;
     let stop = Arc::new(AtomicBool::new(false));
     tokio::spawn({
         let stop = Arc::clone(&stop);

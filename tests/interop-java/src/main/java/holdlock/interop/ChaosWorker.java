@@ -161,29 +161,25 @@ public final class ChaosWorker {
             }
         }
 
-        try {
-            Config locks = tuned(Connect.config(lockUrl, leaseMs));
-            locks.setFairLockWaitTimeout(fairWaitMs);
-            redisson = Redisson.create(locks);
-            resource = Redisson.create(tuned(Connect.config(resourceUrl, leaseMs)));
-            // A cold JVM's first calls reach Redis hundreds of milliseconds after
-            // their start is recorded, which the fair check cannot tell from a call
-            // served out of order: load the classes and scripts first.
-            Connect.warmUp(redisson);
-            if (kind.equals("redisson")) {
-                String warm = "holdlock-chaos-warm-up:" + UUID.randomUUID();
-                fence(warm, 1, null);
-                resource.getKeys().delete(warm);
-            }
-            if (kind.equals("redisson-sem")) {
-                for (int k = 0; k < names; k++) {
-                    // false: set already, by another worker.
-                    redisson.getPermitExpirableSemaphore("chaos:" + k).trySetPermits(PERMITS);
+        // A fault may meet the start (a restart, a SCRIPT FLUSH under Redisson's cached
+        // scripts, a partition): start again, for up to a minute.
+        long giveUp = System.nanoTime() + TimeUnit.MINUTES.toNanos(1);
+        while (true) {
+            try {
+                start(lockUrl, resourceUrl);
+                break;
+            } catch (Exception error) {
+                for (RedissonClient client : new RedissonClient[] {redisson, resource}) {
+                    if (client != null) {
+                        client.shutdown();
+                    }
                 }
+                if (System.nanoTime() - giveUp > 0) {
+                    System.err.println("chaos worker (java): cannot start: " + error);
+                    System.exit(1);
+                }
+                Thread.sleep(250);
             }
-        } catch (Exception error) {
-            System.err.println("chaos worker (java): cannot start: " + error);
-            System.exit(1);
         }
         emit("ready", ",\"java\":true");
 
@@ -210,6 +206,34 @@ public final class ChaosWorker {
         resource.shutdown();
         emit("done", "");
         System.exit(0);
+    }
+
+    /** Connects both clients and warms them up (see Connect.warmUp). */
+    private static void start(String lockUrl, String resourceUrl) throws Exception {
+        redisson = null;
+        resource = null;
+        Config locks = tuned(Connect.config(lockUrl, leaseMs));
+        locks.setFairLockWaitTimeout(fairWaitMs);
+        redisson = Redisson.create(locks);
+        resource = Redisson.create(tuned(Connect.config(resourceUrl, leaseMs)));
+        // A cold JVM's first calls reach Redis hundreds of milliseconds after their
+        // start is recorded, which the fair check cannot tell from a call served out
+        // of order: load the classes and scripts first.
+        Connect.warmUp(redisson);
+        if (kind.equals("redisson")) {
+            String warm = "holdlock-chaos-warm-up:" + UUID.randomUUID();
+            try {
+                fence(warm, 1, null);
+            } finally {
+                resource.getKeys().delete(warm);
+            }
+        }
+        if (kind.equals("redisson-sem")) {
+            for (int k = 0; k < names; k++) {
+                // false: set already, by another worker.
+                redisson.getPermitExpirableSemaphore("chaos:" + k).trySetPermits(PERMITS);
+            }
+        }
     }
 
     /**
