@@ -709,41 +709,46 @@ fn recheck(history: &str) -> (Option<i32>, serde_json::Value, String) {
     checked
 }
 
+/// Checks `history` twice, its worker 0 (`{java}` in its `ready` line) a Java worker
+/// and then a Rust one: the first finds no violation, the second some. Both summaries
+/// and outputs.
+fn recheck_as_java_and_rust(
+    history: &str,
+) -> ((serde_json::Value, String), (serde_json::Value, String)) {
+    let (code, java, java_text) = recheck(&history.replace("{java}", r#","java":true"#));
+    assert_eq!(code, Some(0), "{java_text}");
+    let (code, rust, rust_text) = recheck(&history.replace("{java}", ""));
+    assert_eq!(code, Some(1), "{rust_text}");
+    ((java, java_text), (rust, rust_text))
+}
+
 #[test]
 fn the_chaos_checker_counts_java_redissons_own_ways_apart_for_java_workers_only() {
     // After a restart lost the counter, worker 0 draws token 1 (below worker 1's 1000
     // before it), and releases a fair lock the restart lost as if it held it: what
     // RFencedLock's INCR and RFairLock.unlock do. From a Java worker each is counted
     // apart; from a Rust worker each is a violation.
-    let history = |java: bool| {
-        let java = if java { r#","java":true"# } else { "" };
-        format!(
-            r#"{{"w":0,"op":"ready","t":1{java}}}
-{{"w":1,"op":"ready","t":1}}
-{{"w":1,"op":"start","t":10,"a":1,"name":"chaos:0","wait_ms":100}}
-{{"w":1,"op":"grant","t":20,"a":1,"token":1000}}
-{{"w":0,"op":"start","t":21,"a":2,"name":"chaos:1","wait_ms":100,"fifo":true}}
-{{"w":0,"op":"grant","t":22,"a":2,"token":0}}
-{{"w":1,"op":"unlock","t":30,"a":1}}
-{{"w":1,"op":"unlocked","t":31,"a":1,"released":"ok"}}
-{{"fault":"restart","t":40,"until":50}}
-{{"w":0,"op":"start","t":60,"a":1,"name":"chaos:0","wait_ms":100}}
-{{"w":0,"op":"grant","t":70,"a":1,"token":1}}
-{{"w":0,"op":"unlock","t":80,"a":1}}
-{{"w":0,"op":"unlocked","t":81,"a":1,"released":"not_held"}}
-{{"w":0,"op":"unlock","t":90,"a":2}}
-{{"w":0,"op":"unlocked","t":91,"a":2,"released":"ok"}}
-"#
-        )
-    };
-    let (code, summary, text) = recheck(&history(true));
-    assert_eq!(code, Some(0), "{text}");
-    assert_eq!(summary["java_tokens_started_over"], 1, "{text}");
-    assert_eq!(summary["java_fair_releases_not_told"], 1, "{text}");
-    let (code, summary, text) = recheck(&history(false));
-    assert_eq!(code, Some(1), "{text}");
-    assert_eq!(summary["violations"]["token regression"], 1, "{text}");
-    assert_eq!(summary["violations"]["restart not noticed"], 1, "{text}");
+    let history = r#"{"w":0,"op":"ready","t":1{java}}
+{"w":1,"op":"ready","t":1}
+{"w":1,"op":"start","t":10,"a":1,"name":"chaos:0","wait_ms":100}
+{"w":1,"op":"grant","t":20,"a":1,"token":1000}
+{"w":0,"op":"start","t":21,"a":2,"name":"chaos:1","wait_ms":100,"fifo":true}
+{"w":0,"op":"grant","t":22,"a":2,"token":0}
+{"w":1,"op":"unlock","t":30,"a":1}
+{"w":1,"op":"unlocked","t":31,"a":1,"released":"ok"}
+{"fault":"restart","t":40,"until":50}
+{"w":0,"op":"start","t":60,"a":1,"name":"chaos:0","wait_ms":100}
+{"w":0,"op":"grant","t":70,"a":1,"token":1}
+{"w":0,"op":"unlock","t":80,"a":1}
+{"w":0,"op":"unlocked","t":81,"a":1,"released":"not_held"}
+{"w":0,"op":"unlock","t":90,"a":2}
+{"w":0,"op":"unlocked","t":91,"a":2,"released":"ok"}
+"#;
+    let ((java, java_text), (rust, rust_text)) = recheck_as_java_and_rust(history);
+    assert_eq!(java["java_tokens_started_over"], 1, "{java_text}");
+    assert_eq!(java["java_fair_releases_not_told"], 1, "{java_text}");
+    assert_eq!(rust["violations"]["token regression"], 1, "{rust_text}");
+    assert_eq!(rust["violations"]["restart not noticed"], 1, "{rust_text}");
 }
 
 #[test]
@@ -755,54 +760,46 @@ fn the_chaos_checker_excuses_what_a_fault_does_to_a_java_worker_and_never_to_a_r
     // ahead of worker 1: worker 2, come after worker 1, is served first (the cut-off
     // waiter's leave ran worker 1's deadline out). Redisson's ways for a Java worker,
     // counted apart; violations for a Rust one.
-    let history = |java: bool| {
-        let java = if java { r#","java":true"# } else { "" };
-        format!(
-            r#"{{"w":0,"op":"ready","t":1{java}}}
-{{"w":1,"op":"ready","t":1}}
-{{"w":2,"op":"ready","t":1}}
-{{"w":0,"op":"start","t":10000,"a":1,"name":"chaos:0","wait_ms":100}}
-{{"w":0,"op":"grant","t":20000,"a":1,"token":0}}
-{{"fault":"black_hole","t":30000,"until":1000000,"w":0}}
-{{"w":1,"op":"start","t":40000,"a":1,"name":"chaos:0","wait_ms":2000}}
-{{"w":1,"op":"grant","t":1100000,"a":1,"token":0}}
-{{"w":0,"op":"unlock","t":1200000,"a":1}}
-{{"w":0,"op":"unlocked","t":1201000,"a":1,"released":"not_held"}}
-{{"w":1,"op":"unlock","t":1300000,"a":1}}
-{{"w":1,"op":"unlocked","t":1301000,"a":1,"released":"ok"}}
-{{"w":0,"op":"start","t":5000000,"a":5,"name":"chaos:1","wait_ms":2000,"fifo":true}}
-{{"w":1,"op":"start","t":5100000,"a":5,"name":"chaos:1","wait_ms":2000,"fifo":true}}
-{{"w":0,"op":"error","t":5300000,"a":5,"error":"timed out"}}
-{{"w":0,"op":"start","t":5300001,"a":6,"name":"chaos:1","wait_ms":2000,"fifo":true}}
-{{"w":0,"op":"grant","t":5400000,"a":6,"token":0}}
-{{"w":0,"op":"unlock","t":5410000,"a":6}}
-{{"w":0,"op":"unlocked","t":5411000,"a":6,"released":"ok"}}
-{{"w":1,"op":"grant","t":5420000,"a":5,"token":0}}
-{{"w":1,"op":"unlock","t":5430000,"a":5}}
-{{"w":1,"op":"unlocked","t":5431000,"a":5,"released":"ok"}}
-{{"w":0,"op":"start","t":10000000,"a":10,"name":"chaos:2","wait_ms":2000,"fifo":true}}
-{{"fault":"black_hole","t":10050000,"until":10500000,"w":0}}
-{{"w":1,"op":"start","t":10100000,"a":10,"name":"chaos:2","wait_ms":2000,"fifo":true}}
-{{"w":2,"op":"start","t":10200000,"a":10,"name":"chaos:2","wait_ms":2000,"fifo":true}}
-{{"w":0,"op":"busy","t":10510000,"a":10}}
-{{"w":2,"op":"grant","t":10520000,"a":10,"token":0}}
-{{"w":2,"op":"unlock","t":10530000,"a":10}}
-{{"w":2,"op":"unlocked","t":10531000,"a":10,"released":"ok"}}
-{{"w":1,"op":"grant","t":10600000,"a":10,"token":0}}
-{{"w":1,"op":"unlock","t":10610000,"a":10}}
-{{"w":1,"op":"unlocked","t":10611000,"a":10,"released":"ok"}}
-"#
-        )
-    };
-    let (code, summary, text) = recheck(&history(true));
-    assert_eq!(code, Some(0), "{text}");
-    assert_eq!(summary["overlaps_java_not_told"], 1, "{text}");
-    assert_eq!(summary["java_waits_in_a_kept_place"], 1, "{text}");
-    assert_eq!(summary["passed_over_behind_java_cut_off"], 1, "{text}");
-    let (code, summary, text) = recheck(&history(false));
-    assert_eq!(code, Some(1), "{text}");
-    assert_eq!(summary["violations"]["overlapping holders"], 1, "{text}");
-    assert_eq!(summary["violations"]["served out of order"], 2, "{text}");
+    let history = r#"{"w":0,"op":"ready","t":1{java}}
+{"w":1,"op":"ready","t":1}
+{"w":2,"op":"ready","t":1}
+{"w":0,"op":"start","t":10000,"a":1,"name":"chaos:0","wait_ms":100}
+{"w":0,"op":"grant","t":20000,"a":1,"token":0}
+{"fault":"black_hole","t":30000,"until":1000000,"w":0}
+{"w":1,"op":"start","t":40000,"a":1,"name":"chaos:0","wait_ms":2000}
+{"w":1,"op":"grant","t":1100000,"a":1,"token":0}
+{"w":0,"op":"unlock","t":1200000,"a":1}
+{"w":0,"op":"unlocked","t":1201000,"a":1,"released":"not_held"}
+{"w":1,"op":"unlock","t":1300000,"a":1}
+{"w":1,"op":"unlocked","t":1301000,"a":1,"released":"ok"}
+{"w":0,"op":"start","t":5000000,"a":5,"name":"chaos:1","wait_ms":2000,"fifo":true}
+{"w":1,"op":"start","t":5100000,"a":5,"name":"chaos:1","wait_ms":2000,"fifo":true}
+{"w":0,"op":"error","t":5300000,"a":5,"error":"timed out"}
+{"w":0,"op":"start","t":5300001,"a":6,"name":"chaos:1","wait_ms":2000,"fifo":true}
+{"w":0,"op":"grant","t":5400000,"a":6,"token":0}
+{"w":0,"op":"unlock","t":5410000,"a":6}
+{"w":0,"op":"unlocked","t":5411000,"a":6,"released":"ok"}
+{"w":1,"op":"grant","t":5420000,"a":5,"token":0}
+{"w":1,"op":"unlock","t":5430000,"a":5}
+{"w":1,"op":"unlocked","t":5431000,"a":5,"released":"ok"}
+{"w":0,"op":"start","t":10000000,"a":10,"name":"chaos:2","wait_ms":2000,"fifo":true}
+{"fault":"black_hole","t":10050000,"until":10500000,"w":0}
+{"w":1,"op":"start","t":10100000,"a":10,"name":"chaos:2","wait_ms":2000,"fifo":true}
+{"w":2,"op":"start","t":10200000,"a":10,"name":"chaos:2","wait_ms":2000,"fifo":true}
+{"w":0,"op":"busy","t":10510000,"a":10}
+{"w":2,"op":"grant","t":10520000,"a":10,"token":0}
+{"w":2,"op":"unlock","t":10530000,"a":10}
+{"w":2,"op":"unlocked","t":10531000,"a":10,"released":"ok"}
+{"w":1,"op":"grant","t":10600000,"a":10,"token":0}
+{"w":1,"op":"unlock","t":10610000,"a":10}
+{"w":1,"op":"unlocked","t":10611000,"a":10,"released":"ok"}
+"#;
+    let ((java, java_text), (rust, rust_text)) = recheck_as_java_and_rust(history);
+    assert_eq!(java["overlaps_java_not_told"], 1, "{java_text}");
+    assert_eq!(java["java_waits_in_a_kept_place"], 1, "{java_text}");
+    assert_eq!(java["passed_over_behind_java_cut_off"], 1, "{java_text}");
+    assert_eq!(rust["violations"]["overlapping holders"], 1, "{rust_text}");
+    assert_eq!(rust["violations"]["served out of order"], 2, "{rust_text}");
 }
 
 #[test]
