@@ -12,7 +12,7 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
@@ -474,10 +474,7 @@ async fn transfer_storm(url: &str, addresses: [SocketAddr; 2]) {
 
 /// Runs the chaos checker with `args` and returns its exit code and JSON summary.
 fn chaos(args: &[&str], limit: Duration) -> (Option<i32>, serde_json::Value, String) {
-    let summary = std::env::temp_dir().join(format!(
-        "holdlock-chaos-{}.json",
-        uuid::Uuid::new_v4().simple()
-    ));
+    let summary = temp_path(".json");
     let mut command = Command::new(example("chaos"));
     command.args(args).arg("--json").arg(&summary);
     let output = run_with_limit(command, limit);
@@ -541,6 +538,22 @@ fn assert_each_side_acquired(summary: &serde_json::Value, acquisitions: u64, tex
     );
 }
 
+/// The fair order check (check 6) had more than 100 pairs of calls to check.
+fn assert_order_checked(summary: &serde_json::Value, text: &str) {
+    assert!(
+        summary["fifo_pairs_checked"].as_u64() > Some(100),
+        "the order check had nothing to check:\n{text}"
+    );
+}
+
+/// A fresh path in the temporary directory, ending in `suffix`.
+fn temp_path(suffix: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "holdlock-chaos-{}{suffix}",
+        uuid::Uuid::new_v4().simple()
+    ))
+}
+
 /// A calm 10-second run of the chaos checker's `mode` (no fault), with `extra`
 /// arguments: its exit code, JSON summary and output.
 fn calm_chaos(mode: &str, extra: &[&str]) -> (Option<i32>, serde_json::Value, String) {
@@ -556,19 +569,14 @@ fn calm_chaos(mode: &str, extra: &[&str]) -> (Option<i32>, serde_json::Value, St
 /// with `violation`, and fail its history again when it is checked on its own
 /// (`--recheck`). Its summary and output.
 fn chaos_catches(mode: &str, violation: &str) -> (serde_json::Value, String) {
-    let history = std::env::temp_dir().join(format!(
-        "holdlock-chaos-{}.jsonl",
-        uuid::Uuid::new_v4().simple()
-    ));
-    let history_arg = history.to_str().unwrap();
-    let (code, summary, text) = calm_chaos(mode, &["--history", history_arg]);
+    let history = temp_path(".jsonl");
+    let (code, summary, text) = calm_chaos(mode, &["--history", history.to_str().unwrap()]);
     assert_eq!(code, Some(1), "the broken `{mode}` passed:\n{text}");
     assert!(
         summary["violations"][violation].as_u64() > Some(0),
         "{text}"
     );
-    let (again, summary_again, text_again) =
-        chaos(&["--recheck", history_arg], Duration::from_secs(60));
+    let (again, summary_again, text_again) = recheck_file(&history);
     let _ = std::fs::remove_file(&history);
     assert_eq!(
         again,
@@ -694,17 +702,63 @@ fn the_chaos_checker_finds_java_and_rust_holders_of_every_redisson_kind_exclude_
     }
 }
 
-/// Checks `history` (JSON lines) with `chaos --recheck`: the exit code and summary.
-fn recheck(history: &str) -> (Option<i32>, serde_json::Value, String) {
-    let path = std::env::temp_dir().join(format!(
-        "holdlock-history-{}.jsonl",
-        uuid::Uuid::new_v4().simple()
-    ));
-    std::fs::write(&path, history).unwrap();
-    let checked = chaos(
+#[test]
+fn chaos_workers_started_while_their_redis_is_down_connect_once_it_is_back() {
+    // A restart, a partition or a topology change may meet a worker's start (each
+    // replaces a killed one): Rust and Java workers alike start again until Redis
+    // answers, rather than exit and be counted as failed. Down 4 s, twice the Rust
+    // worker's connect timeout.
+    let jar = common::java::peer_jar();
+    let mut redis = common::RedisServer::start();
+    let url = redis.url();
+    let rust = {
+        let mut rust = Command::new(example("chaos"));
+        rust.args(["worker", "--lock", "holdlock"]);
+        rust
+    };
+    let java = {
+        let mut java = Command::new("java");
+        java.arg("-cp")
+            .arg(&jar)
+            .arg("holdlock.interop.ChaosWorker")
+            .args(["--lock", "redisson-fair"]);
+        java
+    };
+    for (side, mut worker) in [("rust", rust), ("java", java)] {
+        let output = std::thread::scope(|scope| {
+            let restart = scope.spawn(|| redis.restart_after(Duration::from_secs(4)));
+            // The old server stops at once; the worker starts while it is down.
+            std::thread::sleep(Duration::from_millis(500));
+            worker.args(["--lock-url", &url, "--resource-url", &url]);
+            let output = run_with_limit(worker, Duration::from_secs(90));
+            restart.join().unwrap();
+            output
+        });
+        let text = format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(output.status.code(), Some(0), "{side}: {text}");
+        assert!(text.contains(r#""op":"ready""#), "{side}: {text}");
+    }
+}
+
+/// Checks the history in `path` with `chaos --recheck`: the exit code, summary and
+/// output.
+fn recheck_file(path: &Path) -> (Option<i32>, serde_json::Value, String) {
+    chaos(
         &["--recheck", path.to_str().unwrap()],
         Duration::from_secs(60),
-    );
+    )
+}
+
+/// Checks `history` (JSON lines) with `chaos --recheck`: the exit code, summary and
+/// output.
+fn recheck(history: &str) -> (Option<i32>, serde_json::Value, String) {
+    let path = temp_path(".jsonl");
+    std::fs::write(&path, history).unwrap();
+    let checked = recheck_file(&path);
     let _ = std::fs::remove_file(&path);
     checked
 }
@@ -844,10 +898,7 @@ fn the_chaos_checker_finds_no_violation_in_the_fair_lock() {
     // that a fault hit while it waited may be passed over).
     let (summary, text) = chaos_finds_nothing("fair", "3", 200);
     assert_eq!(summary["token_regressions"], 0, "{text}");
-    assert!(
-        summary["fifo_pairs_checked"].as_u64() > Some(100),
-        "the order check had nothing to check:\n{text}"
-    );
+    assert_order_checked(&summary, &text);
 }
 
 #[test]
@@ -858,10 +909,7 @@ fn the_chaos_checker_finds_no_violation_in_redissons_fair_layout() {
     // they arrived. Rust workers only, with a 2 s fair wait: stale heads are dropped
     // often, and ours must take their places back.
     let (summary, text) = chaos_finds_nothing("redisson-fair", "7", 100);
-    assert!(
-        summary["fifo_pairs_checked"].as_u64() > Some(100),
-        "the order check had nothing to check:\n{text}"
-    );
+    assert_order_checked(&summary, &text);
 }
 
 #[test]
@@ -872,10 +920,7 @@ fn the_chaos_checker_finds_no_violation_in_redissons_fair_layout_beside_java_red
     // docs/chaos.md, "Java workers"); what Redisson does to a Java waiter cut off, or
     // to those behind it, is counted apart.
     let (summary, text) = chaos_with_java_finds_nothing("redisson-fair", "7", 15);
-    assert!(
-        summary["fifo_pairs_checked"].as_u64() > Some(100),
-        "the order check had nothing to check:\n{text}"
-    );
+    assert_order_checked(&summary, &text);
 }
 
 #[test]

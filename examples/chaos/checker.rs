@@ -572,31 +572,22 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
         }
         waiting_since.insert((attempt.w, attempt.a), kept.unwrap_or(attempt.start));
     }
-    // Java fair waits by name: (start, end, worker); a wait never ended runs on.
-    let mut java_fair_waits: HashMap<&str, Vec<(u64, u64, u32)>> = HashMap::new();
-    for attempt in attempts.values() {
-        if attempt.fifo && java.contains(&attempt.w) {
-            let end = attempt
+    // A Java waiter queued ahead of a call on `name` (its wait began first and had not
+    // ended when the call began) and cut off while the call waited. Asked of pass-overs
+    // only, which are few. (A cut-off waiter of the call's own worker is excused before.)
+    let java_ahead_cut_off = |name: &str, since: u64, granted: u64| {
+        attempts.values().any(|ahead| {
+            let ended = ahead
                 .grant
                 .map(|(granted, _)| granted)
-                .or(attempt.unserved.map(|(ended, _)| ended))
+                .or(ahead.unserved.map(|(ended, _)| ended))
                 .unwrap_or(u64::MAX);
-            java_fair_waits
-                .entry(&attempt.name)
-                .or_default()
-                .push((attempt.start, end, attempt.w));
-        }
-    }
-    // A Java waiter queued ahead of a call (its wait began first and was still on when
-    // the call began) and cut off while the call waited.
-    let java_ahead_cut_off = |name: &str, w: u32, since: u64, granted: u64| {
-        java_fair_waits.get(name).is_some_and(|waits| {
-            waits.iter().any(|&(start, end, java_w)| {
-                java_w != w
-                    && start < since
-                    && end > since
-                    && displaced_between(java_w, since, granted.min(end))
-            })
+            ahead.fifo
+                && ahead.name == name
+                && java.contains(&ahead.w)
+                && ahead.start < since
+                && ended > since
+                && displaced_between(ahead.w, since, granted.min(ended))
         })
     };
     let mut fair: BTreeMap<&str, Vec<(u64, u64, u32, u64)>> = BTreeMap::new();
@@ -634,7 +625,7 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
                 }
                 if displaced_between(earlier_w, earlier_call, earlier_granted) {
                     summary.passed_over_after_fault += 1;
-                } else if java_ahead_cut_off(name, earlier_w, earlier_call, earlier_granted) {
+                } else if java_ahead_cut_off(name, earlier_call, earlier_granted) {
                     summary.passed_over_behind_java_cut_off += 1;
                 } else {
                     summary.violate(

@@ -115,16 +115,19 @@ final class Connect {
     private static void wakeUpOnce(RLock lock) throws Exception {
         ExecutorService holder = thread("warm-up-holder");
         ExecutorService waiter = thread("warm-up-waiter");
-        holder.submit(() -> lock.lock()).get(30, TimeUnit.SECONDS);
-        Future<?> woken = waiter.submit(() -> {
-            lock.lock();
-            lock.unlock();
-        });
-        Thread.sleep(200);
-        holder.submit(() -> lock.unlock()).get(30, TimeUnit.SECONDS);
-        woken.get(30, TimeUnit.SECONDS);
-        holder.shutdown();
-        waiter.shutdown();
+        try {
+            holder.submit(() -> lock.lock()).get(30, TimeUnit.SECONDS);
+            Future<?> woken = waiter.submit(() -> {
+                lock.lock();
+                lock.unlock();
+            });
+            Thread.sleep(200);
+            holder.submit(() -> lock.unlock()).get(30, TimeUnit.SECONDS);
+            woken.get(30, TimeUnit.SECONDS);
+        } finally {
+            holder.shutdownNow();
+            waiter.shutdownNow();
+        }
     }
 
     /** A single daemon thread named `name`, as an executor. */

@@ -89,11 +89,8 @@ import java.util.ArrayDeque;
 import java.util.Deque;
 import java.util.List;
 import java.util.Map;
-import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 import org.redisson.Redisson;
@@ -101,7 +98,6 @@ import org.redisson.api.RAtomicLong;
 import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
 import org.redisson.api.RPermitExpirableSemaphore;
-import org.redisson.api.RReadWriteLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.codec.StringCodec;
 import org.redisson.config.Config;
@@ -158,10 +154,6 @@ public final class Peer {
         System.exit(0);
     }
 
-    /**
-     * A wait woken by a release, a fenced lock, and a read and a write lock, on a name
-     * of the peer's own.
-     */
     /** Runs one command on the calling thread; returns the words of its answer. */
     private static String run(String verb, List<String> args) throws InterruptedException {
         String name = args.get(0);
