@@ -389,7 +389,8 @@ async fn take<K: Take, D: GiveUp + Send>(
     let single_try = options.is_single_try();
     let span = target
         .call(single_try)
-        .map(|call| observe::lock_span(call, target.name()));
+        .map(|call| observe::lock_span(call, target.name()))
+        .filter(observe::records);
     let taken = async move {
         client.engine().check_running()?;
         target.take(client, options, give_up).await

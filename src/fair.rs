@@ -86,7 +86,7 @@ impl LockClient {
             }
         }
         // Hand-offs to this client's waits come on a channel of its own.
-        let channel = names.hand_off_channel(engine.id());
+        let channel = || names.hand_off_channel(engine.id());
         let ticket = engine.waiting().join(&names.key, channel);
         let place = Place {
             engine: Arc::clone(engine),

@@ -53,6 +53,13 @@ pub(crate) fn end_hold_span(span: Span, outcome: &'static str) {
     drop(span);
 }
 
+/// Whether a lock call in `span` is recorded at all: the span is enabled, or the
+/// metrics count every call. A call nothing records runs as it is, not wrapped by
+/// [`observed`] (a wrapper that moves the call's future and polls through a span).
+pub(crate) fn records(span: &Span) -> bool {
+    !span.is_disabled() || cfg!(feature = "metrics")
+}
+
 /// Records the owner of the lock call whose span is current.
 pub(crate) fn record_owner(owner: &str) {
     Span::current().record("owner", tracing::field::display(owner));
@@ -72,7 +79,7 @@ pub(crate) fn observed<T, G>(
     single_try: bool,
     future: impl Future<Output = Result<std::result::Result<T, G>>>,
 ) -> impl Future<Output = Result<std::result::Result<T, G>>> {
-    let started = (!span.is_disabled() || cfg!(feature = "metrics")).then(Instant::now);
+    let started = records(&span).then(Instant::now);
     future
         .instrument(span.clone())
         .map(move |result| record_outcome(&span, single_try, started, result))

@@ -255,8 +255,10 @@ impl Protocol {
         loop {
             let reply = match acknowledged {
                 Some(min) => {
+                    // Boxed: the rare call that waits for replicas would make every
+                    // acquire future (and each move of it) larger by its size.
                     let options = (options, asking);
-                    self.acquire_acknowledged(names, owner, options, min).await
+                    Box::pin(self.acquire_acknowledged(names, owner, options, min)).await
                 }
                 None if held > 0 && names.kind.reenters_apart() => {
                     let lease_ms = (!keep_lease).then_some(options.lease_ms);

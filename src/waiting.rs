@@ -50,11 +50,12 @@
 //! [`Waiting::close`] (the first thing `LockClient::shutdown` does) ends every wait at
 //! once, wherever it is: queued for its turn, subscribing, or asleep.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, hash_map::Entry};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use fred::bytes_utils::Str;
 use fred::clients::SubscriberClient;
 use fred::interfaces::{ClientLike, EventInterface};
 use parking_lot::Mutex;
@@ -120,7 +121,7 @@ pub(crate) struct Waiting {
     connection: AtomicU64,
     /// Set once by [`close`](Self::close): every waiter gives up.
     closed: watch::Sender<bool>,
-    rooms: Mutex<HashMap<String, Arc<Room>>>,
+    rooms: Mutex<HashMap<Str, Arc<Room>>>,
     /// This client's own channel and what to do with a message on it.
     notices: std::sync::OnceLock<Notices>,
     /// The deadlock checks of long waits, unless they are off (see `deadlock.rs`).
@@ -145,8 +146,7 @@ struct Room {
     released: Notify,
     /// When the head should ask again, after the release messages heard so far.
     due: Mutex<Due>,
-    /// The last release message's arrival, and the moving average of the time between
-    /// two (see [`Room::step`]).
+    /// The last release message's arrival, and the moving average of the gaps ([`Room::step`]).
     pace: Mutex<Option<(Instant, Duration)>>,
     /// Set by a grant that queued this client again for its next waiter
     /// (`HandOff::Waited`'s `requeue`): the next head waits for its name without asking.
@@ -164,9 +164,8 @@ struct Room {
     named: Mutex<Vec<Arc<Named>>>,
     /// The named waiters' shared schedule of attempts in a fair lock's queue.
     places: Places,
-    /// Woken, all at once, by every release message: waiters who
-    /// share the lock (the readers of a read-write lock) and so do not line up (see
-    /// [`Ticket::any_release`]).
+    /// Woken, all at once, by every release message: waiters who share the lock (the
+    /// readers of a read-write lock) and so do not line up ([`Ticket::any_release`]).
     sharers: Notify,
     /// Until when a sharer refused since the last release message sleeps (a sharer that
     /// comes meanwhile need not ask, see [`Ticket::sharers_refused`]), and how many
@@ -178,9 +177,9 @@ struct Room {
 /// (`writer <ms>`, see `lua/rw_release.lua`): waiting readers sleep on for `<ms>`.
 const FOR_WRITERS: &[u8] = b"writer";
 
-/// What a fair lock's message that tells the client of the next waiter when the hold
-/// just taken runs out starts with (`lease <server ms> <lease ms>`, see
-/// `lua/fair_queue.lua`): no wait is woken, their next attempt is due then.
+/// How a fair lock's message telling the next waiter's client when the hold just taken
+/// runs out starts (`lease <server ms> <lease ms>`, `lua/fair_queue.lua`): no wait is
+/// woken, their next attempt is due then.
 const FAIR_LEASE: &[u8] = b"lease";
 
 impl Room {
@@ -397,20 +396,20 @@ impl Waiting {
             .for_each(|room| room.wake_everyone());
     }
 
-    /// Enters the waiting room of the lock at `key`, whose releases are told on
-    /// `channel`.
-    pub(crate) fn join<'a>(self: &Arc<Self>, key: &'a str, channel: String) -> Ticket<'a> {
+    /// Enters the waiting room of the lock at `key` (one lookup, the key cloned by
+    /// reference), whose releases are told on `channel` (named if the room is new).
+    pub(crate) fn join<'a>(
+        self: &Arc<Self>,
+        key: &'a Str,
+        channel: impl FnOnce() -> String,
+    ) -> Ticket<'a> {
         let mut rooms = self.rooms.lock();
-        let room = match rooms.get(key) {
-            Some(room) => Arc::clone(room),
-            None => {
-                let room = Room {
-                    release_channel: channel,
-                    ..Room::default()
-                };
-                Arc::clone(rooms.entry(key.to_owned()).or_insert(Arc::new(room)))
-            }
-        };
+        let room = Arc::clone(rooms.entry(key.clone()).or_insert_with(|| {
+            Arc::new(Room {
+                release_channel: channel(),
+                ..Room::default()
+            })
+        }));
         *room.members.lock() += 1;
         Ticket {
             waiting: Arc::clone(self),
@@ -451,7 +450,7 @@ impl Waiting {
         Ok(())
     }
 
-    fn leave(self: &Arc<Self>, key: &str, room: &Arc<Room>) {
+    fn leave(self: &Arc<Self>, key: &Str, room: &Arc<Room>) {
         {
             let mut rooms = self.rooms.lock();
             let mut members = room.members.lock();
@@ -472,7 +471,7 @@ impl Waiting {
             }
         }
         let waiting = Arc::clone(self);
-        let key = key.to_owned();
+        let key = key.clone();
         let room = Arc::clone(room);
         // Taking its mark down is a chore (see `take_down_mark`).
         let chore = room.mark.lock().is_some().then(|| self.chores.begin());
@@ -506,7 +505,7 @@ impl Waiting {
 
     /// Forgets `room` if nobody is in it and no wait that ended in it is still leaving
     /// its queue (see [`Leaving`]); returns whether it did.
-    fn forget_if_empty(&self, key: &str, room: &Arc<Room>) -> bool {
+    fn forget_if_empty(&self, key: &Str, room: &Arc<Room>) -> bool {
         let mut rooms = self.rooms.lock();
         let empty = *room.members.lock() == 0 && !room.is_leaving();
         if empty {
@@ -517,9 +516,11 @@ impl Waiting {
 }
 
 /// Removes `room` from `rooms` unless another room has taken its place meanwhile.
-fn forget(rooms: &mut HashMap<String, Arc<Room>>, key: &str, room: &Arc<Room>) {
-    if rooms.get(key).is_some_and(|r| Arc::ptr_eq(r, room)) {
-        rooms.remove(key);
+fn forget(rooms: &mut HashMap<Str, Arc<Room>>, key: &Str, room: &Arc<Room>) {
+    if let Entry::Occupied(entry) = rooms.entry(key.clone())
+        && Arc::ptr_eq(entry.get(), room)
+    {
+        entry.remove();
     }
 }
 
@@ -528,7 +529,7 @@ fn forget(rooms: &mut HashMap<String, Arc<Room>>, key: &str, room: &Arc<Room>) {
 #[derive(Debug)]
 pub(crate) struct Ticket<'a> {
     waiting: Arc<Waiting>,
-    key: &'a str,
+    key: &'a Str,
     room: Arc<Room>,
     /// A wait is a chore: `shutdown` waits for it to end (and leave its queues).
     _chore: Chore,

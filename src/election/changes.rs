@@ -144,11 +144,11 @@ impl Watch {
         mut reconnects: tokio::sync::broadcast::Receiver<fred::types::config::Server>,
     ) {
         // A waiting room that is never subscribed, only for the shutdown signal.
-        let room = [&*self.key, ":observed"].concat();
+        let room = fred::bytes_utils::Str::from([&*self.key, ":observed"].concat());
         let engine = Arc::clone(&self.engine);
         let ticket = engine
             .waiting()
-            .join(&room, crate::keys::release_channel(&room));
+            .join(&room, || crate::keys::release_channel(&room));
         let stream = self.sender.clone();
         loop {
             let resync = tokio::select! {

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use fred::bytes_utils::Str;
 use tokio::sync::MutexGuard;
 use tokio::sync::futures::Notified;
 use tokio::time::Instant;
@@ -46,12 +47,12 @@ impl Engine {
         // An owner told on a channel of its own (Redisson's fair lock) waits in a room
         // of its own, the one that channel's messages reach.
         let own_room = names.own_channel(owner).map(|channel| {
-            let room = keys_of_channel(&channel)[0].as_deref().map(str::to_owned);
-            (room.unwrap_or_else(|| channel.clone()), channel)
+            let room = keys_of_channel(&channel)[0].as_deref().map(Str::from);
+            (room.unwrap_or_else(|| Str::from(channel.as_str())), channel)
         });
         let ticket = match &own_room {
-            Some((room, channel)) => self.waiting().join(room, channel.clone()),
-            None => self.waiting().join(&names.key, names.release_channel()),
+            Some((room, channel)) => self.waiting().join(room, || channel.clone()),
+            None => self.waiting().join(&names.key, || names.release_channel()),
         };
         let waiter = Waiter {
             engine: self,

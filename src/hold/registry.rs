@@ -3,6 +3,7 @@
 //! being released.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -41,25 +42,26 @@ impl Registry {
 
     /// Takes `hold` out of its lock's holds and, if it was there, its owner's.
     fn remove(&mut self, hold: &Arc<Hold>) {
-        let registry = hold.names.registry_key();
-        let Some(holds) = self.by_lock.get_mut(registry) else {
+        // Each map looked up once (an entry by a key cloned by reference), as a
+        // registered hold is taken out at the end of nearly every lock call.
+        let Entry::Occupied(mut holds) = self.by_lock.entry(RegistryKey(Arc::clone(&hold.names)))
+        else {
             return;
         };
-        if !holds.remove(hold) {
+        if !holds.get_mut().remove(hold) {
             return;
         }
-        if holds.is_empty() {
-            self.by_lock.remove(registry);
+        if holds.get().is_empty() {
+            holds.remove();
         }
-        if let Some(locks) = self.by_owner.get_mut(&*hold.owner) {
-            if let Some(at) = locks
-                .iter()
-                .position(|key| key.0.registry_key() == registry)
-            {
-                locks.swap_remove(at);
+        if let Entry::Occupied(mut locks) = self.by_owner.entry(hold.owner.clone()) {
+            let registry = hold.names.registry_key();
+            let keys = locks.get_mut();
+            if let Some(at) = keys.iter().position(|key| key.0.registry_key() == registry) {
+                keys.swap_remove(at);
             }
-            if locks.is_empty() {
-                self.by_owner.remove(&*hold.owner);
+            if keys.is_empty() {
+                locks.remove();
             }
         }
     }
@@ -269,10 +271,7 @@ impl Holds {
     pub(crate) fn enter(self: &Arc<Self>, names: &Arc<LockNames>, owner: &str) -> HoldUse {
         let mut table = self.table.lock();
         let Registry { by_lock, by_owner } = &mut *table;
-        let holds = match by_lock.get_mut(names.registry_key()) {
-            Some(holds) => holds,
-            None => by_lock.entry(RegistryKey(Arc::clone(names))).or_default(),
-        };
+        let holds = by_lock.entry(RegistryKey(Arc::clone(names))).or_default();
         let hold = match holds
             .as_mut_slice()
             .iter_mut()

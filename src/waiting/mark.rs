@@ -112,7 +112,7 @@ impl Waiting {
             // A waiter that came meanwhile may have been queued just before: its head
             // asks again, which queues the client again.
             if let Some(waiting) = waiting.upgrade() {
-                if let Some(room) = waiting.rooms.lock().get(&key) {
+                if let Some(room) = waiting.rooms.lock().get(key.as_str()) {
                     room.wake_everyone();
                 }
             }
