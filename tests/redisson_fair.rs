@@ -463,6 +463,7 @@ async fn a_waiter_dropped_as_a_stale_head_takes_the_head_back_when_it_asks_again
     queue_becomes(&redis, &name, &[&first]).await;
     let (second, second_task) = waiter(&three, &name).await;
     queue_becomes(&redis, &name, &[&first, &second]).await;
+    let second_before = deadline(&redis, &name, &second).await.unwrap();
     // The head's deadline runs out under it (as uneven waits make Redisson's
     // arithmetic do): the next script, whoever's, drops it.
     let script = "return redis.call('zadd', KEYS[1], 1, ARGV[1])";
@@ -477,7 +478,26 @@ async fn a_waiter_dropped_as_a_stale_head_takes_the_head_back_when_it_asks_again
         queue(&redis, &name).await,
         [first.as_str(), second.as_str()]
     );
-    released_serves_in_order(held, first_task, second_task).await;
+    // Taking the head back put the second one place further back: its deadline moved
+    // a wait later then, so the first's grant (which moves it a wait earlier) leaves
+    // it no sooner than before the reclaim (without that, 5 s sooner).
+    held.unlock().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(1), first_task)
+        .await
+        .expect("the first waiter is served first")
+        .unwrap();
+    let second_after = deadline(&redis, &name, &second).await.unwrap();
+    assert!(
+        second_after >= second_before,
+        "the second's deadline moved from {second_before} to {second_after}"
+    );
+    assert!(!second_task.is_finished());
+    guard.unlock().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(1), second_task)
+        .await
+        .expect("then the second")
+        .unwrap();
+    guard.unlock().await.unwrap();
 }
 
 /// `held`'s release serves the first waiter within a second, the second still waiting,

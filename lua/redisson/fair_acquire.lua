@@ -14,7 +14,8 @@
 -- ARGV[4]  "try" for a single try: a refusal queues nothing; "again" for a later
 --          attempt of a wait: a caller no longer queued was dropped as a stale head
 --          while it waited (only heads are dropped, and a wait leaves only as it
---          ends), so it takes the head back, ahead of those who came after it
+--          ends), so it takes the head back, ahead of those who came after it (whose
+--          deadlines move a wait later)
 --
 -- Clock: this server's (Redisson's waiters give their own; keep the clocks in step).
 -- First drops the heads of the queue whose deadline has passed (Redisson's rule: a
@@ -45,7 +46,12 @@ local dropped = ARGV[4] == 'again' and not redis.call('zscore', deadlines, owner
 if dropped and redis.call('hexists', key, owner) == 0 then
   -- Dropped as a stale head while waiting, most likely after a grant moved its
   -- deadline earlier by the grantee's wait (Redisson's arithmetic, where calls of
-  -- different waits space the queue unevenly): first in line again.
+  -- different waits space the queue unevenly): first in line again. Every waiter
+  -- behind is now one place further back, so its deadline moves a wait later (as
+  -- the head's grant or leave moves it a wait earlier).
+  for _, behind in ipairs(redis.call('zrange', deadlines, 0, -1)) do
+    redis.call('zincrby', deadlines, wait, behind)
+  end
   redis.call('lpush', queue, owner)
   redis.call('zadd', deadlines, now + math.max(pttl, 0) + wait, owner)
 end
