@@ -481,22 +481,14 @@ async fn a_waiter_dropped_as_a_stale_head_takes_the_head_back_when_it_asks_again
     // Taking the head back put the second one place further back: its deadline moved
     // a wait later then, so the first's grant (which moves it a wait earlier) leaves
     // it no sooner than before the reclaim (without that, 5 s sooner).
-    held.unlock().await.unwrap();
-    let guard = tokio::time::timeout(Duration::from_secs(1), first_task)
-        .await
-        .expect("the first waiter is served first")
-        .unwrap();
+    let guard = served_at_release(held, first_task, "the first waiter is served first").await;
     let second_after = deadline(&redis, &name, &second).await.unwrap();
     assert!(
         second_after >= second_before,
         "the second's deadline moved from {second_before} to {second_after}"
     );
     assert!(!second_task.is_finished());
-    guard.unlock().await.unwrap();
-    let guard = tokio::time::timeout(Duration::from_secs(1), second_task)
-        .await
-        .expect("then the second")
-        .unwrap();
+    let guard = served_at_release(guard, second_task, "then the second").await;
     guard.unlock().await.unwrap();
 }
 
@@ -507,16 +499,21 @@ async fn released_serves_in_order(
     first_task: JoinHandle<LockGuard>,
     second_task: JoinHandle<LockGuard>,
 ) {
-    held.unlock().await.unwrap();
-    let guard = tokio::time::timeout(Duration::from_secs(1), first_task)
-        .await
-        .expect("the first waiter is served first")
-        .unwrap();
+    let guard = served_at_release(held, first_task, "the first waiter is served first").await;
     assert!(!second_task.is_finished());
+    let guard = served_at_release(guard, second_task, "then the second").await;
     guard.unlock().await.unwrap();
-    let guard = tokio::time::timeout(Duration::from_secs(1), second_task)
+}
+
+/// `held` released, the guard `waiter` gets within a second (else fails with `what`).
+async fn served_at_release(
+    held: LockGuard,
+    waiter: JoinHandle<LockGuard>,
+    what: &str,
+) -> LockGuard {
+    held.unlock().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(1), waiter)
         .await
-        .expect("then the second")
-        .unwrap();
-    guard.unlock().await.unwrap();
+        .expect(what)
+        .unwrap()
 }

@@ -54,7 +54,7 @@ pub(crate) use election::LeaderRecord;
 pub(crate) use kinds::{Kind, LockNames, election_names, fair_names, rw_names, semaphore_names};
 pub(crate) use leases::RW_UNMARK;
 pub(crate) use operator::{Snapshot, fields};
-pub(crate) use redisson::REDISSON_FAIR_LEAVE;
+pub(crate) use redisson::leave_fair_queue;
 pub(crate) use waits::{clear_wait, read_holders, read_wait, write_wait};
 
 script!(ACQUIRE = "fencing.lua", "acquire.lua");

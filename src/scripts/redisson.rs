@@ -55,8 +55,8 @@ script!(
     "redisson/fair_release.lua"
 );
 script!(
-    /// Takes a waiter that gives up out of the queue (see `waiting/mark.rs`).
-    pub(crate) REDISSON_FAIR_LEAVE = "redisson/layout.lua", "redisson/fair_leave.lua"
+    /// Takes a waiter that gives up out of the queue (see [`leave_fair_queue`]).
+    REDISSON_FAIR_LEAVE = "redisson/layout.lua", "redisson/fair_leave.lua"
 );
 script!(
     /// Reads the fair lock for the operator, as `lua/inspect.lua` does holdlock's.
@@ -66,6 +66,34 @@ script!(
     /// Breaks the fair lock, as `lua/force_unlock.lua` does holdlock's.
     pub(crate) REDISSON_FAIR_FORCE = "redisson/layout.lua", "redisson/fair_force.lua"
 );
+
+/// Takes `owner` out of the queue of the fair lock `names` in Redisson's layout as its
+/// wait ends without the lock (`lua/redisson/fair_leave.lua`): the deadlines behind it
+/// move `wait_ms` earlier, and the new head of a free lock is told, on a shard
+/// channel if `sharded`. The call owns what it sends, for a task of its own (see
+/// `waiting/mark.rs`); the script is loaded again if the server's cache lost it.
+pub(crate) fn leave_fair_queue(
+    redis: Client,
+    names: &LockNames,
+    owner: &str,
+    wait_ms: u64,
+    sharded: bool,
+) -> impl Future<Output = fred::prelude::FredResult<i64>> + Send + 'static {
+    let [queue, deadlines] = compat::fair_queue_keys(&names.key);
+    let keys = vec![
+        names.key.to_string(),
+        queue,
+        deadlines,
+        names.release_channel(),
+    ];
+    let publish = if sharded { "spublish" } else { "publish" };
+    let args = vec![owner.to_owned(), wait_ms.to_string(), publish.to_owned()];
+    async move {
+        REDISSON_FAIR_LEAVE
+            .evalsha_with_reload(&redis, keys, args)
+            .await
+    }
+}
 
 impl Scripts {
     /// Takes a fair lock in Redisson's layout afresh for `owner`, queueing it if

@@ -134,28 +134,13 @@ impl Ticket<'_> {
             return;
         };
         *self.room.leaving.count.lock() += 1;
-        let [queue, deadlines] = crate::compat::fair_queue_keys(&names.key);
-        let keys = vec![
-            names.key.to_string(),
-            queue,
-            deadlines,
-            names.release_channel(),
-        ];
-        let publish = if self.waiting.sharded {
-            "spublish"
-        } else {
-            "publish"
-        };
-        let wait = wait_ms.to_string();
-        let args = vec![owner.to_owned(), wait, publish.to_owned()];
-        let (redis, chore) = (self.waiting.redis.clone(), self.waiting.chores.begin());
+        let (redis, sharded) = (self.waiting.redis.clone(), self.waiting.sharded);
+        let leave = crate::scripts::leave_fair_queue(redis, names, owner, wait_ms, sharded);
+        let chore = self.waiting.chores.begin();
         let room = Arc::clone(&self.room);
         let (waiting, key) = (Arc::downgrade(&self.waiting), self.key.to_owned());
         runtime.spawn(async move {
-            let left: fred::prelude::FredResult<i64> = crate::scripts::REDISSON_FAIR_LEAVE
-                .evalsha_with_reload(&redis, keys, args)
-                .await;
-            if let Err(error) = left {
+            if let Err(error) = leave.await {
                 tracing::debug!(%error, "leaving a Redisson fair queue failed");
             }
             *room.leaving.count.lock() -= 1;
