@@ -151,18 +151,6 @@ impl std::str::FromStr for LockKind {
     }
 }
 
-/// The keys kept beside the hash `key` of a lock of `kind` that the operator scripts
-/// (`lua/inspect.lua`, `lua/force_unlock.lua`) take after it: none for the mutex, the
-/// queue and the waiters' liveness for the fair lock, the leases for the read-write
-/// lock and the semaphore.
-pub(crate) fn companions(key: &str, kind: LockKind) -> Vec<String> {
-    match kind {
-        LockKind::Mutex => Vec::new(),
-        LockKind::Fair => queue_keys_of(key).to_vec(),
-        LockKind::ReadWrite | LockKind::Semaphore => vec![leases_key_of(key)],
-    }
-}
-
 /// A SCAN pattern from [`scan_pattern`] widened to every key of those locks, of
 /// every kind ([`kind_of_key`] picks out the ones to read).
 pub(crate) fn every_kind(mut scan_pattern: String) -> String {

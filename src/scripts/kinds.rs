@@ -178,7 +178,7 @@ struct Layout {
     /// The keys the operator scripts take after a lock's own, by the key and the kind:
     /// holdlock's fair queue or leases; none for Redisson's mutex and read-write lock,
     /// the permits' deadlines for its semaphore.
-    operator_keys: fn(&str, LockKind) -> Vec<String>,
+    operator_keys: fn(&str) -> Vec<String>,
     /// The script that reads a lock in this layout for the operator, answering as
     /// `lua/inspect.lua` does.
     inspect: &'static Script,
@@ -201,11 +201,25 @@ static HOLDLOCK: Layout = Layout {
     forced_messages: &[],
     keeps_fields: true,
     names: names_of,
-    operator_keys: keys::companions,
+    operator_keys: |_| Vec::new(),
     inspect: &INSPECT,
     force: &FORCE_UNLOCK,
     forced_as_mutex: false,
     at_the_name: false,
+};
+
+/// holdlock's layout of the fair lock: its queue and its waiters' liveness beside the
+/// hash, which the operator scripts take after it.
+static HOLDLOCK_FAIR: Layout = Layout {
+    operator_keys: |key| keys::queue_keys_of(key).to_vec(),
+    ..HOLDLOCK
+};
+
+/// holdlock's layout of the kinds with leases (the read-write lock, the semaphore):
+/// the leases beside the hash, which the operator scripts take after it.
+static HOLDLOCK_LEASES: Layout = Layout {
+    operator_keys: |key| vec![keys::leases_key_of(key)],
+    ..HOLDLOCK
 };
 
 /// Redisson's layout (see `compat.rs`).
@@ -216,7 +230,7 @@ static REDISSON: Layout = Layout {
     forced_messages: &[compat::UNLOCK_MESSAGE],
     keeps_fields: false,
     names: |prefix, name, _, kind| redisson_names(prefix, name, kind),
-    operator_keys: |_, _| Vec::new(),
+    operator_keys: |_| Vec::new(),
     inspect: &INSPECT,
     force: &FORCE_UNLOCK,
     forced_as_mutex: true,
@@ -237,7 +251,7 @@ static REDISSON_RW: Layout = Layout {
 /// so a listing finds it as a mutex.
 static REDISSON_FAIR_LAYOUT: Layout = Layout {
     forced_messages: &[],
-    operator_keys: |key, _| compat::fair_queue_keys(key).to_vec(),
+    operator_keys: |key| compat::fair_queue_keys(key).to_vec(),
     inspect: &REDISSON_FAIR_INSPECT,
     force: &REDISSON_FAIR_FORCE,
     at_the_name: false,
@@ -250,7 +264,7 @@ static REDISSON_FAIR_LAYOUT: Layout = Layout {
 static REDISSON_SEM: Layout = Layout {
     release_channel: compat::sem_channel,
     forced_messages: &[],
-    operator_keys: |key, _| vec![compat::beside(key, "timeout")],
+    operator_keys: |key| vec![compat::beside(key, "timeout")],
     inspect: &REDISSON_SEM_INSPECT,
     force: &REDISSON_SEM_FORCE,
     ..REDISSON
@@ -327,6 +341,7 @@ pub(crate) static FAIR: KindSpec = KindSpec {
     release: |scripts, client, names, owner, _| {
         Box::pin(scripts.fair_release(client, names, owner))
     },
+    layout: &HOLDLOCK_FAIR,
     ..MUTEX
 };
 
@@ -375,6 +390,7 @@ pub(crate) static READ: KindSpec = KindSpec {
     renew: |scripts, client, names, owner, lease_ms| {
         Box::pin(scripts.lease_renew(client, names, owner, lease_ms))
     },
+    layout: &HOLDLOCK_LEASES,
     ..MUTEX
 };
 

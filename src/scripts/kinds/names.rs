@@ -164,7 +164,7 @@ impl LockNames {
     /// waiters' liveness for the fair lock, the leases for the read-write lock and the
     /// semaphore.
     pub(crate) fn operator_keys(&self) -> Vec<String> {
-        (self.kind.0.layout.operator_keys)(&self.key, self.kind.public())
+        (self.kind.0.layout.operator_keys)(&self.key)
     }
 
     /// How `lua/force_unlock.lua` breaks the lock: as its kind says, or, in Redisson's
