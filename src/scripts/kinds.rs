@@ -175,9 +175,8 @@ struct Layout {
     /// the kind's suffix (holdlock's `<prefix>{<name>}<suffix>`; Redisson's key is
     /// `<prefix><name>`, braces and all, whatever the kind).
     names: fn(&str, &str, &str, Kind) -> Result<LockNames>,
-    /// The keys the operator scripts take after a lock's own, by the key and the kind:
-    /// holdlock's fair queue or leases; none for Redisson's mutex and read-write lock,
-    /// the permits' deadlines for its semaphore.
+    /// The keys the operator scripts take after a lock's own, by its key: a fair queue,
+    /// leases, a Redisson semaphore's permit deadlines, or none.
     operator_keys: fn(&str) -> Vec<String>,
     /// The script that reads a lock in this layout for the operator, answering as
     /// `lua/inspect.lua` does.
@@ -208,15 +207,13 @@ static HOLDLOCK: Layout = Layout {
     at_the_name: false,
 };
 
-/// holdlock's layout of the fair lock: its queue and its waiters' liveness beside the
-/// hash, which the operator scripts take after it.
+/// holdlock's fair lock: the queue and its waiters' liveness beside the hash.
 static HOLDLOCK_FAIR: Layout = Layout {
     operator_keys: |key| keys::queue_keys_of(key).to_vec(),
     ..HOLDLOCK
 };
 
-/// holdlock's layout of the kinds with leases (the read-write lock, the semaphore):
-/// the leases beside the hash, which the operator scripts take after it.
+/// holdlock's kinds with leases (read-write lock, semaphore): the leases beside it.
 static HOLDLOCK_LEASES: Layout = Layout {
     operator_keys: |key| vec![keys::leases_key_of(key)],
     ..HOLDLOCK
