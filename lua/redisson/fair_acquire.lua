@@ -49,9 +49,7 @@ if dropped and redis.call('hexists', key, owner) == 0 then
   -- different waits space the queue unevenly): first in line again. Every waiter
   -- behind is now one place further back, so its deadline moves a wait later (as
   -- the head's grant or leave moves it a wait earlier).
-  for _, behind in ipairs(redis.call('zrange', deadlines, 0, -1)) do
-    redis.call('zincrby', deadlines, wait, behind)
-  end
+  redisson.move_deadlines(deadlines, wait)
   redis.call('lpush', queue, owner)
   redis.call('zadd', deadlines, now + math.max(pttl, 0) + wait, owner)
 end
@@ -61,9 +59,7 @@ if pttl == -2 and (not head or head == owner) then
     redis.call('lpop', queue)
   end
   redis.call('zrem', deadlines, owner)
-  for _, behind in ipairs(redis.call('zrange', deadlines, 0, -1)) do
-    redis.call('zincrby', deadlines, -wait, behind)
-  end
+  redisson.move_deadlines(deadlines, -wait)
   redis.call('hset', key, owner, 1)
   redis.call('pexpire', key, ARGV[2])
   return { 1, 0 }

@@ -34,6 +34,15 @@ local function redisson_functions()
     return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   end
 
+  -- Moves every waiter's deadline by `by` milliseconds (a wait earlier at a grant, a
+  -- wait later when a waiter takes the head back): Redisson's arithmetic, where a
+  -- deadline is the one ahead plus a wait.
+  function redisson.move_deadlines(deadlines, by)
+    for _, waiter in ipairs(redis.call('zrange', deadlines, 0, -1)) do
+      redis.call('zincrby', deadlines, by, waiter)
+    end
+  end
+
   -- Drops the heads of a fair lock's queue whose deadline is at or before `now`
   -- (RFairLock's rule: a waiter that stopped asking loses its place), leaving every
   -- other deadline as it is.

@@ -126,6 +126,12 @@ pub(crate) struct Scripts {
     timeout: Duration,
 }
 
+/// The command release messages are published with: `spublish` on shard channels
+/// (`sharded`), else `publish`.
+fn publish_command(sharded: bool) -> &'static str {
+    if sharded { "spublish" } else { "publish" }
+}
+
 /// The hash field of a fenced hold's token in the lock key (see `lua/acquire.lua`).
 /// Owner ids contain a colon, so it is never an owner.
 pub(crate) const TOKEN_FIELD: &str = "token";
@@ -134,7 +140,7 @@ impl Scripts {
     /// The scripts, publishing release messages on shard channels if `sharded`.
     pub(crate) fn new(sharded: bool, timeout: Duration) -> Self {
         Self {
-            publish: if sharded { "spublish" } else { "publish" },
+            publish: publish_command(sharded),
             timeout,
         }
     }

@@ -7,7 +7,8 @@ use fred::types::Value;
 
 use super::leases::other_permits;
 use super::{
-    Acquire, Asking, Delivery, LockNames, Scripts, acquire_reply, decimal, remaining_count,
+    Acquire, Asking, Delivery, LockNames, Scripts, acquire_reply, decimal, publish_command,
+    remaining_count,
 };
 use crate::compat;
 use crate::error::Result;
@@ -86,8 +87,8 @@ pub(crate) fn leave_fair_queue(
         deadlines,
         names.release_channel(),
     ];
-    let publish = if sharded { "spublish" } else { "publish" };
-    let args = vec![owner.to_owned(), wait_ms.to_string(), publish.to_owned()];
+    let publish = publish_command(sharded).to_owned();
+    let args = vec![owner.to_owned(), wait_ms.to_string(), publish];
     async move {
         REDISSON_FAIR_LEAVE
             .evalsha_with_reload(&redis, keys, args)
