@@ -765,7 +765,13 @@ async fn bench_w11_measures_many_accounts_against_the_bare_lock() {
         figures.iter().all(|figure| figure["workload"] == "W11"),
         "{figures:?}"
     );
-    for clients in ["1 client", "2 clients"] {
+    for clients in [
+        "1 client",
+        "2 clients",
+        "1 client, 1 task",
+        "1 client, 16 tasks",
+        "1 client, 1,024 tasks",
+    ] {
         for metric in [
             "cycles/s",
             "Redis CPU per cycle",

@@ -574,7 +574,119 @@ async fn lock_call_futures_stay_small() {
     }
 }
 
-/// Unlocks beyond the release calls a client keeps in flight (16) join one batch: 100
+/// A burst of tries of one free lock from one process has one winner, and the tries
+/// that a batch found taken by it are refused here, as a try is refused before asking
+/// when another owner in this process holds the lock: 200 tries cost Redis a few
+/// scripts, not one more for each loser.
+#[tokio::test(flavor = "current_thread")]
+async fn a_burst_of_tries_costs_redis_a_few_scripts_and_has_one_winner() {
+    let server = common::RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let name = common::unique("try-burst");
+    // The scripts loaded, alone and batched, before counting.
+    let warm = common::unique("try-burst-warm");
+    let burst = |name: String| {
+        let tries: Vec<_> = (0..200)
+            .map(|_| {
+                let (client, name) = (client.clone(), name.clone());
+                tokio::spawn(async move { client.lock(&name).try_now().await })
+            })
+            .collect();
+        async move {
+            let mut winners = Vec::new();
+            for tried in tries {
+                winners.extend(tried.await.unwrap().unwrap());
+            }
+            winners
+        }
+    };
+    for guard in burst(warm).await {
+        guard.unlock().await.unwrap();
+    }
+    server.query(&["CONFIG", "RESETSTAT"]).unwrap();
+    let winners = burst(name.clone()).await;
+    let scripts = server.command_calls("evalsha");
+    assert_eq!(winners.len(), 1, "one winner of 200 tries");
+    assert!(
+        scripts <= 10,
+        "200 tries of one lock sent {scripts} scripts"
+    );
+    for guard in winners {
+        guard.unlock().await.unwrap();
+    }
+    client.shutdown().await;
+}
+
+/// A handful of tasks on as many free locks already share their scripts: of 8
+/// `lock()`s started at once only the first two go out alone (the client keeps two
+/// calls of a sort in flight alone) and the rest in one batch, and so do their 8
+/// `unlock()`s. A service with a few requests at a time pays Redis a script call per
+/// batch, not per lock.
+#[tokio::test(flavor = "current_thread")]
+async fn a_few_calls_at_once_go_out_together() {
+    let server = common::RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let names: Vec<String> = (0..8)
+        .map(|i| common::unique(&format!("few-at-once-{i}")))
+        .collect();
+    let at_once = |names: &[String]| {
+        let locks: Vec<_> = names
+            .iter()
+            .map(|name| {
+                let (client, name) = (client.clone(), name.clone());
+                tokio::spawn(async move { client.lock(&name).await })
+            })
+            .collect();
+        async move {
+            let mut guards = Vec::new();
+            for lock in locks {
+                guards.push(lock.await.unwrap().unwrap());
+            }
+            guards
+        }
+    };
+    // The scripts loaded, alone and batched, before counting.
+    let warm: Vec<String> = (0..8)
+        .map(|i| common::unique(&format!("few-warm-{i}")))
+        .collect();
+    for guard in at_once(&warm).await {
+        guard.unlock().await.unwrap();
+    }
+    let unlocks = |guards: Vec<holdlock::LockGuard>| {
+        let unlocks: Vec<_> = guards
+            .into_iter()
+            .map(|g| tokio::spawn(g.unlock()))
+            .collect();
+        async move {
+            for unlock in unlocks {
+                unlock.await.unwrap().unwrap();
+            }
+        }
+    };
+    unlocks(at_once(&warm).await).await;
+    server.query(&["CONFIG", "RESETSTAT"]).unwrap();
+    let guards = at_once(&names).await;
+    let taken = server.command_calls("evalsha");
+    for guard in &guards {
+        let field = server
+            .query(&["HGET", &common::key(guard.name()), guard.owner()])
+            .unwrap();
+        assert_eq!(field, "1", "{}: not held in redis", guard.name());
+    }
+    unlocks(guards).await;
+    let released = server.command_calls("evalsha") - taken;
+    for name in &names {
+        let exists = server.query(&["EXISTS", &common::key(name)]).unwrap();
+        assert_eq!(exists, ":0", "{name} still in redis");
+    }
+    assert!(
+        taken <= 4 && released <= 4,
+        "8 locks at once: {taken} scripts to take, {released} to release"
+    );
+    client.shutdown().await;
+}
+
+/// Unlocks beyond the release calls a client keeps in flight alone (2) join one batch: 100
 /// unlocks at once cost far fewer than 100 scripts, and each hears its own outcome, as
 /// it would alone: released, not held (its key deleted meanwhile), or a key of the
 /// wrong type.
@@ -640,7 +752,7 @@ async fn unlocks_beyond_the_calls_in_flight_go_out_together_and_each_hears_its_o
     client.shutdown().await;
 }
 
-/// Acquisitions beyond the acquire calls a client keeps in flight (16) join one batch:
+/// Acquisitions beyond the acquire calls a client keeps in flight alone (2) join one batch:
 /// 100 `lock()`s of free locks at once cost far fewer than 100 scripts, and each gets
 /// its lock; a try of a lock another client holds, batched, is refused as it would be
 /// alone, and a wait that joined a batch for such a lock is told of its release long

@@ -1,8 +1,8 @@
 //! W11: a per-account service. Many tasks of one process cycle through many
 //! independent locks (`lock(account:<random>)`, `unlock`), next to the same loop on the
 //! bare lock (`SET NX PX` to take, an `EVALSHA` compare-and-delete to release) on plain
-//! fred clients, in one run. With one client, then with the tasks split over two. The
-//! figures: cycles per second, Redis's CPU time per cycle (`INFO cpu`, the server's
+//! fred clients, in one run. With one client, then with the tasks split over two, then
+//! one client with 1, 16 and 1,024 tasks. The figures: cycles per second, Redis's CPU time per cycle (`INFO cpu`, the server's
 //! whole time: run it on an otherwise idle single server; not on a cluster), this
 //! process's CPU time per cycle, and a cycle's p50 and p99.
 //!
@@ -22,37 +22,43 @@ use super::samples::{Random, Samples, cpu_time, millis};
 use super::{Bench, BenchError, BenchResult, Figure, Goal, Unit, Workload, on_own_runtime};
 use crate::LockClient;
 
-/// One size of W11: how many clients share the tasks, and its figures' labels.
+/// One size of W11: how many clients share how many tasks, and its figures' labels.
 struct Size {
     clients: usize,
+    /// `None`: the settings' `account_tasks` (256).
+    tasks: Option<usize>,
     /// cycles/s, Redis CPU per cycle, client CPU per cycle, scripts per cycle, p50,
     /// p99.
     labels: [&'static str; 6],
 }
 
-const SIZES: [Size; 2] = [
-    Size {
-        clients: 1,
-        labels: [
-            "cycles/s, 1 client",
-            "Redis CPU per cycle, 1 client",
-            "client CPU per cycle, 1 client",
-            "scripts per cycle, 1 client",
-            "cycle p50, 1 client",
-            "cycle p99, 1 client",
-        ],
-    },
-    Size {
-        clients: 2,
-        labels: [
-            "cycles/s, 2 clients",
-            "Redis CPU per cycle, 2 clients",
-            "client CPU per cycle, 2 clients",
-            "scripts per cycle, 2 clients",
-            "cycle p50, 2 clients",
-            "cycle p99, 2 clients",
-        ],
-    },
+/// A [`Size`] whose labels end with `$of` ("1 client", "1 client, 16 tasks").
+macro_rules! size {
+    ($clients:literal, $tasks:expr, $of:literal) => {
+        Size {
+            clients: $clients,
+            tasks: $tasks,
+            labels: [
+                concat!("cycles/s, ", $of),
+                concat!("Redis CPU per cycle, ", $of),
+                concat!("client CPU per cycle, ", $of),
+                concat!("scripts per cycle, ", $of),
+                concat!("cycle p50, ", $of),
+                concat!("cycle p99, ", $of),
+            ],
+        }
+    };
+}
+
+/// The service's size (256 tasks) on one client and on two, then one client with a
+/// lone task, with as many tasks as it keeps calls in flight alone (16), and with four
+/// times the service's tasks.
+const SIZES: [Size; 5] = [
+    size!(1, None, "1 client"),
+    size!(2, None, "2 clients"),
+    size!(1, Some(1), "1 client, 1 task"),
+    size!(1, Some(16), "1 client, 16 tasks"),
+    size!(1, Some(1024), "1 client, 1,024 tasks"),
 ];
 
 /// The floor's name in W11's figures.
@@ -107,7 +113,7 @@ impl Bench {
             let setup = Setup {
                 config: self.redis().client_config(),
                 stem: self.name(&format!("w11-{index}")),
-                tasks: self.settings.account_tasks,
+                tasks: size.tasks.unwrap_or(self.settings.account_tasks),
                 accounts: self.settings.accounts,
                 time: self.settings.account_time,
             };

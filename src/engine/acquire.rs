@@ -22,7 +22,7 @@ use super::coalesce::{Coalesce, batch_ended};
 use super::in_flight::{InFlight, Op};
 use super::{Attempt, Engine, HoldClaim};
 use crate::error::{LockError, Result};
-use crate::hold::HoldUse;
+use crate::hold::{HoldUse, LocalHolder};
 use crate::lease::renewal_period;
 use crate::options::ResolvedOptions;
 use crate::protocol::CallFailed;
@@ -160,6 +160,15 @@ impl Engine {
                 Some((in_flight, Ok(true))) => {
                     (in_flight, Ok(Acquire::Granted { count: 1, token: 0 }))
                 }
+                Some((in_flight, Ok(false))) if self.refused_here(names, owner, options) => {
+                    // Not free, and another owner here holds it (one of a burst won in
+                    // this batch): a try is refused as it is before asking.
+                    let busy = Acquire::Busy {
+                        pttl: None,
+                        queued: None,
+                    };
+                    (in_flight, Ok(busy))
+                }
                 Some((in_flight, Ok(false))) => {
                     // Not free: asked alone, which refuses it as a lone call would.
                     let options = (options, asking);
@@ -244,6 +253,18 @@ impl Engine {
 }
 
 impl Engine {
+    /// Whether a single try of `names` for `owner` that a batch found not free is
+    /// refused without asking again: another owner in this process holds the lock, as
+    /// a try is refused before it asks (`LockClient::take_as`). A burst of tries in one
+    /// process then costs Redis one batch, not a script more for each try it refused.
+    fn refused_here(&self, names: &LockNames, owner: &str, options: &ResolvedOptions) -> bool {
+        options.is_single_try()
+            && matches!(
+                self.holds_here(names.registry_key(), owner, names.kind),
+                LocalHolder::Other
+            )
+    }
+
     /// Sends the acquisition `in_flight` of the free mutex `names` for `owner` in the
     /// next batch, and returns the call with what the batch found (`None` if the
     /// batch's task ended without an answer).

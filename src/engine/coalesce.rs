@@ -15,8 +15,12 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::LockError;
 
-/// How many calls of one sort may be in flight before the next joins a batch.
-pub(super) const ALONE: usize = 16;
+/// How many calls of one sort may be in flight before the next joins a batch. Two: a
+/// lone call, and one beside it, go out at once; from the third on, calls share their
+/// script call. With 16, a service with a handful of requests at a time paid Redis a
+/// script call per lock, and 256 tasks paid 0.27 script calls a cycle against 0.05 now
+/// (W11 in docs/performance.md).
+pub(super) const ALONE: usize = 2;
 
 /// How many batch calls of one sort may be in flight at once.
 pub(super) const BATCHES: usize = 16;

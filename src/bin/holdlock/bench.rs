@@ -19,8 +19,8 @@ use crate::exit::{EX_NOT_FOUND, EX_OK, EX_SOFTWARE, EX_USAGE, Failure};
 pub(crate) struct BenchArgs {
     /// Which workloads to run, comma-separated: W1, W1r, W1s, W2, W3, W3f, W4, W4f, W6, W7,
     /// W8, and W9 (200 clients), W10 (1,000,000 held locks; 100,000 with --quick) and
-    /// W11 (256 tasks over 100,000 names, 5 s a loop; 1 s with --quick), only when
-    /// named [default: all but W9, W10 and W11]
+    /// W11 (256, then 1, 16 and 1,024 tasks over 100,000 names, 5 s a loop; 1 s with
+    /// --quick), only when named [default: all but W9, W10 and W11]
     #[arg(long, value_delimiter = ',', value_parser = parse_workload)]
     workloads: Vec<Workload>,
     /// Run a tenth of the default sizes.
