@@ -294,7 +294,7 @@ async fn unlocks_polled_once_and_dropped_leave_nothing_behind(url: &str) {
 }
 
 /// `unlock()`s polled once and dropped, most of them after joining a batch (the first
-/// 2 fill the client's release calls in flight alone), still release; and what their batch
+/// few fill the client's release calls in flight alone), still release; and what their batch
 /// and the settling of the others do never touches the holds their owner takes again
 /// at once.
 async fn batched_unlocks_dropped_still_release_and_spare_the_owners_next_holds(url: &str) {
@@ -329,7 +329,7 @@ async fn batched_unlocks_dropped_still_release_and_spare_the_owners_next_holds(u
 }
 
 /// `lock()`s of free locks started together (most of them join a batch, the client's
-/// first 2 acquire calls being in flight alone) and cut short at every moment (queued, in
+/// first few acquire calls being in flight alone) and cut short at every moment (queued, in
 /// flight, answered) leave no hold behind: each batched call comes back to nobody and
 /// is settled, a grant undone.
 async fn locks_cut_short_at_any_moment_in_a_batch_leave_no_hold(url: &str) {

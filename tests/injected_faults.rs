@@ -136,7 +136,7 @@ fn is_batch(command: &common::proxy::Command) -> bool {
     command[0].eq_ignore_ascii_case(b"EVALSHA") && keys.is_some_and(|keys: u32| keys >= 4)
 }
 
-/// Takes every one of `names` at once: past 2 calls in flight, they go out in
+/// Takes every one of `names` at once: past the calls in flight alone, they go out in
 /// batches.
 async fn take_all(client: &LockClient, names: &[String]) -> Vec<holdlock::LockGuard> {
     let takes: Vec<_> = names
@@ -153,7 +153,7 @@ async fn take_all(client: &LockClient, names: &[String]) -> Vec<holdlock::LockGu
     guards
 }
 
-/// Lets every guard go at once: past 2 calls in flight, the releases go out in
+/// Lets every guard go at once: past the calls in flight alone, the releases go out in
 /// batches.
 async fn release_all(guards: Vec<holdlock::LockGuard>) {
     let releases: Vec<_> = guards

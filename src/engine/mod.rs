@@ -88,6 +88,7 @@ impl Engine {
         (waiting, holds): (Arc<Waiting>, Arc<Holds>),
         chores: Arc<Chores>,
     ) -> Arc<Self> {
+        let clustered = fred::interfaces::ClientLike::is_clustered(protocol.redis());
         let engine = Arc::new(Self {
             id,
             owner_prefix: format!("{id}:"),
@@ -99,8 +100,8 @@ impl Engine {
             runtime: tokio::runtime::Handle::current(),
             shut_down: AtomicBool::new(false),
             chores,
-            pending: background::Pending::default(),
-            acquisitions: acquire::Pending::default(),
+            pending: background::Pending::new(clustered),
+            acquisitions: acquire::Pending::new(clustered),
         });
         let weak = Arc::downgrade(&engine);
         engine
