@@ -472,7 +472,17 @@ pub async fn run(plan: Plan) -> Result<Summary, BoxError> {
         // makes the emptied primary a replica, and the cluster would shrink to one
         // primary over a long run.
         let cluster = tokio::task::spawn_blocking(|| {
-            Cluster::start(3, 1, &["--cluster-allow-replica-migration", "no"])
+            let timeout = crate::topology::NODE_TIMEOUT.as_millis().to_string();
+            Cluster::start(
+                3,
+                1,
+                &[
+                    "--cluster-allow-replica-migration",
+                    "no",
+                    "--cluster-node-timeout",
+                    &timeout,
+                ],
+            )
         })
         .await??;
         LockServer::Cluster(Topology::new(cluster))

@@ -11,12 +11,14 @@
 //! `FORCE` or `TAKEOVER` failover and no restart of a primary without its data: those
 //! lose acknowledged writes by design (docs/deployments.md).
 
+use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
+use tokio::time::Instant;
 
 use crate::history::{Fault, Restarted, now_us};
 use crate::support::{self, BoxError, Cluster};
@@ -31,9 +33,33 @@ const YES: &str = "yes\n";
 /// How long the cluster may take to report ok, and agree, after a change.
 const SETTLE_LIMIT: Duration = Duration::from_secs(30);
 
-/// How long a coordinated failover may take before it is asked again (Redis abandons
-/// a manual failover that has not won its election in time).
+/// The lock cluster's `cluster-node-timeout` (Redis's default, given explicitly: the
+/// failover waits below follow from it).
+pub const NODE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// How long a coordinated failover may take before it counts as failed (Redis
+/// abandons a manual failover that has not completed within 5 s).
 const FAILOVER_ATTEMPT: Duration = Duration::from_secs(8);
+
+/// How many times a coordinated failover is asked, each when Redis would run it.
+const FAILOVER_ASKS: u32 = 3;
+
+/// How long after its last election a replica starts a new one: Redis sets one up
+/// only once 4 node timeouts have passed since the last began, won or not. Asked
+/// sooner, a replica that lost its last election waits for votes it never asked for
+/// until the manual failover times out; one that won it (and became a replica again
+/// since) "wins" again at once with its old epoch, and the cluster turns it back into
+/// a replica (the newer epoch of the primary wins).
+const ELECTION_RETRY: Duration = Duration::from_secs(4 * NODE_TIMEOUT.as_secs());
+
+/// How long after voting about a primary's replacement a primary votes about the same
+/// primary again: Redis refuses ("can't vote about this master before ...") for 2 node
+/// timeouts.
+const VOTE_AGAIN: Duration = Duration::from_secs(2 * NODE_TIMEOUT.as_secs());
+
+/// Added to [`ELECTION_RETRY`] and [`VOTE_AGAIN`] (the times recorded are when a
+/// failover ended, not when Redis's clocks began).
+const MARGIN: Duration = Duration::from_secs(1);
 
 /// One node, as `CLUSTER NODES` lists it.
 #[derive(Debug, Clone)]
@@ -55,13 +81,49 @@ pub struct Topology {
     cluster: Arc<Mutex<Cluster>>,
     ports: Vec<u16>,
     url: String,
+    /// Each node's log file, by port (for the lines of a failover that did not
+    /// complete).
+    logs: Vec<(u16, std::path::PathBuf)>,
+    /// What Redis remembers of the failovers asked so far.
+    failovers: Arc<Mutex<Failovers>>,
+}
+
+/// The failovers' traces that decide when Redis runs another: by node port, when a
+/// node last ran an election (or may have: a failed ask counts), and when a primary
+/// was last replaced (the other primaries voted about it). A node's own election is
+/// forgotten when it restarts; the votes are kept (other voters remember them).
+#[derive(Debug, Default)]
+struct Failovers {
+    elected: HashMap<u16, Instant>,
+    replaced: HashMap<u16, Instant>,
+}
+
+impl Failovers {
+    /// When Redis would run an election of `replica` to replace `primary`: `now`, or
+    /// later.
+    fn ready_at(&self, replica: u16, primary: u16, now: Instant) -> Instant {
+        let elected = self.elected.get(&replica).map(|&at| at + ELECTION_RETRY);
+        let replaced = self.replaced.get(&primary).map(|&at| at + VOTE_AGAIN);
+        [elected, replaced]
+            .into_iter()
+            .flatten()
+            .map(|at| at + MARGIN)
+            .fold(now, Instant::max)
+    }
 }
 
 impl Topology {
     pub fn new(cluster: Cluster) -> Self {
+        let logs = cluster
+            .ports()
+            .into_iter()
+            .filter_map(|port| Some((port, cluster.log(port)?)))
+            .collect();
         Topology {
             ports: cluster.ports(),
             url: cluster.url(),
+            logs,
+            failovers: Arc::default(),
             cluster: Arc::new(Mutex::new(cluster)),
         }
     }
@@ -279,6 +341,8 @@ impl Topology {
 
     /// Stops the node on `port` and starts it again, with its data if `keep_data`.
     async fn restart_node(&self, port: u16, keep_data: bool) -> Result<(), BoxError> {
+        // A restarted node starts with no election behind it.
+        self.failovers().elected.remove(&port);
         let cluster = Arc::clone(&self.cluster);
         blocking(move || {
             let mut cluster = cluster
@@ -289,31 +353,72 @@ impl Topology {
         .await
     }
 
+    fn failovers(&self) -> std::sync::MutexGuard<'_, Failovers> {
+        self.failovers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Fails a random primary over to its replica (see [`fail_over`](Self::fail_over)),
-    /// and returns the old primary's port.
+    /// and returns the old primary's port. The primary is drawn among those Redis
+    /// would fail over now; if there is none, it is the one Redis would fail over
+    /// first, and the failover waits.
     async fn fail_over_some_primary(&self, rng: &mut Rng) -> Result<u16, BoxError> {
         let nodes = self.view().await?;
-        let primaries: Vec<&Node> = nodes.iter().filter(|node| node.primary).collect();
-        let primary = pick(&primaries, rng).ok_or("no primary")?.port;
+        let now = Instant::now();
+        let primaries: Vec<(&Node, Instant)> = nodes
+            .iter()
+            .filter(|node| node.primary)
+            .filter_map(|primary| {
+                let replica = replica_of(&nodes, primary)?;
+                Some((
+                    primary,
+                    self.failovers().ready_at(replica.port, primary.port, now),
+                ))
+            })
+            .collect();
+        let soonest = primaries
+            .iter()
+            .map(|&(_, ready)| ready)
+            .min()
+            .ok_or("no primary with a replica")?;
+        let ready: Vec<&Node> = primaries
+            .iter()
+            .filter(|&&(_, ready)| ready == soonest)
+            .map(|&(primary, _)| primary)
+            .collect();
+        let primary = pick(&ready, rng).ok_or("no primary")?.port;
         self.fail_over(primary).await?;
         Ok(primary)
     }
 
     /// Fails the primary on `primary` over to its replica by a coordinated `CLUSTER
-    /// FAILOVER`, asked up to four times; done once the replica is the primary and
-    /// the old primary its replica.
+    /// FAILOVER`; done once the replica is the primary and the old primary its
+    /// replica. Asked when Redis would run it (see [`ELECTION_RETRY`] and
+    /// [`VOTE_AGAIN`]), up to [`FAILOVER_ASKS`] times.
     async fn fail_over(&self, primary: u16) -> Result<(), BoxError> {
         let nodes = self.view().await?;
         let primary = nodes
             .iter()
             .find(|node| node.port == primary)
             .ok_or_else(|| format!("no node on port {primary}"))?;
-        let replica = nodes
-            .iter()
-            .find(|node| node.primary_id.as_deref() == Some(primary.id.as_str()))
+        let replica = replica_of(&nodes, primary)
             .ok_or_else(|| format!("no replica of the primary on port {}", primary.port))?;
         let (old, new) = (primary.port, replica.port);
-        for _ in 0..4 {
+        let mut waited = Duration::ZERO;
+        let mut failed = String::new();
+        for ask in 1..=FAILOVER_ASKS {
+            let ready = self.failovers().ready_at(new, old, Instant::now());
+            let wait = ready.saturating_duration_since(Instant::now());
+            if !wait.is_zero() {
+                eprintln!(
+                    "chaos: the failover to {new} waits {:.1} s for Redis to run it",
+                    wait.as_secs_f64()
+                );
+            }
+            waited += wait;
+            tokio::time::sleep_until(ready).await;
+            let logged = self.log_sizes();
             let reply = blocking(move || {
                 support::command(new, &["CLUSTER", "FAILOVER"]).map_err(|e| e.to_string())
             })
@@ -321,17 +426,80 @@ impl Topology {
             if reply != "OK" {
                 return Err(format!("CLUSTER FAILOVER: {reply}").into());
             }
-            let asked = tokio::time::Instant::now();
+            let asked = Instant::now();
+            let mut done = false;
             while asked.elapsed() < FAILOVER_ATTEMPT {
                 if role(new).await.as_deref() == Some("master")
                     && role(old).await.as_deref() == Some("slave")
                 {
-                    return Ok(());
+                    done = true;
+                    break;
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
+            // Won or not, the replica ran (or may have run) an election, and the
+            // primaries may have voted about the old primary.
+            {
+                let mut failovers = self.failovers();
+                failovers.elected.insert(new, Instant::now());
+                failovers.replaced.insert(old, Instant::now());
+            }
+            if done {
+                return Ok(());
+            }
+            failed = format!(
+                "replica {new} of {old}; {}; the nodes' logs since the ask: {}",
+                replication_state(new, old).await,
+                self.failover_lines(&logged),
+            );
+            if ask < FAILOVER_ASKS {
+                eprintln!(
+                    "chaos: the failover to {new} did not complete in {FAILOVER_ATTEMPT:?} \
+                     (ask {ask} of {FAILOVER_ASKS}): {failed}"
+                );
+            }
         }
-        Err("the failover did not complete in 4 attempts of 8 s".into())
+        Err(format!(
+            "the failover did not complete in {FAILOVER_ASKS} asks of {FAILOVER_ATTEMPT:?} \
+             ({waited:.1?} waited before them for Redis to run it); the last: {failed}"
+        )
+        .into())
+    }
+
+    /// How long each node's log is now.
+    fn log_sizes(&self) -> Vec<(u16, u64)> {
+        self.logs
+            .iter()
+            .map(|(port, log)| (*port, std::fs::metadata(log).map_or(0, |m| m.len())))
+            .collect()
+    }
+
+    /// The lines about failovers and elections that the nodes logged after `since`
+    /// (from [`log_sizes`](Self::log_sizes)), each after its node's port.
+    fn failover_lines(&self, since: &[(u16, u64)]) -> String {
+        let mut lines = Vec::new();
+        for (port, log) in &self.logs {
+            let from = since
+                .iter()
+                .find(|(p, _)| p == port)
+                .map_or(0, |(_, len)| *len as usize);
+            let text = std::fs::read(log).unwrap_or_default();
+            let text = String::from_utf8_lossy(text.get(from..).unwrap_or_default());
+            for line in text.lines() {
+                let line = line.trim();
+                if line.contains("ailover") || line.contains("election") {
+                    // `pid:role dd Mon yyyy hh:mm:ss.mmm # message`: keep the time on,
+                    // after the port and the role (M or S).
+                    let fields: Vec<&str> = line.splitn(5, ' ').collect();
+                    let role = fields[0].rsplit(':').next().unwrap_or("?");
+                    let rest = fields.get(4).copied().unwrap_or(line);
+                    lines.push((rest.to_owned(), format!("{port}{role} {rest}")));
+                }
+            }
+        }
+        lines.sort();
+        let lines: Vec<String> = lines.into_iter().map(|(_, line)| line).collect();
+        lines.join(" | ")
     }
 
     /// `redis-cli --cluster reshard` of `slots` slots from `from` to `to`.
@@ -479,6 +647,13 @@ fn parse(text: &str) -> Vec<Node> {
         .collect()
 }
 
+/// The replica of `primary` among `nodes`.
+fn replica_of<'a>(nodes: &'a [Node], primary: &Node) -> Option<&'a Node> {
+    nodes
+        .iter()
+        .find(|node| node.primary_id.as_deref() == Some(primary.id.as_str()))
+}
+
 fn pick<'a>(nodes: &[&'a Node], rng: &mut Rng) -> Option<&'a Node> {
     if nodes.is_empty() {
         None
@@ -552,4 +727,21 @@ async fn replication(port: u16, name: &str) -> Option<String> {
 
 async fn role(port: u16) -> Option<String> {
     replication(port, "role").await
+}
+
+/// The replica's link and offset and its primary's offset, for an error message.
+async fn replication_state(replica: u16, primary: u16) -> String {
+    let field = |port, name| async move {
+        replication(port, name)
+            .await
+            .unwrap_or_else(|| "?".to_owned())
+    };
+    format!(
+        "replica: role {}, link {}, offset {}; primary: role {}, offset {}",
+        field(replica, "role").await,
+        field(replica, "master_link_status").await,
+        field(replica, "slave_repl_offset").await,
+        field(primary, "role").await,
+        field(primary, "master_repl_offset").await,
+    )
 }

@@ -130,8 +130,10 @@ impl Cluster {
                 .into());
             }
         }
+        // Each node logs to a file of its own (removed when it stops for good), for
+        // the lines of a failover that did not complete.
         let options = server::Options {
-            log_file: false,
+            log_file: true,
             ignore_interrupts: true,
         };
         let extra: Vec<String> = extra.iter().map(|&arg| arg.to_owned()).collect();
@@ -160,6 +162,14 @@ impl Cluster {
     /// Every node's loopback port (which are primaries changes as the cluster does).
     pub fn ports(&self) -> Vec<u16> {
         self.nodes.iter().map(|node| node.port).collect()
+    }
+
+    /// The log file of the node on loopback `port` (a restarted node appends to it).
+    pub fn log(&self, port: u16) -> Option<std::path::PathBuf> {
+        self.nodes
+            .iter()
+            .find(|node| node.port == port)
+            .and_then(|node| node.log.clone())
     }
 
     /// Stops the node on loopback `port` and starts it again on the same port, as the
