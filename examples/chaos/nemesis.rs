@@ -608,6 +608,12 @@ pub async fn run(plan: Plan) -> Result<Summary, BoxError> {
         proxy.set(Mode::Open);
     }
     lab.topology_done().await;
+    if let LockServer::Cluster(topology) = &lab.locks {
+        eprintln!(
+            "chaos: the cluster at the end: {}",
+            topology.final_state().await
+        );
+    }
     let hung_workers = lab.stop_workers().await;
     let last = final_state(&lab, hung_workers).await?;
     let history = std::mem::take(&mut *lab.history.lock().unwrap());

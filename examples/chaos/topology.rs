@@ -138,6 +138,30 @@ impl Topology {
         &self.url
     }
 
+    /// The cluster's state at the end of a run: `ok` once it has settled (see
+    /// [`settle`](Self::settle)), else each node's `cluster_state`.
+    pub async fn final_state(&self) -> String {
+        if self.settle().await.is_ok() {
+            return "ok (every node cluster_state:ok, all agreeing)".into();
+        }
+        let mut states = Vec::new();
+        for &port in &self.ports {
+            let state = bulk(port, &["CLUSTER", "INFO"]).await.and_then(|info| {
+                info.lines()
+                    .find_map(|line| line.strip_prefix("cluster_state:"))
+                    .map(|state| state.trim().to_owned())
+            });
+            states.push(format!(
+                "{port}: {}",
+                state.as_deref().unwrap_or("no answer")
+            ));
+        }
+        format!(
+            "NOT settled within {SETTLE_LIMIT:?} ({})",
+            states.join(", ")
+        )
+    }
+
     /// Injects the topology fault `kind`, passing each finished change to `record`
     /// (`empty` makes two: the emptying and the rebalance after it).
     pub async fn inject(&self, kind: FaultKind, rng: &mut Rng, record: impl Fn(Fault)) {
