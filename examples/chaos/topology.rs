@@ -73,6 +73,12 @@ struct Node {
     slots: u32,
     /// Its slot ranges as listed (the agreement check compares them).
     ranges: String,
+    /// When the listing node last heard a pong from it (Unix ms; 0 for itself).
+    pong_received: u64,
+    /// Whether the listing node has a cluster-bus link to it (or it is itself), and
+    /// does not take it for failing (`fail?`, `fail`), in a handshake or without an
+    /// address.
+    reachable: bool,
 }
 
 /// The lock cluster, and its nodes' loopback ports.
@@ -367,6 +373,7 @@ impl Topology {
     async fn restart_node(&self, port: u16, keep_data: bool) -> Result<(), BoxError> {
         // A restarted node starts with no election behind it.
         self.failovers().elected.remove(&port);
+        let stopped = unix_ms();
         let cluster = Arc::clone(&self.cluster);
         blocking(move || {
             let mut cluster = cluster
@@ -374,7 +381,39 @@ impl Topology {
                 .map_err(|_| "the cluster's lock is poisoned")?;
             cluster.restart(port, keep_data).map_err(|e| e.to_string())
         })
-        .await
+        .await?;
+        self.heard_since(port, stopped).await
+    }
+
+    /// Waits until every other node has heard a pong from the node on `port` since
+    /// `since` (Unix ms), over a link of its own: until then the others may still
+    /// hold their links to the process that stopped, or none, and the settling
+    /// checks could pass on their old view.
+    async fn heard_since(&self, port: u16, since: u64) -> Result<(), BoxError> {
+        let started = Instant::now();
+        loop {
+            let mut heard = true;
+            for &other in self.ports.iter().filter(|&&other| other != port) {
+                let listed = bulk(other, &["CLUSTER", "NODES"])
+                    .await
+                    .map(|nodes| parse(&nodes))
+                    .unwrap_or_default();
+                heard &= listed
+                    .iter()
+                    .any(|node| node.port == port && node.reachable && node.pong_received >= since);
+            }
+            if heard {
+                return Ok(());
+            }
+            if started.elapsed() > SETTLE_LIMIT {
+                return Err(format!(
+                    "the other nodes did not hear from the node on port {port} within \
+                     {SETTLE_LIMIT:?} of its restart"
+                )
+                .into());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     fn failovers(&self) -> std::sync::MutexGuard<'_, Failovers> {
@@ -593,7 +632,15 @@ impl Topology {
             let Some(nodes) = bulk(port, &["CLUSTER", "NODES"]).await else {
                 return false;
             };
-            let mut layout: Vec<String> = parse(&nodes)
+            let listed = parse(&nodes);
+            // Every node linked to every other over the cluster bus: a node that
+            // votes in an election sends its vote over its own link to the candidate,
+            // and without one (a node just restarted, not yet reconnected to) the
+            // vote is lost though logged as granted.
+            if listed.len() != self.ports.len() || listed.iter().any(|node| !node.reachable) {
+                return false;
+            }
+            let mut layout: Vec<String> = listed
                 .into_iter()
                 .filter(|node| node.primary)
                 .map(|node| format!("{} {}", node.id, node.ranges))
@@ -656,6 +703,9 @@ fn parse(text: &str) -> Vec<Node> {
                 })
                 .sum();
             let primary = flags.split(',').any(|flag| flag == "master");
+            let troubled = flags
+                .split(',')
+                .any(|flag| matches!(flag, "fail?" | "fail" | "handshake" | "noaddr"));
             Some(Node {
                 id: fields[0].to_owned(),
                 port,
@@ -666,9 +716,18 @@ fn parse(text: &str) -> Vec<Node> {
                     .map(|id| (*id).to_owned()),
                 slots,
                 ranges: slot_fields.join(" "),
+                pong_received: fields.get(5).and_then(|ms| ms.parse().ok()).unwrap_or(0),
+                reachable: !troubled && fields.get(7) == Some(&"connected"),
             })
         })
         .collect()
+}
+
+/// The time as Redis's `CLUSTER NODES` gives it (Unix ms).
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as u64)
 }
 
 /// The replica of `primary` among `nodes`.
