@@ -147,8 +147,7 @@ impl LockClient {
             other => (other, false),
         };
 
-        // A try is refused at once if another owner in this process holds the lock.
-        let first_try = !tried && !matches!(holder, LocalHolder::Other);
+        let first_try = !tried && !holder.refuses_a_try();
         let granted = self
             .engine
             .wait_for(&names, &owner, options, give_up, first_try);

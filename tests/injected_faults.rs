@@ -136,35 +136,6 @@ fn is_batch(command: &common::proxy::Command) -> bool {
     command[0].eq_ignore_ascii_case(b"EVALSHA") && keys.is_some_and(|keys: u32| keys >= 4)
 }
 
-/// Takes every one of `names` at once: past the calls in flight alone, they go out in
-/// batches.
-async fn take_all(client: &LockClient, names: &[String]) -> Vec<holdlock::LockGuard> {
-    let takes: Vec<_> = names
-        .iter()
-        .map(|name| {
-            let (client, name) = (client.clone(), name.clone());
-            tokio::spawn(async move { client.lock(&name).await.unwrap() })
-        })
-        .collect();
-    let mut guards = Vec::new();
-    for take in takes {
-        guards.push(take.await.unwrap());
-    }
-    guards
-}
-
-/// Lets every guard go at once: past the calls in flight alone, the releases go out in
-/// batches.
-async fn release_all(guards: Vec<holdlock::LockGuard>) {
-    let releases: Vec<_> = guards
-        .into_iter()
-        .map(|guard| tokio::spawn(guard.unlock()))
-        .collect();
-    for release in releases {
-        release.await.unwrap().unwrap();
-    }
-}
-
 /// Many tasks take and release locks of their own at once, so that both go out in
 /// batches; the reply of one acquisition batch and of one release batch is lost. Each
 /// lock in them is settled on its own: every `lock()` returns a guard whose hold Redis
@@ -176,13 +147,13 @@ async fn a_batch_whose_reply_is_lost_is_settled_lock_by_lock() {
     let warm: Vec<String> = (0..64)
         .map(|i| common::unique(&format!("warm-{i}")))
         .collect();
-    release_all(take_all(&client, &warm).await).await;
+    common::unlock_each_at_once(common::lock_each_at_once(&client, &warm).await).await;
 
     let names: Vec<String> = (0..64)
         .map(|i| common::unique(&format!("batch-{i}")))
         .collect();
     proxy.arm(1, Fault::LoseReply, is_batch);
-    let guards = take_all(&client, &names).await;
+    let guards = common::lock_each_at_once(&client, &names).await;
     assert_eq!(proxy.fired(), 1, "an acquisition batch's reply was lost");
     for guard in &guards {
         assert_eq!(
@@ -191,7 +162,7 @@ async fn a_batch_whose_reply_is_lost_is_settled_lock_by_lock() {
         );
     }
     proxy.arm(1, Fault::LoseReply, is_batch);
-    release_all(guards).await;
+    common::unlock_each_at_once(guards).await;
     assert_eq!(proxy.fired(), 2, "a release batch's reply was lost");
     let left = server.array(&["KEYS", "*batch-*"]).unwrap();
     assert!(left.is_empty(), "{left:?}");

@@ -629,43 +629,16 @@ async fn a_few_calls_at_once_go_out_together() {
     let names: Vec<String> = (0..8)
         .map(|i| common::unique(&format!("few-at-once-{i}")))
         .collect();
-    let at_once = |names: &[String]| {
-        let locks: Vec<_> = names
-            .iter()
-            .map(|name| {
-                let (client, name) = (client.clone(), name.clone());
-                tokio::spawn(async move { client.lock(&name).await })
-            })
-            .collect();
-        async move {
-            let mut guards = Vec::new();
-            for lock in locks {
-                guards.push(lock.await.unwrap().unwrap());
-            }
-            guards
-        }
-    };
     // The scripts loaded, alone and batched, before counting.
     let warm: Vec<String> = (0..8)
         .map(|i| common::unique(&format!("few-warm-{i}")))
         .collect();
-    for guard in at_once(&warm).await {
+    for guard in common::lock_each_at_once(&client, &warm).await {
         guard.unlock().await.unwrap();
     }
-    let unlocks = |guards: Vec<holdlock::LockGuard>| {
-        let unlocks: Vec<_> = guards
-            .into_iter()
-            .map(|g| tokio::spawn(g.unlock()))
-            .collect();
-        async move {
-            for unlock in unlocks {
-                unlock.await.unwrap().unwrap();
-            }
-        }
-    };
-    unlocks(at_once(&warm).await).await;
+    common::unlock_each_at_once(common::lock_each_at_once(&client, &warm).await).await;
     server.query(&["CONFIG", "RESETSTAT"]).unwrap();
-    let guards = at_once(&names).await;
+    let guards = common::lock_each_at_once(&client, &names).await;
     let taken = server.command_calls("evalsha");
     for guard in &guards {
         let field = server
@@ -673,7 +646,7 @@ async fn a_few_calls_at_once_go_out_together() {
             .unwrap();
         assert_eq!(field, "1", "{}: not held in redis", guard.name());
     }
-    unlocks(guards).await;
+    common::unlock_each_at_once(guards).await;
     let released = server.command_calls("evalsha") - taken;
     for name in &names {
         let exists = server.query(&["EXISTS", &common::key(name)]).unwrap();
@@ -686,9 +659,9 @@ async fn a_few_calls_at_once_go_out_together() {
     client.shutdown().await;
 }
 
-/// Unlocks beyond the release calls a client keeps in flight alone (2) join one batch: 100
-/// unlocks at once cost far fewer than 100 scripts, and each hears its own outcome, as
-/// it would alone: released, not held (its key deleted meanwhile), or a key of the
+/// Unlocks beyond the release calls a client keeps in flight alone (2) join one batch:
+/// 100 unlocks at once cost far fewer than 100 scripts, and each hears its own outcome,
+/// as it would alone: released, not held (its key deleted meanwhile), or a key of the
 /// wrong type.
 #[tokio::test(flavor = "current_thread")]
 async fn unlocks_beyond_the_calls_in_flight_go_out_together_and_each_hears_its_own() {

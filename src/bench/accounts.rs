@@ -2,9 +2,10 @@
 //! independent locks (`lock(account:<random>)`, `unlock`), next to the same loop on the
 //! bare lock (`SET NX PX` to take, an `EVALSHA` compare-and-delete to release) on plain
 //! fred clients, in one run. With one client, then with the tasks split over two, then
-//! one client with 1, 16 and 1,024 tasks. The figures: cycles per second, Redis's CPU time per cycle (`INFO cpu`, the server's
-//! whole time: run it on an otherwise idle single server; not on a cluster), this
-//! process's CPU time per cycle, and a cycle's p50 and p99.
+//! one client with 1, 16 and 1,024 tasks. The figures: cycles per second, Redis's CPU
+//! time per cycle (`INFO cpu`, the server's whole time: run it on an otherwise idle
+//! single server; not on a cluster), this process's CPU time per cycle, and a cycle's
+//! p50 and p99.
 //!
 //! Each size runs on one `current_thread` runtime in a thread of its own, as a
 //! single-threaded service would, with clients built there from the first client's
@@ -51,8 +52,7 @@ macro_rules! size {
 }
 
 /// The service's size (256 tasks) on one client and on two, then one client with a
-/// lone task, with as many tasks as it keeps calls in flight alone (16), and with four
-/// times the service's tasks.
+/// lone task, with a handful of tasks (16), and with four times the service's tasks.
 const SIZES: [Size; 5] = [
     size!(1, None, "1 client"),
     size!(2, None, "2 clients"),

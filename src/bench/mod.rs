@@ -37,8 +37,8 @@
 //!   and 500 × 2, the mutex and the fair lock; scripts per acquisition.
 //! - **W11 many accounts** (by name only): `account_tasks` tasks (256) of one client,
 //!   then of two, then 1, 16 and 1,024 tasks of one client, each cycling
-//!   `lock(<random of accounts>)` / `unlock` over
-//!   `accounts` names (100,000) for `account_time`, next to the same loop on the bare
+//!   `lock(<random of accounts>)` / `unlock` over `accounts` names (100,000) for
+//!   `account_time`, next to the same loop on the bare
 //!   lock: cycles/s, Redis and client CPU per cycle, p50/p99 (`accounts.rs`).
 //! - **W10 many locks held** (by name only): `held` locks taken by 16 tasks of one
 //!   client, watched for `watch`: memory per held lock, renewal scripts per renewal

@@ -22,7 +22,7 @@ use super::coalesce::{Coalesce, batch_ended};
 use super::in_flight::{InFlight, Op};
 use super::{Attempt, Engine, HoldClaim};
 use crate::error::{LockError, Result};
-use crate::hold::{HoldUse, LocalHolder};
+use crate::hold::HoldUse;
 use crate::lease::renewal_period;
 use crate::options::ResolvedOptions;
 use crate::protocol::CallFailed;
@@ -254,15 +254,15 @@ impl Engine {
 
 impl Engine {
     /// Whether a single try of `names` for `owner` that a batch found not free is
-    /// refused without asking again: another owner in this process holds the lock, as
-    /// a try is refused before it asks (`LockClient::take_as`). A burst of tries in one
-    /// process then costs Redis one batch, not a script more for each try it refused.
+    /// refused without asking again, as before it asked
+    /// ([`LocalHolder::refuses_a_try`](crate::hold::LocalHolder::refuses_a_try)).
+    /// A burst of tries in one process then costs Redis one batch, not a script more
+    /// for each try it refused.
     fn refused_here(&self, names: &LockNames, owner: &str, options: &ResolvedOptions) -> bool {
         options.is_single_try()
-            && matches!(
-                self.holds_here(names.registry_key(), owner, names.kind),
-                LocalHolder::Other
-            )
+            && self
+                .holds_here(names.registry_key(), owner, names.kind)
+                .refuses_a_try()
     }
 
     /// Sends the acquisition `in_flight` of the free mutex `names` for `owner` in the

@@ -205,6 +205,15 @@ pub(crate) enum LocalHolder {
     Nobody,
 }
 
+impl LocalHolder {
+    /// Whether a single try is refused without asking Redis: another owner in this
+    /// process holds the lock (its answer could only be "busy"). Before a try asks, and
+    /// after a batch found the lock taken (by one of a burst of tries here).
+    pub(crate) fn refuses_a_try(&self) -> bool {
+        matches!(self, LocalHolder::Other)
+    }
+}
+
 impl Hold {
     /// Held (as far as this process knows) and not lost.
     fn is_live(&self) -> bool {

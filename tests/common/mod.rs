@@ -152,6 +152,35 @@ pub async fn lock_as_another_owner(client: &LockClient, name: &str) -> holdlock:
         .unwrap()
 }
 
+/// Takes every one of `names` at once, each in a task of its own (past the calls a
+/// client keeps in flight alone, they go out in batches): the guards, in order.
+pub async fn lock_each_at_once(client: &LockClient, names: &[String]) -> Vec<holdlock::LockGuard> {
+    let takes: Vec<_> = names
+        .iter()
+        .map(|name| {
+            let (client, name) = (client.clone(), name.clone());
+            tokio::spawn(async move { client.lock(&name).await.unwrap() })
+        })
+        .collect();
+    let mut guards = Vec::new();
+    for take in takes {
+        guards.push(take.await.unwrap());
+    }
+    guards
+}
+
+/// Lets every guard go at once, each `unlock()` in a task of its own (past the calls in
+/// flight alone, the releases go out in batches); each must answer `Ok`.
+pub async fn unlock_each_at_once(guards: Vec<holdlock::LockGuard>) {
+    let releases: Vec<_> = guards
+        .into_iter()
+        .map(|guard| tokio::spawn(guard.unlock()))
+        .collect();
+    for release in releases {
+        release.await.unwrap().unwrap();
+    }
+}
+
 /// `owner`'s hold count on `name` as Redis has it (`None`: no field), read through
 /// `redis`. Read errors (a killed connection) are retried for 5 s.
 pub async fn hold_count(redis: &fred::clients::Client, name: &str, owner: &str) -> Option<i64> {
