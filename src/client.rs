@@ -167,6 +167,12 @@ impl LockClient {
     /// a mutex's queue of waiting clients; a waiting writer's mark). A connection
     /// already lost (Redis unreachable) is closed without waiting for Redis.
     ///
+    /// A guard is held until it is dropped. A task stopped with
+    /// [`JoinHandle::abort`](tokio::task::JoinHandle::abort) drops its guards only when
+    /// the runtime next gets to it, so one aborted just before `shutdown` may still
+    /// hold its guards when the shutdown begins: await the aborted task's handle first
+    /// when its holds should be released.
+    ///
     /// # Examples
     /// ```no_run
     /// # async fn dox(client: holdlock::LockClient) {

@@ -110,6 +110,18 @@ fn wait(client: &LockClient, kind: Kind, name: &str) -> tokio::task::JoinHandle<
     })
 }
 
+/// Cancels the waits: aborts each task and returns once each has dropped its future
+/// (`abort` only asks; a guard the task holds is dropped, and its release owed, when
+/// the runtime next gets to the task).
+async fn cancel(waits: Vec<tokio::task::JoinHandle<()>>) {
+    for wait in &waits {
+        wait.abort();
+    }
+    for wait in waits {
+        let _ = wait.await;
+    }
+}
+
 fn prefix() -> String {
     format!("shutdown-{}:", uuid::Uuid::new_v4().simple())
 }
@@ -141,9 +153,7 @@ async fn waits_of_every_kind_leave_nothing_behind_after_a_clean_shutdown(url: &s
     tokio::time::sleep(Duration::from_millis(300)).await;
     waiter.shutdown().await;
     drop(held);
-    for wait in waits {
-        wait.abort();
-    }
+    cancel(waits).await;
     holder.shutdown().await;
     let mut left = Vec::new();
     for name in &names {
@@ -173,22 +183,13 @@ async fn waits_cancelled_as_the_lock_is_handed_to_them_leave_nothing_behind(url:
             drop(held);
             // From at once to a couple of round trips: the hand-off lands meanwhile.
             tokio::time::sleep(Duration::from_micros(round * 400)).await;
-            for wait in waits {
-                wait.abort();
-            }
+            cancel(waits).await;
         }
         waiter.shutdown().await;
         holder.shutdown().await;
         let mut left = Vec::new();
         for name in &names {
             left.extend(left_behind(&checker, &prefix, name).await);
-        }
-        for key in &left {
-            use fred::interfaces::{HashesInterface, KeysInterface};
-            let fields: std::collections::HashMap<String, String> =
-                checker.redis().hgetall(key.as_str()).await.unwrap();
-            let pttl: i64 = checker.redis().pttl(key.as_str()).await.unwrap();
-            eprintln!("DEBUG {key}: {fields:?} pttl {pttl}");
         }
         assert!(left.is_empty(), "round {round}: left behind: {left:?}");
     }
