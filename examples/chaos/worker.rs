@@ -16,7 +16,9 @@ use crate::{BoxError, Rng, register_key};
 /// How a worker locks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LockKind {
-    /// holdlock, fenced, with its watchdog.
+    /// holdlock's mutex with its watchdog: half the rounds fenced (they draw a token
+    /// and write the register), half not (they hold only; a client's unfenced
+    /// acquisitions and releases go out in batches when several are due at once).
     Holdlock,
     /// `Holdlock` in Redisson's layout (`Compat::Redisson`): its own scripts, keys,
     /// channel and fencing counter under the same faults.
@@ -184,11 +186,11 @@ pub async fn run(config: WorkerConfig) -> Result<(), BoxError> {
             locks = locks.deadlock_check(check);
         }
         locks
-            // Fair rounds ask for fencing per call: half of them do (see
+            // Fair and mutex rounds ask for fencing per call: half of them do (see
             // `TaskWorker::run`).
             .fencing(!matches!(
                 config.kind,
-                LockKind::Fair | LockKind::RedissonFair
+                LockKind::Holdlock | LockKind::Fair | LockKind::RedissonFair
             ))
             .compat(if config.kind.in_redissons_layout() {
                 Compat::Redisson
@@ -282,8 +284,11 @@ impl TaskWorker {
                 | LockKind::RedissonFair
                 | LockKind::RedissonSemaphore => self.unfenced_round().await,
                 // Fenced fair waits claim a hand-off with an attempt (which draws the
-                // token); unfenced ones take it on the message alone.
-                LockKind::Fair if self.rng.below(2) == 0 => self.unfenced_round().await,
+                // token); unfenced ones take it on the message alone. Unfenced mutex
+                // acquisitions may go out in a batch; fenced ones always go alone.
+                LockKind::Holdlock | LockKind::Fair if self.rng.below(2) == 0 => {
+                    self.unfenced_round().await
+                }
                 LockKind::Holdlock
                 | LockKind::Redisson
                 | LockKind::Naive
@@ -397,12 +402,17 @@ impl TaskWorker {
 
     async fn take(&mut self, name: &str, wait: Duration) -> Result<Option<Held>, BoxError> {
         match self.config.kind {
-            LockKind::Holdlock | LockKind::Redisson | LockKind::FairBroken => Ok(self
+            LockKind::Redisson | LockKind::FairBroken => Ok(self
                 .locks
                 .lock(name)
                 .timeout(wait)
                 .await?
                 .map(Held::Holdlock)),
+            LockKind::Holdlock => {
+                let options = holdlock::LockOptions::new().wait(wait).with_fencing();
+                let guard = self.locks.lock(name).options(options).await?;
+                Ok(guard.map(Held::Holdlock))
+            }
             LockKind::Fair => {
                 let options = holdlock::LockOptions::new().wait(wait).with_fencing();
                 let guard = self.locks.fair_lock(name).options(options).await?;
@@ -741,7 +751,7 @@ impl TaskWorker {
 impl TaskWorker {
     /// One round of a kind that draws no fencing token: the read side (three rounds in
     /// four) or the write side of a read-write lock, one permit of a semaphore, or an
-    /// unfenced fair lock; held for a while with the lost signal watched. No register
+    /// unfenced fair lock or mutex; held for a while with the lost signal watched. No register
     /// is written, so only the holds (and a fair lock's order) are checked.
     async fn unfenced_round(&mut self) {
         let a = self.next_attempt;
@@ -760,7 +770,8 @@ impl TaskWorker {
             LockKind::Semaphore | LockKind::SemaphoreBroken | LockKind::RedissonSemaphore
         );
         let fair = kind.is_fair();
-        let shared = !semaphore && !fair && self.rng.below(4) != 0;
+        let exclusive = fair || kind == LockKind::Holdlock;
+        let shared = !semaphore && !exclusive && self.rng.below(4) != 0;
         Op::Start {
             t: now_us(),
             a,
@@ -775,7 +786,11 @@ impl TaskWorker {
             match kind {
                 LockKind::Fair | LockKind::RedissonFair => {
                     let guard = self.locks.fair_lock(&name).options(options).await?;
-                    Ok(guard.map(Side::Fair))
+                    Ok(guard.map(Side::Exclusive))
+                }
+                LockKind::Holdlock => {
+                    let guard = self.locks.lock(&name).options(options).await?;
+                    Ok(guard.map(Side::Exclusive))
                 }
                 // The broken semaphore has one permit too many.
                 LockKind::Semaphore | LockKind::SemaphoreBroken | LockKind::RedissonSemaphore => {
@@ -828,7 +843,7 @@ impl TaskWorker {
                 Side::Read(guard) => guard.lost().await,
                 Side::Write(guard) => guard.lost().await,
                 Side::Permit(permit) => permit.lost().await,
-                Side::Fair(guard) => guard.lost().await,
+                Side::Exclusive(guard) => guard.lost().await,
             }
         };
         tokio::select! {
@@ -841,7 +856,7 @@ impl TaskWorker {
                 Side::Read(guard) => guard.unlock().await,
                 Side::Write(guard) => guard.unlock().await,
                 Side::Permit(permit) => permit.release().await,
-                Side::Fair(guard) => guard.unlock().await,
+                Side::Exclusive(guard) => guard.unlock().await,
             }
         };
         let released = match tokio::time::timeout(Duration::from_secs(5), unlocking).await {
@@ -858,12 +873,13 @@ impl TaskWorker {
     }
 }
 
-/// A hold without fencing: one side of a read-write lock, a permit, or a fair lock.
+/// A hold without fencing: one side of a read-write lock, a permit, or a fair lock or
+/// mutex.
 enum Side {
     Read(holdlock::ReadGuard),
     Write(holdlock::WriteGuard),
     Permit(holdlock::Permit),
-    Fair(LockGuard),
+    Exclusive(LockGuard),
 }
 
 /// One name of a multi-lock round: its token, and its guard (none once the broken
