@@ -4,18 +4,29 @@
 -- acquire.lua to answer (and, for a waiter, to mark the lock and queue its client).
 -- Acquisitions that many tasks of one client start at once go out together.
 --
--- KEYS     per lock, its key and its queue of waiting clients (see acquire.lua; on
---          a cluster, all in one slot)
--- ARGV     per lock, the owner id, then the lease in milliseconds
+-- KEYS     the first lock's key and its queue of waiting clients: on a cluster they
+--          route the call to the node serving their slot
+-- ARGV     per lock: its key, its queue (see acquire.lua), the owner id, the lease in
+--          milliseconds
+--
+-- On a cluster a call carries the locks of one node, of any of its slots: a script
+-- without a shebang may touch any key its node serves (Redis 7 and Valkey keep that
+-- for such scripts). A lock whose slot moved away since the client last learned the
+-- cluster's layout is refused by the node ("non local key") before anything is
+-- written for it, and is left untouched: acquire.lua, routed to its slot, answers it.
+--
+-- Takes 3 redis.calls per lock taken (EXISTS of both keys, HSET, PEXPIRE), 1 per lock
+-- left.
 --
 -- Returns, per lock in order, 1 if it was taken (hold count 1, no token) or 0 if
 -- nothing was done. A key of another type is not free: 0, and acquire.lua names it.
 local taken = {}
-for i = 1, #KEYS / 2 do
-  local key = KEYS[2 * i - 1]
-  if redis.call('exists', key, KEYS[2 * i]) == 0 then
-    redis.call('hset', key, ARGV[2 * i - 1], 1)
-    redis.call('pexpire', key, ARGV[2 * i])
+for i = 1, #ARGV / 4 do
+  local key, queue = ARGV[4 * i - 3], ARGV[4 * i - 2]
+  -- A number if the node serves the key, else an error: nothing done.
+  if redis.pcall('exists', key, queue) == 0 then
+    redis.call('hset', key, ARGV[4 * i - 1], 1)
+    redis.call('pexpire', key, ARGV[4 * i])
     taken[i] = 1
   else
     taken[i] = 0

@@ -2,21 +2,31 @@
 -- as release.lua does (after release_hold.lua). Background releases (guards dropped
 -- without unlock) that are pending together go out together.
 --
--- KEYS     per hold, its lock key and its queue of waiting clients (on a cluster, all
---          in one slot)
+-- KEYS     the first hold's lock key and its queue of waiting clients: on a cluster
+--          they route the call to the node serving their slot
 -- ARGV[1]  "spublish" to tell release channels as shard channels; else PUBLISH
--- ARGV     then one owner id per hold, in the order of KEYS
+-- ARGV     then per hold: its lock key, its queue of waiting clients, the owner id
+--
+-- On a cluster a call carries the holds of one node, of any of its slots (see
+-- acquire_many.lua): a hold whose slot moved away is refused by the node before
+-- anything is written for it.
 --
 -- Returns, per hold in order, the owner's remaining hold count (0: the key was
--- deleted and any waiters told), -1 if the owner held nothing, or -2 if the key holds
--- another kind of value (nothing written for it; the others are released all the
--- same).
+-- deleted and any waiters told), -1 if the owner held nothing, -2 if the key holds
+-- another kind of value, or -3 if this node does not serve the key (for these two,
+-- nothing was written for it; the others are released all the same).
 local publish = ARGV[1] == 'spublish' and 'spublish' or 'publish'
 local replies = {}
-for i = 1, #ARGV - 1 do
-  local key, clients, owner = KEYS[2 * i - 1], KEYS[2 * i], ARGV[i + 1]
+for i = 1, (#ARGV - 1) / 3 do
+  local key, clients, owner = ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
   -- A background release is most likely the last one (its guard held the hold).
   local ok, reply = pcall(release.hold, key, clients, owner, publish, true)
-  replies[i] = ok and reply or -2
+  if ok then
+    replies[i] = reply
+  elseif string.find(tostring(type(reply) == 'table' and reply.err or reply), 'WRONGTYPE', 1, true) then
+    replies[i] = -2
+  else
+    replies[i] = -3
+  end
 end
 return replies

@@ -84,6 +84,12 @@ impl Protocol {
         Ok(self.count_over(&self.redis, names, owner).await? > 0)
     }
 
+    /// Which node serves each slot, as the scripts' client last learned it (nothing
+    /// on a single server): how the mutexes' batches are grouped.
+    pub(crate) fn placement(&self) -> crate::scripts::Placement {
+        crate::scripts::Placement::of(self.scripting())
+    }
+
     /// The connection the scripts go over: on a cluster, a client of holdlock's own that
     /// follows no redirection (`MOVED` and `ASK` come back to `scripts::eval`, which
     /// sends the script again; see `connection::scripting_settings` for why); elsewhere

@@ -304,7 +304,7 @@ impl Watchdogs {
         let slot_of = |renewal: &Renewal| {
             table
                 .get(renewal.number)
-                .map_or(0, |watched| key_slot(watched.key.as_bytes()))
+                .map_or(0, |watched| key_slot(watched.key.as_bytes()).into())
         };
         // Each call's keys and arguments made while its entries were just read.
         let calls: Vec<_> = into_calls(ready.into_vec(), slot_of, clustered, BATCH)

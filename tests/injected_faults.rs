@@ -128,12 +128,16 @@ async fn a_renewal_whose_reply_is_lost_is_sent_again_within_the_lease() {
     guard.unlock().await.unwrap();
 }
 
-/// Whether `command` is a script given more than one lock's keys: a batch.
+/// Whether `command` is a script given more than one lock: a batch. A batch declares
+/// its first lock's two keys and names every lock's keys among its arguments (see
+/// `lua/acquire_many.lua`): two locks make at least 7 arguments, where a lone call of
+/// the mutex sends at most 5.
 fn is_batch(command: &common::proxy::Command) -> bool {
     let keys = command
         .get(2)
         .and_then(|keys| std::str::from_utf8(keys).ok()?.parse().ok());
-    command[0].eq_ignore_ascii_case(b"EVALSHA") && keys.is_some_and(|keys: u32| keys >= 4)
+    let arguments = command.len().saturating_sub(3 + keys.unwrap_or(0) as usize);
+    command[0].eq_ignore_ascii_case(b"EVALSHA") && keys == Some(2u32) && arguments >= 7
 }
 
 /// Many tasks take and release locks of their own at once, so that both go out in

@@ -26,7 +26,7 @@ use crate::hold::HoldUse;
 use crate::lease::renewal_period;
 use crate::options::ResolvedOptions;
 use crate::protocol::CallFailed;
-use crate::scripts::{Acquire, Asking, LockNames, into_calls, key_slot};
+use crate::scripts::{Acquire, Asking, LockNames, into_calls};
 
 /// The acquire calls in flight, and the acquisitions waiting to go out together.
 pub(super) type Pending = Coalesce<Joined>;
@@ -303,14 +303,15 @@ impl Engine {
                 .filter(|joined| !joined.told.is_closed())
                 .collect();
             let clustered = self.protocol.redis().is_clustered();
-            let slot = |joined: &Joined| key_slot(&*joined.names.key);
-            let batches = into_calls(joined, slot, clustered, BATCH);
+            let placement = self.protocol.placement();
+            let node = |joined: &Joined| placement.group(joined.names.key.as_bytes());
+            let batches = into_calls(joined, node, clustered, BATCH);
             let send = |batch| Arc::clone(&self).acquire_batch(batch);
             self.acquisitions.send_each(first_call, batches, send).await;
         }
     }
 
-    /// Sends the acquisitions of `batch` (one slot) in one call, and hands each call
+    /// Sends the acquisitions of `batch` (one node's) in one call, and hands each call
     /// back with its answer. A failure is each call's: a reply lost in transit, for
     /// each, maybe ran.
     async fn acquire_batch(self: Arc<Self>, batch: Vec<Joined>) {

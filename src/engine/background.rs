@@ -1,7 +1,7 @@
 //! Background releases (guards dropped without `unlock()`, refused or cancelled
 //! releases), with those pending together sent together: the mutex holds among them
 //! go out in `release_many.lua` calls of up to [`BATCH`] holds (on a cluster, one call
-//! per slot), so that a million dropped guards free their keys in seconds, not in a
+//! per node, see [`Placement`](crate::scripts::Placement)), so that a million dropped guards free their keys in seconds, not in a
 //! million calls. Each hold's release is still exactly once: it is sent at most once
 //! with the owner's operation lock held, and a batch whose reply is lost is settled
 //! hold by hold (see [`InFlight`]). Holds of other kinds, holds whose operation lock
@@ -27,7 +27,7 @@ use super::{Backoff, Engine, Unreleased};
 use crate::error::LockError;
 use crate::hold::{Hold, HoldUse};
 use crate::scripts::LockNames;
-use crate::scripts::{Released, into_calls, key_slot};
+use crate::scripts::{Released, into_calls};
 
 /// The most holds released in one script call.
 pub(super) const BATCH: usize = 256;
@@ -135,7 +135,9 @@ impl Engine {
                     },
                 }
             }
-            let batches = into_calls(ready, |ready| key_slot(ready.key()), clustered, BATCH);
+            let placement = self.protocol.placement();
+            let node = |ready: &Ready| placement.group(ready.key().as_bytes());
+            let batches = into_calls(ready, node, clustered, BATCH);
             let send = |batch| Arc::clone(&self).release_batch(batch);
             self.pending.send_each(first_call, batches, send).await;
         }
@@ -166,7 +168,7 @@ impl Engine {
         })
     }
 
-    /// Sends the releases of `batch` (one slot) in one call, and records each.
+    /// Sends the releases of `batch` (one node's) in one call, and records each.
     async fn release_batch(self: Arc<Self>, batch: Vec<Ready>) {
         let holds: Vec<(&LockNames, &Str)> = batch
             .iter()
@@ -263,6 +265,25 @@ impl Engine {
                 hold.mark_gone("released a hold that redis no longer had");
                 tell(told, || Err(Unreleased::Final(hold.not_held())));
             }
+            Released::Elsewhere => {
+                // The node it went to does not serve its slot any more: nothing
+                // changed, and it goes again alone, routed to where its slot is now.
+                in_flight.refused();
+                hold.end_last_release();
+                let engine = Arc::clone(self);
+                drop(self.background_runtime().spawn(async move {
+                    let released = engine.release_once(&hold, None, false).await;
+                    match told {
+                        Some(told) => tell(Some(told), || released),
+                        None if matches!(released, Err(Unreleased::Owed(_))) => {
+                            engine.release_one_in_background(hold);
+                        }
+                        None => {}
+                    }
+                    engine.background_finished();
+                }));
+                return;
+            }
             Released::WrongType => {
                 let key = hold.names.key.to_string();
                 // Counts itself finished.
@@ -286,7 +307,7 @@ impl Engine {
         drop(runtime.spawn(async move {
             let mut backoff = Backoff::default();
             loop {
-                match engine.release_once(&hold, None).await {
+                match engine.release_once(&hold, None, true).await {
                     Ok(()) | Err(Unreleased::Final(_) | Unreleased::Settling(..)) => break,
                     Err(Unreleased::Owed(error)) => {
                         tracing::debug!(lock = %hold.names.name, %error, "background release refused; will retry");

@@ -15,26 +15,19 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::LockError;
 
-/// How many calls of one sort may be in flight before the next joins a batch, on a
-/// single server (or Sentinel's primary). Two: a lone call, and one beside it, go out
-/// at once; from the third on, calls share their script call. With 16, a service with
-/// a handful of requests at a time paid Redis a script call per lock, and 256 tasks
-/// paid 0.27 script calls a cycle against 0.05 now (W11 in docs/performance.md).
+/// How many calls of one sort may be in flight before the next joins a batch. Two: a
+/// lone call, and one beside it, go out at once; from the third on, calls share their
+/// script call. With 16, a service with a handful of requests at a time paid Redis a
+/// script call per lock, and 256 tasks paid 0.27 script calls a cycle against 0.05 now
+/// (W11 in docs/performance.md). On a cluster a batch carries the locks of one node
+/// (of any of its slots), so the same holds there.
 pub(super) const ALONE: usize = 2;
-
-/// [`ALONE`] on a cluster. A batch there carries only the locks of one slot, and a
-/// service's locks spread over 16,384 of them: most batches would carry one lock, and
-/// pay the queue's hop for nothing (W11 on a cluster: 16 tasks ran 0.37-0.48x the
-/// bare lock past 2, against 0.61x past 16).
-pub(super) const ALONE_ON_A_CLUSTER: usize = 16;
 
 /// How many batch calls of one sort may be in flight at once.
 pub(super) const BATCHES: usize = 16;
 
 /// The calls in flight of one sort, and the items waiting to go out together.
 pub(super) struct Coalesce<T> {
-    /// How many calls may be in flight alone ([`ALONE`] or [`ALONE_ON_A_CLUSTER`]).
-    alone: usize,
     queue: Mutex<Queue<T>>,
     /// Calls in flight, alone or batches.
     in_flight: Arc<AtomicUsize>,
@@ -61,10 +54,9 @@ impl Drop for Call {
 }
 
 impl<T> Coalesce<T> {
-    /// Calls of one sort of a client of a cluster (`clustered`) or a single server.
-    pub(super) fn new(clustered: bool) -> Self {
+    /// Calls of one sort of a client, none in flight.
+    pub(super) fn new() -> Self {
         Self {
-            alone: if clustered { ALONE_ON_A_CLUSTER } else { ALONE },
             queue: Mutex::new(Queue {
                 items: Vec::new(),
                 sending: false,
@@ -74,11 +66,10 @@ impl<T> Coalesce<T> {
         }
     }
 
-    /// A call sent alone now, if fewer than [`ALONE`] (on a cluster,
-    /// [`ALONE_ON_A_CLUSTER`]) are in flight; else the item should be
-    /// [queued](Self::push).
+    /// A call sent alone now, if fewer than [`ALONE`] are in flight; else the item
+    /// should be [queued](Self::push).
     pub(super) fn alone_now(&self) -> Option<Call> {
-        if self.in_flight.fetch_add(1, Ordering::AcqRel) < self.alone {
+        if self.in_flight.fetch_add(1, Ordering::AcqRel) < ALONE {
             return Some(self.counted(None));
         }
         self.in_flight.fetch_sub(1, Ordering::AcqRel);
@@ -176,7 +167,7 @@ mod tests {
 
     #[tokio::test]
     async fn calls_go_alone_up_to_the_limit_then_queue_and_leave_together() {
-        let calls: Coalesce<u32> = Coalesce::new(false);
+        let calls: Coalesce<u32> = Coalesce::new();
         let alone: Vec<Call> = (0..ALONE).map_while(|_| calls.alone_now()).collect();
         assert_eq!(alone.len(), ALONE);
         assert!(calls.alone_now().is_none(), "past the limit, a call queues");
@@ -196,15 +187,5 @@ mod tests {
         assert!(!calls.push(4));
         let (_batch, items) = calls.next(1).await.unwrap();
         assert_eq!(items, [4]);
-    }
-
-    #[test]
-    fn a_clients_calls_on_a_cluster_go_alone_longer() {
-        let calls: Coalesce<u32> = Coalesce::new(true);
-        let alone: Vec<Call> = (0..ALONE_ON_A_CLUSTER)
-            .map_while(|_| calls.alone_now())
-            .collect();
-        assert_eq!(alone.len(), ALONE_ON_A_CLUSTER);
-        assert!(calls.alone_now().is_none(), "past the limit, a call queues");
     }
 }

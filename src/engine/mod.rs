@@ -88,7 +88,6 @@ impl Engine {
         (waiting, holds): (Arc<Waiting>, Arc<Holds>),
         chores: Arc<Chores>,
     ) -> Arc<Self> {
-        let clustered = fred::interfaces::ClientLike::is_clustered(protocol.redis());
         let engine = Arc::new(Self {
             id,
             owner_prefix: format!("{id}:"),
@@ -100,8 +99,8 @@ impl Engine {
             runtime: tokio::runtime::Handle::current(),
             shut_down: AtomicBool::new(false),
             chores,
-            pending: background::Pending::new(clustered),
-            acquisitions: acquire::Pending::new(clustered),
+            pending: background::Pending::new(),
+            acquisitions: acquire::Pending::new(),
         });
         let weak = Arc::downgrade(&engine);
         engine
@@ -333,7 +332,7 @@ impl Engine {
     /// either way.
     pub(crate) async fn release(self: &Arc<Self>, claim: HoldClaim) -> Result<()> {
         let hold = Arc::clone(claim.hold());
-        match self.release_once(&hold, Some(claim)).await {
+        match self.release_once(&hold, Some(claim), true).await {
             Ok(()) => Ok(()),
             Err(Unreleased::Owed(error)) => {
                 self.release_in_background(hold);
@@ -356,11 +355,13 @@ impl Engine {
 
     /// One try of [`release`](Self::release) (with the guard's `claim`, or none for a
     /// background release, whose claim was dropped), which says what is left to do if
-    /// it fails.
+    /// it fails. A mutex's release may join a batch if `batchable` (see
+    /// `background.rs`); else it goes alone.
     async fn release_once(
         self: &Arc<Self>,
         hold: &Arc<Hold>,
         claim: Option<HoldClaim>,
+        batchable: bool,
     ) -> Result<(), Unreleased> {
         let not_held = || Unreleased::Final(hold.not_held());
         if let Err(error) = self.check_running() {
@@ -398,7 +399,8 @@ impl Engine {
         // A mutex's release goes alone unless its client has as many release calls in
         // flight as it allows: then it joins the next batch (see `background.rs`).
         // Counted in flight until this call returns.
-        let alone = (!late && hold.names.kind.batches()).then(|| self.pending.alone_now());
+        let alone =
+            (batchable && !late && hold.names.kind.batches()).then(|| self.pending.alone_now());
         if let Some(None) = alone {
             return self.release_in_batch(hold, in_flight, held).await;
         }

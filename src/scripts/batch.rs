@@ -6,7 +6,10 @@
 use fred::bytes::{Bytes, BytesMut};
 use fred::bytes_utils::Str;
 use fred::clients::Client;
+use fred::interfaces::{ClientLike, ClusterInterface};
 use fred::types::Value;
+use fred::types::cluster::ClusterRouting;
+use fred::types::config::Server;
 use fred::util::redis_keyslot;
 
 use super::{Delivery, ScriptKey, Scripts, decimal, integer, protocol};
@@ -123,6 +126,9 @@ pub(crate) enum Released {
     NotHeld,
     /// The key holds another kind of value: nothing was written for it.
     WrongType,
+    /// The node the call went to does not serve the key (its slot moved): nothing was
+    /// written for it, and it is to be released alone, where its slot is now.
+    Elsewhere,
 }
 
 impl Scripts {
@@ -165,30 +171,34 @@ impl Scripts {
 
     /// Takes each `(names, owner, lease_ms)` mutex (holdlock's layout) that is free and
     /// queued for by nobody, in one call (`lua/acquire_many.lua`); says per lock
-    /// whether it was taken (hold count 1, no token). Not idempotent: sent at most
-    /// once, and a failure in transit is for the caller to settle lock by lock.
+    /// whether it was taken (hold count 1, no token). On a cluster the locks are one
+    /// node's (see [`Placement`]); one its node no longer serves is not taken. Not
+    /// idempotent: sent at most once, and a failure in transit is for the caller to
+    /// settle lock by lock.
     pub(crate) async fn acquire_many(
         &self,
         client: &Client,
         locks: &[(&LockNames, &str, u64)],
     ) -> Result<Vec<bool>> {
-        let mut keys = PackingKeys::with_capacity(locks.len() * 2);
-        for (names, _, _) in locks {
-            keys.push(names.key.as_bytes());
-            keys.push(names.clients_key().as_bytes());
-        }
-        let keys = keys.finish();
+        let keys = lock_keys(locks.iter().map(|(names, _, _)| *names));
         let keys = keys.keys();
         let args = || {
-            let mut args = Vec::with_capacity(locks.len() * 2);
-            for &(_, owner, lease_ms) in locks {
+            let mut args = Vec::with_capacity(locks.len() * 4);
+            for (pair, &(_, owner, lease_ms)) in keys.chunks(2).zip(locks) {
+                args.extend(pair.iter().map(ScriptKey::to_value));
                 args.push(owner.into());
                 args.push(decimal(lease_ms));
             }
             args
         };
         let reply = self
-            .eval(client, &ACQUIRE_MANY, &keys, &args, Delivery::Acquisition)
+            .eval(
+                client,
+                &ACQUIRE_MANY,
+                first_lock(&keys),
+                &args,
+                Delivery::Acquisition,
+            )
             .await?;
         each(&reply, locks.len(), |n| match n {
             0 => Some(false),
@@ -199,39 +209,58 @@ impl Scripts {
 
     /// Drops one hold of each `(names, owner)` mutex hold (holdlock's layout), in one
     /// call, publishing each release as `release.lua` does; says per hold what it
-    /// found, in order. Not idempotent: sent at most once, and a failure in transit is
-    /// for the caller to settle hold by hold.
+    /// found, in order. On a cluster the holds are one node's (see [`Placement`]).
+    /// Not idempotent: sent at most once, and a failure in transit is for the caller
+    /// to settle hold by hold.
     pub(crate) async fn release_many(
         &self,
         client: &Client,
         holds: &[(&LockNames, &Str)],
     ) -> Result<Vec<Released>> {
-        let mut keys = PackingKeys::with_capacity(holds.len() * 2);
-        for (names, _) in holds {
-            keys.push(names.key.as_bytes());
-            keys.push(names.clients_key().as_bytes());
-        }
-        let keys = keys.finish();
+        let keys = lock_keys(holds.iter().map(|(names, _)| *names));
         let keys = keys.keys();
         let args = || {
-            let mut args = Vec::with_capacity(holds.len() + 1);
+            let mut args = Vec::with_capacity(holds.len() * 3 + 1);
             args.push(Value::from_static_str(self.publish));
-            args.extend(
-                holds
-                    .iter()
-                    .map(|(_, owner)| Value::String((*owner).clone())),
-            );
+            for (pair, (_, owner)) in keys.chunks(2).zip(holds) {
+                args.extend(pair.iter().map(ScriptKey::to_value));
+                args.push(Value::String((*owner).clone()));
+            }
             args
         };
         let reply = self
-            .eval(client, &RELEASE_MANY, &keys, &args, Delivery::AtMostOnce)
+            .eval(
+                client,
+                &RELEASE_MANY,
+                first_lock(&keys),
+                &args,
+                Delivery::AtMostOnce,
+            )
             .await?;
         each(&reply, holds.len(), |n| match n {
             -1 => Some(Released::NotHeld),
             -2 => Some(Released::WrongType),
+            -3 => Some(Released::Elsewhere),
             n => u32::try_from(n).ok().map(Released::Remaining),
         })
     }
+}
+
+/// The keys of a batch of mutexes, packed: each lock's key and its queue of waiting
+/// clients, in order.
+fn lock_keys<'a>(locks: impl ExactSizeIterator<Item = &'a LockNames>) -> PackedKeys {
+    let mut keys = PackingKeys::with_capacity(locks.len() * 2);
+    for names in locks {
+        keys.push(names.key.as_bytes());
+        keys.push(names.clients_key().as_bytes());
+    }
+    keys.finish()
+}
+
+/// The keys a batch call declares: its first lock's, which route it (the others go
+/// as arguments, see `lua/acquire_many.lua`).
+fn first_lock<'k, 'b>(keys: &'k [PackedKey<'b>]) -> &'k [PackedKey<'b>] {
+    &keys[..keys.len().min(2)]
 }
 
 /// The keys of one batch call, copied into one buffer as they are named. Each key goes
@@ -328,26 +357,82 @@ pub(crate) fn key_slot(key: impl AsRef<[u8]>) -> u16 {
     redis_keyslot(key.as_ref())
 }
 
+/// Which primary serves each slot of a cluster, as a client last learned it (fred's
+/// routing table, read once per batch): the mutexes' batch calls carry the locks of
+/// one node, of any of its slots (see `lua/acquire_many.lua`). What the table has
+/// wrong (a slot moved since) costs the locks concerned a call of their own: the node
+/// refuses them, untouched.
+#[derive(Debug, Default)]
+pub(crate) struct Placement {
+    routing: Option<ClusterRouting>,
+    /// The primaries of `routing`, each once: a node's group is its place here.
+    nodes: Vec<Server>,
+}
+
+impl Placement {
+    /// `client`'s table, if it is a cluster's and known.
+    pub(crate) fn of(client: &Client) -> Self {
+        let Some(routing) = client
+            .is_clustered()
+            .then(|| client.cached_cluster_state())
+            .flatten()
+        else {
+            return Self::default();
+        };
+        let mut nodes: Vec<Server> = Vec::new();
+        for range in routing.slots() {
+            if !nodes.iter().any(|node| same_server(node, &range.primary)) {
+                nodes.push(range.primary.clone());
+            }
+        }
+        Self {
+            routing: Some(routing),
+            nodes,
+        }
+    }
+
+    /// The group of the lock whose key is `key`: its node's place, or past every
+    /// node, its slot's when the table does not say (a slot nobody serves).
+    pub(crate) fn group(&self, key: &[u8]) -> u32 {
+        let slot = key_slot(key);
+        let node = self.routing.as_ref().and_then(|routing| {
+            let server = routing.get_server(slot)?;
+            self.nodes.iter().position(|node| same_server(node, server))
+        });
+        match node {
+            Some(node) => u32::try_from(node).unwrap_or(u32::MAX),
+            None => 0x1_0000 + u32::from(slot),
+        }
+    }
+}
+
+fn same_server(a: &Server, b: &Server) -> bool {
+    a.port == b.port && a.host == b.host
+}
+
 /// Splits `items` into the calls of a batch script: at most `size` to a call and, on a
-/// cluster, the keys of one slot to a call (a script cannot span slots); `slot_of`
-/// says an item's slot (see [`key_slot`]), and is asked only on a cluster.
+/// cluster, the keys of one group to a call; `group_of` says an item's group, and is
+/// asked only on a cluster. A script that declares its keys cannot span slots: its
+/// group is the slot (see [`key_slot`]). The mutexes' batches name only their first
+/// lock's keys, and may span the slots of one node: their group is the node (see
+/// [`Placement`]).
 pub(crate) fn into_calls<T>(
     items: Vec<T>,
-    slot_of: impl Fn(&T) -> u16,
+    group_of: impl Fn(&T) -> u32,
     clustered: bool,
     size: usize,
 ) -> Vec<Vec<T>> {
     if !clustered {
-        // One slot: the items in order.
+        // One server: the items in order.
         let all = items.len();
         return cut(items.into_iter(), &[all], size);
     }
-    let mut items: Vec<(u16, T)> = items
+    let mut items: Vec<(u32, T)> = items
         .into_iter()
-        .map(|item| (slot_of(&item), item))
+        .map(|item| (group_of(&item), item))
         .collect();
-    // Stable: within a slot, the order the items came in.
-    items.sort_by_key(|&(slot, _)| slot);
+    // Stable: within a group, the order the items came in.
+    items.sort_by_key(|&(group, _)| group);
     let runs: Vec<usize> = items.chunk_by(|a, b| a.0 == b.0).map(<[_]>::len).collect();
     cut(items.into_iter().map(|(_, item)| item), &runs, size)
 }
@@ -393,18 +478,18 @@ mod tests {
     #[test]
     fn calls_hold_at_most_their_size_in_order() {
         let keys: Vec<String> = (0..600).map(|i| format!("k{{{i}}}")).collect();
-        let calls = into_calls(keys.clone(), |key| key_slot(key), false, 256);
+        let calls = into_calls(keys.clone(), |key| key_slot(key).into(), false, 256);
         let sizes: Vec<usize> = calls.iter().map(Vec::len).collect();
         assert_eq!(sizes, [256, 256, 88]);
         assert_eq!(calls.concat(), keys, "nothing lost, nothing reordered");
-        assert!(into_calls(Vec::<String>::new(), |key| key_slot(key), true, 256).is_empty());
+        assert!(into_calls(Vec::<String>::new(), |key| key_slot(key).into(), true, 256).is_empty());
     }
 
     #[test]
     fn on_a_cluster_each_call_is_one_slot() {
         // Three hash tags, interleaved: each call must hold keys of one slot only.
         let keys: Vec<String> = (0..30).map(|i| format!("x{{{}}}:{i}", i % 3)).collect();
-        let calls = into_calls(keys.clone(), |key| key_slot(key), true, 4);
+        let calls = into_calls(keys.clone(), |key| key_slot(key).into(), true, 4);
         let slot = |key: &String| redis_keyslot(key.as_bytes());
         for call in &calls {
             assert!(call.len() <= 4);
