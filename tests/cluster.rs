@@ -369,21 +369,8 @@ async fn a_batch_on_a_cluster_carries_one_nodes_locks_of_many_slots() {
         .map(|i| cluster.name_on(primary, &format!("node-warm-{i}")))
         .collect();
     common::unlock_each_at_once(common::lock_each_at_once(&client, &warm).await).await;
-    primary.query(&["CONFIG", "RESETSTAT"]).unwrap();
-    let guards = common::lock_each_at_once(&client, &names).await;
-    let taken = primary.command_calls("evalsha");
-    for guard in &guards {
-        let field = primary
-            .query(&["HGET", &common::key(guard.name()), guard.owner()])
-            .unwrap();
-        assert_eq!(field, "1", "{}: not held in redis", guard.name());
-    }
-    common::unlock_each_at_once(guards).await;
-    let released = primary.command_calls("evalsha") - taken;
-    for name in &names {
-        let exists = primary.query(&["EXISTS", &common::key(name)]).unwrap();
-        assert_eq!(exists, ":0", "{name} still in redis");
-    }
+    let (taken, released) =
+        common::scripts_to_take_and_release_at_once(&client, primary, &names).await;
     assert!(
         taken <= 8 && released <= 8,
         "32 locks of {} slots at once: {taken} scripts to take, {released} to release",

@@ -637,21 +637,8 @@ async fn a_few_calls_at_once_go_out_together() {
         guard.unlock().await.unwrap();
     }
     common::unlock_each_at_once(common::lock_each_at_once(&client, &warm).await).await;
-    server.query(&["CONFIG", "RESETSTAT"]).unwrap();
-    let guards = common::lock_each_at_once(&client, &names).await;
-    let taken = server.command_calls("evalsha");
-    for guard in &guards {
-        let field = server
-            .query(&["HGET", &common::key(guard.name()), guard.owner()])
-            .unwrap();
-        assert_eq!(field, "1", "{}: not held in redis", guard.name());
-    }
-    common::unlock_each_at_once(guards).await;
-    let released = server.command_calls("evalsha") - taken;
-    for name in &names {
-        let exists = server.query(&["EXISTS", &common::key(name)]).unwrap();
-        assert_eq!(exists, ":0", "{name} still in redis");
-    }
+    let (taken, released) =
+        common::scripts_to_take_and_release_at_once(&client, &server, &names).await;
     assert!(
         taken <= 4 && released <= 4,
         "8 locks at once: {taken} scripts to take, {released} to release"

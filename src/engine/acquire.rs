@@ -13,7 +13,6 @@
 use std::sync::Arc;
 
 use fred::bytes_utils::Str;
-use fred::interfaces::ClientLike;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -26,7 +25,7 @@ use crate::hold::HoldUse;
 use crate::lease::renewal_period;
 use crate::options::ResolvedOptions;
 use crate::protocol::CallFailed;
-use crate::scripts::{Acquire, Asking, LockNames, into_calls};
+use crate::scripts::{Acquire, Asking, LockNames};
 
 /// The acquire calls in flight, and the acquisitions waiting to go out together.
 pub(super) type Pending = Coalesce<Joined>;
@@ -302,10 +301,8 @@ impl Engine {
                 .into_iter()
                 .filter(|joined| !joined.told.is_closed())
                 .collect();
-            let clustered = self.protocol.redis().is_clustered();
             let placement = self.protocol.placement();
-            let node = |joined: &Joined| placement.group(joined.names.key.as_bytes());
-            let batches = into_calls(joined, node, clustered, BATCH);
+            let batches = placement.calls(joined, |joined| joined.names.key.as_bytes(), BATCH);
             let send = |batch| Arc::clone(&self).acquire_batch(batch);
             self.acquisitions.send_each(first_call, batches, send).await;
         }

@@ -18,7 +18,6 @@
 use std::sync::Arc;
 
 use fred::bytes_utils::Str;
-use fred::interfaces::ClientLike;
 use tokio::sync::{OwnedMutexGuard, oneshot};
 
 use super::coalesce::{BATCHES, Coalesce, batch_ended};
@@ -27,7 +26,7 @@ use super::{Backoff, Engine, Unreleased};
 use crate::error::LockError;
 use crate::hold::{Hold, HoldUse};
 use crate::scripts::LockNames;
-use crate::scripts::{Released, into_calls};
+use crate::scripts::Released;
 
 /// The most holds released in one script call.
 pub(super) const BATCH: usize = 256;
@@ -121,7 +120,6 @@ impl Engine {
     /// to end go out together.
     async fn send_pending(self: Arc<Self>) {
         while let Some((first_call, queued)) = self.pending.next(BATCH * BATCHES).await {
-            let clustered = self.protocol.redis().is_clustered();
             let mut ready = Vec::with_capacity(queued.len());
             for queued in queued {
                 match queued {
@@ -136,8 +134,7 @@ impl Engine {
                 }
             }
             let placement = self.protocol.placement();
-            let node = |ready: &Ready| placement.group(ready.key().as_bytes());
-            let batches = into_calls(ready, node, clustered, BATCH);
+            let batches = placement.calls(ready, |ready| ready.key().as_bytes(), BATCH);
             let send = |batch| Arc::clone(&self).release_batch(batch);
             self.pending.send_each(first_call, batches, send).await;
         }

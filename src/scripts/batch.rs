@@ -364,6 +364,7 @@ pub(crate) fn key_slot(key: impl AsRef<[u8]>) -> u16 {
 /// refuses them, untouched.
 #[derive(Debug, Default)]
 pub(crate) struct Placement {
+    clustered: bool,
     routing: Option<ClusterRouting>,
     /// The primaries of `routing`, each once: a node's group is its place here.
     nodes: Vec<Server>,
@@ -372,12 +373,14 @@ pub(crate) struct Placement {
 impl Placement {
     /// `client`'s table, if it is a cluster's and known.
     pub(crate) fn of(client: &Client) -> Self {
-        let Some(routing) = client
-            .is_clustered()
-            .then(|| client.cached_cluster_state())
-            .flatten()
-        else {
+        if !client.is_clustered() {
             return Self::default();
+        }
+        let Some(routing) = client.cached_cluster_state() else {
+            return Self {
+                clustered: true,
+                ..Self::default()
+            };
         };
         let mut nodes: Vec<Server> = Vec::new();
         for range in routing.slots() {
@@ -386,14 +389,26 @@ impl Placement {
             }
         }
         Self {
+            clustered: true,
             routing: Some(routing),
             nodes,
         }
     }
 
+    /// Splits the mutexes' batch `items` (each lock named by `key_of`) into calls of
+    /// at most `size`, one node's locks to a call (see [`into_calls`]).
+    pub(crate) fn calls<T>(
+        &self,
+        items: Vec<T>,
+        key_of: impl Fn(&T) -> &[u8],
+        size: usize,
+    ) -> Vec<Vec<T>> {
+        into_calls(items, |item| self.group(key_of(item)), self.clustered, size)
+    }
+
     /// The group of the lock whose key is `key`: its node's place, or past every
     /// node, its slot's when the table does not say (a slot nobody serves).
-    pub(crate) fn group(&self, key: &[u8]) -> u32 {
+    fn group(&self, key: &[u8]) -> u32 {
         let slot = key_slot(key);
         let node = self.routing.as_ref().and_then(|routing| {
             let server = routing.get_server(slot)?;

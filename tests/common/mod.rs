@@ -181,6 +181,33 @@ pub async fn unlock_each_at_once(guards: Vec<holdlock::LockGuard>) {
     }
 }
 
+/// Takes every lock of `names` at once with `client` and lets them all go at once
+/// (`lock_each_at_once`, `unlock_each_at_once`), checking on `server` (which serves
+/// every one of them) that each was held, then that each is gone: the `EVALSHA` calls
+/// `server` counted to take them, and to release them.
+pub async fn scripts_to_take_and_release_at_once(
+    client: &LockClient,
+    server: &RedisServer,
+    names: &[String],
+) -> (u64, u64) {
+    server.query(&["CONFIG", "RESETSTAT"]).unwrap();
+    let guards = lock_each_at_once(client, names).await;
+    let taken = server.command_calls("evalsha");
+    for guard in &guards {
+        let field = server
+            .query(&["HGET", &key(guard.name()), guard.owner()])
+            .unwrap();
+        assert_eq!(field, "1", "{}: not held in redis", guard.name());
+    }
+    unlock_each_at_once(guards).await;
+    let released = server.command_calls("evalsha") - taken;
+    for name in names {
+        let exists = server.query(&["EXISTS", &key(name)]).unwrap();
+        assert_eq!(exists, ":0", "{name} still in redis");
+    }
+    (taken, released)
+}
+
 /// `owner`'s hold count on `name` as Redis has it (`None`: no field), read through
 /// `redis`. Read errors (a killed connection) are retried for 5 s.
 pub async fn hold_count(redis: &fred::clients::Client, name: &str, owner: &str) -> Option<i64> {
