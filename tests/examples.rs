@@ -857,6 +857,82 @@ fn the_chaos_checker_excuses_what_a_fault_does_to_a_java_worker_and_never_to_a_r
 }
 
 #[test]
+fn the_chaos_checker_excuses_a_holder_whose_process_stalled_past_its_lost_deadline_only() {
+    // A 1 s lease (the recheck's default): the lost deadline is 0.9 s after the call's
+    // attempt at the earliest. On chaos:0 worker 0's process stops 0.1 s after its grant
+    // (both probes stall), worker 1 is granted at 1.2 s, and worker 0 hears of the loss
+    // 15 ms after it runs again: excused. The same with only the probe thread stalled
+    // (chaos:1: the runtime ran, its watchdog could tell), with a stall begun after the
+    // earliest deadline (chaos:2), with a grant less than 0.9 s after the stall began
+    // (chaos:3: a renewal sent just before it would still have held), and with the
+    // holder told 150 ms after it ran again (chaos:4): violations.
+    let mut history = String::new();
+    let scenarios = [
+        // (name, holder's probes' stalls, the other's grant, the holder's lost signal)
+        (
+            0,
+            [Some((100_000, 1_300_000)), Some((100_000, 1_295_000))],
+            1_200_000,
+            1_310_000,
+        ),
+        (1, [Some((100_000, 1_300_000)), None], 1_200_000, 1_310_000),
+        (
+            2,
+            [Some((950_000, 2_000_000)), Some((950_000, 2_000_000))],
+            1_900_000,
+            2_010_000,
+        ),
+        (
+            3,
+            [Some((100_000, 1_300_000)), Some((100_000, 1_300_000))],
+            950_000,
+            1_310_000,
+        ),
+        (
+            4,
+            [Some((100_000, 1_300_000)), Some((100_000, 1_295_000))],
+            1_200_000,
+            1_445_000,
+        ),
+    ];
+    for (n, probes, granted, lost) in scenarios {
+        let (holder, other) = (2 * n, 2 * n + 1);
+        history.push_str(&format!(
+            r#"{{"w":{holder},"op":"start","t":1000,"a":1,"name":"chaos:{n}","wait_ms":100}}
+{{"w":{holder},"op":"grant","t":2000,"a":1,"token":0}}
+{{"w":{other},"op":"start","t":500000,"a":1,"name":"chaos:{n}","wait_ms":2000}}
+{{"w":{other},"op":"grant","t":{granted},"a":1,"token":0}}
+{{"w":{other},"op":"unlock","t":{},"a":1}}
+{{"w":{other},"op":"unlocked","t":{},"a":1,"released":"ok"}}
+{{"w":{holder},"op":"lost","t":{lost},"a":1}}
+{{"w":{holder},"op":"unlock","t":{},"a":1}}
+{{"w":{holder},"op":"unlocked","t":{},"a":1,"released":"not_held"}}
+"#,
+            granted + 10_000,
+            granted + 11_000,
+            lost + 100,
+            lost + 200,
+        ));
+        for (probe, stall) in ["thread", "runtime"].into_iter().zip(probes) {
+            if let Some((t, until)) = stall {
+                history.push_str(&format!(
+                    r#"{{"w":{holder},"op":"stall","t":{t},"until":{until},"probe":"{probe}"}}
+"#
+                ));
+            }
+        }
+    }
+    let (code, summary, text) = recheck(&history);
+    assert_eq!(code, Some(1), "{text}");
+    assert_eq!(summary["overlaps_after_stall"], 1, "{text}");
+    assert_eq!(summary["violations"]["overlapping holders"], 4, "{text}");
+    // The processes' stalls: workers 0, 4, 6 and 8 (worker 2's runtime ran).
+    assert_eq!(summary["stalls"], 4, "{text}");
+    assert_eq!(summary["longest_stall_ms"], 1_200, "{text}");
+    assert!(text.contains("not enough to excuse it"), "{text}");
+}
+
+#[test]
 fn the_chaos_checker_finds_no_violation_in_the_read_write_lock() {
     let _turn = heavy_turn();
     // Readers and writers under every kind of fault: readers may overlap, a writer

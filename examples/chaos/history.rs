@@ -102,6 +102,27 @@ pub enum Op {
     },
     /// Every task has stopped; the worker exits.
     Done { t: u64 },
+    /// One of the worker's stall probes did not run from `t` to `until`, at least
+    /// [`STALL_RECORDED`] longer than it asked to sleep (see `worker::watch_for_stalls`).
+    /// Where both probes stalled, the process did not run: its watchdog could neither
+    /// renew nor tell a holder its lease ran out.
+    Stall { t: u64, until: u64, probe: Probe },
+}
+
+/// The shortest stall a worker's probes record, in microseconds.
+pub const STALL_RECORDED: u64 = 50_000;
+
+/// Which of a worker's probes stalled (see [`Op::Stall`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Probe {
+    /// A thread of its own, outside the runtime, that sleeps a few milliseconds at a
+    /// time: the operating system did not run it (the machine stalled, or the process
+    /// was not scheduled).
+    Thread,
+    /// A task on the worker's tokio runtime, as the library's watchdog is: the
+    /// runtime did not poll it.
+    Runtime,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -124,6 +145,7 @@ impl Op {
             | Op::Unlock { t, .. }
             | Op::Unlocked { t, .. }
             | Op::Ready { t, .. }
+            | Op::Stall { t, .. }
             | Op::Done { t } => *t,
         }
     }
