@@ -113,18 +113,23 @@ pub struct Summary {
     /// when its worker recorded a stall of both probes at once (the process did not
     /// run, see `Op::Stall`) that
     ///
-    /// - began no later than the earliest the lost deadline can be, `0.9 lease` after the
-    ///   call began (renewals only move it later): the process was not running when the
-    ///   deadline passed;
+    /// - began no later than the earliest the lost deadline can be: `0.9 lease` after
+    ///   the call began, or, once a renewal was seen to land before the stall (an
+    ///   `Op::Renewed`), a tenth of a lease before its `after + margin_ms` (the
+    ///   exchange before that renewal was sent no earlier than `after + margin_ms -
+    ///   lease`, and the deadline only moves later): the process was not running when
+    ///   the deadline passed;
     /// - began at least `0.9 lease` before the overlapping grant: the deadline of any
-    ///   renewal sent before the stall had passed by then (the history records no
-    ///   renewals, so this bound is all it has);
+    ///   renewal sent before the stall had passed by then (a renewal is seen landing
+    ///   only some time after, so this bound is all the history gives);
     /// - lasted until the holder stopped believing, less [`RESUMING`]: it was told (or
     ///   let go) as soon as it ran again.
     ///
     /// A stall too short or too late, or a holder told late once it ran again, is no
     /// excuse: those are the library's to get right.
     pub overlaps_after_stall: u64,
+    /// Renewals seen to land (`Op::Renewed`).
+    pub renewals_seen: u64,
     /// Stalls of a worker's process (both its probes at once, see `Op::Stall`) outside
     /// the nemesis's pauses of it.
     pub stalls: u64,
@@ -203,6 +208,17 @@ impl Attempt {
     }
 }
 
+/// A renewal seen to land (see `Op::Renewed`).
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    /// When it was seen.
+    t: u64,
+    /// It landed after this.
+    after: u64,
+    /// The lease left in Redis when it landed, by the clock of the exchange before.
+    margin_ms: u64,
+}
+
 /// A belief of holding: from the grant to its end.
 #[derive(Debug, Clone, Copy)]
 struct Hold {
@@ -243,6 +259,8 @@ pub fn check(history: &[Entry], last: &Final, lease: std::time::Duration) -> Sum
     let mut kills: HashMap<u32, u64> = HashMap::new();
     let mut restarts = Vec::new();
     let mut workers = std::collections::HashSet::new();
+    // The renewals seen to land, by attempt.
+    let mut renewals: HashMap<(u32, u64), Vec<Seen>> = HashMap::new();
     // Each worker's probes' stalls, by probe.
     let mut probe_stalls: HashMap<(u32, Probe), Vec<(u64, u64)>> = HashMap::new();
     let java: std::collections::HashSet<u32> = history
@@ -301,6 +319,8 @@ pub fn check(history: &[Entry], last: &Final, lease: std::time::Duration) -> Sum
                 }
                 continue;
             }
+            // What the process and its watchdog did, not the worker's operations (not
+            // counted as such): its stalls, and its holds' renewals.
             Entry::Op {
                 w,
                 op: Op::Stall { t, until, probe },
@@ -309,6 +329,24 @@ pub fn check(history: &[Entry], last: &Final, lease: std::time::Duration) -> Sum
                     .entry((*w, *probe))
                     .or_default()
                     .push((*t, *until));
+                continue;
+            }
+            Entry::Op {
+                w,
+                op:
+                    Op::Renewed {
+                        t,
+                        a,
+                        after,
+                        margin_ms,
+                    },
+            } => {
+                summary.renewals_seen += 1;
+                renewals.entry((*w, *a)).or_default().push(Seen {
+                    t: *t,
+                    after: *after,
+                    margin_ms: *margin_ms,
+                });
                 continue;
             }
             Entry::Op { w, op } => (*w, op),
@@ -376,6 +414,7 @@ pub fn check(history: &[Entry], last: &Final, lease: std::time::Duration) -> Sum
                 summary.lost_signals += 1;
                 attempts.entry((w, *a)).or_default().lost = Some(*t);
             }
+
             Op::Read { outcome, .. } => *summary.reads.entry(label(*outcome)).or_default() += 1,
             Op::Write {
                 a, value, outcome, ..
@@ -396,7 +435,7 @@ pub fn check(history: &[Entry], last: &Final, lease: std::time::Duration) -> Sum
                 }
                 attempts.entry((w, *a)).or_default().unlocked = Some((*t, *released));
             }
-            Op::Ready { .. } | Op::Done { .. } | Op::Stall { .. } => {}
+            Op::Ready { .. } | Op::Done { .. } | Op::Stall { .. } | Op::Renewed { .. } => {}
         }
     }
     summary.workers_started = u32::try_from(workers.len()).unwrap_or(u32::MAX);
@@ -519,12 +558,21 @@ pub fn check(history: &[Entry], last: &Final, lease: std::time::Duration) -> Sum
             }
         }
     }
+    // The earliest `held`'s lost deadline can be, from what was seen by `by`: 0.9
+    // lease after its call began, or a tenth of a lease before a renewal's `after +
+    // margin` (a margin of 0 was cut short by the clock, and bounds nothing).
+    let earliest_deadline = |held: &Hold, by: u64| {
+        let seen = renewals.get(&(held.w, held.a)).into_iter().flatten();
+        seen.filter(|seen| seen.t <= by && seen.margin_ms > 0)
+            .map(|seen| (seen.after + seen.margin_ms * 1000).saturating_sub(lease / 10))
+            .fold(held.call + lost_after, u64::max)
+    };
     // Whether `held`'s belief when another was granted at `granted` is excused by a
     // stall of its process (see `Summary::overlaps_after_stall`).
     let stalled_past_its_deadline = |held: &Hold, granted: u64| {
         stalls.get(&held.w).is_some_and(|list| {
             list.iter().any(|&(from, until)| {
-                from <= held.call + lost_after
+                from <= earliest_deadline(held, from)
                     && from + lost_after <= granted
                     && held.end <= until + RESUMING
             })
@@ -575,17 +623,38 @@ pub fn check(history: &[Entry], last: &Final, lease: std::time::Duration) -> Sum
                 } else {
                     let earlier = others[others.len() - 1];
                     // A stall of an earlier holder's process that did not excuse it,
-                    // for whoever reads the report.
+                    // and why, for whoever reads the report.
                     let stalled = others.iter().find_map(|earlier| {
                         let list = stalls.get(&earlier.w)?;
                         let &(from, until) = list
                             .iter()
                             .find(|&&(from, until)| from < hold.start && until > earlier.start)?;
+                        let deadline = earliest_deadline(earlier, from);
+                        let mut why = Vec::new();
+                        if from > deadline {
+                            why.push(format!(
+                                "it began {} ms after the earliest its lost deadline could be",
+                                (from - deadline) / 1000
+                            ));
+                        }
+                        if from + lost_after > hold.start {
+                            why.push(
+                                "it began less than 0.9 lease before the grant (the deadline may not have passed)"
+                                    .to_owned(),
+                            );
+                        }
+                        if earlier.end > until + RESUMING {
+                            why.push(format!(
+                                "the holder believed on for {} ms after it ran again",
+                                (earlier.end - until) / 1000
+                            ));
+                        }
                         Some(format!(
-                            "; worker {}'s process stalled from {} ms before to {} ms after the grant, not enough to excuse it",
+                            "; worker {}'s process stalled from {} ms before to {} ms after the grant, not enough to excuse it: {}",
                             earlier.w,
                             (hold.start - from) / 1000,
                             until.saturating_sub(hold.start) / 1000,
+                            why.join("; "),
                         ))
                     });
                     summary.violate(

@@ -79,6 +79,19 @@ pub enum Op {
     },
     /// The lost signal fired.
     Lost { t: u64, a: u64 },
+    /// A renewal of the hold landed after `after` and had by `t`: the guard's
+    /// `renewal_margin()` changed to `margin_ms` (the lease left in Redis when it
+    /// landed, by the clock of the exchange before it). So the exchange before it was
+    /// sent at `after + margin_ms - lease` or later, and the hold's lost deadline is at
+    /// least a tenth of a lease before `after + margin_ms`. Seen by polling (see
+    /// `worker::record_renewals`): a renewal that left the same margin as the one
+    /// before is not seen, which only makes that bound older.
+    Renewed {
+        t: u64,
+        a: u64,
+        after: u64,
+        margin_ms: u64,
+    },
     /// A fenced read of the register.
     Read { t: u64, a: u64, outcome: Outcome },
     /// A fenced write of `value` to the register.
@@ -140,6 +153,7 @@ impl Op {
             | Op::Cancelled { t, .. }
             | Op::Nested { t, .. }
             | Op::Lost { t, .. }
+            | Op::Renewed { t, .. }
             | Op::Read { t, .. }
             | Op::Write { t, .. }
             | Op::Unlock { t, .. }

@@ -775,6 +775,7 @@ fn print_summary(plan: &Plan, summary: &Summary, took: Duration) {
             "holds that spanned a restart",
             summary.holds_across_restarts,
         ),
+        ("renewals seen to land", summary.renewals_seen),
         ("worker stalls (both probes, not paused)", summary.stalls),
         ("  the longest of them, ms", summary.longest_stall_ms),
     ];

@@ -243,6 +243,37 @@ pub async fn run(config: WorkerConfig) -> Result<(), BoxError> {
     Ok(())
 }
 
+/// How often a hold's renewal margin is looked at (see [`record_renewals`]).
+const RENEWAL_POLL: Duration = Duration::from_millis(10);
+
+/// Records every renewal of hold `a` that is seen to land (an [`Op::Renewed`]),
+/// looking at `margin` (the guard's `renewal_margin()`) every [`RENEWAL_POLL`]; never
+/// returns. The checker reads from them how late the hold's lost deadline is at the
+/// least (see `checker::Summary::overlaps_after_stall`).
+async fn record_renewals(a: u64, margin: impl Fn() -> Option<Duration>) {
+    let mut last = margin();
+    // Before the last look: a margin that changed since was set after this.
+    let mut since = now_us();
+    loop {
+        tokio::time::sleep(RENEWAL_POLL).await;
+        let looked_at = now_us();
+        let now = margin();
+        if now != last {
+            if let Some(margin) = now {
+                Op::Renewed {
+                    t: now_us(),
+                    a,
+                    after: since,
+                    margin_ms: margin.as_millis() as u64,
+                }
+                .emit();
+            }
+            last = now;
+        }
+        since = looked_at;
+    }
+}
+
 /// How long the stall probes sleep at a time.
 const PROBE_TICK: Duration = Duration::from_millis(5);
 
@@ -586,6 +617,7 @@ impl TaskWorker {
             Held::Holdlock(guard) => {
                 tokio::select! {
                     () = steps => {}
+                    () = record_renewals(a, || guard.renewal_margin()) => {}
                     () = guard.lost() => {
                         Op::Lost { t: now_us(), a }.emit();
                         if writing.load(Ordering::Acquire) {
@@ -883,6 +915,7 @@ impl TaskWorker {
         };
         tokio::select! {
             () = tokio::time::sleep(hold) => {}
+            () = record_renewals(a, || side.renewal_margin()) => {}
             () = lost => Op::Lost { t: now_us(), a }.emit(),
         }
         Op::Unlock { t: now_us(), a }.emit();
@@ -914,6 +947,17 @@ enum Side {
     Write(holdlock::WriteGuard),
     Permit(holdlock::Permit),
     Fair(LockGuard),
+}
+
+impl Side {
+    fn renewal_margin(&self) -> Option<Duration> {
+        match self {
+            Side::Read(guard) => guard.renewal_margin(),
+            Side::Write(guard) => guard.renewal_margin(),
+            Side::Permit(permit) => permit.renewal_margin(),
+            Side::Fair(guard) => guard.renewal_margin(),
+        }
+    }
 }
 
 /// One name of a multi-lock round: its token, and its guard (none once the broken
