@@ -251,9 +251,9 @@ const RENEWAL_POLL: Duration = Duration::from_millis(10);
 /// returns. The checker reads from them how late the hold's lost deadline is at the
 /// least (see `checker::Summary::overlaps_after_stall`).
 async fn record_renewals(a: u64, margin: impl Fn() -> Option<Duration>) {
-    let mut last = margin();
-    // Before the last look: a margin that changed since was set after this.
+    // When the last look began: a margin that changed since was set after this.
     let mut since = now_us();
+    let mut last = margin();
     loop {
         tokio::time::sleep(RENEWAL_POLL).await;
         let looked_at = now_us();
@@ -283,9 +283,9 @@ const PROBE_TICK: Duration = Duration::from_millis(5);
 /// Where both stalled at once the process did not run (the machine stalled, or the
 /// worker was not scheduled, or paused): its watchdog could neither renew a lease nor
 /// tell its holder that the lease ran out, which the checker needs to know (see
-/// `checker::Summary::overlaps_after_stall`). The thread alone may be left unscheduled while the
-/// runtime runs, and the runtime alone may be blocked by what runs on it (which is the
-/// library's business to avoid): neither is a stall of the process.
+/// `checker::Summary::overlaps_after_stall`). The thread alone may be left unscheduled
+/// while the runtime runs, and the runtime alone may be blocked by what runs on it
+/// (which is the library's business to avoid): neither is a stall of the process.
 fn watch_for_stalls(stop: &Arc<AtomicBool>) {
     let tick = PROBE_TICK.as_micros() as u64;
     let late = move |asleep_at: u64, probe: Probe| {
