@@ -857,6 +857,136 @@ fn the_chaos_checker_excuses_what_a_fault_does_to_a_java_worker_and_never_to_a_r
 }
 
 #[test]
+fn the_chaos_checker_excuses_a_holder_whose_process_stalled_past_its_lost_deadline_only() {
+    // A 1 s lease (the recheck's default): the lost deadline is 0.9 s after the call's
+    // attempt at the earliest, or a tenth of a lease before a renewal's `after +
+    // margin_ms`. On chaos:0 worker 0's process stops 0.1 s after its grant (both
+    // probes stall), worker 1 is granted at 1.2 s, and worker 0 hears of the loss 15 ms
+    // after it runs again: excused. On chaos:5 the stall begins at 1 s, after the
+    // call's 0.9 s, but a renewal seen at 0.68 s puts the deadline at 1.23 s at the
+    // earliest: excused. Violations: only the probe thread stalled (chaos:1: the runtime
+    // ran, its watchdog could tell); a stall begun after the earliest deadline
+    // (chaos:2, and chaos:6, whose second renewal was seen only once the stall had
+    // begun); a grant less than 0.9 s after the stall began (chaos:3: a renewal sent
+    // just before it would still have held); the holder told 150 ms after it ran again
+    // (chaos:4).
+    let both = |from, until| [Some((from, until)), Some((from, until))];
+    let early: &[(u64, u64, u64)] = &[(340_000, 330_000, 660)];
+    let renewed = [early, &[(680_000, 670_000, 660)]].concat();
+    let renewed_late = [early, &[(1_010_000, 670_000, 660)]].concat();
+    // One name's holder (worker 2n) and the other (worker 2n + 1): the holder's
+    // probes' stalls (thread, runtime: from, until), its renewals seen (t, after,
+    // margin_ms), the other's grant and the holder's lost signal.
+    struct Scenario<'a> {
+        probes: [Option<(u64, u64)>; 2],
+        renewals: &'a [(u64, u64, u64)],
+        granted: u64,
+        lost: u64,
+    }
+    let stopped = [Some((100_000, 1_300_000)), Some((100_000, 1_295_000))];
+    let scenarios = [
+        Scenario {
+            probes: stopped,
+            renewals: &[],
+            granted: 1_200_000,
+            lost: 1_310_000,
+        },
+        Scenario {
+            probes: [Some((100_000, 1_300_000)), None],
+            renewals: &[],
+            granted: 1_200_000,
+            lost: 1_310_000,
+        },
+        Scenario {
+            probes: both(950_000, 2_000_000),
+            renewals: &[],
+            granted: 1_900_000,
+            lost: 2_010_000,
+        },
+        Scenario {
+            probes: both(100_000, 1_300_000),
+            renewals: &[],
+            granted: 950_000,
+            lost: 1_310_000,
+        },
+        Scenario {
+            probes: stopped,
+            renewals: &[],
+            granted: 1_200_000,
+            lost: 1_445_000,
+        },
+        Scenario {
+            probes: both(1_000_000, 2_300_000),
+            renewals: &renewed,
+            granted: 1_950_000,
+            lost: 2_310_000,
+        },
+        Scenario {
+            probes: both(1_000_000, 2_300_000),
+            renewals: &renewed_late,
+            granted: 1_950_000,
+            lost: 2_310_000,
+        },
+    ];
+    let mut history = String::new();
+    for (n, scenario) in scenarios.iter().enumerate() {
+        let Scenario {
+            probes,
+            renewals,
+            granted,
+            lost,
+        } = *scenario;
+        let (holder, other) = (2 * n, 2 * n + 1);
+        history.push_str(&format!(
+            r#"{{"w":{holder},"op":"start","t":1000,"a":1,"name":"chaos:{n}","wait_ms":100}}
+{{"w":{holder},"op":"grant","t":2000,"a":1,"token":0}}
+{{"w":{other},"op":"start","t":500000,"a":1,"name":"chaos:{n}","wait_ms":2000}}
+{{"w":{other},"op":"grant","t":{granted},"a":1,"token":0}}
+{{"w":{other},"op":"unlock","t":{},"a":1}}
+{{"w":{other},"op":"unlocked","t":{},"a":1,"released":"ok"}}
+{{"w":{holder},"op":"lost","t":{lost},"a":1}}
+{{"w":{holder},"op":"unlock","t":{},"a":1}}
+{{"w":{holder},"op":"unlocked","t":{},"a":1,"released":"not_held"}}
+"#,
+            granted + 10_000,
+            granted + 11_000,
+            lost + 100,
+            lost + 200,
+        ));
+        for (probe, stall) in ["thread", "runtime"].into_iter().zip(probes) {
+            if let Some((t, until)) = stall {
+                history.push_str(&format!(
+                    r#"{{"w":{holder},"op":"stall","t":{t},"until":{until},"probe":"{probe}"}}
+"#
+                ));
+            }
+        }
+        for (t, after, margin_ms) in renewals {
+            history.push_str(&format!(
+                r#"{{"w":{holder},"op":"renewed","t":{t},"a":1,"after":{after},"margin_ms":{margin_ms}}}
+"#
+            ));
+        }
+    }
+    let (code, summary, text) = recheck(&history);
+    assert_eq!(code, Some(1), "{text}");
+    assert_eq!(summary["overlaps_after_stall"], 2, "{text}");
+    assert_eq!(summary["violations"]["overlapping holders"], 5, "{text}");
+    assert_eq!(summary["renewals_seen"], 4, "{text}");
+    // The processes' stalls: workers 0, 4, 6, 8, 10 and 12 (worker 2's runtime ran).
+    assert_eq!(summary["stalls"], 6, "{text}");
+    assert_eq!(summary["longest_stall_ms"], 1_300, "{text}");
+    // Each report names the stall and what it lacked.
+    for why in [
+        "after the earliest its lost deadline could be",
+        "less than 0.9 lease before the grant",
+        "believed on for 150 ms after it ran again",
+    ] {
+        assert!(text.contains(why), "{why}: {text}");
+    }
+}
+
+#[test]
 fn the_chaos_checker_finds_no_violation_in_the_read_write_lock() {
     let _turn = heavy_turn();
     // Readers and writers under every kind of fault: readers may overlap, a writer

@@ -5,11 +5,13 @@
 //!    such beliefs about one name must never overlap (two readers of a read-write lock
 //!    may; up to `n` holders of a semaphore's `n` permits may), unless a worker of one
 //!    of them was paused (`SIGSTOP`) in between, or the lock server restarted and lost
-//!    the lock (the fencing check below is what protects the data then). A Java
-//!    Redisson holder is never told that its hold lapsed (Redisson has no lost
-//!    signal), so an overlap with one is excused too when a fault cut its worker off
-//!    (a pause, partition or reset of it, every connection killed, or the topology
-//!    changing) between its call and the overlap; never without such a fault.
+//!    the lock (the fencing check below is what protects the data then), or the
+//!    earlier holder's process did not run from before its lost deadline until the
+//!    overlap (see [`Summary::overlaps_after_stall`]). A Java Redisson holder is never
+//!    told that its hold lapsed (Redisson has no lost signal), so an overlap with one
+//!    is excused too when a fault cut its worker off (a pause, partition or reset of
+//!    it, every connection killed, or the topology changing) between its call and the
+//!    overlap; never without such a fault.
 //! 2. **No lost updates, no stale writes.** Each register is written only by fenced
 //!    read-modify-writes, so its final value must equal the number of accepted writes
 //!    (plus at most the writes whose outcome is unknown, a write a killed worker may
@@ -42,7 +44,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use crate::history::{Entry, Fault, Op, Outcome, Released};
+use crate::history::{Entry, Fault, Op, Outcome, Probe, Released};
 
 /// Calls on a fair lock that began within this of each other may be served either
 /// way round: the order is that of their first attempts' arrival at Redis, and a
@@ -54,6 +56,12 @@ pub const FIFO_TIE: u64 = 50_000;
 /// client's reconnect delay doubles from 50 ms up to 2 s, so a waiter whose worker
 /// was cut off may reach Redis (and queue) up to that long after the fault.
 pub const RECONNECTING: u64 = 2_500_000;
+
+/// How soon a holder whose process stalled past its lost deadline must have stopped
+/// believing it holds once its process ran again, in microseconds: the deadline has
+/// passed, so the watchdog's scheduler tells it at its first wake (or the holder lets
+/// go first), but every process that stalled resumes at once and two cores take turns.
+pub const RESUMING: u64 = 100_000;
 
 /// What the checker looked at after the run, besides the history.
 #[derive(Debug, Default)]
@@ -95,6 +103,38 @@ pub struct Summary {
     pub faults: BTreeMap<&'static str, u64>,
     pub overlaps_after_pause: u64,
     pub overlaps_after_restart: u64,
+    /// Overlaps with a holder whose process stalled past its lost deadline.
+    ///
+    /// No lease covers a holder that is not running (`docs/guarantees.md`, "holder
+    /// pauses past its lease"). A holder's watchdog gives its hold up at its lost
+    /// deadline, `0.9 lease` after the exchange that set its lease was sent (the call's
+    /// attempt, or the last renewal that landed), and a correct library tells the holder
+    /// then, while Redis still has the hold. So an overlap with a holder is excused only
+    /// when its worker recorded a stall of both probes at once (the process did not
+    /// run, see `Op::Stall`) that
+    ///
+    /// - began no later than the earliest the lost deadline can be: `0.9 lease` after
+    ///   the call began, or, once a renewal was seen to land before the stall (an
+    ///   `Op::Renewed`), a tenth of a lease before its `after + margin_ms` (the
+    ///   exchange before that renewal was sent no earlier than `after + margin_ms -
+    ///   lease`, and the deadline only moves later): the process was not running when
+    ///   the deadline passed;
+    /// - began at least `0.9 lease` before the overlapping grant: the deadline of any
+    ///   renewal sent before the stall had passed by then (a renewal is seen landing
+    ///   only some time after, so this bound is all the history gives);
+    /// - lasted until the holder stopped believing, less [`RESUMING`]: it was told (or
+    ///   let go) as soon as it ran again.
+    ///
+    /// A stall too short or too late, or a holder told late once it ran again, is no
+    /// excuse: those are the library's to get right.
+    pub overlaps_after_stall: u64,
+    /// Renewals seen to land (`Op::Renewed`).
+    pub renewals_seen: u64,
+    /// Stalls of a worker's process (both its probes at once, see `Op::Stall`) outside
+    /// the nemesis's pauses of it.
+    pub stalls: u64,
+    /// The longest of those, in milliseconds.
+    pub longest_stall_ms: u64,
     /// Overlaps with a Java Redisson holder that a fault had cut off, which Redisson
     /// cannot tell of a lapsed hold.
     pub overlaps_java_not_told: u64,
@@ -168,6 +208,17 @@ impl Attempt {
     }
 }
 
+/// A renewal seen to land (see `Op::Renewed`).
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    /// When it was seen.
+    t: u64,
+    /// It landed after this.
+    after: u64,
+    /// The lease left in Redis when it landed, by the clock of the exchange before.
+    margin_ms: u64,
+}
+
 /// A belief of holding: from the grant to its end.
 #[derive(Debug, Clone, Copy)]
 struct Hold {
@@ -191,7 +242,12 @@ fn label(outcome: Outcome) -> &'static str {
 }
 
 /// Checks `history` (in any order) against the promises above.
-pub fn check(history: &[Entry], last: &Final) -> Summary {
+/// `lease` is the workers' (`--lease`).
+pub fn check(history: &[Entry], last: &Final, lease: std::time::Duration) -> Summary {
+    let lease = u64::try_from(lease.as_micros()).unwrap_or(u64::MAX);
+    // The lost deadline's distance from the exchange that set the lease, as the
+    // library's: nine tenths of the lease.
+    let lost_after = lease - lease / 10;
     let mut summary = Summary::default();
     let mut attempts: HashMap<(u32, u64), Attempt> = HashMap::new();
     let mut writes: HashMap<String, Vec<(u64, Outcome, u32, u64)>> = HashMap::new();
@@ -203,6 +259,10 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
     let mut kills: HashMap<u32, u64> = HashMap::new();
     let mut restarts = Vec::new();
     let mut workers = std::collections::HashSet::new();
+    // The renewals seen to land, by attempt.
+    let mut renewals: HashMap<(u32, u64), Vec<Seen>> = HashMap::new();
+    // Each worker's probes' stalls, by probe.
+    let mut probe_stalls: HashMap<(u32, Probe), Vec<(u64, u64)>> = HashMap::new();
     let java: std::collections::HashSet<u32> = history
         .iter()
         .filter_map(|entry| match entry {
@@ -257,6 +317,36 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
                         everyone_displaced.push((t, until + RECONNECTING));
                     }
                 }
+                continue;
+            }
+            // What the process and its watchdog did, not the worker's operations (not
+            // counted as such): its stalls, and its holds' renewals.
+            Entry::Op {
+                w,
+                op: Op::Stall { t, until, probe },
+            } => {
+                probe_stalls
+                    .entry((*w, *probe))
+                    .or_default()
+                    .push((*t, *until));
+                continue;
+            }
+            Entry::Op {
+                w,
+                op:
+                    Op::Renewed {
+                        t,
+                        a,
+                        after,
+                        margin_ms,
+                    },
+            } => {
+                summary.renewals_seen += 1;
+                renewals.entry((*w, *a)).or_default().push(Seen {
+                    t: *t,
+                    after: *after,
+                    margin_ms: *margin_ms,
+                });
                 continue;
             }
             Entry::Op { w, op } => (*w, op),
@@ -324,6 +414,7 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
                 summary.lost_signals += 1;
                 attempts.entry((w, *a)).or_default().lost = Some(*t);
             }
+
             Op::Read { outcome, .. } => *summary.reads.entry(label(*outcome)).or_default() += 1,
             Op::Write {
                 a, value, outcome, ..
@@ -344,7 +435,7 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
                 }
                 attempts.entry((w, *a)).or_default().unlocked = Some((*t, *released));
             }
-            Op::Ready { .. } | Op::Done { .. } => {}
+            Op::Ready { .. } | Op::Done { .. } | Op::Stall { .. } | Op::Renewed { .. } => {}
         }
     }
     summary.workers_started = u32::try_from(workers.len()).unwrap_or(u32::MAX);
@@ -440,6 +531,53 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
     // The old server dies somewhere between the stop and the new one answering.
     let restarted_between =
         |from: u64, to: u64| restarts.iter().any(|&(down, up)| down < to && up >= from);
+    // The stalls of each worker's process: where both its probes stalled at once.
+    let mut stalls: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
+    for (&(w, probe), thread) in &probe_stalls {
+        if probe != Probe::Thread {
+            continue;
+        }
+        let Some(runtime) = probe_stalls.get(&(w, Probe::Runtime)) else {
+            continue;
+        };
+        let both = stalls.entry(w).or_default();
+        for &(from, until) in thread {
+            for &(runtime_from, runtime_until) in runtime {
+                let (from, until) = (from.max(runtime_from), until.min(runtime_until));
+                if from < until {
+                    both.push((from, until));
+                }
+            }
+        }
+    }
+    for (&w, list) in &stalls {
+        for &(from, until) in list {
+            if !paused_between(w, from, until) {
+                summary.stalls += 1;
+                summary.longest_stall_ms = summary.longest_stall_ms.max((until - from) / 1000);
+            }
+        }
+    }
+    // The earliest `held`'s lost deadline can be, from what was seen by `by`: 0.9
+    // lease after its call began, or a tenth of a lease before a renewal's `after +
+    // margin` (a margin of 0 was cut short by the clock, and bounds nothing).
+    let earliest_deadline = |held: &Hold, by: u64| {
+        let seen = renewals.get(&(held.w, held.a)).into_iter().flatten();
+        seen.filter(|seen| seen.t <= by && seen.margin_ms > 0)
+            .map(|seen| (seen.after + seen.margin_ms * 1000).saturating_sub(lease / 10))
+            .fold(held.call + lost_after, u64::max)
+    };
+    // Whether `held`'s belief when another was granted at `granted` is excused by a
+    // stall of its process (see `Summary::overlaps_after_stall`).
+    let stalled_past_its_deadline = |held: &Hold, granted: u64| {
+        stalls.get(&held.w).is_some_and(|list| {
+            list.iter().any(|&(from, until)| {
+                from <= earliest_deadline(held, from)
+                    && from + lost_after <= granted
+                    && held.end <= until + RESUMING
+            })
+        })
+    };
     for (name, list) in &mut holds {
         list.sort_by_key(|hold| hold.start);
         let mut active: Vec<Hold> = Vec::new();
@@ -471,16 +609,58 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
                     summary.overlaps_after_pause += 1;
                 } else if restarted_between(from, hold.start) {
                     summary.overlaps_after_restart += 1;
+                } else if others
+                    .iter()
+                    .filter(|earlier| !stalled_past_its_deadline(earlier, hold.start))
+                    .count()
+                    <= allowed
+                {
+                    summary.overlaps_after_stall += 1;
                 } else if others.iter().copied().chain([hold]).any(|held| {
                     java.contains(&held.w) && displaced_between(held.w, held.call, hold.start)
                 }) {
                     summary.overlaps_java_not_told += 1;
                 } else {
                     let earlier = others[others.len() - 1];
+                    // A stall of an earlier holder's process that did not excuse it,
+                    // and why, for whoever reads the report.
+                    let stalled = others.iter().find_map(|earlier| {
+                        let list = stalls.get(&earlier.w)?;
+                        let &(from, until) = list
+                            .iter()
+                            .find(|&&(from, until)| from < hold.start && until > earlier.start)?;
+                        let deadline = earliest_deadline(earlier, from);
+                        let mut why = Vec::new();
+                        if from > deadline {
+                            why.push(format!(
+                                "it began {} ms after the earliest its lost deadline could be",
+                                (from - deadline) / 1000
+                            ));
+                        }
+                        if from + lost_after > hold.start {
+                            why.push(
+                                "it began less than 0.9 lease before the grant (the deadline may not have passed)"
+                                    .to_owned(),
+                            );
+                        }
+                        if earlier.end > until + RESUMING {
+                            why.push(format!(
+                                "the holder believed on for {} ms after it ran again",
+                                (earlier.end - until) / 1000
+                            ));
+                        }
+                        Some(format!(
+                            "; worker {}'s process stalled from {} ms before to {} ms after the grant, not enough to excuse it: {}",
+                            earlier.w,
+                            (hold.start - from) / 1000,
+                            until.saturating_sub(hold.start) / 1000,
+                            why.join("; "),
+                        ))
+                    });
                     summary.violate(
                         "overlapping holders",
                         format!(
-                            "{name}: {} other holder(s) (the last worker {}, attempt {:#x}, until +{} ms) when worker {} (attempt {:#x}) was granted it{}",
+                            "{name}: {} other holder(s) (the last worker {}, attempt {:#x}, until +{} ms) when worker {} (attempt {:#x}) was granted it{}{}",
                             others.len(),
                             earlier.w,
                             earlier.a,
@@ -488,6 +668,7 @@ pub fn check(history: &[Entry], last: &Final) -> Summary {
                             hold.w,
                             hold.a,
                             if hold.permits > 0 { format!(" ({} permits)", hold.permits) } else { String::new() },
+                            stalled.unwrap_or_default(),
                         ),
                     );
                 }

@@ -79,6 +79,19 @@ pub enum Op {
     },
     /// The lost signal fired.
     Lost { t: u64, a: u64 },
+    /// A renewal of the hold landed after `after` and had by `t`: the guard's
+    /// `renewal_margin()` changed to `margin_ms` (the lease left in Redis when it
+    /// landed, by the clock of the exchange before it). So the exchange before it was
+    /// sent at `after + margin_ms - lease` or later, and the hold's lost deadline is at
+    /// least a tenth of a lease before `after + margin_ms`. Seen by polling (see
+    /// `worker::record_renewals`): a renewal that left the same margin as the one
+    /// before is not seen, which only makes that bound older.
+    Renewed {
+        t: u64,
+        a: u64,
+        after: u64,
+        margin_ms: u64,
+    },
     /// A fenced read of the register.
     Read { t: u64, a: u64, outcome: Outcome },
     /// A fenced write of `value` to the register.
@@ -102,6 +115,27 @@ pub enum Op {
     },
     /// Every task has stopped; the worker exits.
     Done { t: u64 },
+    /// One of the worker's stall probes did not run from `t` to `until`, at least
+    /// [`STALL_RECORDED`] longer than it asked to sleep (see `worker::watch_for_stalls`).
+    /// Where both probes stalled, the process did not run: its watchdog could neither
+    /// renew nor tell a holder its lease ran out.
+    Stall { t: u64, until: u64, probe: Probe },
+}
+
+/// The shortest stall a worker's probes record, in microseconds.
+pub const STALL_RECORDED: u64 = 50_000;
+
+/// Which of a worker's probes stalled (see [`Op::Stall`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Probe {
+    /// A thread of its own, outside the runtime, that sleeps a few milliseconds at a
+    /// time: the operating system did not run it (the machine stalled, or the process
+    /// was not scheduled).
+    Thread,
+    /// A task on the worker's tokio runtime, as the library's watchdog is: the
+    /// runtime did not poll it.
+    Runtime,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -119,11 +153,13 @@ impl Op {
             | Op::Cancelled { t, .. }
             | Op::Nested { t, .. }
             | Op::Lost { t, .. }
+            | Op::Renewed { t, .. }
             | Op::Read { t, .. }
             | Op::Write { t, .. }
             | Op::Unlock { t, .. }
             | Op::Unlocked { t, .. }
             | Op::Ready { t, .. }
+            | Op::Stall { t, .. }
             | Op::Done { t } => *t,
         }
     }

@@ -25,7 +25,7 @@
 //! `--history FILE` (one JSON line per event), `--json FILE` (the
 //! summary), `--cluster` (no value), `--recheck FILE` (no run: check the history a
 //! `--history` wrote again, without the final state it does not hold: registers'
-//! values and keys left). It always starts its own two redis-servers (locks,
+//! values and keys left; give it the run's `--lease`). It always starts its own two redis-servers (locks,
 //! and the registers the locks protect), so that it can restart the first.
 //!
 //! With `--cluster` the locks live on a Redis Cluster of its own instead: 3 primaries

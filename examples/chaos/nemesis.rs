@@ -617,7 +617,7 @@ pub async fn run(plan: Plan) -> Result<Summary, BoxError> {
     let hung_workers = lab.stop_workers().await;
     let last = final_state(&lab, hung_workers).await?;
     let history = std::mem::take(&mut *lab.history.lock().unwrap());
-    let summary = checker::check(&history, &last);
+    let summary = checker::check(&history, &last, lab.plan.lease);
     print_summary(&lab.plan, &summary, started.elapsed());
     if let Some(path) = &lab.plan.history {
         let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
@@ -719,7 +719,7 @@ pub fn recheck(path: &Path, plan: &Plan) -> Result<Summary, BoxError> {
         .lines()
         .map(serde_json::from_str::<Entry>)
         .collect::<Result<Vec<_>, _>>()?;
-    let summary = checker::check(&history, &Final::default());
+    let summary = checker::check(&history, &Final::default(), plan.lease);
     print_summary(plan, &summary, Duration::ZERO);
     if let Some(path) = &plan.json {
         std::fs::write(path, serde_json::to_vec_pretty(&summary)?)?;
@@ -775,6 +775,9 @@ fn print_summary(plan: &Plan, summary: &Summary, took: Duration) {
             "holds that spanned a restart",
             summary.holds_across_restarts,
         ),
+        ("renewals seen to land", summary.renewals_seen),
+        ("worker stalls (both probes, not paused)", summary.stalls),
+        ("  the longest of them, ms", summary.longest_stall_ms),
     ];
     for (label, count) in counts {
         row(label, count.to_string());
@@ -796,6 +799,10 @@ fn print_summary(plan: &Plan, summary: &Summary, took: Duration) {
         (
             "overlaps excused: the lock server restarted",
             summary.overlaps_after_restart,
+        ),
+        (
+            "overlaps excused: a holder's process stalled",
+            summary.overlaps_after_stall,
         ),
         (
             "overlaps excused: a Redisson holder cut off",

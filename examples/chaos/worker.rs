@@ -10,7 +10,7 @@ use holdlock::fred::types::{Expiration, SetOptions};
 use holdlock::{Compat, LockClient, LockClientBuilder, LockError, LockGuard, LockOptions, fence};
 use tokio::io::AsyncReadExt;
 
-use crate::history::{Op, Outcome, Released, now_us};
+use crate::history::{Op, Outcome, Probe, Released, STALL_RECORDED, now_us};
 use crate::{BoxError, Rng, register_key};
 
 /// How a worker locks.
@@ -222,6 +222,7 @@ pub async fn run(config: WorkerConfig) -> Result<(), BoxError> {
         java: false,
     }
     .emit();
+    watch_for_stalls(&stop);
     let tasks: Vec<_> = (0..config.tasks)
         .map(|task| {
             let task_worker = TaskWorker {
@@ -242,6 +243,86 @@ pub async fn run(config: WorkerConfig) -> Result<(), BoxError> {
     resource.shutdown().await;
     Op::Done { t: now_us() }.emit();
     Ok(())
+}
+
+/// How often a hold's renewal margin is looked at (see [`record_renewals`]).
+const RENEWAL_POLL: Duration = Duration::from_millis(10);
+
+/// Records every renewal of hold `a` that is seen to land (an [`Op::Renewed`]),
+/// looking at `margin` (the guard's `renewal_margin()`) every [`RENEWAL_POLL`]; never
+/// returns. The checker reads from them how late the hold's lost deadline is at the
+/// least (see `checker::Summary::overlaps_after_stall`).
+async fn record_renewals(a: u64, margin: impl Fn() -> Option<Duration>) {
+    // When the last look began: a margin that changed since was set after this.
+    let mut since = now_us();
+    let mut last = margin();
+    loop {
+        tokio::time::sleep(RENEWAL_POLL).await;
+        let looked_at = now_us();
+        let now = margin();
+        if now != last {
+            if let Some(margin) = now {
+                Op::Renewed {
+                    t: now_us(),
+                    a,
+                    after: since,
+                    margin_ms: margin.as_millis() as u64,
+                }
+                .emit();
+            }
+            last = now;
+        }
+        since = looked_at;
+    }
+}
+
+/// How long the stall probes sleep at a time.
+const PROBE_TICK: Duration = Duration::from_millis(5);
+
+/// Starts the worker's two stall probes, until `stop`: a thread of its own and a task
+/// on the runtime, each sleeping [`PROBE_TICK`] at a time and recording (as an
+/// [`Op::Stall`]) any sleep that ended [`STALL_RECORDED`] or more after it was due.
+/// Where both stalled at once the process did not run (the machine stalled, or the
+/// worker was not scheduled, or paused): its watchdog could neither renew a lease nor
+/// tell its holder that the lease ran out, which the checker needs to know (see
+/// `checker::Summary::overlaps_after_stall`). The thread alone may be left unscheduled
+/// while the runtime runs, and the runtime alone may be blocked by what runs on it
+/// (which is the library's business to avoid): neither is a stall of the process.
+fn watch_for_stalls(stop: &Arc<AtomicBool>) {
+    let tick = PROBE_TICK.as_micros() as u64;
+    let late = move |asleep_at: u64, probe: Probe| {
+        let due = asleep_at + tick;
+        let now = now_us();
+        if now >= due + STALL_RECORDED {
+            Op::Stall {
+                t: due,
+                until: now,
+                probe,
+            }
+            .emit();
+        }
+    };
+    let thread_stop = Arc::clone(stop);
+    let spawned = std::thread::Builder::new()
+        .name("stall-probe".into())
+        .spawn(move || {
+            while !thread_stop.load(Ordering::Acquire) {
+                let asleep_at = now_us();
+                std::thread::sleep(PROBE_TICK);
+                late(asleep_at, Probe::Thread);
+            }
+        });
+    if let Err(error) = spawned {
+        eprintln!("chaos worker: no stall probe thread: {error}");
+    }
+    let task_stop = Arc::clone(stop);
+    tokio::spawn(async move {
+        while !task_stop.load(Ordering::Acquire) {
+            let asleep_at = now_us();
+            tokio::time::sleep(PROBE_TICK).await;
+            late(asleep_at, Probe::Runtime);
+        }
+    });
 }
 
 struct TaskWorker {
@@ -546,6 +627,7 @@ impl TaskWorker {
             Held::Holdlock(guard) => {
                 tokio::select! {
                     () = steps => {}
+                    () = record_renewals(a, || guard.renewal_margin()) => {}
                     () = guard.lost() => {
                         Op::Lost { t: now_us(), a }.emit();
                         if writing.load(Ordering::Acquire) {
@@ -848,6 +930,7 @@ impl TaskWorker {
         };
         tokio::select! {
             () = tokio::time::sleep(hold) => {}
+            () = record_renewals(a, || side.renewal_margin()) => {}
             () = lost => Op::Lost { t: now_us(), a }.emit(),
         }
         Op::Unlock { t: now_us(), a }.emit();
@@ -880,6 +963,17 @@ enum Side {
     Write(holdlock::WriteGuard),
     Permit(holdlock::Permit),
     Exclusive(LockGuard),
+}
+
+impl Side {
+    fn renewal_margin(&self) -> Option<Duration> {
+        match self {
+            Side::Read(guard) => guard.renewal_margin(),
+            Side::Write(guard) => guard.renewal_margin(),
+            Side::Permit(permit) => permit.renewal_margin(),
+            Side::Fair(guard) => guard.renewal_margin(),
+        }
+    }
 }
 
 /// One name of a multi-lock round: its token, and its guard (none once the broken
