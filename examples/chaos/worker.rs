@@ -971,7 +971,7 @@ impl Side {
             Side::Read(guard) => guard.renewal_margin(),
             Side::Write(guard) => guard.renewal_margin(),
             Side::Permit(permit) => permit.renewal_margin(),
-            Side::Fair(guard) => guard.renewal_margin(),
+            Side::Exclusive(guard) => guard.renewal_margin(),
         }
     }
 }
