@@ -1,32 +1,33 @@
 -- renew_many.lua: extend the leases of many holds in one call, each as renew.lua or
 -- lease_renew.lua would (after leases.lua). The watchdog sends the renewals that fall
--- due together in one call; on a cluster every key of one call is in one slot.
+-- due together in one call; on a cluster a call carries the holds of one node, of any
+-- of its slots (as acquire_many.lua does).
 --
--- Two forms of arguments:
+-- KEYS the first hold's keys: on a cluster they route the call to the node serving
+-- their slot. Every hold's keys, the first's too, come in ARGV, in one of two forms:
 --
 -- * The common one, when every hold's key expires as a whole (mutex, fair lock) and
---   all have one lease: KEYS the holds' keys, the holds of one holder next to each
---   other; ARGV[1] "*h", ARGV[2] the lease in milliseconds, then one pair per run of
---   keys with one holder, in order: the holder field and how many keys it holds.
--- * Any mix: KEYS the holds' keys, in order: one key (the lock's hash) for a hold whose
---   key expires as a whole, two (the hash and its leases, see leases.lua) for a holder
---   that expires on its own (semaphore, read-write); ARGV one triple per hold: layout
---   ("h": one key, "l": two keys, "r": one key, a reader in the layout of Redisson's
---   RReadWriteLock, see redisson/rw_acquire.lua, "p": one key, a permit in the layout
---   of Redisson's RPermitExpirableSemaphore, see redisson/sem_acquire.lua), holder
---   field, lease in milliseconds.
+--   all have one lease: ARGV[1] "*h", ARGV[2] the lease in milliseconds, then per run
+--   of holds with one holder, in order: the holder field, how many holds it has, and
+--   that many keys (the locks' hashes).
+-- * Any mix: per hold, in order: its layout ("h": one key, the lock's hash, which
+--   expires as a whole; "l": two keys, the hash and its leases, see leases.lua, for a
+--   holder that expires on its own, semaphore or read-write; "r": one key, a reader in
+--   the layout of Redisson's RReadWriteLock, see redisson/rw_acquire.lua; "p": one
+--   key, a permit in the layout of Redisson's RPermitExpirableSemaphore, see
+--   redisson/sem_acquire.lua), the holder field, the lease in milliseconds, then its
+--   key or keys.
 --
 -- Returns one character per hold, in order, as one string (a reply of 256 numbers costs
 -- both ends more to write and read): '1' if its lease was extended, '0' if the holder
--- holds nothing, 'x' if its keys hold another kind of value (nothing written for it;
+-- holds nothing, 'x' if its keys hold another kind of value, 'm' if this node does not
+-- serve its keys (its slot moved away since the client last learned the cluster's
+-- layout: the node refuses the first read, so for these two nothing was written for it;
 -- the other holds are renewed all the same).
 
 -- A hold whose key expires as a whole.
 local function renew_whole(key, holder, lease)
-  local found = redis.pcall('hexists', key, holder)
-  if type(found) ~= 'number' then
-    return 'x'
-  elseif found == 1 then
+  if redis.call('hexists', key, holder) == 1 then
     redis.call('pexpire', key, lease)
     return '1'
   end
@@ -40,10 +41,8 @@ local redisson
 -- and the hash (never shortened: it lives as long as its longest hold), as Redisson's
 -- read-lock renewal does.
 local function renew_reader(key, holder, lease)
-  local held = redis.pcall('hget', key, holder)
-  if type(held) == 'table' then
-    return 'x'
-  elseif not held then
+  local held = redis.call('hget', key, holder)
+  if not held then
     return '0'
   end
   redisson = redisson or redisson_functions()
@@ -60,10 +59,7 @@ end
 local function renew_permit(key, holder, lease)
   redisson = redisson or redisson_functions()
   local deadlines = redisson.beside(key, 'timeout')
-  local deadline = redis.pcall('zscore', deadlines, holder)
-  if type(deadline) == 'table' then
-    return 'x'
-  end
+  local deadline = redis.call('zscore', deadlines, holder)
   local now = redisson.now()
   if not deadline or tonumber(deadline) <= now then
     return '0'
@@ -72,51 +68,59 @@ local function renew_permit(key, holder, lease)
   return '1'
 end
 
+-- Renews one hold with `renew` (one of the functions above, or `renew_own` below),
+-- answering 'x' or 'm' for a hold whose first read fails (see the header).
+local function each(renew, ...)
+  local ok, reply = pcall(renew, ...)
+  if ok then
+    return reply
+  end
+  local message = type(reply) == 'table' and reply.err or tostring(reply)
+  return string.find(message, 'WRONGTYPE', 1, true) and 'x' or 'm'
+end
+
+local now, leases
+
+-- A holder whose deadline is its own, in a hash and its leases (see leases.lua).
+local function renew_own(key, set, holder, lease)
+  leases = leases or leases_functions()
+  local wrong = leases.wrong_type({key, set})
+  if wrong then
+    return 'x'
+  end
+  now = now or leases.now()
+  leases.drop_expired(key, set, now)
+  if redis.call('hexists', key, holder) == 0 then
+    return '0'
+  end
+  leases.hold_until(key, set, holder, now + tonumber(lease))
+  return '1'
+end
+
 local replies = {}
 if ARGV[1] == '*h' then
   local lease = ARGV[2]
-  local k = 1
-  for i = 3, #ARGV, 2 do
-    local holder = ARGV[i]
-    for _ = 1, tonumber(ARGV[i + 1]) do
-      replies[k] = renew_whole(KEYS[k], holder, lease)
-      k = k + 1
+  local i = 3
+  while i <= #ARGV do
+    local holder, count = ARGV[i], tonumber(ARGV[i + 1])
+    for k = i + 2, i + 1 + count do
+      replies[#replies + 1] = each(renew_whole, ARGV[k], holder, lease)
     end
+    i = i + 2 + count
   end
   return table.concat(replies)
 end
 
-local k = 1
-local now, leases
-for i = 1, #ARGV, 3 do
+local renewers = {h = renew_whole, r = renew_reader, p = renew_permit}
+local i = 1
+while i <= #ARGV do
   local layout, holder, lease = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local reply
-  if layout == 'h' then
-    reply = renew_whole(KEYS[k], holder, lease)
-    k = k + 1
-  elseif layout == 'r' then
-    reply = renew_reader(KEYS[k], holder, lease)
-    k = k + 1
-  elseif layout == 'p' then
-    reply = renew_permit(KEYS[k], holder, lease)
-    k = k + 1
+  if layout == 'l' then
+    replies[#replies + 1] = each(renew_own, ARGV[i + 3], ARGV[i + 4], holder, lease)
+    i = i + 5
   else
-    local key, set = KEYS[k], KEYS[k + 1]
-    k = k + 2
-    leases = leases or leases_functions()
-    if leases.wrong_type({key, set}) then
-      reply = 'x'
-    else
-      now = now or leases.now()
-      leases.drop_expired(key, set, now)
-      if redis.call('hexists', key, holder) == 0 then
-        reply = '0'
-      else
-        leases.hold_until(key, set, holder, now + tonumber(lease))
-        reply = '1'
-      end
-    end
+    replies[#replies + 1] = each(renewers[layout], ARGV[i + 3], holder, lease)
+    i = i + 4
   end
-  replies[#replies + 1] = reply
 end
 return table.concat(replies)

@@ -85,7 +85,7 @@ impl Protocol {
     }
 
     /// Which node serves each slot, as the scripts' client last learned it (nothing
-    /// on a single server): how the mutexes' batches are grouped.
+    /// on a single server): how the batches are grouped.
     pub(crate) fn placement(&self) -> crate::scripts::Placement {
         crate::scripts::Placement::of(self.scripting())
     }

@@ -8,7 +8,8 @@
 //! Each hold is renewed `lease / 3` after the exchange that set its current lease. At
 //! each wake the scheduler takes every renewal due within [`EARLY`] (early, never
 //! late) and sends them in batches of up to [`BATCH`] holds (`renew_many.lua`; on a
-//! cluster, one batch per slot, as a script cannot span slots). Each hold's outcome is
+//! cluster, one batch per primary, of any of its slots, by the client's routing table:
+//! a hold whose slot has moved is renewed alone, where it is now). Each hold's outcome is
 //! its own: if its owner's field is gone (the key was deleted or expired behind our
 //! back), or renewals keep failing until the lease is about to run out (see
 //! [`lost_deadline`](crate::lease::lost_deadline)), that hold is lost: its guard's
@@ -31,7 +32,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use fred::interfaces::{ClientLike, EventInterface};
+use fred::interfaces::EventInterface;
 use fred::types::config::Server;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::{Notify, Semaphore, SemaphorePermit, broadcast};
@@ -42,7 +43,7 @@ use crate::error::{LockError, Result};
 use crate::hold::{Hold, SlotState};
 use crate::lease::{lost_deadline, renewal_period};
 use crate::protocol::Protocol;
-use crate::scripts::{HoldToRenew, RenewalCall, Renewed, into_calls, key_slot};
+use crate::scripts::{HoldToRenew, RenewalCall, Renewed, key_slot};
 
 mod bookings;
 mod by_owner;
@@ -277,7 +278,8 @@ impl Watchdogs {
             return;
         }
         let epoch = self.reconnections.load(Ordering::Acquire);
-        let clustered = self.renewer.redis().is_clustered();
+        // On a cluster, a call per node (of any of its slots), by the client's table.
+        let placement = self.renewer.placement();
         // The holds of one owner next to each other: a batch names each owner once.
         let mut ready = ByOwner::default();
         let mut released = Vec::new();
@@ -304,10 +306,11 @@ impl Watchdogs {
         let slot_of = |renewal: &Renewal| {
             table
                 .get(renewal.number)
-                .map_or(0, |watched| key_slot(watched.key.as_bytes()).into())
+                .map_or(0, |watched| key_slot(watched.key.as_bytes()))
         };
         // Each call's keys and arguments made while its entries were just read.
-        let calls: Vec<_> = into_calls(ready.into_vec(), slot_of, clustered, BATCH)
+        let calls: Vec<_> = placement
+            .calls(ready.into_vec(), slot_of, BATCH)
             .into_iter()
             .map(|batch| {
                 let call = renewal_call(&table, &batch);
@@ -352,9 +355,10 @@ impl Watchdogs {
         }));
     }
 
-    /// Renews `batch` in one call (all its holds in one slot; `call` made from their
-    /// entries, `None` if one was missing) and files each renewal again by its own
-    /// outcome; `epoch` is the reconnections heard when it was taken.
+    /// Renews `batch` in one call (on a cluster, one node's holds; `call` made from
+    /// their entries, `None` if one was missing) and files each renewal again by its
+    /// own outcome; `epoch` is the reconnections heard when it was taken. A hold whose
+    /// slot has moved off that node is renewed again alone, where its slot is now.
     async fn renew_batch(
         self: Arc<Self>,
         batch: Vec<Renewal>,
@@ -370,11 +374,15 @@ impl Watchdogs {
             .unwrap_or(sent_at);
         let call = async {
             let _slot = self.slots.take().await;
-            match &call {
-                Some(call) => self.renewer.renew_many(call).await,
+            let mut replies = match &call {
+                Some(call) => self.renewer.renew_many(call).await?,
                 // Never: a renewal's number is the table's until its renewals end.
-                None => Err(LockError::Protocol("a renewal not in the table".into())),
+                None => return Err(LockError::Protocol("a renewal not in the table".into())),
+            };
+            if batch.len() > 1 {
+                self.renew_moved_alone(&batch, &mut replies).await;
             }
+            Ok(replies)
         };
         let replies: Result<Vec<Renewed>, Option<LockError>> =
             match tokio::time::timeout_at(deadline, call).await {
@@ -409,6 +417,23 @@ impl Watchdogs {
         // Filed again together: one lock of the timers per batch.
         if self.timers.lock().insert_all(next) {
             self.wake.notify_one();
+        }
+    }
+
+    /// Renews alone each hold of `batch` that its node answered [`Renewed::Elsewhere`]
+    /// (the client's table sent it to a node its slot has left): a call of one hold
+    /// names its keys, so it goes where the slot is now. Its answer replaces the
+    /// batch's; one that fails leaves `Elsewhere`, a failure retried as any other.
+    async fn renew_moved_alone(&self, batch: &[Renewal], replies: &mut [Renewed]) {
+        for (renewal, reply) in batch.iter().zip(replies.iter_mut()) {
+            if *reply != Renewed::Elsewhere {
+                continue;
+            }
+            let call = renewal_call(&self.watched.lock(), std::slice::from_ref(renewal));
+            let Some(call) = call else { continue };
+            if let Ok(renewed) = self.renewer.renew_many(&call).await {
+                *reply = renewed.first().copied().unwrap_or(Renewed::Elsewhere);
+            }
         }
     }
 
@@ -479,7 +504,9 @@ impl Watchdogs {
         crate::observe::metrics::renewed(match &outcome {
             Outcome::Landed(Renewed::Extended) => "ok",
             Outcome::Landed(Renewed::Gone) => "gone",
-            Outcome::Landed(Renewed::WrongType) | Outcome::Failed(_) => "error",
+            Outcome::Landed(Renewed::WrongType | Renewed::Elsewhere) | Outcome::Failed(_) => {
+                "error"
+            }
             Outcome::TimedOut => "timeout",
         });
         match outcome {
@@ -498,6 +525,11 @@ impl Watchdogs {
                     hold.names.key
                 ));
                 tracing::debug!(lock = %hold.names.name, %error, "renewal failed; will retry");
+                hold.warn_at_risk(&format!("a renewal failed ({error}); retrying"));
+            }
+            Outcome::Landed(Renewed::Elsewhere) => {
+                let error = "the node asked no longer serves the lock's slot";
+                tracing::debug!(lock = %hold.names.name, error, "renewal failed; will retry");
                 hold.warn_at_risk(&format!("a renewal failed ({error}); retrying"));
             }
             Outcome::Failed(error) => {

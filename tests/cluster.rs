@@ -379,6 +379,102 @@ async fn a_batch_on_a_cluster_carries_one_nodes_locks_of_many_slots() {
     client.shutdown().await;
 }
 
+/// The watchdog's renewals that fall due together go out a call per node, of any of
+/// its slots: 32 holds of one node in more than 16 slots, renewed together for about
+/// four rounds, cost that node a few scripts a round (one call per slot would be 32).
+#[tokio::test(flavor = "current_thread")]
+async fn renewals_on_a_cluster_go_out_a_call_per_node_of_many_slots() {
+    let cluster = RedisCluster::start(3);
+    let lease = Duration::from_millis(1500);
+    let client = common::client_with_lease(&cluster.url(), lease).await;
+    let primary = cluster.primaries()[0];
+    let names: Vec<String> = (0..32)
+        .map(|i| cluster.name_on(primary, &format!("node-renewals-{i}")))
+        .collect();
+    let slots: std::collections::BTreeSet<String> = names
+        .iter()
+        .map(|name| {
+            primary
+                .query(&["CLUSTER", "KEYSLOT", &common::key(name)])
+                .unwrap()
+        })
+        .collect();
+    assert!(
+        slots.len() > 16,
+        "the names span many slots: {}",
+        slots.len()
+    );
+    let guards = common::lock_each_at_once(&client, &names).await;
+    primary.query(&["CONFIG", "RESETSTAT"]).unwrap();
+    // About four rounds: a renewal is due every third of the lease.
+    tokio::time::sleep(lease * 4 / 3).await;
+    let renewals = primary.command_calls("evalsha");
+    for guard in &guards {
+        assert!(!guard.is_at_risk(), "{}: a renewal failed", guard.name());
+        let pttl = primary
+            .query(&["PTTL", &common::key(guard.name())])
+            .unwrap();
+        let pttl: i64 = pttl.trim_start_matches(':').parse().unwrap();
+        assert!(pttl > 0, "{}: not held in redis ({pttl})", guard.name());
+    }
+    assert!(
+        (1..=16).contains(&renewals),
+        "32 holds of {} slots renewed about four times: {renewals} scripts",
+        slots.len()
+    );
+    common::unlock_each_at_once(guards).await;
+    client.shutdown().await;
+}
+
+/// A renewal batch sent by a stale routing table: the node it reaches answers the
+/// hold whose slot moved away untouched ("non local key"), and that hold is renewed
+/// alone where its slot is now, in the same pass: it stays held, never at risk.
+#[tokio::test(flavor = "current_thread")]
+async fn a_renewal_batch_on_a_cluster_renews_a_hold_whose_slot_moved_where_it_is_now() {
+    let cluster = RedisCluster::start(3);
+    let lease = Duration::from_millis(1500);
+    let client = common::client_with_lease(&cluster.url(), lease).await;
+    let (source, target) = (cluster.primaries()[0], cluster.primaries()[1]);
+    let names: Vec<String> = (0..8)
+        .map(|i| cluster.name_on(source, &format!("moved-renewals-{i}")))
+        .collect();
+    let guards = common::lock_each_at_once(&client, &names).await;
+    // The fourth hold's slot moves, its key with it, behind the client's back.
+    let moved = common::key(&names[3]);
+    move_slot(&cluster, source, target, &[&moved]);
+    // Two rounds of renewals, then the moved hold's lease is read where it is now.
+    tokio::time::sleep(lease * 2 / 3 + Duration::from_millis(200)).await;
+    target.query(&["CONFIG", "RESETSTAT"]).unwrap();
+    let pttl = || -> i64 {
+        let reply = target.query(&["PTTL", &moved]).unwrap();
+        reply.trim_start_matches(':').parse().unwrap()
+    };
+    let (before, read_at) = (pttl(), std::time::Instant::now());
+    tokio::time::sleep(lease / 3 + Duration::from_millis(100)).await;
+    let after = pttl();
+    let waited = i64::try_from(read_at.elapsed().as_millis()).unwrap();
+    assert!(
+        target.command_calls("evalsha") >= 1,
+        "the moved hold's renewal reached its node"
+    );
+    // Unrenewed, its lease would have run down by as long as the wait.
+    assert!(
+        after > before - waited + 200,
+        "the moved hold was renewed where it is now: {before} ms, then {after} ms {waited} ms later"
+    );
+    for guard in &guards {
+        assert!(!guard.is_at_risk(), "{}: a renewal failed", guard.name());
+        assert!(!guard.is_lost(), "{}: lost", guard.name());
+    }
+    common::unlock_each_at_once(guards).await;
+    for name in &names {
+        let key = common::key(name);
+        let exists = cluster.primary_of(&key).query(&["EXISTS", &key]).unwrap();
+        assert_eq!(exists, ":0", "{name} still in redis");
+    }
+    client.shutdown().await;
+}
+
 /// A batch sent by a routing table that a moved slot made stale: the node it reaches
 /// refuses the moved lock untouched ("non local key"), and that lock is taken, and
 /// later released, alone where its slot is now. Every other lock of the batch is

@@ -131,7 +131,10 @@ impl Rw {
                 renewed == 1
             }
             Renewal::Batched => {
-                let args = vec!["l".to_owned(), field.to_owned(), lease_ms.to_string()];
+                // The hold's layout, holder and lease, then its keys (declared too, as
+                // the first hold's keys of a batch are).
+                let mut args = vec!["l".to_owned(), field.to_owned(), lease_ms.to_string()];
+                args.extend(self.keys());
                 let renewed: String = self
                     .redis
                     .eval(RENEW_MANY, self.keys(), args)

@@ -25,7 +25,7 @@ use crate::hold::HoldUse;
 use crate::lease::renewal_period;
 use crate::options::ResolvedOptions;
 use crate::protocol::CallFailed;
-use crate::scripts::{Acquire, Asking, LockNames};
+use crate::scripts::{Acquire, Asking, LockNames, key_slot};
 
 /// The acquire calls in flight, and the acquisitions waiting to go out together.
 pub(super) type Pending = Coalesce<Joined>;
@@ -302,7 +302,11 @@ impl Engine {
                 .filter(|joined| !joined.told.is_closed())
                 .collect();
             let placement = self.protocol.placement();
-            let batches = placement.calls(joined, |joined| joined.names.key.as_bytes(), BATCH);
+            let batches = placement.calls(
+                joined,
+                |joined| key_slot(joined.names.key.as_bytes()),
+                BATCH,
+            );
             let send = |batch| Arc::clone(&self).acquire_batch(batch);
             self.acquisitions.send_each(first_call, batches, send).await;
         }

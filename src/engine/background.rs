@@ -25,8 +25,7 @@ use super::in_flight::{InFlight, Op};
 use super::{Backoff, Engine, Unreleased};
 use crate::error::LockError;
 use crate::hold::{Hold, HoldUse};
-use crate::scripts::LockNames;
-use crate::scripts::Released;
+use crate::scripts::{LockNames, Released, key_slot};
 
 /// The most holds released in one script call.
 pub(super) const BATCH: usize = 256;
@@ -134,7 +133,7 @@ impl Engine {
                 }
             }
             let placement = self.protocol.placement();
-            let batches = placement.calls(ready, |ready| ready.key().as_bytes(), BATCH);
+            let batches = placement.calls(ready, |ready| key_slot(ready.key().as_bytes()), BATCH);
             let send = |batch| Arc::clone(&self).release_batch(batch);
             self.pending.send_each(first_call, batches, send).await;
         }

@@ -1,7 +1,9 @@
-//! The scripts that renew or release many holds in one call (`lua/renew_many.lua`,
-//! `lua/release_many.lua`): the watchdog's renewals, and the background releases of
-//! dropped guards, that fall due together. On a cluster every key of one call must be
-//! in one slot; the callers group them so ([`into_calls`]).
+//! The scripts that take, renew or release many holds in one call
+//! (`lua/acquire_many.lua`, `lua/renew_many.lua`, `lua/release_many.lua`): the
+//! mutexes' acquisitions and releases of many tasks, the watchdog's renewals, and the
+//! background releases of dropped guards, that fall due together. Each declares only
+//! its first hold's keys; on a cluster a call carries the holds of one node, of any of
+//! its slots, as the callers group them ([`Placement`]).
 
 use fred::bytes::{Bytes, BytesMut};
 use fred::bytes_utils::Str;
@@ -34,6 +36,9 @@ pub(crate) enum Renewed {
     Gone,
     /// The lock's keys hold another kind of value: nothing was written for it.
     WrongType,
+    /// The node the call went to does not serve the hold's keys (its slot moved):
+    /// nothing was written for it, and it is to be renewed alone, where its slot is now.
+    Elsewhere,
 }
 
 /// One hold of a batch of renewals (see [`RenewalCall`]): what the watchdog
@@ -62,12 +67,16 @@ impl HoldToRenew<'_> {
 
 /// The keys and arguments of one `renew_many.lua` call, made from the holds it renews
 /// without holding on to them (the watchdog reads them under a lock it does not keep
-/// across the call). The keys go out copied into one buffer (see [`PackedKeys`]) and
-/// the owners as shared bytes; in the usual batch each run of holds of one owner names
-/// its owner once, so callers put them together.
+/// across the call). The keys go out copied into one buffer (see [`PackedKeys`]), as
+/// arguments (the call declares only its first hold's keys, which route it: on a
+/// cluster it may carry one node's holds of any of its slots), and the owners as shared
+/// bytes; in the usual batch each run of holds of one owner names its owner once, so
+/// callers put them together.
 #[derive(Debug)]
 pub(crate) struct RenewalCall {
     keys: PackedKeys,
+    /// How many of `keys` the first hold has (declared).
+    first: usize,
     args: Vec<Value>,
     holds: usize,
 }
@@ -81,6 +90,10 @@ impl RenewalCall {
                 keys.push_joined(hold.key, LEASES.as_bytes());
             }
         }
+        let keys = keys.finish();
+        let first = holds
+            .first()
+            .map_or(0, |hold| 1 + usize::from(hold.kind.renews_in_leases()));
         // The usual batch (every key expiring whole, one lease) names the lease once
         // and each run of holds with one holder once: the keys are nearly all it sends.
         let uniform = holds.first().and_then(|first| {
@@ -89,28 +102,34 @@ impl RenewalCall {
                 .all(|hold| hold.expires_whole() && hold.lease_ms == first.lease_ms)
                 .then_some(first.lease_ms)
         });
+        let mut packed = keys.keys().into_iter().map(|key| key.to_value());
         let args = match uniform {
             Some(lease_ms) => {
-                let mut args = vec![Value::from_static_str("*h"), decimal(lease_ms)];
+                let mut args = Vec::with_capacity(holds.len() + 4);
+                args.extend([Value::from_static_str("*h"), decimal(lease_ms)]);
                 // Runs of one field: the callers put the holds of one owner together.
                 for run in holds.chunk_by(|a, b| a.kind == b.kind && same_bytes(a.owner, b.owner)) {
                     args.push(Value::String(run[0].field()));
                     args.push(decimal(run.len() as u64));
+                    args.extend(packed.by_ref().take(run.len()));
                 }
                 args
             }
             None => {
-                let mut args = Vec::with_capacity(holds.len() * 3);
+                let mut args = Vec::with_capacity(holds.len() * 5);
                 for hold in holds {
                     args.push(Value::from_static_str(hold.kind.renewal_layout()));
                     args.push(Value::String(hold.field()));
                     args.push(decimal(hold.lease_ms));
+                    let own = 1 + usize::from(hold.kind.renews_in_leases());
+                    args.extend(packed.by_ref().take(own));
                 }
                 args
             }
         };
         Self {
-            keys: keys.finish(),
+            keys,
+            first,
             args,
             holds: holds.len(),
         }
@@ -140,11 +159,12 @@ impl Scripts {
         call: &RenewalCall,
     ) -> Result<Vec<Renewed>> {
         let args = || call.args.clone();
+        let keys = call.keys.keys();
         let reply = self
             .eval(
                 client,
                 &RENEW_MANY,
-                &call.keys.keys(),
+                &keys[..call.first],
                 &args,
                 Delivery::Retried,
             )
@@ -164,6 +184,7 @@ impl Scripts {
                 b'1' => Ok(Renewed::Extended),
                 b'0' => Ok(Renewed::Gone),
                 b'x' => Ok(Renewed::WrongType),
+                b'm' => Ok(Renewed::Elsewhere),
                 _ => Err(protocol(&reply)),
             })
             .collect()
@@ -268,9 +289,9 @@ fn first_lock<'k, 'b>(keys: &'k [PackedKey<'b>]) -> &'k [PackedKey<'b>] {
 /// each lock's own key bytes would touch two places in memory per key (its bytes and
 /// their reference count) and update a count at each end of the call. With a million
 /// held locks those are cache misses; one read of each key's bytes here is not more
-/// than the command's encoding would have read anyway. A key's slice is cut only as
-/// the command is made (see [`keys`](Self::keys)): one update of the buffer's count
-/// per key and send, and one as the command is done with it.
+/// than the command's encoding would have read anyway. Each key's slice counts once
+/// on the buffer (see [`keys`](Self::keys)), and once more per send of a command
+/// that carries it.
 #[derive(Debug)]
 struct PackedKeys {
     buffer: Bytes,
@@ -395,21 +416,25 @@ impl Placement {
         }
     }
 
-    /// Splits the mutexes' batch `items` (each lock named by `key_of`) into calls of
-    /// at most `size`, one node's locks to a call (see [`into_calls`]).
+    /// Splits the batch `items` (each in the slot `slot_of` says, see [`key_slot`])
+    /// into calls of at most `size`, one node's to a call (see [`into_calls`]).
     pub(crate) fn calls<T>(
         &self,
         items: Vec<T>,
-        key_of: impl Fn(&T) -> &[u8],
+        slot_of: impl Fn(&T) -> u16,
         size: usize,
     ) -> Vec<Vec<T>> {
-        into_calls(items, |item| self.group(key_of(item)), self.clustered, size)
+        into_calls(
+            items,
+            |item| self.group(slot_of(item)),
+            self.clustered,
+            size,
+        )
     }
 
-    /// The group of the lock whose key is `key`: its node's place, or past every
-    /// node, its slot's when the table does not say (a slot nobody serves).
-    fn group(&self, key: &[u8]) -> u32 {
-        let slot = key_slot(key);
+    /// The group of a lock in `slot`: its node's place, or past every node, its
+    /// slot's when the table does not say (a slot nobody serves).
+    fn group(&self, slot: u16) -> u32 {
         let node = self.routing.as_ref().and_then(|routing| {
             let server = routing.get_server(slot)?;
             self.nodes.iter().position(|node| same_server(node, server))
@@ -431,7 +456,7 @@ fn same_server(a: &Server, b: &Server) -> bool {
 /// group is the slot (see [`key_slot`]). The mutexes' batches name only their first
 /// lock's keys, and may span the slots of one node: their group is the node (see
 /// [`Placement`]).
-pub(crate) fn into_calls<T>(
+fn into_calls<T>(
     items: Vec<T>,
     group_of: impl Fn(&T) -> u32,
     clustered: bool,

@@ -510,6 +510,11 @@ fn renew_alone<'a>(
             Some(Renewed::WrongType) => Err(LockError::WrongType {
                 key: names.key.to_string(),
             }),
+            // Never for a call of one hold: it names its keys, so the node that ran it
+            // serves them.
+            Some(Renewed::Elsewhere) => Err(LockError::Protocol(
+                "a renewal answered by a node that does not serve its slot".into(),
+            )),
             None => Err(LockError::Protocol("an empty renewal reply".into())),
         }
     })

@@ -49,9 +49,7 @@ mod redisson;
 mod waits;
 
 pub(crate) use asking::{Asking, HandOff};
-pub(crate) use batch::{
-    HoldToRenew, Placement, Released, RenewalCall, Renewed, into_calls, key_slot,
-};
+pub(crate) use batch::{HoldToRenew, Placement, Released, RenewalCall, Renewed, key_slot};
 pub(crate) use election::LeaderRecord;
 pub(crate) use kinds::{Kind, LockNames, election_names, fair_names, rw_names, semaphore_names};
 pub(crate) use leases::RW_UNMARK;
