@@ -122,7 +122,8 @@ impl Protocol {
     }
 
     /// Extends the leases of many holds in one call (`renew_many.lua`); on a cluster,
-    /// every lock of `holds` must be in one slot. Says per hold what it found.
+    /// the holds of one node (a hold its slot has left is answered
+    /// [`Renewed::Elsewhere`], untouched). Says per hold what it found.
     pub(crate) async fn renew_many(&self, call: &RenewalCall) -> Result<Vec<Renewed>> {
         Box::pin(self.scripts.renew_many(self.scripting(), call)).await
     }
