@@ -98,7 +98,9 @@ pub(crate) fn scripting_settings(connection: &mut ConnectionConfig) {
 /// a node shutting down). A lent client that keeps fred's check of each Redis Cluster
 /// node's state (see [`own_settings`]) is also refused while a node reports a
 /// `cluster_state` other than `ok` ("Invalid or missing cluster state"): a restart or
-/// a reshard that left a slot uncovered for a moment. Both are tried again, with a
+/// a reshard that left a slot uncovered for a moment. A node that knows no slots yet
+/// (started a moment ago, it has not heard from the others: its `CLUSTER SLOTS` is
+/// empty) is refused too. All are tried again, with a
 /// growing pause, until `give_up` (the caller's connect deadline) is near; every other
 /// error, and any error of a client of one server, is returned at once. The caller
 /// bounds the whole call by the same deadline (`tokio::time::timeout_at`).
@@ -130,7 +132,13 @@ fn is_node_not_ready(client: &impl ClientLike, error: &fred::error::Error) -> bo
     client.is_clustered()
         && match error.kind() {
             ErrorKind::IO => true,
-            ErrorKind::Protocol | ErrorKind::Cluster => error.details().contains("cluster state"),
+            // A node that is not `ok`, or that knows no slots yet (it has just started
+            // and not yet heard from the others: "Invalid or missing CLUSTER SLOTS
+            // response").
+            ErrorKind::Protocol | ErrorKind::Cluster => {
+                error.details().contains("cluster state")
+                    || error.details().contains("CLUSTER SLOTS")
+            }
             _ => false,
         }
 }

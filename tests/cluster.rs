@@ -379,6 +379,36 @@ async fn a_batch_on_a_cluster_carries_one_nodes_locks_of_many_slots() {
     client.shutdown().await;
 }
 
+/// A cluster client whose first `CLUSTER SLOTS` answers nothing (fred: "Invalid or
+/// missing CLUSTER SLOTS response", as a node in the middle of a restart can, seen
+/// once in `tests/cluster_topology.rs`'s builds during a failover and a restart)
+/// connects on a second ask: the build tries again within its connect timeout, as for
+/// a node that is not `ok`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_client_whose_first_cluster_slots_answers_nothing_asks_again() {
+    use common::proxy::{Fault, Proxy};
+    let cluster = RedisCluster::start(3);
+    let proxy = Proxy::start(cluster.nodes[0].port);
+    proxy.arm(1, Fault::Answer(b"*-1\r\n".to_vec()), |command| {
+        command.len() >= 2
+            && command[0].eq_ignore_ascii_case(b"CLUSTER")
+            && command[1].eq_ignore_ascii_case(b"SLOTS")
+    });
+    let client = LockClient::builder(format!("redis-cluster://127.0.0.1:{}", proxy.port))
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .await
+        .expect("connected on a second ask");
+    assert_eq!(proxy.fired(), 1, "the first CLUSTER SLOTS answered nothing");
+    let primary = cluster.primaries()[0];
+    let guard = client
+        .lock(&cluster.name_on(primary, "slots-again"))
+        .await
+        .unwrap();
+    guard.unlock().await.unwrap();
+    client.shutdown().await;
+}
+
 /// The watchdog's renewals that fall due together go out a call per node, of any of
 /// its slots: 32 holds of one node in more than 16 slots, renewed together for about
 /// four rounds, cost that node a few scripts a round (one call per slot would be 32).

@@ -462,7 +462,7 @@ impl RedisCluster {
     }
 
     /// A cluster-enabled server of its own, not yet part of any cluster.
-    fn start_node() -> RedisServer {
+    pub fn start_node() -> RedisServer {
         RedisServer::start_with(server::cluster_node_args)
     }
 
