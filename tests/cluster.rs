@@ -112,6 +112,32 @@ fn move_slot(cluster: &RedisCluster, source: &RedisServer, target: &RedisServer,
     }
 }
 
+/// 32 names whose keys `primary` serves, named `<stem>-<n>`, and how many slots they
+/// span: more than 16, checked.
+fn names_on_many_slots(
+    cluster: &RedisCluster,
+    primary: &RedisServer,
+    stem: &str,
+) -> (Vec<String>, usize) {
+    let names: Vec<String> = (0..32)
+        .map(|i| cluster.name_on(primary, &format!("{stem}-{i}")))
+        .collect();
+    let slots: std::collections::BTreeSet<String> = names
+        .iter()
+        .map(|name| {
+            primary
+                .query(&["CLUSTER", "KEYSLOT", &common::key(name)])
+                .unwrap()
+        })
+        .collect();
+    assert!(
+        slots.len() > 16,
+        "the names span many slots: {}",
+        slots.len()
+    );
+    (names, slots.len())
+}
+
 /// The primary that holds `key`, and another one.
 fn owner_and_other<'c>(cluster: &'c RedisCluster, key: &str) -> (&'c RedisServer, &'c RedisServer) {
     let owner = cluster
@@ -348,22 +374,7 @@ async fn a_batch_on_a_cluster_carries_one_nodes_locks_of_many_slots() {
     let cluster = RedisCluster::start(3);
     let client = LockClient::connect(&cluster.url()).await.unwrap();
     let primary = cluster.primaries()[0];
-    let names: Vec<String> = (0..32)
-        .map(|i| cluster.name_on(primary, &format!("node-batch-{i}")))
-        .collect();
-    let slots: std::collections::BTreeSet<String> = names
-        .iter()
-        .map(|name| {
-            primary
-                .query(&["CLUSTER", "KEYSLOT", &common::key(name)])
-                .unwrap()
-        })
-        .collect();
-    assert!(
-        slots.len() > 16,
-        "the names span many slots: {}",
-        slots.len()
-    );
+    let (names, slots) = names_on_many_slots(&cluster, primary, "node-batch");
     // The scripts loaded, alone and batched, before counting.
     let warm: Vec<String> = (0..8)
         .map(|i| cluster.name_on(primary, &format!("node-warm-{i}")))
@@ -373,8 +384,7 @@ async fn a_batch_on_a_cluster_carries_one_nodes_locks_of_many_slots() {
         common::scripts_to_take_and_release_at_once(&client, primary, &names).await;
     assert!(
         taken <= 8 && released <= 8,
-        "32 locks of {} slots at once: {taken} scripts to take, {released} to release",
-        slots.len()
+        "32 locks of {slots} slots at once: {taken} scripts to take, {released} to release"
     );
     client.shutdown().await;
 }
@@ -418,22 +428,7 @@ async fn renewals_on_a_cluster_go_out_a_call_per_node_of_many_slots() {
     let lease = Duration::from_millis(1500);
     let client = common::client_with_lease(&cluster.url(), lease).await;
     let primary = cluster.primaries()[0];
-    let names: Vec<String> = (0..32)
-        .map(|i| cluster.name_on(primary, &format!("node-renewals-{i}")))
-        .collect();
-    let slots: std::collections::BTreeSet<String> = names
-        .iter()
-        .map(|name| {
-            primary
-                .query(&["CLUSTER", "KEYSLOT", &common::key(name)])
-                .unwrap()
-        })
-        .collect();
-    assert!(
-        slots.len() > 16,
-        "the names span many slots: {}",
-        slots.len()
-    );
+    let (names, slots) = names_on_many_slots(&cluster, primary, "node-renewals");
     let guards = common::lock_each_at_once(&client, &names).await;
     primary.query(&["CONFIG", "RESETSTAT"]).unwrap();
     // About four rounds: a renewal is due every third of the lease.
@@ -441,16 +436,16 @@ async fn renewals_on_a_cluster_go_out_a_call_per_node_of_many_slots() {
     let renewals = primary.command_calls("evalsha");
     for guard in &guards {
         assert!(!guard.is_at_risk(), "{}: a renewal failed", guard.name());
-        let pttl = primary
-            .query(&["PTTL", &common::key(guard.name())])
-            .unwrap();
-        let pttl: i64 = pttl.trim_start_matches(':').parse().unwrap();
+        let pttl = common::integer(
+            &primary
+                .query(&["PTTL", &common::key(guard.name())])
+                .unwrap(),
+        );
         assert!(pttl > 0, "{}: not held in redis ({pttl})", guard.name());
     }
     assert!(
         (1..=16).contains(&renewals),
-        "32 holds of {} slots renewed about four times: {renewals} scripts",
-        slots.len()
+        "32 holds of {slots} slots renewed about four times: {renewals} scripts"
     );
     common::unlock_each_at_once(guards).await;
     client.shutdown().await;
@@ -475,10 +470,7 @@ async fn a_renewal_batch_on_a_cluster_renews_a_hold_whose_slot_moved_where_it_is
     // Two rounds of renewals, then the moved hold's lease is read where it is now.
     tokio::time::sleep(lease * 2 / 3 + Duration::from_millis(200)).await;
     target.query(&["CONFIG", "RESETSTAT"]).unwrap();
-    let pttl = || -> i64 {
-        let reply = target.query(&["PTTL", &moved]).unwrap();
-        reply.trim_start_matches(':').parse().unwrap()
-    };
+    let pttl = || common::integer(&target.query(&["PTTL", &moved]).unwrap());
     let (before, read_at) = (pttl(), std::time::Instant::now());
     tokio::time::sleep(lease / 3 + Duration::from_millis(100)).await;
     let after = pttl();

@@ -512,6 +512,17 @@ async fn a_batch_that_fails_in_transit_loses_nothing_before_the_deadline() {
     }
 }
 
+/// Waits (up to 5 s) until no key of `names` is left on `server`.
+fn wait_until_gone(server: &common::RedisServer, what: &str, names: &[String]) {
+    let keys: Vec<String> = names.iter().map(|name| common::key(name)).collect();
+    let exists: Vec<&str> = std::iter::once("EXISTS")
+        .chain(keys.iter().map(String::as_str))
+        .collect();
+    common::wait_until(what, Duration::from_secs(5), || {
+        server.query(&exists).as_deref() == Ok(":0")
+    });
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn dropped_guards_pending_together_are_released_together_and_tell_waiters() {
     // 500 guards dropped at once free their keys in a few script calls, and a waiter
@@ -529,13 +540,7 @@ async fn dropped_guards_pending_together_are_released_together_and_tell_waiters(
     // loads), which is what a first use costs, not what batching does.
     let warm = common::lock_each_at_once(&client, &names[..64]).await;
     drop(warm);
-    let warm_keys: Vec<String> = names[..64].iter().map(|name| common::key(name)).collect();
-    let exists_warm: Vec<&str> = std::iter::once("EXISTS")
-        .chain(warm_keys.iter().map(String::as_str))
-        .collect();
-    common::wait_until("the warm-up keys are gone", Duration::from_secs(5), || {
-        server.query(&exists_warm).as_deref() == Ok(":0")
-    });
+    wait_until_gone(&server, "the warm-up keys are gone", &names[..64]);
     let mut guards = Vec::with_capacity(HOLDS);
     for name in &names {
         guards.push(client.lock(name).await.unwrap());
@@ -563,17 +568,12 @@ async fn dropped_guards_pending_together_are_released_together_and_tell_waiters(
     let dropped = Instant::now();
     drop(guards);
     // Every key but the one the waiter takes next.
-    let keys: Vec<String> = names
+    let others: Vec<String> = names
         .iter()
         .filter(|name| **name != names[HOLDS / 2])
-        .map(|name| common::key(name))
+        .cloned()
         .collect();
-    let exists: Vec<&str> = std::iter::once("EXISTS")
-        .chain(keys.iter().map(String::as_str))
-        .collect();
-    common::wait_until("every key is gone", Duration::from_secs(5), || {
-        server.query(&exists).as_deref() == Ok(":0")
-    });
+    wait_until_gone(&server, "every key is gone", &others);
     let freed_after = dropped.elapsed();
     let waited = waiter.await.unwrap();
     assert!(

@@ -59,6 +59,11 @@ impl HoldToRenew<'_> {
         self.kind.expires_whole()
     }
 
+    /// How many keys the hold has: its lock's hash, and its leases if it renews there.
+    fn key_count(&self) -> usize {
+        1 + usize::from(self.kind.renews_in_leases())
+    }
+
     /// The holder's field in the lock's hash.
     fn field(&self) -> Str {
         self.kind.shared_field(self.owner)
@@ -91,47 +96,50 @@ impl RenewalCall {
             }
         }
         let keys = keys.finish();
-        let first = holds
-            .first()
-            .map_or(0, |hold| 1 + usize::from(hold.kind.renews_in_leases()));
-        // The usual batch (every key expiring whole, one lease) names the lease once
-        // and each run of holds with one holder once: the keys are nearly all it sends.
-        let uniform = holds.first().and_then(|first| {
-            holds
-                .iter()
-                .all(|hold| hold.expires_whole() && hold.lease_ms == first.lease_ms)
-                .then_some(first.lease_ms)
-        });
-        let mut packed = keys.keys().into_iter().map(|key| key.to_value());
-        let args = match uniform {
-            Some(lease_ms) => {
-                let mut args = Vec::with_capacity(holds.len() + 4);
-                args.extend([Value::from_static_str("*h"), decimal(lease_ms)]);
-                // Runs of one field: the callers put the holds of one owner together.
-                for run in holds.chunk_by(|a, b| a.kind == b.kind && same_bytes(a.owner, b.owner)) {
-                    args.push(Value::String(run[0].field()));
-                    args.push(decimal(run.len() as u64));
-                    args.extend(packed.by_ref().take(run.len()));
-                }
-                args
-            }
-            None => {
-                let mut args = Vec::with_capacity(holds.len() * 5);
-                for hold in holds {
-                    args.push(Value::from_static_str(hold.kind.renewal_layout()));
-                    args.push(Value::String(hold.field()));
-                    args.push(decimal(hold.lease_ms));
-                    let own = 1 + usize::from(hold.kind.renews_in_leases());
-                    args.extend(packed.by_ref().take(own));
-                }
-                args
-            }
-        };
+        let first = holds.first().map_or(0, HoldToRenew::key_count);
+        let args = renewal_args(holds, &keys);
         Self {
             keys,
             first,
             args,
             holds: holds.len(),
+        }
+    }
+}
+
+/// The arguments of the `renew_many.lua` call of `holds`, whose keys `keys` are (see
+/// the script's header for its two forms).
+fn renewal_args(holds: &[HoldToRenew<'_>], keys: &PackedKeys) -> Vec<Value> {
+    let mut packed = keys.iter().map(|key| key.to_value());
+    // The usual batch (every key expiring whole, one lease) names the lease once and
+    // each run of holds with one holder once: the keys are nearly all it sends.
+    let uniform = holds.first().and_then(|first| {
+        holds
+            .iter()
+            .all(|hold| hold.expires_whole() && hold.lease_ms == first.lease_ms)
+            .then_some(first.lease_ms)
+    });
+    match uniform {
+        Some(lease_ms) => {
+            let mut args = Vec::with_capacity(holds.len() + 4);
+            args.extend([Value::from_static_str("*h"), decimal(lease_ms)]);
+            // Runs of one field: the callers put the holds of one owner together.
+            for run in holds.chunk_by(|a, b| a.kind == b.kind && same_bytes(a.owner, b.owner)) {
+                args.push(Value::String(run[0].field()));
+                args.push(decimal(run.len() as u64));
+                args.extend(packed.by_ref().take(run.len()));
+            }
+            args
+        }
+        None => {
+            let mut args = Vec::with_capacity(holds.len() * 5);
+            for hold in holds {
+                args.push(Value::from_static_str(hold.kind.renewal_layout()));
+                args.push(Value::String(hold.field()));
+                args.push(decimal(hold.lease_ms));
+                args.extend(packed.by_ref().take(hold.key_count()));
+            }
+            args
         }
     }
 }
@@ -159,15 +167,10 @@ impl Scripts {
         call: &RenewalCall,
     ) -> Result<Vec<Renewed>> {
         let args = || call.args.clone();
-        let keys = call.keys.keys();
+        // Only the first hold's keys are declared: the others go in `args`.
+        let first: Vec<PackedKey<'_>> = call.keys.iter().take(call.first).collect();
         let reply = self
-            .eval(
-                client,
-                &RENEW_MANY,
-                &keys[..call.first],
-                &args,
-                Delivery::Retried,
-            )
+            .eval(client, &RENEW_MANY, &first, &args, Delivery::Retried)
             .await?;
         // One character per hold.
         let bytes = match &reply {
@@ -302,15 +305,17 @@ struct PackedKeys {
 impl PackedKeys {
     /// The keys, each to be cut from the buffer as the command is made.
     fn keys(&self) -> Vec<PackedKey<'_>> {
+        self.iter().collect()
+    }
+
+    /// The keys in order, as [`keys`](Self::keys) gives them.
+    fn iter(&self) -> impl Iterator<Item = PackedKey<'_>> {
         let starts = std::iter::once(0).chain(self.ends.iter().copied());
-        starts
-            .zip(&self.ends)
-            .map(|(start, &end)| PackedKey {
-                buffer: &self.buffer,
-                start,
-                end,
-            })
-            .collect()
+        starts.zip(&self.ends).map(|(start, &end)| PackedKey {
+            buffer: &self.buffer,
+            start,
+            end,
+        })
     }
 }
 
