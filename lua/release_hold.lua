@@ -22,10 +22,8 @@ local release = {}
 -- `last_likely` tries the last release's path (reads before a write) first. Returns
 -- the owner's remaining hold count (0: the key was deleted and any waiters told), or
 -- -1 if the owner holds nothing. The first call on `key` raises WRONGTYPE before any
--- write if it is not a hash. Given a list `doomed`, a last release that tells nobody
--- adds the key to it instead of deleting it: the caller deletes the list's keys with
--- one DEL before it returns, and reads none of them again.
-function release.hold(key, clients, owner, publish, last_likely, doomed)
+-- write if it is not a hash.
+function release.hold(key, clients, owner, publish, last_likely)
   local count, waiting
   if last_likely then
     local fields = redis.call('hmget', key, owner, 'waiting')
@@ -51,10 +49,6 @@ function release.hold(key, clients, owner, publish, last_likely, doomed)
   end
   -- Only one owner can hold a lock, so its last hold frees the whole key (and the
   -- `token` and `waiting` fields with it).
-  if doomed and not waiting then
-    doomed[#doomed + 1] = key
-    return 0
-  end
   redis.call('del', key)
   if waiting then
     local named = redis.call('zrange', clients, 0, 2)

@@ -1,6 +1,6 @@
 //! The mutex's batch scripts' Lua contract (`lua/acquire_many.lua`,
 //! `lua/release_many.lua` after `lua/release_hold.lua`), checked by calling them
-//! directly: what each lock of a batch gets, and how many Redis calls a batch makes.
+//! directly: what each lock of a batch gets, and how many Redis calls it costs.
 
 mod common;
 
@@ -13,11 +13,6 @@ const RELEASE_MANY: &str = concat!(
     include_str!("../lua/release_hold.lua"),
     include_str!("../lua/release_many.lua")
 );
-
-/// Whether a batch reads (or deletes) all its locks with one command: "1" on a single
-/// server, "0" as on a cluster.
-const TOGETHER: &str = "1";
-const EACH: &str = "0";
 
 struct Batch {
     redis: fred::clients::Client,
@@ -44,8 +39,8 @@ impl Batch {
     }
 
     /// `acquire_many.lua` of `(lock, owner)`s, a 30 s lease each.
-    async fn acquire(&self, mode: &str, locks: &[(&str, &str)]) -> Vec<i64> {
-        let mut args = vec![mode.to_owned()];
+    async fn acquire(&self, locks: &[(&str, &str)]) -> Vec<i64> {
+        let mut args = Vec::new();
         for (lock, owner) in locks {
             args.extend([self.key(lock), self.queue(lock), (*owner).to_owned()]);
             args.push("30000".to_owned());
@@ -55,8 +50,8 @@ impl Batch {
     }
 
     /// `release_many.lua` of `(lock, owner)`s.
-    async fn release(&self, mode: &str, holds: &[(&str, &str)]) -> Vec<i64> {
-        let mut args = vec!["publish".to_owned(), mode.to_owned()];
+    async fn release(&self, holds: &[(&str, &str)]) -> Vec<i64> {
+        let mut args = vec!["publish".to_owned()];
         for (lock, owner) in holds {
             args.extend([self.key(lock), self.queue(lock), (*owner).to_owned()]);
         }
@@ -95,12 +90,11 @@ fn counts(expected: &[(&str, u64)]) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// Ten free locks nobody queues for cost one `EXISTS` of all of them, then an `HSET`
-/// and a `PEXPIRE` each; their ten last releases an `HMGET` each and one `DEL`. As on
-/// a cluster (each lock's commands naming its own keys), the same batch costs an
-/// `EXISTS` and a `DEL` per lock.
+/// Ten free locks nobody queues for cost an `EXISTS` (of the lock and its queue), an
+/// `HSET` and a `PEXPIRE` each, and their ten last releases an `HMGET` and a `DEL`
+/// each: the same commands as ten calls alone, in one script call.
 #[tokio::test]
-async fn a_batch_of_free_locks_reads_and_frees_them_with_one_command_each_way() {
+async fn a_batch_of_free_locks_costs_the_commands_of_as_many_lone_calls() {
     let batch = Batch::start("batch-calls").await;
     let locks: Vec<String> = (0..10).map(|i| format!("lock-{i}")).collect();
     let owners: Vec<String> = (0..10).map(|i| format!("client:{i}")).collect();
@@ -109,28 +103,25 @@ async fn a_batch_of_free_locks_reads_and_frees_them_with_one_command_each_way() 
         .zip(&owners)
         .map(|(lock, owner)| (lock.as_str(), owner.as_str()))
         .collect();
-    for (mode, exists, del) in [(TOGETHER, 1, 1), (EACH, 10, 10)] {
-        batch.calls();
-        assert_eq!(batch.acquire(mode, &items).await, vec![1; 10], "{mode}");
-        assert_eq!(
-            batch.calls(),
-            counts(&[("exists", exists), ("hset", 10), ("pexpire", 10)]),
-            "{mode}: the takes' calls"
-        );
-        for (lock, owner) in &items {
-            let fields = batch.fields(lock).await;
-            assert_eq!(fields, held_by(owner, 1), "{mode}: {lock}");
-        }
-        batch.calls();
-        assert_eq!(batch.release(mode, &items).await, vec![0; 10], "{mode}");
-        assert_eq!(
-            batch.calls(),
-            counts(&[("hmget", 10), ("del", del)]),
-            "{mode}: the releases' calls"
-        );
-        for lock in &locks {
-            assert!(!batch.exists(lock).await, "{mode}: {lock} still held");
-        }
+    batch.calls();
+    assert_eq!(batch.acquire(&items).await, vec![1; 10]);
+    assert_eq!(
+        batch.calls(),
+        counts(&[("exists", 10), ("hset", 10), ("pexpire", 10)]),
+        "the takes' calls"
+    );
+    for (lock, owner) in &items {
+        assert_eq!(batch.fields(lock).await, held_by(owner, 1), "{lock}");
+    }
+    batch.calls();
+    assert_eq!(batch.release(&items).await, vec![0; 10]);
+    assert_eq!(
+        batch.calls(),
+        counts(&[("hmget", 10), ("del", 10)]),
+        "the releases' calls"
+    );
+    for lock in &locks {
+        assert!(!batch.exists(lock).await, "{lock} still held");
     }
 }
 
@@ -139,119 +130,91 @@ async fn a_batch_of_free_locks_reads_and_frees_them_with_one_command_each_way() 
 #[tokio::test]
 async fn a_lock_named_twice_in_a_batch_is_taken_by_its_first_owner_only() {
     let batch = Batch::start("batch-twice").await;
-    for mode in [TOGETHER, EACH] {
-        let items = [("a", "client:1"), ("a", "client:2"), ("b", "client:3")];
-        assert_eq!(batch.acquire(mode, &items).await, [1, 0, 1], "{mode}");
-        assert_eq!(batch.fields("a").await, held_by("client:1", 1), "{mode}");
-        assert_eq!(batch.fields("b").await, held_by("client:3", 1), "{mode}");
-        let released = batch.release(mode, &[("a", "client:1"), ("b", "client:3")]);
-        assert_eq!(released.await, [0, 0], "{mode}");
-    }
+    let items = [("a", "client:1"), ("a", "client:2"), ("b", "client:3")];
+    assert_eq!(batch.acquire(&items).await, [1, 0, 1]);
+    assert_eq!(batch.fields("a").await, held_by("client:1", 1));
+    assert_eq!(batch.fields("b").await, held_by("client:3", 1));
+    let released = batch.release(&[("a", "client:1"), ("b", "client:3")]);
+    assert_eq!(released.await, [0, 0]);
 }
 
-/// A batch with a held lock and a lock others queue for takes every other lock as a
-/// batch of free ones would, and leaves those two as they were (for `acquire.lua` to
-/// answer alone). On a single server it has paid one `EXISTS` of all more.
+/// A batch with a held lock and a lock others queue for takes every other lock, and
+/// leaves those two as they were (for `acquire.lua` to answer alone), at the cost of
+/// one `EXISTS` each.
 #[tokio::test]
 async fn a_batch_takes_its_free_locks_and_leaves_a_held_or_queued_one_untouched() {
     let batch = Batch::start("batch-busy").await;
-    for mode in [TOGETHER, EACH] {
-        let held = batch.acquire(mode, &[("held", "other:1")]).await;
-        assert_eq!(held, [1]);
-        batch
-            .server
-            .command(&["ZADD", &batch.queue("queued"), "1", "other"])
-            .unwrap();
-        batch.calls();
-        let items = [
-            ("a", "client:1"),
-            ("held", "client:2"),
-            ("queued", "client:3"),
-            ("b", "client:4"),
-        ];
-        assert_eq!(batch.acquire(mode, &items).await, [1, 0, 0, 1], "{mode}");
-        let exists = if mode == TOGETHER { 5 } else { 4 };
-        assert_eq!(
-            batch.calls(),
-            counts(&[("exists", exists), ("hset", 2), ("pexpire", 2)]),
-            "{mode}"
-        );
-        assert_eq!(batch.fields("held").await, held_by("other:1", 1), "{mode}");
-        assert!(!batch.exists("queued").await, "{mode}: a queued lock taken");
-        let released = batch.release(
-            mode,
-            &[("a", "client:1"), ("held", "other:1"), ("b", "client:4")],
-        );
-        assert_eq!(released.await, [0, 0, 0], "{mode}");
-        batch
-            .server
-            .command(&["DEL", &batch.queue("queued")])
-            .unwrap();
-    }
+    assert_eq!(batch.acquire(&[("held", "other:1")]).await, [1]);
+    batch
+        .server
+        .command(&["ZADD", &batch.queue("queued"), "1", "other"])
+        .unwrap();
+    batch.calls();
+    let items = [
+        ("a", "client:1"),
+        ("held", "client:2"),
+        ("queued", "client:3"),
+        ("b", "client:4"),
+    ];
+    assert_eq!(batch.acquire(&items).await, [1, 0, 0, 1]);
+    assert_eq!(
+        batch.calls(),
+        counts(&[("exists", 4), ("hset", 2), ("pexpire", 2)])
+    );
+    assert_eq!(batch.fields("held").await, held_by("other:1", 1));
+    assert!(!batch.exists("queued").await, "a queued lock taken");
+    let released = batch.release(&[("a", "client:1"), ("held", "other:1"), ("b", "client:4")]);
+    assert_eq!(released.await, [0, 0, 0]);
 }
 
 /// Each hold of a release batch gets what `release.lua` would have answered it alone,
-/// in order, whether the freed locks are deleted as they are freed or together at
-/// the end: a nested hold released twice (1, then 0), a lock freed earlier in the
-/// batch and named again (-1, as the deleted key would say), a lock not held (-1), a
-/// key of another type (-2, left as it is), and a lock someone waits for (deleted at
-/// once, the first client of its queue named and taken off it).
+/// in order: a nested hold released twice (1, then 0), a lock freed earlier in the
+/// batch and named again (-1: its key is gone), a lock not held (-1), a key of another
+/// type (-2, left as it is), and a lock someone waits for (deleted, the first client
+/// of its queue named and taken off it).
 #[tokio::test]
 async fn a_release_batch_answers_each_hold_as_a_release_alone_would() {
     let batch = Batch::start("batch-release").await;
-    for (mode, dels) in [(TOGETHER, 2), (EACH, 3)] {
-        let taken = [
-            ("nested", "client:1"),
-            ("b", "client:2"),
-            ("waited", "client:3"),
-        ];
-        assert_eq!(batch.acquire(mode, &taken).await, [1, 1, 1]);
-        let _: i64 = batch
-            .redis
-            .hincrby(batch.key("nested"), "client:1", 1)
-            .await
-            .unwrap();
-        let _: i64 = batch
-            .redis
-            .hset(batch.key("waited"), ("waiting", "1"))
-            .await
-            .unwrap();
-        batch
-            .server
-            .command(&["ZADD", &batch.queue("waited"), "1", "first", "2", "second"])
-            .unwrap();
-        batch
-            .server
-            .command(&["SET", &batch.key("string"), "x"])
-            .unwrap();
-        batch.calls();
-        let holds = [
-            ("nested", "client:1"),
-            ("nested", "client:1"),
-            ("b", "client:2"),
-            ("b", "client:2"),
-            ("free", "client:4"),
-            ("string", "client:5"),
-            ("waited", "client:3"),
-        ];
-        assert_eq!(
-            batch.release(mode, &holds).await,
-            [1, 0, 0, -1, -1, -2, 0],
-            "{mode}"
-        );
-        let calls = batch.calls();
-        assert_eq!(calls.get("del"), Some(&dels), "{mode}: {calls:?}");
-        assert_eq!(calls.get("publish"), Some(&1), "{mode}: {calls:?}");
-        for lock in ["nested", "b", "free", "waited"] {
-            assert!(!batch.exists(lock).await, "{mode}: {lock} left in redis");
-        }
-        let server = &batch.server;
-        assert_eq!(server.query(&["GET", &batch.key("string")]), Ok("x".into()));
-        let queued = |client| server.query(&["ZSCORE", &batch.queue("waited"), client]);
-        assert!(queued("first").is_err(), "{mode}: the first still queued");
-        assert_eq!(queued("second"), Ok("2".into()), "{mode}");
-        for key in [batch.key("string"), batch.queue("waited")] {
-            batch.server.command(&["DEL", &key]).unwrap();
-        }
+    let taken = [
+        ("nested", "client:1"),
+        ("b", "client:2"),
+        ("waited", "client:3"),
+    ];
+    assert_eq!(batch.acquire(&taken).await, [1, 1, 1]);
+    let _: i64 = batch
+        .redis
+        .hincrby(batch.key("nested"), "client:1", 1)
+        .await
+        .unwrap();
+    let _: i64 = batch
+        .redis
+        .hset(batch.key("waited"), ("waiting", "1"))
+        .await
+        .unwrap();
+    let server = &batch.server;
+    server
+        .command(&["ZADD", &batch.queue("waited"), "1", "first", "2", "second"])
+        .unwrap();
+    server.command(&["SET", &batch.key("string"), "x"]).unwrap();
+    batch.calls();
+    let holds = [
+        ("nested", "client:1"),
+        ("nested", "client:1"),
+        ("b", "client:2"),
+        ("b", "client:2"),
+        ("free", "client:4"),
+        ("string", "client:5"),
+        ("waited", "client:3"),
+    ];
+    assert_eq!(batch.release(&holds).await, [1, 0, 0, -1, -1, -2, 0]);
+    let calls = batch.calls();
+    assert_eq!(calls.get("del"), Some(&3), "{calls:?}");
+    assert_eq!(calls.get("publish"), Some(&1), "{calls:?}");
+    for lock in ["nested", "b", "free", "waited"] {
+        assert!(!batch.exists(lock).await, "{lock} left in redis");
     }
+    assert_eq!(server.query(&["GET", &batch.key("string")]), Ok("x".into()));
+    let queued = |client| server.query(&["ZSCORE", &batch.queue("waited"), client]);
+    assert!(queued("first").is_err(), "the first still queued");
+    assert_eq!(queued("second"), Ok("2".into()));
 }

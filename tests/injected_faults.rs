@@ -130,7 +130,7 @@ async fn a_renewal_whose_reply_is_lost_is_sent_again_within_the_lease() {
 
 /// Whether `command` is a script given more than one lock: a batch. A batch declares
 /// its first lock's two keys and names every lock's keys among its arguments (see
-/// `lua/acquire_many.lua`): two locks make at least 8 arguments, where a lone call of
+/// `lua/acquire_many.lua`): two locks make at least 7 arguments, where a lone call of
 /// the mutex sends at most 5.
 fn is_batch(command: &common::proxy::Command) -> bool {
     let keys = command

@@ -646,42 +646,6 @@ async fn a_few_calls_at_once_go_out_together() {
     client.shutdown().await;
 }
 
-/// On a single server a batch reads all its free locks with one `EXISTS` and frees
-/// them with one `DEL`: each script call, alone or batched, makes one of each, so 64
-/// locks taken and given back at once cost Redis as many of them as scripts, and an
-/// `HSET`, a `PEXPIRE` and an `HMGET` each (see `lua/acquire_many.lua`).
-#[tokio::test(flavor = "current_thread")]
-async fn a_batch_reads_its_free_locks_with_one_command_and_frees_them_with_one() {
-    let server = common::RedisServer::start();
-    let client = LockClient::connect(&server.url()).await.unwrap();
-    let names: Vec<String> = (0..64)
-        .map(|i| common::unique(&format!("one-command-{i}")))
-        .collect();
-    let warm: Vec<String> = (0..8)
-        .map(|i| common::unique(&format!("one-command-warm-{i}")))
-        .collect();
-    common::unlock_each_at_once(common::lock_each_at_once(&client, &warm).await).await;
-    server.query(&["CONFIG", "RESETSTAT"]).unwrap();
-    let guards = common::lock_each_at_once(&client, &names).await;
-    let took = server.command_stats();
-    server.query(&["CONFIG", "RESETSTAT"]).unwrap();
-    common::unlock_each_at_once(guards).await;
-    let gave = server.command_stats();
-    let calls = |stats: &BTreeMap<String, u64>, command: &str| {
-        stats.get(command).copied().unwrap_or_default()
-    };
-    assert!(calls(&took, "evalsha") < 32, "{took:?}");
-    assert_eq!(calls(&took, "exists"), calls(&took, "evalsha"), "{took:?}");
-    assert_eq!((calls(&took, "hset"), calls(&took, "pexpire")), (64, 64));
-    assert!(calls(&gave, "evalsha") < 32, "{gave:?}");
-    assert_eq!(calls(&gave, "del"), calls(&gave, "evalsha"), "{gave:?}");
-    assert_eq!(calls(&gave, "hmget"), 64, "{gave:?}");
-    for name in &names {
-        assert!(!client.is_locked(name).await.unwrap(), "{name} still held");
-    }
-    client.shutdown().await;
-}
-
 /// Unlocks beyond the release calls a client keeps in flight alone (2) join one batch:
 /// 100 unlocks at once cost far fewer than 100 scripts, and each hears its own outcome,
 /// as it would alone: released, not held (its key deleted meanwhile), or a key of the

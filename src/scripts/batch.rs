@@ -207,8 +207,7 @@ impl Scripts {
         let keys = lock_keys(locks.iter().map(|(names, _, _)| *names));
         let keys = keys.keys();
         let args = || {
-            let mut args = Vec::with_capacity(locks.len() * 4 + 1);
-            args.push(one_command_for_all(client));
+            let mut args = Vec::with_capacity(locks.len() * 4);
             for (pair, &(_, owner, lease_ms)) in keys.chunks(2).zip(locks) {
                 args.extend(pair.iter().map(ScriptKey::to_value));
                 args.push(owner.into());
@@ -245,9 +244,8 @@ impl Scripts {
         let keys = lock_keys(holds.iter().map(|(names, _)| *names));
         let keys = keys.keys();
         let args = || {
-            let mut args = Vec::with_capacity(holds.len() * 3 + 2);
+            let mut args = Vec::with_capacity(holds.len() * 3 + 1);
             args.push(Value::from_static_str(self.publish));
-            args.push(one_command_for_all(client));
             for (pair, (_, owner)) in keys.chunks(2).zip(holds) {
                 args.extend(pair.iter().map(ScriptKey::to_value));
                 args.push(Value::String((*owner).clone()));
@@ -270,13 +268,6 @@ impl Scripts {
             n => u32::try_from(n).ok().map(Released::Remaining),
         })
     }
-}
-
-/// Whether one command of a batch script may name every lock of the batch (`"1"`: a
-/// single server), or each lock's command names only its own keys (`"0"`: a cluster,
-/// where one command's keys must share a slot). See `lua/acquire_many.lua`.
-fn one_command_for_all(client: &Client) -> Value {
-    Value::from_static_str(if client.is_clustered() { "0" } else { "1" })
 }
 
 /// The keys of a batch of mutexes, packed: each lock's key and its queue of waiting
