@@ -799,6 +799,34 @@ async fn bench_w11_measures_many_accounts_against_the_bare_lock() {
     assert!(left.is_empty(), "keys left behind: {left:?}");
 }
 
+/// W11 on a cluster counts the scripts and the CPU time of every primary, not of the
+/// node one `INFO` happens to reach: a lone task's cycle is its two scripts (a third
+/// of that when one node of three was counted), and the servers' CPU per cycle is
+/// there (it was left out on a cluster).
+#[cfg(feature = "bench")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_w11_on_a_cluster_counts_every_primarys_scripts_and_cpu() {
+    let _alone = ONE_BENCH_AT_A_TIME.lock().await;
+    let url = common::cluster_url();
+    let mut bench = holdlock_at(&url, ["bench", "--workloads", "W11", "--quick", "--json"]);
+    let ran = finish_within(&mut bench, Duration::from_secs(120)).await;
+    assert_no_panic(&ran);
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let figures: serde_json::Value = serde_json::from_str(&ran.stdout).expect("JSON on stdout");
+    let value = |metric: &str| {
+        let figures = figures.as_array().expect("an array of figures");
+        let figure = figures.iter().find(|figure| figure["metric"] == metric);
+        let figure = figure.unwrap_or_else(|| panic!("{metric} missing: {figures:?}"));
+        figure["value"].as_f64().unwrap_or_default()
+    };
+    let lone = value("scripts per cycle, 1 client, 1 task");
+    assert!(
+        (1.9..=2.1).contains(&lone),
+        "a lone cycle's scripts: {lone}"
+    );
+    assert!(value("Redis CPU per cycle, 1 client") > 0.0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_and_owners_cannot_forge_table_rows() {
     use fred::interfaces::HashesInterface;

@@ -3,8 +3,8 @@
 //! bare lock (`SET NX PX` to take, an `EVALSHA` compare-and-delete to release) on plain
 //! fred clients, in one run. With one client, then with the tasks split over two, then
 //! one client with 1, 16 and 1,024 tasks. The figures: cycles per second, Redis's CPU
-//! time per cycle (`INFO cpu`, the server's whole time: run it on an otherwise idle
-//! single server; not on a cluster), this process's CPU time per cycle, and a cycle's
+//! time per cycle (`INFO cpu`, the server's whole time, every primary's on a cluster:
+//! run it on otherwise idle servers), this process's CPU time per cycle, and a cycle's
 //! p50 and p99.
 //!
 //! Each size runs on one `current_thread` runtime in a thread of its own, as a
@@ -18,6 +18,7 @@ use fred::interfaces::ClientLike;
 use fred::types::InfoKind;
 use fred::types::config::Config;
 
+use super::crowd::each_primary;
 use super::floors::BareLock;
 use super::samples::{Random, Samples, cpu_time, millis};
 use super::{Bench, BenchError, BenchResult, Figure, Goal, Unit, Workload, on_own_runtime};
@@ -265,26 +266,23 @@ async fn measure(setup: &Setup, side: Side, clients: usize) -> BenchResult<Measu
     })
 }
 
-/// The server's CPU time so far (`used_cpu_sys` + `used_cpu_user` of `INFO cpu`), or
-/// `None` on a cluster (one node's would not be the cycle's) or if it cannot be read.
+/// The server's CPU time so far (`used_cpu_sys` + `used_cpu_user` of `INFO cpu`; on a
+/// cluster, every primary's summed), or `None` if it cannot be read.
 async fn redis_cpu(redis: &Client) -> Option<Duration> {
-    if redis.is_clustered() {
-        return None;
+    let mut total = 0.0;
+    for node in each_primary(redis).ok()? {
+        let info: String = node.info(Some(InfoKind::Cpu)).await.ok()?;
+        let seconds = |field: &str| -> Option<f64> {
+            let line = info.lines().find(|line| line.starts_with(field))?;
+            line.split_once(':')?.1.trim().parse().ok()
+        };
+        total += seconds("used_cpu_sys:")? + seconds("used_cpu_user:")?;
     }
-    let info: String = redis.info(Some(InfoKind::Cpu)).await.ok()?;
-    let seconds = |field: &str| -> Option<f64> {
-        let line = info.lines().find(|line| line.starts_with(field))?;
-        line.split_once(':')?.1.trim().parse().ok()
-    };
-    let total = seconds("used_cpu_sys:")? + seconds("used_cpu_user:")?;
     Some(Duration::from_secs_f64(total))
 }
 
-/// The scripts the server has run so far, or `None` on a cluster (one node's would not
-/// be the cycle's) or if they cannot be read.
+/// The scripts the server has run so far (on a cluster, every primary's), or `None`
+/// if they cannot be read.
 async fn script_calls(redis: &Client) -> Option<u64> {
-    if redis.is_clustered() {
-        return None;
-    }
     super::crowd::script_calls(redis).await.ok()
 }

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use fred::clients::Client;
-use fred::interfaces::ClientLike;
+use fred::clients::{Client, WithOptions};
+use fred::interfaces::{ClientLike, ClusterInterface};
 use fred::types::InfoKind;
-use fred::types::config::Config;
+use fred::types::config::{Config, Options};
 use futures::StreamExt;
 
 use super::exclusive::Exclusive;
@@ -88,8 +88,8 @@ impl Bench {
     /// every task taking one lock 4 times (lock; unlock; `work` outside): with the
     /// mutex, then with the fair lock; first 200 clients × 5 tasks on the bench's own
     /// runtime, then 200 × 5 and 500 × 2 on one `current_thread` runtime of their own.
-    /// Scripts are counted server-wide from `INFO commandstats`: run it on an otherwise
-    /// idle single server. The clients are built from the first client's fred
+    /// Scripts are counted server-wide from `INFO commandstats` (every primary's on a
+    /// cluster): run it on otherwise idle servers. The clients are built from the first client's fred
     /// configuration (the same servers, credentials, TLS and delay proxy) with the
     /// default prefix, and shut down at the end of each size.
     pub(super) async fn crowd(&self) -> BenchResult<Vec<Figure>> {
@@ -215,10 +215,40 @@ async fn phase(
     Ok((scripts as f64 / acquisitions as f64, rate))
 }
 
-/// The scripts the server has run so far (see [`count_scripts`]).
+/// The scripts the server has run so far (see [`count_scripts`]); on a cluster, every
+/// primary's summed.
 pub(super) async fn script_calls(redis: &Client) -> BenchResult<u64> {
-    let stats: String = redis.info(Some(InfoKind::CommandStats)).await?;
-    Ok(count_scripts(&stats))
+    let mut scripts = 0;
+    for node in each_primary(redis)? {
+        let stats: String = node.info(Some(InfoKind::CommandStats)).await?;
+        scripts += count_scripts(&stats);
+    }
+    Ok(scripts)
+}
+
+/// `redis` as it sends to each primary in turn: the server itself on a single server,
+/// every primary of the routing table on a cluster (so that a server-wide count, of
+/// scripts, keys or CPU time, covers the whole cluster, not the node one command
+/// happens to reach).
+///
+/// # Errors
+///
+/// A cluster whose routing table the client does not know.
+pub(super) fn each_primary(redis: &Client) -> BenchResult<Vec<WithOptions<Client>>> {
+    if !redis.is_clustered() {
+        return Ok(vec![redis.with_options(&Options::default())]);
+    }
+    let primaries = redis
+        .cached_cluster_state()
+        .map(|state| state.unique_primary_nodes())
+        .unwrap_or_default();
+    if primaries.is_empty() {
+        return Err("the cluster's primaries are not known".into());
+    }
+    Ok(primaries
+        .into_iter()
+        .map(|primary| redis.with_cluster_node(primary))
+        .collect())
 }
 
 /// The calls of `EVAL`, `EVALSHA` and `FCALL` (and their read-only forms) in the text

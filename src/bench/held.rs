@@ -4,7 +4,7 @@
 //!
 //! Reads the process's own memory and CPU time from `/proc/self` (Linux; elsewhere
 //! those figures are left out), and counts scripts server-wide from `INFO
-//! commandstats`: run it on an otherwise idle single server.
+//! commandstats` (every primary's on a cluster): run it on otherwise idle servers.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,7 +14,7 @@ use fred::clients::Client;
 use fred::interfaces::{ClientLike, KeysInterface, ServerInterface};
 use fred::types::Value;
 
-use super::crowd::script_calls;
+use super::crowd::{each_primary, script_calls};
 use super::samples::cpu_time;
 use super::{Bench, BenchError, BenchResult, Figure, Goal, Unit, Workload};
 use crate::{LockClient, LockGuard};
@@ -224,7 +224,11 @@ async fn smallest_pttl_of(redis: &Client, keys: &[&str]) -> BenchResult<(i64, us
 
 /// How many keys the server holds (`DBSIZE`).
 async fn key_count(redis: &Client) -> BenchResult<u64> {
-    Ok(redis.dbsize().await?)
+    let mut keys = 0;
+    for node in each_primary(redis)? {
+        keys += node.dbsize::<u64>().await?;
+    }
+    Ok(keys)
 }
 
 /// The keys of `keys` that still exist (read 1,000 at a time).
