@@ -18,7 +18,7 @@
 local release = {}
 
 -- Drops one hold of `owner` on the lock `key` whose queue of waiting clients is
--- `clients`, telling the release channel with `publish` (PUBLISH or SPUBLISH);
+-- `clients` (nil: the key followed by ":clients", src/keys.rs's name), telling the release channel with `publish` (PUBLISH or SPUBLISH);
 -- `last_likely` tries the last release's path (reads before a write) first. Returns
 -- the owner's remaining hold count (0: the key was deleted and any waiters told), or
 -- -1 if the owner holds nothing. The first call on `key` raises WRONGTYPE before any
@@ -51,6 +51,7 @@ function release.hold(key, clients, owner, publish, last_likely)
   -- `token` and `waiting` fields with it).
   redis.call('del', key)
   if waiting then
+    clients = clients or key .. ':clients'
     local named = redis.call('zrange', clients, 0, 2)
     if named[1] then
       redis.call('zrem', clients, named[1])

@@ -128,14 +128,15 @@ impl Protocol {
         Box::pin(self.scripts.renew_many(self.scripting(), call)).await
     }
 
-    /// Takes each of many free mutexes nobody queues for in one call
-    /// (`acquire_many.lua`), sent at most once; on a cluster, every key of `locks` must
-    /// be in one slot. Says per lock whether it was taken.
+    /// Takes each of many free mutexes nobody queues for in one call, with the lease
+    /// `lease_ms` (`acquire_many.lua`), sent at most once; on a cluster, every lock of
+    /// `locks` must be one node's. Says per lock whether it was taken.
     pub(crate) async fn acquire_many(
         &self,
-        locks: &[(&LockNames, &str, u64)],
+        lease_ms: u64,
+        locks: &[(&LockNames, &str)],
     ) -> Result<Vec<bool>> {
-        Box::pin(self.scripts.acquire_many(self.scripting(), locks)).await
+        Box::pin(self.scripts.acquire_many(self.scripting(), lease_ms, locks)).await
     }
 
     /// Drops one hold each of many mutex holds in one call (`release_many.lua`), sent

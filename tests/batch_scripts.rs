@@ -40,10 +40,9 @@ impl Batch {
 
     /// `acquire_many.lua` of `(lock, owner)`s, a 30 s lease each.
     async fn acquire(&self, locks: &[(&str, &str)]) -> Vec<i64> {
-        let mut args = Vec::new();
+        let mut args = vec!["30000".to_owned()];
         for (lock, owner) in locks {
-            args.extend([self.key(lock), self.queue(lock), (*owner).to_owned()]);
-            args.push("30000".to_owned());
+            args.extend([self.key(lock), (*owner).to_owned()]);
         }
         let first = vec![self.key(locks[0].0), self.queue(locks[0].0)];
         self.redis.eval(ACQUIRE_MANY, first, args).await.unwrap()
@@ -53,7 +52,7 @@ impl Batch {
     async fn release(&self, holds: &[(&str, &str)]) -> Vec<i64> {
         let mut args = vec!["publish".to_owned()];
         for (lock, owner) in holds {
-            args.extend([self.key(lock), self.queue(lock), (*owner).to_owned()]);
+            args.extend([self.key(lock), (*owner).to_owned()]);
         }
         let first = vec![self.key(holds[0].0), self.queue(holds[0].0)];
         self.redis.eval(RELEASE_MANY, first, args).await.unwrap()

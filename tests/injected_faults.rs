@@ -129,15 +129,19 @@ async fn a_renewal_whose_reply_is_lost_is_sent_again_within_the_lease() {
 }
 
 /// Whether `command` is a script given more than one lock: a batch. A batch declares
-/// its first lock's two keys and names every lock's keys among its arguments (see
-/// `lua/acquire_many.lua`): two locks make at least 7 arguments, where a lone call of
-/// the mutex sends at most 5.
+/// its first lock's two keys and names every lock among its arguments, after one of
+/// its own: the lease of every lock (digits) or the publish mode (see
+/// `lua/acquire_many.lua`, `lua/release_many.lua`); two locks make 5 arguments. A lone
+/// call of the mutex sends its owner id first.
 fn is_batch(command: &common::proxy::Command) -> bool {
     let keys = command
         .get(2)
         .and_then(|keys| std::str::from_utf8(keys).ok()?.parse().ok());
     let arguments = command.len().saturating_sub(3 + keys.unwrap_or(0) as usize);
-    command[0].eq_ignore_ascii_case(b"EVALSHA") && keys == Some(2u32) && arguments >= 7
+    let first = command.get(3 + keys.unwrap_or(0) as usize);
+    let own = first
+        .is_some_and(|first| first.iter().all(u8::is_ascii_digit) || first.ends_with(b"publish"));
+    command[0].eq_ignore_ascii_case(b"EVALSHA") && keys == Some(2u32) && arguments >= 5 && own
 }
 
 /// Many tasks take and release locks of their own at once, so that both go out in

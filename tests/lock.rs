@@ -646,6 +646,44 @@ async fn a_few_calls_at_once_go_out_together() {
     client.shutdown().await;
 }
 
+/// Acquisitions of different fixed leases that go out together each get their own
+/// lease: the batch script names one lease per call, so a batch of mixed leases goes
+/// out a call per lease (here 40 locks at once, 20 s and 40 s alternating).
+#[tokio::test(flavor = "current_thread")]
+async fn acquisitions_of_mixed_leases_that_go_out_together_each_get_their_own() {
+    let server = common::RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let warm: Vec<String> = (0..8)
+        .map(|i| common::unique(&format!("mixed-warm-{i}")))
+        .collect();
+    common::unlock_each_at_once(common::lock_each_at_once(&client, &warm).await).await;
+    let lease = |i: usize| Duration::from_secs(if i % 2 == 0 { 20 } else { 40 });
+    server.query(&["CONFIG", "RESETSTAT"]).unwrap();
+    let takes: Vec<_> = (0..40)
+        .map(|i| {
+            let (client, name) = (client.clone(), common::unique(&format!("mixed-{i}")));
+            let options = LockOptions::new().lease(lease(i));
+            tokio::spawn(async move { client.lock(&name).options(options).await })
+        })
+        .collect();
+    let mut guards = Vec::new();
+    for take in takes {
+        guards.push(take.await.unwrap().unwrap().expect("a free lock refused"));
+    }
+    let scripts = server.command_calls("evalsha");
+    assert!(scripts < 20, "40 locks at once sent {scripts} scripts");
+    for (i, guard) in guards.iter().enumerate() {
+        let pttl = common::integer(&server.query(&["PTTL", &common::key(guard.name())]).unwrap());
+        let lease = i64::try_from(lease(i).as_millis()).unwrap();
+        assert!(
+            pttl <= lease && pttl > lease - 5_000,
+            "{i}: PTTL {pttl} ms for a lease of {lease} ms"
+        );
+    }
+    common::unlock_each_at_once(guards).await;
+    client.shutdown().await;
+}
+
 /// Unlocks beyond the release calls a client keeps in flight alone (2) join one batch:
 /// 100 unlocks at once cost far fewer than 100 scripts, and each hears its own outcome,
 /// as it would alone: released, not held (its key deleted meanwhile), or a key of the

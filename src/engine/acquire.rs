@@ -312,15 +312,28 @@ impl Engine {
         }
     }
 
-    /// Sends the acquisitions of `batch` (one node's) in one call, and hands each call
-    /// back with its answer. A failure is each call's: a reply lost in transit, for
-    /// each, maybe ran.
-    async fn acquire_batch(self: Arc<Self>, batch: Vec<Joined>) {
-        let locks: Vec<(&LockNames, &str, u64)> = batch
+    /// Sends the acquisitions of `batch` (one node's) in one call per lease (the
+    /// script names the lease once: a batch of mixed leases, rare, goes out a call per
+    /// lease, one after the other), and hands each call back with its answer.
+    async fn acquire_batch(self: Arc<Self>, mut batch: Vec<Joined>) {
+        batch.sort_by_key(|joined| joined.lease_ms);
+        while !batch.is_empty() {
+            let lease_ms = batch[batch.len() - 1].lease_ms;
+            let first = batch.partition_point(|joined| joined.lease_ms < lease_ms);
+            let run = batch.split_off(first);
+            self.acquire_run(lease_ms, run).await;
+        }
+    }
+
+    /// Sends the acquisitions of `batch`, one node's with the lease `lease_ms`, in one
+    /// call, and hands each call back with its answer. A failure is each call's: a
+    /// reply lost in transit, for each, maybe ran.
+    async fn acquire_run(&self, lease_ms: u64, batch: Vec<Joined>) {
+        let locks: Vec<(&LockNames, &str)> = batch
             .iter()
-            .map(|joined| (&*joined.names, &*joined.owner, joined.lease_ms))
+            .map(|joined| (&*joined.names, &*joined.owner))
             .collect();
-        let replies = self.protocol.acquire_many(&locks).await;
+        let replies = self.protocol.acquire_many(lease_ms, &locks).await;
         drop(locks);
         // `acquire_many` answers for every lock of the batch, or fails as a whole.
         match replies {
