@@ -320,7 +320,10 @@ impl Engine {
         while !batch.is_empty() {
             let lease_ms = batch[batch.len() - 1].lease_ms;
             let first = batch.partition_point(|joined| joined.lease_ms < lease_ms);
-            let run = batch.split_off(first);
+            let run = match first {
+                0 => std::mem::take(&mut batch),
+                _ => batch.split_off(first),
+            };
             self.acquire_run(lease_ms, run).await;
         }
     }

@@ -531,6 +531,20 @@ fn not_one_each(len: usize, reply: &Value) -> LockError {
 mod tests {
     use super::*;
 
+    /// The batch scripts name each lock's queue from its key, as `keys::clients_key`
+    /// does: were the two to differ, a batch would check a queue nobody uses.
+    #[test]
+    fn the_batch_scripts_name_a_locks_queue_as_the_client_does() {
+        let queue = crate::keys::clients_key("");
+        let named = format!("key .. '{queue}'");
+        for script in [
+            include_str!("../../lua/acquire_many.lua"),
+            include_str!("../../lua/release_hold.lua"),
+        ] {
+            assert!(script.contains(&named), "{named} not in {script}");
+        }
+    }
+
     #[test]
     fn calls_hold_at_most_their_size_in_order() {
         let keys: Vec<String> = (0..600).map(|i| format!("k{{{i}}}")).collect();
