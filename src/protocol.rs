@@ -140,7 +140,7 @@ impl Protocol {
     }
 
     /// Drops one hold each of many mutex holds in one call (`release_many.lua`), sent
-    /// at most once; on a cluster, every key of `holds` must be in one slot.
+    /// at most once; on a cluster, every hold of `holds` must be one node's.
     pub(crate) async fn release_many(&self, holds: &[(&LockNames, &Str)]) -> Result<Vec<Released>> {
         Box::pin(self.scripts.release_many(self.scripting(), holds)).await
     }
