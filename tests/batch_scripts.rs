@@ -40,22 +40,23 @@ impl Batch {
 
     /// `acquire_many.lua` of `(lock, owner)`s, a 30 s lease each.
     async fn acquire(&self, locks: &[(&str, &str)]) -> Vec<i64> {
-        let mut args = vec!["30000".to_owned()];
-        for (lock, owner) in locks {
-            args.extend([self.key(lock), (*owner).to_owned()]);
-        }
-        let first = vec![self.key(locks[0].0), self.queue(locks[0].0)];
-        self.redis.eval(ACQUIRE_MANY, first, args).await.unwrap()
+        self.run(ACQUIRE_MANY, "30000", locks).await
     }
 
     /// `release_many.lua` of `(lock, owner)`s.
     async fn release(&self, holds: &[(&str, &str)]) -> Vec<i64> {
-        let mut args = vec!["publish".to_owned()];
-        for (lock, owner) in holds {
+        self.run(RELEASE_MANY, "publish", holds).await
+    }
+
+    /// A batch script given `first` (its own argument), then each `(lock, owner)`'s key
+    /// and owner; declaring the first lock's key and queue, as the client does.
+    async fn run(&self, script: &str, first: &str, locks: &[(&str, &str)]) -> Vec<i64> {
+        let mut args = vec![first.to_owned()];
+        for (lock, owner) in locks {
             args.extend([self.key(lock), (*owner).to_owned()]);
         }
-        let first = vec![self.key(holds[0].0), self.queue(holds[0].0)];
-        self.redis.eval(RELEASE_MANY, first, args).await.unwrap()
+        let declared = vec![self.key(locks[0].0), self.queue(locks[0].0)];
+        self.redis.eval(script, declared, args).await.unwrap()
     }
 
     async fn fields(&self, lock: &str) -> BTreeMap<String, String> {
@@ -66,27 +67,11 @@ impl Batch {
         let n: i64 = self.redis.exists(self.key(lock)).await.unwrap();
         n == 1
     }
-
-    /// The commands the scripts ran since the last call, by name (the scripts' own
-    /// calls and the `CONFIG` left out).
-    fn calls(&self) -> BTreeMap<String, u64> {
-        let mut calls = self.server.command_stats();
-        calls.retain(|name, _| name != "eval" && !name.starts_with("config"));
-        self.server.command(&["CONFIG", "RESETSTAT"]).unwrap();
-        calls
-    }
 }
 
 /// A lock's fields when `owner` alone holds it `count` times.
 fn held_by(owner: &str, count: u32) -> BTreeMap<String, String> {
     BTreeMap::from([(owner.to_owned(), count.to_string())])
-}
-
-fn counts(expected: &[(&str, u64)]) -> BTreeMap<String, u64> {
-    expected
-        .iter()
-        .map(|(name, n)| ((*name).to_owned(), *n))
-        .collect()
 }
 
 /// Ten free locks nobody queues for cost an `EXISTS` (of the lock and its queue), an
@@ -102,21 +87,21 @@ async fn a_batch_of_free_locks_costs_the_commands_of_as_many_lone_calls() {
         .zip(&owners)
         .map(|(lock, owner)| (lock.as_str(), owner.as_str()))
         .collect();
-    batch.calls();
+    batch.server.script_commands_since();
     assert_eq!(batch.acquire(&items).await, vec![1; 10]);
     assert_eq!(
-        batch.calls(),
-        counts(&[("exists", 10), ("hset", 10), ("pexpire", 10)]),
+        batch.server.script_commands_since(),
+        common::counts(&[("exists", 10), ("hset", 10), ("pexpire", 10)]),
         "the takes' calls"
     );
     for (lock, owner) in &items {
         assert_eq!(batch.fields(lock).await, held_by(owner, 1), "{lock}");
     }
-    batch.calls();
+    batch.server.script_commands_since();
     assert_eq!(batch.release(&items).await, vec![0; 10]);
     assert_eq!(
-        batch.calls(),
-        counts(&[("hmget", 10), ("del", 10)]),
+        batch.server.script_commands_since(),
+        common::counts(&[("hmget", 10), ("del", 10)]),
         "the releases' calls"
     );
     for lock in &locks {
@@ -148,7 +133,7 @@ async fn a_batch_takes_its_free_locks_and_leaves_a_held_or_queued_one_untouched(
         .server
         .command(&["ZADD", &batch.queue("queued"), "1", "other"])
         .unwrap();
-    batch.calls();
+    batch.server.script_commands_since();
     let items = [
         ("a", "client:1"),
         ("held", "client:2"),
@@ -157,8 +142,8 @@ async fn a_batch_takes_its_free_locks_and_leaves_a_held_or_queued_one_untouched(
     ];
     assert_eq!(batch.acquire(&items).await, [1, 0, 0, 1]);
     assert_eq!(
-        batch.calls(),
-        counts(&[("exists", 4), ("hset", 2), ("pexpire", 2)])
+        batch.server.script_commands_since(),
+        common::counts(&[("exists", 4), ("hset", 2), ("pexpire", 2)])
     );
     assert_eq!(batch.fields("held").await, held_by("other:1", 1));
     assert!(!batch.exists("queued").await, "a queued lock taken");
@@ -195,7 +180,7 @@ async fn a_release_batch_answers_each_hold_as_a_release_alone_would() {
         .command(&["ZADD", &batch.queue("waited"), "1", "first", "2", "second"])
         .unwrap();
     server.command(&["SET", &batch.key("string"), "x"]).unwrap();
-    batch.calls();
+    batch.server.script_commands_since();
     let holds = [
         ("nested", "client:1"),
         ("nested", "client:1"),
@@ -206,7 +191,7 @@ async fn a_release_batch_answers_each_hold_as_a_release_alone_would() {
         ("waited", "client:3"),
     ];
     assert_eq!(batch.release(&holds).await, [1, 0, 0, -1, -1, -2, 0]);
-    let calls = batch.calls();
+    let calls = batch.server.script_commands_since();
     assert_eq!(calls.get("del"), Some(&3), "{calls:?}");
     assert_eq!(calls.get("publish"), Some(&1), "{calls:?}");
     for lock in ["nested", "b", "free", "waited"] {

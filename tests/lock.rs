@@ -629,14 +629,7 @@ async fn a_few_calls_at_once_go_out_together() {
     let names: Vec<String> = (0..8)
         .map(|i| common::unique(&format!("few-at-once-{i}")))
         .collect();
-    // The scripts loaded, alone and batched, before counting.
-    let warm: Vec<String> = (0..8)
-        .map(|i| common::unique(&format!("few-warm-{i}")))
-        .collect();
-    for guard in common::lock_each_at_once(&client, &warm).await {
-        guard.unlock().await.unwrap();
-    }
-    common::unlock_each_at_once(common::lock_each_at_once(&client, &warm).await).await;
+    common::load_lock_scripts(&client).await;
     let (taken, released) =
         common::scripts_to_take_and_release_at_once(&client, &server, &names).await;
     assert!(
@@ -653,10 +646,7 @@ async fn a_few_calls_at_once_go_out_together() {
 async fn acquisitions_of_mixed_leases_that_go_out_together_each_get_their_own() {
     let server = common::RedisServer::start();
     let client = LockClient::connect(&server.url()).await.unwrap();
-    let warm: Vec<String> = (0..8)
-        .map(|i| common::unique(&format!("mixed-warm-{i}")))
-        .collect();
-    common::unlock_each_at_once(common::lock_each_at_once(&client, &warm).await).await;
+    common::load_lock_scripts(&client).await;
     let lease = |i: usize| Duration::from_secs(if i % 2 == 0 { 20 } else { 40 });
     server.query(&["CONFIG", "RESETSTAT"]).unwrap();
     let takes: Vec<_> = (0..40)

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use fred::interfaces::{ClientLike, HashesInterface, KeysInterface, LuaInterface};
 use fred::types::Value;
@@ -180,50 +180,42 @@ impl Rw {
 
 /// How many times each command other than the scripts and `CONFIG` ran since the last
 /// `CONFIG RESETSTAT`, which this resets.
-fn calls_since(server: &common::RedisServer) -> BTreeMap<String, u64> {
-    let mut calls = server.command_stats();
-    calls.retain(|name, _| name != "evalsha" && name != "eval" && !name.starts_with("config"));
-    server.command(&["CONFIG", "RESETSTAT"]).unwrap();
-    calls
-}
-
-fn counts(expected: &[(&str, u64)]) -> BTreeMap<String, u64> {
-    expected
-        .iter()
-        .map(|(name, n)| ((*name).to_owned(), *n))
-        .collect()
-}
-
 #[tokio::test]
 async fn the_read_write_hot_paths_make_few_redis_calls() {
     let server = common::RedisServer::start();
     let rw = Rw::on(&server.url(), "rw-calls").await;
-    calls_since(&server);
+    server.script_commands_since();
     // An uncontended read cycle: a lone holder, whose deadline is the hash's expiry,
     // costs the mutex's calls: 3 to take, 2 to give back (it was 15 and 10).
     assert_eq!(rw.acquire("c:1", "read", 10_000).await, [1, 0]);
     assert_eq!(
-        calls_since(&server),
-        counts(&[("exists", 1), ("hset", 1), ("pexpire", 1)])
+        server.script_commands_since(),
+        common::counts(&[("exists", 1), ("hset", 1), ("pexpire", 1)])
     );
     assert_eq!(rw.release("c:1").await, 0);
-    assert_eq!(calls_since(&server), counts(&[("hmget", 1), ("del", 1)]));
+    assert_eq!(
+        server.script_commands_since(),
+        common::counts(&[("hmget", 1), ("del", 1)])
+    );
     // The same for a write cycle.
     assert_eq!(rw.acquire("c:1", "write", 10_000).await, [1, 0]);
     assert_eq!(
-        calls_since(&server),
-        counts(&[("exists", 1), ("hset", 1), ("pexpire", 1)])
+        server.script_commands_since(),
+        common::counts(&[("exists", 1), ("hset", 1), ("pexpire", 1)])
     );
     assert_eq!(rw.release("c:1:w").await, 0);
-    assert_eq!(calls_since(&server), counts(&[("hmget", 1), ("del", 1)]));
+    assert_eq!(
+        server.script_commands_since(),
+        common::counts(&[("hmget", 1), ("del", 1)])
+    );
     // A second reader starts the leases set with the first one's deadline (the hash's
     // expiry, read exactly).
     rw.acquire("c:1", "read", 10_000).await;
-    calls_since(&server);
+    server.script_commands_since();
     assert_eq!(rw.acquire("c:2", "read", 10_000).await, [1, 0]);
     assert_eq!(
-        calls_since(&server),
-        counts(&[
+        server.script_commands_since(),
+        common::counts(&[
             ("exists", 1),
             ("hmget", 1),
             ("time", 1),
@@ -238,8 +230,8 @@ async fn the_read_write_hot_paths_make_few_redis_calls() {
     // A third checks the earliest and the latest deadline.
     assert_eq!(rw.acquire("c:3", "read", 10_000).await, [1, 0]);
     assert_eq!(
-        calls_since(&server),
-        counts(&[
+        server.script_commands_since(),
+        common::counts(&[
             ("exists", 1),
             ("hmget", 1),
             ("zrange", 2),
@@ -255,12 +247,12 @@ async fn the_read_write_hot_paths_make_few_redis_calls() {
     assert!(rw.fields().await.is_empty());
     rw.acquire("c:1", "read", 10_000).await;
     rw.acquire("c:1", "read", 10_000).await;
-    calls_since(&server);
+    server.script_commands_since();
     // A nested hold's release only counts down.
     assert_eq!(rw.release("c:1").await, 1);
     assert_eq!(
-        calls_since(&server),
-        counts(&[("hmget", 1), ("hincrby", 1)])
+        server.script_commands_since(),
+        common::counts(&[("hmget", 1), ("hincrby", 1)])
     );
     assert_eq!(rw.release("c:1").await, 0);
     assert_eq!(rw.release("c:1").await, -1, "held nothing");
@@ -484,11 +476,11 @@ async fn the_semaphore_hot_paths_make_few_redis_calls() {
         sem.redis
             .eval::<Vec<i64>, _, _, _>(SEM_ACQUIRE, sem.keys(), args)
     };
-    calls_since(&server);
+    server.script_commands_since();
     assert_eq!(acquire("c:1:p1").await.unwrap(), [1, 0]);
     assert_eq!(
-        calls_since(&server),
-        counts(&[
+        server.script_commands_since(),
+        common::counts(&[
             ("hmget", 1),
             ("time", 1),
             ("hset", 1),
@@ -498,8 +490,8 @@ async fn the_semaphore_hot_paths_make_few_redis_calls() {
     );
     assert_eq!(acquire("c:2:p1").await.unwrap()[0], 0);
     assert_eq!(
-        calls_since(&server),
-        counts(&[
+        server.script_commands_since(),
+        common::counts(&[
             ("hmget", 1),
             ("zrange", 1),
             ("time", 1),
@@ -511,7 +503,7 @@ async fn the_semaphore_hot_paths_make_few_redis_calls() {
         sem.redis
             .eval::<i64, _, _, _>(SEM_RELEASE, sem.keys(), vec!["c:1:p1", "publish"]);
     assert_eq!(release.await.unwrap(), 0);
-    let calls = calls_since(&server);
+    let calls = server.script_commands_since();
     assert_eq!(
         calls.values().sum::<u64>(),
         calls["publish"] + 4,

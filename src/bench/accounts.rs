@@ -15,12 +15,11 @@ use std::time::{Duration, Instant};
 
 use fred::clients::Client;
 use fred::interfaces::ClientLike;
-use fred::types::InfoKind;
 use fred::types::config::Config;
 
-use super::crowd::each_primary;
 use super::floors::BareLock;
 use super::samples::{Random, Samples, cpu_time, millis};
+use super::server::{redis_cpu, script_calls};
 use super::{Bench, BenchError, BenchResult, Figure, Goal, Unit, Workload, on_own_runtime};
 use crate::LockClient;
 
@@ -206,7 +205,7 @@ async fn measure(setup: &Setup, side: Side, clients: usize) -> BenchResult<Measu
     let locks: Vec<_> = locks.into_iter().map(std::sync::Arc::new).collect();
     let bares: Vec<_> = bares.into_iter().map(std::sync::Arc::new).collect();
     let redis_before = redis_cpu(&probe).await;
-    let scripts_before = script_calls(&probe).await;
+    let scripts_before = script_calls(&probe).await.ok();
     let client_before = cpu_time();
     let started = Instant::now();
     let until = started + setup.time;
@@ -248,7 +247,7 @@ async fn measure(setup: &Setup, side: Side, clients: usize) -> BenchResult<Measu
         .zip(redis_cpu(&probe).await)
         .map(|(before, after)| after.saturating_sub(before));
     let scripts = scripts_before
-        .zip(script_calls(&probe).await)
+        .zip(script_calls(&probe).await.ok())
         .map(|(before, after)| after.saturating_sub(before));
     for lock in &locks {
         lock.shutdown().await;
@@ -264,25 +263,4 @@ async fn measure(setup: &Setup, side: Side, clients: usize) -> BenchResult<Measu
         client_cpu,
         scripts,
     })
-}
-
-/// The server's CPU time so far (`used_cpu_sys` + `used_cpu_user` of `INFO cpu`; on a
-/// cluster, every primary's summed), or `None` if it cannot be read.
-async fn redis_cpu(redis: &Client) -> Option<Duration> {
-    let mut total = 0.0;
-    for node in each_primary(redis).ok()? {
-        let info: String = node.info(Some(InfoKind::Cpu)).await.ok()?;
-        let seconds = |field: &str| -> Option<f64> {
-            let line = info.lines().find(|line| line.starts_with(field))?;
-            line.split_once(':')?.1.trim().parse().ok()
-        };
-        total += seconds("used_cpu_sys:")? + seconds("used_cpu_user:")?;
-    }
-    Some(Duration::from_secs_f64(total))
-}
-
-/// The scripts the server has run so far (on a cluster, every primary's), or `None`
-/// if they cannot be read.
-async fn script_calls(redis: &Client) -> Option<u64> {
-    super::crowd::script_calls(redis).await.ok()
 }

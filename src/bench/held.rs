@@ -11,11 +11,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use fred::clients::Client;
-use fred::interfaces::{ClientLike, KeysInterface, ServerInterface};
+use fred::interfaces::{ClientLike, KeysInterface};
 use fred::types::Value;
 
-use super::crowd::{each_primary, script_calls};
 use super::samples::cpu_time;
+use super::server::{key_count, script_calls};
 use super::{Bench, BenchError, BenchResult, Figure, Goal, Unit, Workload};
 use crate::{LockClient, LockGuard};
 
@@ -220,15 +220,6 @@ async fn smallest_pttl_of(redis: &Client, keys: &[&str]) -> BenchResult<(i64, us
         .min()
         .unwrap_or(i64::MAX);
     Ok((smallest, missing))
-}
-
-/// How many keys the server holds (`DBSIZE`).
-async fn key_count(redis: &Client) -> BenchResult<u64> {
-    let mut keys = 0;
-    for node in each_primary(redis)? {
-        keys += node.dbsize::<u64>().await?;
-    }
-    Ok(keys)
 }
 
 /// The keys of `keys` that still exist (read 1,000 at a time).

@@ -72,6 +72,7 @@ mod held;
 mod proxy;
 mod report;
 mod samples;
+mod server;
 mod workloads;
 
 pub use proxy::{DelayProxy, ping_cost};

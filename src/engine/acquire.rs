@@ -302,36 +302,23 @@ impl Engine {
                 .filter(|joined| !joined.told.is_closed())
                 .collect();
             let placement = self.protocol.placement();
-            let batches = placement.calls(
-                joined,
-                |joined| key_slot(joined.names.key.as_bytes()),
-                BATCH,
-            );
+            let slot = |joined: &Joined| key_slot(joined.names.key.as_bytes());
+            let batches: Vec<Vec<Joined>> = by_lease(joined)
+                .into_iter()
+                .flat_map(|run| placement.calls(run, slot, BATCH))
+                .collect();
             let send = |batch| Arc::clone(&self).acquire_batch(batch);
             self.acquisitions.send_each(first_call, batches, send).await;
         }
     }
 
-    /// Sends the acquisitions of `batch` (one node's) in one call per lease (the
-    /// script names the lease once: a batch of mixed leases, rare, goes out a call per
-    /// lease, one after the other), and hands each call back with its answer.
-    async fn acquire_batch(self: Arc<Self>, mut batch: Vec<Joined>) {
-        batch.sort_by_key(|joined| joined.lease_ms);
-        while !batch.is_empty() {
-            let lease_ms = batch[batch.len() - 1].lease_ms;
-            let first = batch.partition_point(|joined| joined.lease_ms < lease_ms);
-            let run = match first {
-                0 => std::mem::take(&mut batch),
-                _ => batch.split_off(first),
-            };
-            self.acquire_run(lease_ms, run).await;
-        }
-    }
-
-    /// Sends the acquisitions of `batch`, one node's with the lease `lease_ms`, in one
-    /// call, and hands each call back with its answer. A failure is each call's: a
-    /// reply lost in transit, for each, maybe ran.
-    async fn acquire_run(&self, lease_ms: u64, batch: Vec<Joined>) {
+    /// Sends the acquisitions of `batch` (one node's, of one lease: see [`by_lease`])
+    /// in one call, and hands each call back with its answer. A failure is each
+    /// call's: a reply lost in transit, for each, maybe ran.
+    async fn acquire_batch(self: Arc<Self>, batch: Vec<Joined>) {
+        let Some(lease_ms) = batch.first().map(|joined| joined.lease_ms) else {
+            return;
+        };
         let locks: Vec<(&LockNames, &str)> = batch
             .iter()
             .map(|joined| (&*joined.names, &*joined.owner))
@@ -352,4 +339,21 @@ impl Engine {
             }
         }
     }
+}
+
+/// The queued acquisitions `joined` cut into runs of one lease (`acquire_many.lua`
+/// names the lease once per call), each in the order they came: nearly always one run.
+fn by_lease(mut joined: Vec<Joined>) -> Vec<Vec<Joined>> {
+    // Stable: within a lease, the order they came in.
+    joined.sort_by_key(|joined| joined.lease_ms);
+    let mut runs = Vec::new();
+    while let Some(lease_ms) = joined.last().map(|joined| joined.lease_ms) {
+        let first = joined.partition_point(|joined| joined.lease_ms < lease_ms);
+        // The usual single lease moves the whole queue, uncopied.
+        runs.push(match first {
+            0 => std::mem::take(&mut joined),
+            _ => joined.split_off(first),
+        });
+    }
+    runs
 }

@@ -169,6 +169,26 @@ pub async fn lock_each_at_once(client: &LockClient, names: &[String]) -> Vec<hol
     guards
 }
 
+/// `(command, calls)` pairs as a map, to compare with
+/// [`RedisServer::script_commands_since`].
+pub fn counts(expected: &[(&str, u64)]) -> BTreeMap<String, u64> {
+    expected
+        .iter()
+        .map(|(name, n)| ((*name).to_owned(), *n))
+        .collect()
+}
+
+/// Loads the mutex's scripts into `client`'s server before a test counts them: 8 free
+/// locks taken at once and released one by one (alone), then taken and released at
+/// once (in batches).
+pub async fn load_lock_scripts(client: &LockClient) {
+    let warm: Vec<String> = (0..8).map(|i| unique(&format!("warm-{i}"))).collect();
+    for guard in lock_each_at_once(client, &warm).await {
+        guard.unlock().await.unwrap();
+    }
+    unlock_each_at_once(lock_each_at_once(client, &warm).await).await;
+}
+
 /// Lets every guard go at once, each `unlock()` in a task of its own (past the calls in
 /// flight alone, the releases go out in batches); each must answer `Ok`.
 pub async fn unlock_each_at_once(guards: Vec<holdlock::LockGuard>) {
@@ -369,6 +389,16 @@ impl RedisServer {
     /// ran since the server started or its last `CONFIG RESETSTAT`.
     pub fn command_calls(&self, command: &str) -> u64 {
         self.command_stats().get(command).copied().unwrap_or(0)
+    }
+
+    /// The commands scripts ran since the last call (or `CONFIG RESETSTAT`), by name:
+    /// [`command_stats`](Self::command_stats) without the script calls themselves and
+    /// `CONFIG`; then resets the counts for the next.
+    pub fn script_commands_since(&self) -> BTreeMap<String, u64> {
+        let mut calls = self.command_stats();
+        calls.retain(|name, _| name != "evalsha" && name != "eval" && !name.starts_with("config"));
+        self.command(&["CONFIG", "RESETSTAT"]).unwrap();
+        calls
     }
 
     /// Kills every normal client connection (ours included) on the server.
