@@ -153,13 +153,17 @@ async fn every_kind_runs_its_critical_section(url: &str) {
 /// A lock force-unlocked while its body runs: the body's future is dropped as soon as
 /// the holder learns of the loss (its next renewal, a third of the 600 ms lease), and
 /// `lock(..).run(..)` fails with `Lost` naming the lock; the body never reaches its end.
+/// The lock is broken from outside the body, once the body runs: a renewal can learn
+/// of the loss before the force-unlock's own reply arrives, and would drop a body that
+/// awaited it.
 async fn a_body_is_stopped_when_its_lock_is_lost(url: &str) {
     let client = common::client_with_lease(url, Duration::from_millis(600)).await;
     let breaker = common::connect(url).await;
     let name = common::unique("with-lock-lost");
     let stopped_at = Arc::new(Mutex::new(None));
     let finished = AtomicBool::new(false);
-    let broken_at = Arc::new(Mutex::new(None));
+    let (inside, entered) = tokio::sync::oneshot::channel();
+    let inside = Mutex::new(Some(inside));
     let section = client.lock(&name).run(async |guard| {
         // Records when the body's future is dropped.
         struct Stopped(Arc<Mutex<Option<Instant>>>);
@@ -169,19 +173,25 @@ async fn a_body_is_stopped_when_its_lock_is_lost(url: &str) {
             }
         }
         let _stopped = Stopped(Arc::clone(&stopped_at));
-        assert!(breaker.force_unlock(guard.name()).await.unwrap());
-        *broken_at.lock() = Some(Instant::now());
+        if let Some(inside) = inside.lock().take() {
+            let _ = inside.send(guard.name().to_owned());
+        }
         tokio::time::sleep(Duration::from_secs(5)).await;
         finished.store(true, Ordering::SeqCst);
     });
-    let result = section.await;
-    let returned_at = Instant::now();
+    let breaking = async {
+        let held = entered.await.expect("the body ran");
+        let breaking_at = Instant::now();
+        assert!(breaker.force_unlock(&held).await.unwrap());
+        breaking_at
+    };
+    let section = async { (section.await, Instant::now()) };
+    let ((result, returned_at), broken_at) = tokio::join!(section, breaking);
     assert!(
         matches!(&result, Err(LockError::Lost { name: lost }) if *lost == name),
         "{result:?}"
     );
     assert!(!finished.load(Ordering::SeqCst), "the body ran to its end");
-    let broken_at = broken_at.lock().expect("the lock was broken");
     let stopped_at = stopped_at.lock().expect("the body was dropped");
     let noticed = stopped_at - broken_at;
     assert!(
