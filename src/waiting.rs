@@ -396,6 +396,11 @@ impl Waiting {
             .for_each(|room| room.wake_everyone());
     }
 
+    /// Whether a waiter of the lock at `key` is here (its room is open).
+    pub(crate) fn has_room(&self, key: &str) -> bool {
+        self.rooms.lock().contains_key(key)
+    }
+
     /// Enters the waiting room of the lock at `key` (one lookup, the key cloned by
     /// reference), whose releases are told on `channel` (named if the room is new).
     pub(crate) fn join<'a>(

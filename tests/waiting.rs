@@ -508,3 +508,59 @@ async fn release_channels_are_unsubscribed_within_the_linger_after_the_last_wait
         "{channels:?}"
     );
 }
+
+/// A busy client's waits for a held lock ask together in one batch before they wait,
+/// then in line: a burst of 50 costs Redis that batch and the head's one attempt (which
+/// queues the client), not an attempt each, and the holder's release wakes them in
+/// turn, long before its 20 s lease would have run out.
+#[tokio::test(flavor = "current_thread")]
+async fn a_busy_clients_burst_of_waits_asks_once_in_line_and_is_woken_by_the_release() {
+    const WAITS: usize = 50;
+    let server = common::RedisServer::start();
+    let lease = Duration::from_secs(20);
+    let holder = common::client_with_lease(&server.url(), lease).await;
+    let client = common::client_with_lease(&server.url(), lease).await;
+    common::load_lock_scripts(&client).await;
+    let name = common::unique("busy-burst");
+    let held = holder.lock(&name).await.unwrap();
+    server.query(&["CONFIG", "RESETSTAT"]).unwrap();
+    // Two calls held in flight by a pause of Redis's writes keep the client busy.
+    server.query(&["CLIENT", "PAUSE", "400", "WRITE"]).unwrap();
+    let busy: Vec<_> = (0..2)
+        .map(|i| {
+            let (client, name) = (client.clone(), common::unique(&format!("busy-{i}")));
+            tokio::spawn(async move { client.lock(&name).await.unwrap() })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = Instant::now();
+    let waits: Vec<_> = (0..WAITS)
+        .map(|_| {
+            let (client, name) = (client.clone(), name.clone());
+            tokio::spawn(async move {
+                let guard = client.lock(&name).await.unwrap();
+                guard.unlock().await.unwrap();
+            })
+        })
+        .collect();
+    // The pause ends; the batch finds the lock taken and the waits line up.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let scripts = scripts_run(&server);
+    assert!(
+        scripts <= 6,
+        "two calls and a burst of {WAITS} waits sent {scripts} scripts before the release"
+    );
+    held.unlock().await.unwrap();
+    for wait in waits {
+        tokio::time::timeout(Duration::from_secs(10), wait)
+            .await
+            .expect("a wait missed the release")
+            .unwrap();
+    }
+    assert!(started.elapsed() < lease / 2, "{:?}", started.elapsed());
+    for taken in busy {
+        taken.await.unwrap().unlock().await.unwrap();
+    }
+    client.shutdown().await;
+    holder.shutdown().await;
+}

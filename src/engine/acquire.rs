@@ -144,13 +144,13 @@ impl Engine {
         let op = Op::Acquire { acknowledged };
         let in_flight = InFlight::new(self, op, entry, count, options.lease(), None);
         let mut sent_at = Instant::now();
-        let batches = names.kind.batches()
-            && held == 0
-            && !acknowledged
-            && !options.fenced
-            && options.data.is_none()
-            && asking.hand_off.hints().is_empty();
-        let call = batches.then(|| self.acquisitions.alone_now());
+        let batches = held == 0 && joins_batches(names, options, asking);
+        // A call before its wait joins a batch however few calls are in flight: it
+        // was made only because the client is busy (see `wait_for`).
+        let call = match batches && asking.before_waiting {
+            true => Some(None),
+            false => batches.then(|| self.acquisitions.alone_now()),
+        };
         let (in_flight, mut reply) = match call {
             Some(None) => match self
                 .acquire_in_batch(names, &hold.owner, options, in_flight)
@@ -158,6 +158,15 @@ impl Engine {
             {
                 Some((in_flight, Ok(true))) => {
                     (in_flight, Ok(Acquire::Granted { count: 1, token: 0 }))
+                }
+                Some((in_flight, Ok(false))) if asking.before_waiting => {
+                    // Not free: the wait this call goes on to asks again in line, where
+                    // a refusal queues the client for a release's word.
+                    let busy = Acquire::Busy {
+                        pttl: None,
+                        queued: None,
+                    };
+                    (in_flight, Ok(busy))
                 }
                 Some((in_flight, Ok(false))) if self.refused_here(names, owner, options) => {
                     // Not free, and another owner here holds it (one of a burst won in
@@ -249,6 +258,17 @@ impl Engine {
         self.record_grant(&entry, options, token, sent_at);
         Step::Done(Attempt::Granted(claim))
     }
+}
+
+/// Whether a fresh acquisition of `names` with `options`, `asking` this, may join an
+/// `acquire_many.lua` batch: a mutex's, asking for nothing but the lock (no token,
+/// data, replicas or hand-off hints).
+pub(super) fn joins_batches(names: &LockNames, options: &ResolvedOptions, asking: &Asking) -> bool {
+    names.kind.batches()
+        && crate::protocol::acknowledged(options, 0).is_none()
+        && !options.fenced
+        && options.data.is_none()
+        && asking.hand_off.hints().is_empty()
 }
 
 impl Engine {

@@ -76,6 +76,11 @@ impl<T> Coalesce<T> {
         None
     }
 
+    /// Whether the next call would join a batch: [`ALONE`] calls are in flight.
+    pub(super) fn busy(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) >= ALONE
+    }
+
     /// Queues `item`. Returns whether the caller must start the task that sends the
     /// queue (with [`next`](Self::next)): none runs.
     #[must_use]

@@ -12,6 +12,7 @@ use tokio::sync::MutexGuard;
 use tokio::sync::futures::Notified;
 use tokio::time::Instant;
 
+use super::acquire::joins_batches;
 use super::{Attempt, Engine, HoldClaim};
 use crate::error::Result;
 use crate::keys::keys_of_channel;
@@ -42,6 +43,24 @@ impl Engine {
             }
             if let Some(gave_up) = give_up.passed() {
                 return Ok(Err(gave_up));
+            }
+        }
+        // A mutex call of a busy client, with no waiter of the lock here, asks in the
+        // next batch before it waits: the usual free lock then costs no waiting room.
+        // Not free, the wait asks again in line (where a refusal queues the client),
+        // so that local callers arriving at once still send one attempt in line.
+        if first_try
+            && self.acquisitions.busy()
+            && joins_batches(names, &options, &Asking::default())
+            && !self.waiting().has_room(&names.key)
+        {
+            let asking = Asking {
+                before_waiting: true,
+                ..Asking::default()
+            };
+            let asked = (&options, &asking);
+            if let Attempt::Granted(claim) = self.acquire(names, owner, asked, None).await? {
+                return Ok(Ok(claim));
             }
         }
         // An owner told on a channel of its own (Redisson's fair lock) waits in a room

@@ -22,6 +22,10 @@ pub(crate) struct Asking {
     /// fair queue found no longer queued was dropped as a stale head while it waited,
     /// and takes the head back (see `lua/redisson/fair_acquire.lua`).
     pub(crate) again: bool,
+    /// A mutex call's attempt before its wait, made in a batch while its client is
+    /// busy and no waiter of the lock is here (see `Engine::wait_for`): not free, it
+    /// is answered busy without asking alone, and the wait asks in line.
+    pub(crate) before_waiting: bool,
 }
 
 /// What a mutex waiter's attempt tells `lua/acquire.lua` about the hand-off (its
