@@ -3,6 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use fred::bytes_utils::Str;
 use fred::clients::Client;
 
 use crate::engine::{Attempt, Engine, HoldClaim};
@@ -94,7 +95,7 @@ impl LockClient {
         options: ResolvedOptions,
         give_up: D,
     ) -> Result<Result<LockGuard, D::GaveUp>> {
-        let owner = self.owner_id();
+        let owner = self.engine.owner();
         // A mutex's holds are filed by its name: a re-entry finds its hold, with the
         // names it keeps (checked when the lock was taken), before any key is built.
         let kind = Kind::mutex(self.compat());
@@ -115,7 +116,7 @@ impl LockClient {
         options: ResolvedOptions,
         give_up: D,
     ) -> Result<Result<HoldClaim, D::GaveUp>> {
-        let owner = self.owner_id();
+        let owner = self.engine.owner();
         let registry = names.registry_key();
         let holder = self.engine.local_holder(registry, &owner, names.kind).await;
         self.take_as(holder, names, owner, options, give_up).await
@@ -126,7 +127,7 @@ impl LockClient {
         &self,
         holder: LocalHolder,
         names: Arc<LockNames>,
-        owner: String,
+        owner: Str,
         options: ResolvedOptions,
         give_up: D,
     ) -> Result<Result<HoldClaim, D::GaveUp>> {

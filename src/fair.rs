@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use fred::bytes_utils::Str;
 use tokio::time::Instant;
 
 use crate::client::LockClient;
@@ -66,7 +67,7 @@ impl LockClient {
         let engine = self.engine();
         engine.check_running()?;
         let names = Arc::new(names);
-        let owner = self.owner_id();
+        let owner = engine.owner();
         observe::record_owner(&owner);
         // Every attempt of this call names its wait: it queues as an entry of its own
         // and claims only a lock handed to it.
@@ -128,7 +129,7 @@ impl LockClient {
 struct InQueue<'w> {
     engine: &'w Arc<Engine>,
     names: &'w Arc<LockNames>,
-    owner: &'w str,
+    owner: &'w Str,
     options: &'w ResolvedOptions,
     asking: Asking,
     place: Place,
@@ -274,7 +275,7 @@ static WAITS: AtomicU64 = AtomicU64::new(1);
 struct Place {
     engine: Arc<Engine>,
     names: Arc<LockNames>,
-    owner: String,
+    owner: Str,
     /// This wait's number (see [`WAITS`]).
     wait: u64,
     /// Whether the wait may still be queued (or handed the lock unclaimed).

@@ -34,7 +34,7 @@ impl LockClient {
     ) -> Result<Result<HoldClaim, D::GaveUp>> {
         let engine = self.engine();
         let names = Arc::new(rw_names(&engine.config().prefix, name, side)?);
-        let owner = self.owner_id();
+        let owner = engine.owner();
         observe::record_owner(&owner);
         let registry = names.registry_key();
         // Waits for the owner's releases of either side first: a hold being released

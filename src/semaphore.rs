@@ -12,6 +12,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use fred::bytes_utils::Str;
+
 use crate::client::LockClient;
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
@@ -159,7 +161,7 @@ impl Semaphore {
         engine
             .own_releases_landed(names.registry_key(), &taker)
             .await;
-        let id = format!("{taker}:p{number}");
+        let id = Str::from(format!("{taker}:p{number}"));
         observe::record_owner(&id);
         let taken = engine.wait_for(&names, &id, options, give_up, true);
         Ok(taken.await?.map(|claim| Permit {

@@ -84,7 +84,7 @@ impl Engine {
     pub(crate) async fn acquire(
         self: &Arc<Self>,
         names: &Arc<LockNames>,
-        owner: &str,
+        owner: &Str,
         (options, asking): (&ResolvedOptions, &Asking),
         mut entered: Option<HoldUse>,
     ) -> Result<Attempt> {
@@ -118,7 +118,7 @@ impl Engine {
     async fn attempt(
         self: &Arc<Self>,
         names: &Arc<LockNames>,
-        owner: &str,
+        owner: &Str,
         (options, asking): (&ResolvedOptions, &Asking),
         entry: HoldUse,
     ) -> Step {

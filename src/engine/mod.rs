@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use fred::bytes_utils::Str;
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -24,7 +25,7 @@ use crate::error::{LockError, Result};
 use crate::hold::{Hold, HoldUse, Holds, LocalHolder};
 use crate::lease::{CLAIM_WINDOW, lost_deadline, renewal_period};
 use crate::options::{ClientConfig, ResolvedOptions};
-use crate::owner::local_owner;
+use crate::owner::{OwnerIds, local_owner};
 use crate::protocol::Protocol;
 use crate::scripts::Queued;
 use crate::scripts::{Kind, LockNames};
@@ -47,6 +48,8 @@ pub(crate) struct Engine {
     id: Uuid,
     /// `<client-uuid>:`, the start of every owner id of this client.
     owner_prefix: String,
+    /// The owner ids of recent calls, by local owner.
+    owner_ids: OwnerIds,
     config: ClientConfig,
     protocol: Arc<Protocol>,
     waiting: Arc<Waiting>,
@@ -91,6 +94,7 @@ impl Engine {
         let engine = Arc::new(Self {
             id,
             owner_prefix: format!("{id}:"),
+            owner_ids: OwnerIds::default(),
             watchdogs: Watchdogs::start(Arc::clone(&protocol), config.lease, config.at_risk_share),
             config,
             protocol,
@@ -168,14 +172,23 @@ impl Engine {
         &self.waiting
     }
 
-    /// The owner id that a lock taken here and now would have.
+    /// The owner id that a lock taken here and now would have, as shared bytes: kept
+    /// for the owners of recent calls (see [`OwnerIds`]), so that a lock call formats
+    /// none and the holds of one owner share one copy.
+    pub(crate) fn owner(&self) -> Str {
+        self.owner_ids.id_of(local_owner(), |local| {
+            // The client's part is formatted once, at connect.
+            let prefix = &self.owner_prefix;
+            let mut id = String::with_capacity(prefix.len() + 24);
+            id.push_str(prefix);
+            self.config.compat.write_owner(&mut id, local);
+            Str::from(id.as_str())
+        })
+    }
+
+    /// [`owner`](Self::owner), as a string of its own.
     pub(crate) fn owner_id(&self) -> String {
-        // Built on every lock call: the client's part is formatted once, at connect.
-        let prefix = &self.owner_prefix;
-        let mut id = String::with_capacity(prefix.len() + 24);
-        id.push_str(prefix);
-        self.config.compat.write_owner(&mut id, local_owner());
-        id
+        self.owner().to_string()
     }
 
     /// Who holds the lock filed under `registry` here, as far as this client knows
@@ -194,8 +207,15 @@ impl Engine {
         owner: &str,
         kind: Kind,
     ) -> LocalHolder {
-        self.own_releases_landed(registry, owner).await;
-        self.holds.local_holder(registry, owner, kind)
+        loop {
+            match self
+                .holds
+                .local_holder_unless_releasing(registry, owner, kind)
+            {
+                Ok(holder) => return holder,
+                Err(releasing) => releasing.settled().await,
+            }
+        }
     }
 
     /// [`Holds::local_holder`] as it is now, without waiting for releases.
@@ -245,7 +265,7 @@ impl Engine {
     pub(crate) async fn adopt_handed(
         self: &Arc<Self>,
         names: &Arc<LockNames>,
-        owner: &str,
+        owner: &Str,
         options: &ResolvedOptions,
         handed_at: Instant,
     ) -> Option<HoldClaim> {

@@ -28,7 +28,7 @@ impl Engine {
     pub(crate) async fn wait_for<D: GiveUp>(
         self: &Arc<Self>,
         names: &Arc<LockNames>,
-        owner: &str,
+        owner: &Str,
         options: ResolvedOptions,
         give_up: D,
         first_try: bool,
@@ -121,7 +121,7 @@ impl Engine {
 struct Waiter<'w> {
     engine: &'w Arc<Engine>,
     names: &'w Arc<LockNames>,
-    owner: &'w str,
+    owner: &'w Str,
     options: &'w ResolvedOptions,
     ticket: &'w Ticket<'w>,
 }

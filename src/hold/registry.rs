@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -13,6 +12,7 @@ use parking_lot::Mutex;
 
 use super::Hold;
 use crate::keys::LockKind;
+use crate::owner::OwnKeys;
 use crate::scripts::{Kind, LockNames};
 
 /// Every hold of one client: by lock name, the holds of each owner (rarely more than
@@ -20,7 +20,6 @@ use crate::scripts::{Kind, LockNames};
 #[derive(Debug, Default)]
 pub(crate) struct Holds {
     table: Mutex<Registry>,
-    owners: Mutex<Owners>,
 }
 
 /// The holds, by lock and by owner.
@@ -30,12 +29,13 @@ struct Registry {
     /// The locks each owner has a hold registered under, once per hold (both sides of
     /// a read-write lock are filed under one lock): one owner's holds are found
     /// without reading every hold of the client (which may hold a million).
-    by_owner: HashMap<Str, Vec<RegistryKey>>,
+    /// Hashed as keys of this process's own (see [`OwnKeys`]).
+    by_owner: HashMap<Str, Few<RegistryKey>, OwnKeys>,
 }
 
 impl Registry {
     /// Files `hold`, just registered under its lock, under its owner too.
-    fn index(by_owner: &mut HashMap<Str, Vec<RegistryKey>>, hold: &Hold) {
+    fn index(by_owner: &mut HashMap<Str, Few<RegistryKey>, OwnKeys>, hold: &Hold) {
         let locks = by_owner.entry(hold.owner.clone()).or_default();
         locks.push(RegistryKey(Arc::clone(&hold.names)));
     }
@@ -48,7 +48,7 @@ impl Registry {
         else {
             return;
         };
-        if !holds.get_mut().remove(hold) {
+        if !holds.get_mut().remove_first(|held| Arc::ptr_eq(held, hold)) {
             return;
         }
         if holds.get().is_empty() {
@@ -57,52 +57,11 @@ impl Registry {
         if let Entry::Occupied(mut locks) = self.by_owner.entry(hold.owner.clone()) {
             let registry = hold.names.registry_key();
             let keys = locks.get_mut();
-            if let Some(at) = keys.iter().position(|key| key.0.registry_key() == registry) {
-                keys.swap_remove(at);
-            }
+            keys.remove_first(|key| key.0.registry_key() == registry);
             if keys.is_empty() {
                 locks.remove();
             }
         }
-    }
-}
-
-/// The owner ids of recent new holds, so that the holds of one owner share one copy
-/// (a task holding many locks): a small table by hash, each owner kept in one of
-/// [`WAYS`] places from its hash's, where a newer owner takes the oldest one's place.
-/// (With one place per owner, two busy tasks whose ids hashed alike took each other's
-/// place at every new hold, and their holds got copies of their own: more memory, and
-/// the watchdog, which puts one owner's holds together by the address of those bytes,
-/// saw many owners where there were two.)
-#[derive(Debug)]
-struct Owners([Option<Str>; OWNERS]);
-
-impl Default for Owners {
-    fn default() -> Self {
-        Self(std::array::from_fn(|_| None))
-    }
-}
-
-/// How many owner ids [`Owners`] keeps.
-const OWNERS: usize = 64;
-
-/// In how many places from its hash's an owner id may be kept.
-const WAYS: usize = 4;
-
-impl Owners {
-    /// `owner` as shared bytes: the kept copy if there is one, else a new one, kept.
-    fn share(&mut self, owner: &str) -> Str {
-        let mut hasher = std::hash::DefaultHasher::new();
-        owner.hash(&mut hasher);
-        // Each group of `WAYS` places starts at a multiple of it; the remainder fits.
-        let start = (hasher.finish() % (OWNERS / WAYS) as u64) as usize * WAYS;
-        let group = &mut self.0[start..start + WAYS];
-        if let Some(kept) = group.iter().flatten().find(|kept| &***kept == owner) {
-            return kept.clone();
-        }
-        // The newest first: the oldest (last) makes way.
-        group.rotate_right(1);
-        group[0].insert(Str::from(owner)).clone()
     }
 }
 
@@ -132,53 +91,59 @@ impl PartialEq for RegistryKey {
 
 impl Eq for RegistryKey {}
 
-/// The holds registered under one lock: nearly always one, kept without an allocation
-/// of its own.
+/// The holds registered under one lock: nearly always one.
+type Holders = Few<Arc<Hold>>;
+
+/// A few of something, nearly always one, kept without an allocation of its own then:
+/// the holds registered under one lock, the locks one owner has holds on.
 #[derive(Debug)]
-enum Holders {
-    One(Arc<Hold>),
-    Many(Vec<Arc<Hold>>),
+enum Few<T> {
+    One(T),
+    Many(Vec<T>),
 }
 
-impl Default for Holders {
+impl<T> Default for Few<T> {
     fn default() -> Self {
         Self::Many(Vec::new())
     }
 }
 
-impl Holders {
-    fn as_slice(&self) -> &[Arc<Hold>] {
+impl<T> Few<T> {
+    fn as_slice(&self) -> &[T] {
         match self {
-            Self::One(hold) => std::slice::from_ref(hold),
-            Self::Many(holds) => holds,
+            Self::One(one) => std::slice::from_ref(one),
+            Self::Many(many) => many,
         }
     }
 
-    fn as_mut_slice(&mut self) -> &mut [Arc<Hold>] {
+    fn as_mut_slice(&mut self) -> &mut [T] {
         match self {
-            Self::One(hold) => std::slice::from_mut(hold),
-            Self::Many(holds) => holds,
+            Self::One(one) => std::slice::from_mut(one),
+            Self::Many(many) => many,
         }
     }
 
-    fn push(&mut self, hold: Arc<Hold>) {
-        match self {
-            Self::Many(holds) if holds.is_empty() => *self = Self::One(hold),
-            Self::Many(holds) => holds.push(hold),
-            Self::One(first) => *self = Self::Many(vec![Arc::clone(first), hold]),
+    fn push(&mut self, item: T) {
+        match std::mem::take(self) {
+            Self::Many(many) if many.is_empty() => *self = Self::One(item),
+            Self::Many(mut many) => {
+                many.push(item);
+                *self = Self::Many(many);
+            }
+            Self::One(first) => *self = Self::Many(vec![first, item]),
         }
     }
 
-    /// Takes out `hold` if it is registered here; whether it was.
-    fn remove(&mut self, hold: &Arc<Hold>) -> bool {
+    /// Takes out the first item that `is` picks; whether there was one.
+    fn remove_first(&mut self, is: impl Fn(&T) -> bool) -> bool {
         match self {
-            Self::One(only) if Arc::ptr_eq(only, hold) => *self = Self::default(),
+            Self::One(only) if is(only) => *self = Self::default(),
             Self::One(_) => return false,
-            Self::Many(holds) => {
-                let Some(at) = holds.iter().position(|current| Arc::ptr_eq(current, hold)) else {
+            Self::Many(many) => {
+                let Some(at) = many.iter().position(is) else {
                     return false;
                 };
-                holds.remove(at);
+                many.remove(at);
             }
         }
         true
@@ -188,10 +153,10 @@ impl Holders {
         self.as_slice().is_empty()
     }
 
-    fn into_vec(self) -> Vec<Arc<Hold>> {
+    fn into_vec(self) -> Vec<T> {
         match self {
-            Self::One(hold) => vec![hold],
-            Self::Many(holds) => holds,
+            Self::One(one) => vec![one],
+            Self::Many(many) => many,
         }
     }
 }
@@ -239,12 +204,32 @@ impl Holds {
         kind: Kind,
     ) -> LocalHolder {
         let table = self.table.lock();
-        let live = table
-            .by_lock
-            .get(registry)
-            .map_or(&[][..], Holders::as_slice)
-            .iter()
-            .filter(|hold| hold.is_live());
+        let holds = table.by_lock.get(registry).map_or(&[][..], Few::as_slice);
+        self.holder_among(holds, owner, kind)
+    }
+
+    /// [`local_holder`](Self::local_holder) in one lookup, unless a hold that `owner`
+    /// took on the lock (of any kind, or a semaphore permit) is [being
+    /// released](Hold::is_being_released): then that hold, to wait for first.
+    pub(crate) fn local_holder_unless_releasing(
+        self: &Arc<Self>,
+        registry: &str,
+        owner: &str,
+        kind: Kind,
+    ) -> Result<LocalHolder, Arc<Hold>> {
+        let table = self.table.lock();
+        let holds = table.by_lock.get(registry).map_or(&[][..], Few::as_slice);
+        let releasing = |hold: &&Arc<Hold>| hold.is_taken_by(owner) && hold.is_being_released();
+        match holds.iter().find(releasing) {
+            Some(hold) => Err(Arc::clone(hold)),
+            None => Ok(self.holder_among(holds, owner, kind)),
+        }
+    }
+
+    /// Who of `holds` (one lock's) holds it for `owner` asking for a hold of `kind`
+    /// (see [`local_holder`](Self::local_holder)); the caller holds the table's lock.
+    fn holder_among(self: &Arc<Self>, holds: &[Arc<Hold>], owner: &str, kind: Kind) -> LocalHolder {
+        let live = holds.iter().filter(|hold| hold.is_live());
         let mut holder = LocalHolder::Nobody;
         for hold in live {
             if hold.owner == owner && hold.names.kind == kind {
@@ -264,10 +249,7 @@ impl Holds {
     /// owner waits for.
     pub(crate) fn holders_excluding(&self, registry: &str, kind: Kind) -> Vec<Str> {
         let table = self.table.lock();
-        let holds = table
-            .by_lock
-            .get(registry)
-            .map_or(&[][..], Holders::as_slice);
+        let holds = table.by_lock.get(registry).map_or(&[][..], Few::as_slice);
         holds
             .iter()
             .filter(|hold| hold.is_held_for_real() && hold.names.kind.excludes(kind))
@@ -277,14 +259,14 @@ impl Holds {
 
     /// The registered hold of `owner` on this lock, created (with count 0) if there is
     /// none or the registered one is lost. It stays registered while the use lives.
-    pub(crate) fn enter(self: &Arc<Self>, names: &Arc<LockNames>, owner: &str) -> HoldUse {
+    pub(crate) fn enter(self: &Arc<Self>, names: &Arc<LockNames>, owner: &Str) -> HoldUse {
         let mut table = self.table.lock();
         let Registry { by_lock, by_owner } = &mut *table;
         let holds = by_lock.entry(RegistryKey(Arc::clone(names))).or_default();
         let hold = match holds
             .as_mut_slice()
             .iter_mut()
-            .find(|hold| hold.owner == owner && hold.names.kind == names.kind)
+            .find(|hold| hold.owner == *owner && hold.names.kind == names.kind)
         {
             // A lost hold is replaced only once no call is at work on it (a late
             // release of it may be in flight: it must not touch the new hold's field).
@@ -295,8 +277,7 @@ impl Holds {
             }
             Some(slot) => Arc::clone(slot),
             None => {
-                let owner = self.owners.lock().share(owner);
-                let hold = Arc::new(Hold::new(names, owner, 0));
+                let hold = Arc::new(Hold::new(names, owner.clone(), 0));
                 holds.push(Arc::clone(&hold));
                 Registry::index(by_owner, &hold);
                 hold
@@ -369,10 +350,10 @@ impl Holds {
         most: usize,
     ) -> Option<Vec<(LockKind, String)>> {
         let table = self.table.lock();
-        let locks = table.by_owner.get(owner).map_or(&[][..], Vec::as_slice);
+        let locks = table.by_owner.get(owner).map_or(&[][..], Few::as_slice);
         let holds = locks.iter().filter_map(|key| table.by_lock.get(key));
         let mut held: Vec<(LockKind, String)> = Vec::new();
-        for hold in holds.flat_map(Holders::as_slice) {
+        for hold in holds.flat_map(Few::as_slice) {
             let kind = hold.names.kind.public();
             if *hold.owner != *owner || kind == LockKind::Semaphore || !hold.is_held_for_real() {
                 continue;
@@ -447,7 +428,7 @@ impl Holds {
         table
             .by_lock
             .get(registry)
-            .map_or(&[][..], Holders::as_slice)
+            .map_or(&[][..], Few::as_slice)
             .iter()
             .filter(|hold| hold.count() > 0 && !hold.is_lost())
             .map(Arc::clone)
@@ -458,7 +439,7 @@ impl Holds {
     pub(crate) fn drain(&self, why: &str) {
         let table = std::mem::take(&mut *self.table.lock());
         let holds: Vec<_> = (table.by_lock.into_values())
-            .flat_map(Holders::into_vec)
+            .flat_map(Few::into_vec)
             .collect();
         for hold in holds {
             if hold.count() > 0 {
@@ -485,7 +466,11 @@ impl Holds {
             .values()
             .map(|holds| holds.as_slice().len())
             .sum();
-        let by_owner: usize = table.by_owner.values().map(Vec::len).sum();
+        let by_owner: usize = table
+            .by_owner
+            .values()
+            .map(|locks| locks.as_slice().len())
+            .sum();
         assert_eq!(
             by_lock, by_owner,
             "every hold is filed under its owner once"
@@ -516,7 +501,7 @@ mod tests {
     async fn registry_forgets_unused_holds() {
         let holds = Arc::new(Holds::default());
         let names = Arc::new(ClientConfig::default().names("a").unwrap());
-        let first = holds.enter(&names, "o:1");
+        let first = holds.enter(&names, &Str::from("o:1"));
         {
             let mut ops = first.hold.ops.lock().await;
             first.hold.set_count(&mut ops, 1);
@@ -545,34 +530,13 @@ mod tests {
         assert_eq!(holds.len(), 0, "a released lock is forgotten");
     }
 
-    #[test]
-    fn the_holds_of_one_owner_share_its_id_among_many_owners() {
-        let mut owners = Owners::default();
-        let ids: Vec<String> = (0..16).map(|task| format!("client:{task}")).collect();
-        let first: Vec<Str> = ids.iter().map(|id| owners.share(id)).collect();
-        // Taken in turns, as sixteen tasks taking locks at once do: every hold after
-        // the first of each owner shares that first one's bytes.
-        for _ in 0..100 {
-            for (id, kept) in ids.iter().zip(&first) {
-                let shared = owners.share(id);
-                assert_eq!(&*shared, id.as_str());
-                assert_eq!(shared.as_ptr(), kept.as_ptr(), "a new copy of {id}");
-            }
-        }
-        // More owners than places: the oldest make way, and each id is still its own.
-        for task in 0..1_000 {
-            let id = format!("other:{task}");
-            assert_eq!(&*owners.share(&id), id.as_str());
-        }
-    }
-
     #[tokio::test]
     async fn an_owners_holds_for_real_are_listed_from_its_own_index() {
         let holds = Arc::new(Holds::default());
         let config = ClientConfig::default();
         let hold = async |name: &str, owner: &str, claimed: bool| {
             let names = Arc::new(config.names(name).unwrap());
-            let entry = holds.enter(&names, owner);
+            let entry = holds.enter(&names, &Str::from(owner));
             let mut ops = entry.hold.ops.lock().await;
             entry.hold.set_count(&mut ops, 1);
             if claimed {
@@ -602,9 +566,9 @@ mod tests {
     fn lost_holds_are_replaced_on_enter() {
         let holds = Arc::new(Holds::default());
         let names = Arc::new(ClientConfig::default().names("a").unwrap());
-        let first = holds.enter(&names, "o:1");
+        let first = holds.enter(&names, &Str::from("o:1"));
         first.hold.mark_lost("test");
-        let second = holds.enter(&names, "o:1");
+        let second = holds.enter(&names, &Str::from("o:1"));
         assert!(!Arc::ptr_eq(&first.hold, &second.hold));
         assert!(first.hold.lost_flag.load(Ordering::Acquire));
     }
@@ -615,10 +579,10 @@ mod tests {
         let names = Arc::new(ClientConfig::default().names("a").unwrap());
         let uses: Vec<HoldUse> = ["o:1", "o:2", "o:3"]
             .into_iter()
-            .map(|owner| holds.enter(&names, owner))
+            .map(|owner| holds.enter(&names, &Str::from(owner)))
             .collect();
         assert_eq!(holds.len(), 3);
-        let again = holds.enter(&names, "o:2");
+        let again = holds.enter(&names, &Str::from("o:2"));
         assert!(
             Arc::ptr_eq(&again.hold, &uses[1].hold),
             "the same owner's hold"
@@ -634,7 +598,7 @@ mod tests {
         assert!(rest.iter().all(|entry| holds.is_current(&entry.hold)));
         // Registered again under a key whose first names were the forgotten hold's.
         let other_names = Arc::new(ClientConfig::default().names("a").unwrap());
-        let fourth = holds.enter(&other_names, "o:4");
+        let fourth = holds.enter(&other_names, &Str::from("o:4"));
         assert_eq!(holds.len(), 3);
         drop(rest);
         drop(fourth);

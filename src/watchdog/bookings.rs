@@ -102,7 +102,7 @@ mod tests {
         let lease = Duration::from_secs(3);
         let granted = Instant::now();
 
-        let first = holds.enter(&names, "o:1");
+        let first = holds.enter(&names, &fred::bytes_utils::Str::from("o:1"));
         bookings.book(&first.hold, lease, granted);
         bookings.book(&first.hold, lease, granted);
         assert_eq!(bookings.queue.lock().entries.len(), 1, "booked once");
@@ -112,7 +112,7 @@ mod tests {
 
         // Released before its first renewal: the booking is cancelled and swept.
         first.hold.stop_watchdog();
-        let second = holds.enter(&names, "o:2");
+        let second = holds.enter(&names, &fred::bytes_utils::Str::from("o:2"));
         bookings.book(&second.hold, lease, granted);
         assert_eq!(
             bookings.queue.lock().entries.len(),

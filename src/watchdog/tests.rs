@@ -8,7 +8,7 @@ use crate::options::ClientConfig;
 fn claimed_hold() -> (Arc<Holds>, HoldUse) {
     let holds = Arc::new(Holds::default());
     let names = Arc::new(ClientConfig::default().names("a").unwrap());
-    let entry = holds.enter(&names, "o:1");
+    let entry = holds.enter(&names, &fred::bytes_utils::Str::from("o:1"));
     entry.hold.add_claim();
     (holds, entry)
 }

@@ -246,7 +246,7 @@ mod tests {
 
         let holds = Arc::new(Holds::default());
         let names = Arc::new(ClientConfig::default().names("a").unwrap());
-        let entry = holds.enter(&names, "o:1");
+        let entry = holds.enter(&names, &fred::bytes_utils::Str::from("o:1"));
         let (number, slot) = (taken[5].0, taken[5].1.clone());
         entry.hold.add_claim();
         entry.hold.share_slot(&slot);
