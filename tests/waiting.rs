@@ -564,3 +564,47 @@ async fn a_busy_clients_burst_of_waits_asks_once_in_line_and_is_woken_by_the_rel
     client.shutdown().await;
     holder.shutdown().await;
 }
+
+/// A busy client's wait whose batched first attempt is refused only after the wait
+/// has ended gives up without asking in line: the lock is not marked for a waiter,
+/// and the client is not queued for a wait that is over.
+#[tokio::test(flavor = "current_thread")]
+async fn a_busy_clients_wait_refused_past_its_end_gives_up_without_queuing() {
+    let server = common::RedisServer::start();
+    let holder = common::connect(&server.url()).await;
+    let client = common::connect(&server.url()).await;
+    common::load_lock_scripts(&client).await;
+    let name = common::unique("busy-late");
+    let held = holder.lock(&name).await.unwrap();
+    // Two calls held in flight by a pause of Redis's writes keep the client busy, and
+    // the wait's batch is answered once its 20 ms are over.
+    server.query(&["CLIENT", "PAUSE", "200", "WRITE"]).unwrap();
+    let busy: Vec<_> = (0..2)
+        .map(|i| {
+            let (client, name) = (client.clone(), common::unique(&format!("late-{i}")));
+            tokio::spawn(async move { client.lock(&name).await.unwrap() })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let waited = client
+        .lock(&name)
+        .timeout(Duration::from_millis(20))
+        .await
+        .unwrap();
+    assert!(waited.is_none(), "the lock is held");
+    use fred::interfaces::HashesInterface;
+    let redis = holder.redis();
+    let marked: bool = redis.hexists(common::key(&name), "waiting").await.unwrap();
+    assert!(!marked, "a wait that was over asked in line");
+    let queued: i64 = redis
+        .exists(format!("{}:clients", common::key(&name)))
+        .await
+        .unwrap();
+    assert_eq!(queued, 0, "a wait that was over queued its client");
+    held.unlock().await.unwrap();
+    for taken in busy {
+        taken.await.unwrap().unlock().await.unwrap();
+    }
+    client.shutdown().await;
+    holder.shutdown().await;
+}

@@ -62,6 +62,11 @@ impl Engine {
             if let Attempt::Granted(claim) = self.acquire(names, owner, asked, None).await? {
                 return Ok(Ok(claim));
             }
+            // Refused past the wait's end: no attempt in line, which would queue the
+            // client for a wait that is over.
+            if let Some(gave_up) = give_up.passed() {
+                return Ok(Err(gave_up));
+            }
         }
         // An owner told on a channel of its own (Redisson's fair lock) waits in a room
         // of its own, the one that channel's messages reach.
