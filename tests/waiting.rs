@@ -509,6 +509,32 @@ async fn release_channels_are_unsubscribed_within_the_linger_after_the_last_wait
     );
 }
 
+/// Keeps `client` busy: two of its lock calls held in flight by a pause of `server`'s
+/// writes for `pause_ms`, sent by the time this returns.
+async fn keep_busy(
+    server: &common::RedisServer,
+    client: &LockClient,
+    pause_ms: u32,
+) -> Vec<tokio::task::JoinHandle<holdlock::LockGuard>> {
+    let pause = pause_ms.to_string();
+    server.query(&["CLIENT", "PAUSE", &pause, "WRITE"]).unwrap();
+    let busy = (0..2)
+        .map(|i| {
+            let (client, name) = (client.clone(), common::unique(&format!("busy-{i}")));
+            tokio::spawn(async move { client.lock(&name).await.unwrap() })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    busy
+}
+
+/// Releases the locks [`keep_busy`]'s calls took.
+async fn unlock_busy(busy: Vec<tokio::task::JoinHandle<holdlock::LockGuard>>) {
+    for taken in busy {
+        taken.await.unwrap().unlock().await.unwrap();
+    }
+}
+
 /// A busy client's waits for a held lock ask together in one batch before they wait,
 /// then in line: a burst of 50 costs Redis that batch and the head's one attempt (which
 /// queues the client), not an attempt each, and the holder's release wakes them in
@@ -524,15 +550,7 @@ async fn a_busy_clients_burst_of_waits_asks_once_in_line_and_is_woken_by_the_rel
     let name = common::unique("busy-burst");
     let held = holder.lock(&name).await.unwrap();
     server.query(&["CONFIG", "RESETSTAT"]).unwrap();
-    // Two calls held in flight by a pause of Redis's writes keep the client busy.
-    server.query(&["CLIENT", "PAUSE", "400", "WRITE"]).unwrap();
-    let busy: Vec<_> = (0..2)
-        .map(|i| {
-            let (client, name) = (client.clone(), common::unique(&format!("busy-{i}")));
-            tokio::spawn(async move { client.lock(&name).await.unwrap() })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    let busy = keep_busy(&server, &client, 400).await;
     let started = Instant::now();
     let waits: Vec<_> = (0..WAITS)
         .map(|_| {
@@ -558,9 +576,7 @@ async fn a_busy_clients_burst_of_waits_asks_once_in_line_and_is_woken_by_the_rel
             .unwrap();
     }
     assert!(started.elapsed() < lease / 2, "{:?}", started.elapsed());
-    for taken in busy {
-        taken.await.unwrap().unlock().await.unwrap();
-    }
+    unlock_busy(busy).await;
     client.shutdown().await;
     holder.shutdown().await;
 }
@@ -576,16 +592,8 @@ async fn a_busy_clients_wait_refused_past_its_end_gives_up_without_queuing() {
     common::load_lock_scripts(&client).await;
     let name = common::unique("busy-late");
     let held = holder.lock(&name).await.unwrap();
-    // Two calls held in flight by a pause of Redis's writes keep the client busy, and
-    // the wait's batch is answered once its 20 ms are over.
-    server.query(&["CLIENT", "PAUSE", "200", "WRITE"]).unwrap();
-    let busy: Vec<_> = (0..2)
-        .map(|i| {
-            let (client, name) = (client.clone(), common::unique(&format!("late-{i}")));
-            tokio::spawn(async move { client.lock(&name).await.unwrap() })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    // The wait's batch is answered once its 20 ms are over.
+    let busy = keep_busy(&server, &client, 200).await;
     let waited = client
         .lock(&name)
         .timeout(Duration::from_millis(20))
@@ -602,9 +610,7 @@ async fn a_busy_clients_wait_refused_past_its_end_gives_up_without_queuing() {
         .unwrap();
     assert_eq!(queued, 0, "a wait that was over queued its client");
     held.unlock().await.unwrap();
-    for taken in busy {
-        taken.await.unwrap().unlock().await.unwrap();
-    }
+    unlock_busy(busy).await;
     client.shutdown().await;
     holder.shutdown().await;
 }

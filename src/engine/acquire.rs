@@ -159,18 +159,13 @@ impl Engine {
                 Some((in_flight, Ok(true))) => {
                     (in_flight, Ok(Acquire::Granted { count: 1, token: 0 }))
                 }
-                Some((in_flight, Ok(false))) if asking.before_waiting => {
-                    // Not free: the wait this call goes on to asks again in line, where
-                    // a refusal queues the client for a release's word.
-                    let busy = Acquire::Busy {
-                        pttl: None,
-                        queued: None,
-                    };
-                    (in_flight, Ok(busy))
-                }
-                Some((in_flight, Ok(false))) if self.refused_here(names, owner, options) => {
-                    // Not free, and another owner here holds it (one of a burst won in
-                    // this batch): a try is refused as it is before asking.
+                Some((in_flight, Ok(false)))
+                    if asking.before_waiting || self.refused_here(names, owner, options) =>
+                {
+                    // Not free, and answered busy without asking alone: before a wait,
+                    // which asks again in line (where a refusal queues the client); or a
+                    // try that another owner here holds (one of a burst won in this
+                    // batch), refused as it is before asking.
                     let busy = Acquire::Busy {
                         pttl: None,
                         queued: None,

@@ -161,6 +161,14 @@ impl<T> Few<T> {
     }
 }
 
+/// The hold of `holds` (one lock's) that `owner` took (of any kind, or a semaphore
+/// permit) and is [being released](Hold::is_being_released), if any.
+fn releasing_among<'h>(holds: &'h [Arc<Hold>], owner: &str) -> Option<&'h Arc<Hold>> {
+    holds
+        .iter()
+        .find(|hold| hold.is_taken_by(owner) && hold.is_being_released())
+}
+
 /// The answer of [`Holds::local_holder`].
 #[derive(Debug)]
 pub(crate) enum LocalHolder {
@@ -219,8 +227,7 @@ impl Holds {
     ) -> Result<LocalHolder, Arc<Hold>> {
         let table = self.table.lock();
         let holds = table.by_lock.get(registry).map_or(&[][..], Few::as_slice);
-        let releasing = |hold: &&Arc<Hold>| hold.is_taken_by(owner) && hold.is_being_released();
-        match holds.iter().find(releasing) {
+        match releasing_among(holds, owner) {
             Some(hold) => Err(Arc::clone(hold)),
             None => Ok(self.holder_among(holds, owner, kind)),
         }
@@ -386,13 +393,8 @@ impl Holds {
     /// semaphore permit) and is [being released](Hold::is_being_released), if any.
     pub(crate) fn being_released(&self, registry: &str, owner: &str) -> Option<Arc<Hold>> {
         let table = self.table.lock();
-        table
-            .by_lock
-            .get(registry)?
-            .as_slice()
-            .iter()
-            .find(|hold| hold.is_taken_by(owner) && hold.is_being_released())
-            .cloned()
+        let holds = table.by_lock.get(registry)?.as_slice();
+        releasing_among(holds, owner).map(Arc::clone)
     }
 
     /// Registers a new hold with `count` holds in place of `stale`, whose Redis state
