@@ -509,6 +509,55 @@ async fn release_channels_are_unsubscribed_within_the_linger_after_the_last_wait
     );
 }
 
+/// A waiter of this client that comes back within the linger (a task between two
+/// critical sections) finds the release channel still subscribed: it sleeps after
+/// one refused attempt, without subscribing and asking again, and is woken by the
+/// next release.
+#[tokio::test(flavor = "current_thread")]
+async fn a_waiter_back_within_the_linger_sleeps_after_one_attempt_without_subscribing() {
+    let server = common::RedisServer::start();
+    let lease = Duration::from_secs(20);
+    let holder = common::client_with_lease(&server.url(), lease).await;
+    let client = common::client_with_lease(&server.url(), lease).await;
+    common::load_lock_scripts(&client).await;
+    let name = common::unique("linger-back");
+    let take = |client: &LockClient| {
+        let (client, name) = (client.clone(), name.clone());
+        tokio::spawn(async move { client.lock(&name).await })
+    };
+    // A first wait, granted on the holder's release: the room empties and lingers.
+    let held = holder.lock(&name).await.unwrap();
+    let first = take(&client);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    held.unlock().await.unwrap();
+    first.await.unwrap().unwrap().unlock().await.unwrap();
+    let held = holder.lock(&name).await.unwrap();
+    // Long enough for an unsubscription to land, well inside the 200 ms linger.
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    server.query(&["CONFIG", "RESETSTAT"]).unwrap();
+    let again = take(&client);
+    // Its attempt is in; then long enough for a subscription and a second attempt.
+    let asked = Instant::now();
+    while server.command_calls("evalsha") == 0 && asked.elapsed() < lease / 4 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let subscribed = server.command_calls("ssubscribe") + server.command_calls("subscribe");
+    assert_eq!(subscribed, 0, "the waiter back subscribed again");
+    let scripts = server.command_calls("evalsha");
+    assert_eq!(
+        scripts, 1,
+        "the waiter back asked {scripts} times before sleeping"
+    );
+    let released = Instant::now();
+    held.unlock().await.unwrap();
+    let guard = again.await.unwrap().unwrap();
+    assert!(released.elapsed() < lease / 2, "{:?}", released.elapsed());
+    guard.unlock().await.unwrap();
+    client.shutdown().await;
+    holder.shutdown().await;
+}
+
 /// Keeps `client` busy: two of its lock calls held in flight by a pause of `server`'s
 /// writes for `pause_ms`, sent by the time this returns.
 async fn keep_busy(
@@ -524,7 +573,7 @@ async fn keep_busy(
             tokio::spawn(async move { client.lock(&name).await.unwrap() })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
     busy
 }
 

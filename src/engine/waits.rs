@@ -33,37 +33,32 @@ impl Engine {
         give_up: D,
         first_try: bool,
     ) -> Result<Result<HoldClaim, D::GaveUp>> {
-        // A single try never waits (its deadline has passed by now).
-        if options.is_single_try() {
-            if first_try {
-                let asked = (&options, &Asking::default());
+        // Asked before any wait: a single try, which never waits (its deadline has
+        // passed by now); and a mutex call of a busy client with no waiter of the lock
+        // here, in the next batch: the usual free lock then costs no waiting room. Not
+        // free, the wait asks again in line (where a refusal queues the client), so
+        // that local callers arriving at once still send one attempt in line.
+        let before_waiting = Asking {
+            before_waiting: true,
+            ..Asking::default()
+        };
+        let ask_first = match options.is_single_try() {
+            true => Some(first_try.then(Asking::default)),
+            false => (first_try
+                && self.acquisitions.busy()
+                && joins_batches(names, &options, &before_waiting)
+                && !self.waiting().has_room(&names.key))
+            .then_some(Some(before_waiting)),
+        };
+        if let Some(asking) = ask_first {
+            if let Some(asking) = asking {
+                let asked = (&options, &asking);
                 if let Attempt::Granted(claim) = self.acquire(names, owner, asked, None).await? {
                     return Ok(Ok(claim));
                 }
             }
-            if let Some(gave_up) = give_up.passed() {
-                return Ok(Err(gave_up));
-            }
-        }
-        // A mutex call of a busy client, with no waiter of the lock here, asks in the
-        // next batch before it waits: the usual free lock then costs no waiting room.
-        // Not free, the wait asks again in line (where a refusal queues the client),
-        // so that local callers arriving at once still send one attempt in line.
-        if first_try
-            && self.acquisitions.busy()
-            && joins_batches(names, &options, &Asking::default())
-            && !self.waiting().has_room(&names.key)
-        {
-            let asking = Asking {
-                before_waiting: true,
-                ..Asking::default()
-            };
-            let asked = (&options, &asking);
-            if let Attempt::Granted(claim) = self.acquire(names, owner, asked, None).await? {
-                return Ok(Ok(claim));
-            }
-            // Refused past the wait's end: no attempt in line, which would queue the
-            // client for a wait that is over.
+            // Refused past the wait's end (a single try's always is): no attempt in
+            // line, which would queue the client for a wait that is over.
             if let Some(gave_up) = give_up.passed() {
                 return Ok(Err(gave_up));
             }
