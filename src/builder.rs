@@ -50,8 +50,9 @@ impl LockClient {
     /// Connects with the default settings (prefix `holdlock:`, 30 s lease, 5 s
     /// connect timeout). The URL is `redis://`, `redis-cluster://` or
     /// `redis-sentinel://` (or their `valkey` names), or with the `tls-rustls` feature
-    /// `rediss://` and the other TLS schemes; any other scheme is refused before
-    /// anything connects.
+    /// `rediss://` and the other TLS schemes; any other scheme, and any query parameter
+    /// fred would ignore (such as `?db=2`: the database is the path, `/2`), is refused
+    /// before anything connects.
     ///
     /// # Errors
     /// As [`LockClientBuilder::build`].
@@ -457,8 +458,9 @@ impl LockClientBuilder {
     /// Validates the settings and connects.
     ///
     /// # Errors
-    /// [`LockError::InvalidOption`] for a bad URL (also an unknown scheme, or a TLS one
-    /// such as `rediss://` without the `tls-rustls` feature), prefix, lease or timeout;
+    /// [`LockError::InvalidOption`] for a bad URL (also an unknown scheme, a TLS one
+    /// such as `rediss://` without the `tls-rustls` feature, or a query parameter or
+    /// fragment fred would ignore), prefix, lease or timeout;
     /// [`LockError::ConnectTimeout`] or [`LockError::Redis`] if Redis cannot be reached
     /// within the connect timeout (a refused password or TLS certificate is a
     /// [`LockError::Redis`] that says so); [`LockError::PermissionDenied`] if the

@@ -1,5 +1,5 @@
-//! Client URLs: which schemes are accepted, and how a URL is shown without its
-//! passwords.
+//! Client URLs: which schemes and query parameters are accepted, and how a URL is
+//! shown without its passwords.
 
 use std::ops::Range;
 
@@ -29,7 +29,8 @@ const SCHEMES: [(&str, bool); 12] = [
 
 /// Checks the scheme of a client URL before anything connects: it must be one of
 /// [`SCHEMES`], and a TLS one only if the crate was built with TLS (`tls_built`, which
-/// is `cfg!(feature = "tls-rustls")` outside tests).
+/// is `cfg!(feature = "tls-rustls")` outside tests); then that fred reads every query
+/// parameter (see [`check_parameters`]).
 pub(crate) fn check_url(url: &str, tls_built: bool) -> Result<()> {
     let invalid = |reason: String| LockError::InvalidOption {
         option: "url",
@@ -53,8 +54,8 @@ pub(crate) fn check_url(url: &str, tls_built: bool) -> Result<()> {
         .iter()
         .find(|(name, _)| name.eq_ignore_ascii_case(&scheme));
     match known {
-        Some((_, false)) => Ok(()),
-        Some((_, true)) if tls_built => Ok(()),
+        Some((_, false)) => check_parameters(url, &scheme).map_err(invalid),
+        Some((_, true)) if tls_built => check_parameters(url, &scheme).map_err(invalid),
         Some((name, true)) => Err(invalid(format!(
             "`{name}://` needs TLS, and holdlock was built without its `tls-rustls` \
              feature: enable that feature (or use a `redis://` URL to connect without TLS)"
@@ -64,6 +65,100 @@ pub(crate) fn check_url(url: &str, tls_built: bool) -> Result<()> {
              fred's `unix-sockets` feature); connect over TCP"
         ))),
         None => Err(invalid(format!("unknown scheme `{written}`; {expected}"))),
+    }
+}
+
+/// The query parameters fred reads from a URL of `scheme` (its only ones: fred
+/// ignores every other, and these where the scheme does not take them).
+fn parameters_read(scheme: &str) -> &'static [&'static str] {
+    if scheme.ends_with("-sentinel") {
+        &[
+            "sentinelServiceName",
+            "sentinelUsername",
+            "sentinelPassword",
+            "node",
+        ]
+    } else if scheme.ends_with("-cluster") {
+        &["node"]
+    } else {
+        &[]
+    }
+}
+
+/// Why a URL with a fragment is refused.
+const FRAGMENT: &str = "the URL has a fragment (`#...`), which fred would ignore (an \
+                        unencoded `#` in a password starts it; write it %23)";
+
+/// Why a URL with a parameter fred would ignore, whose name is not shown, is refused.
+const UNNAMED_PARAMETER: &str = "the query holds a parameter fred would ignore (not shown: \
+                                 an unencoded `?` in a password starts it; write it %3F)";
+
+/// Refuses a query parameter that fred would ignore in a URL of the accepted `scheme`,
+/// and a fragment: a misspelt `node` would leave a cluster with one seed, a `?db=2`
+/// (as other clients read it) would lock in database 0, where services that write `/2`
+/// never look, and a `node` on a `redis://` URL would connect to its host alone. The
+/// reason names the parameter, never a value, and not a name that is not a plain word
+/// (an unencoded `?` in a password starts the query early). A URL the `url` crate
+/// cannot read as written is left to fred, which refuses it.
+fn check_parameters(url: &str, scheme: &str) -> std::result::Result<(), String> {
+    let Some(parsed) = parse(url) else {
+        return Ok(());
+    };
+    if parsed.fragment().is_some() {
+        return Err(FRAGMENT.to_owned());
+    }
+    let read = parameters_read(scheme);
+    let ignored = parsed
+        .query_pairs()
+        .map(|(name, _)| name)
+        .find(|name| !read.contains(&&**name));
+    match ignored {
+        None => Ok(()),
+        Some(name) if !is_plain_word(&name) => Err(UNNAMED_PARAMETER.to_owned()),
+        Some(name) => {
+            let takes = match read {
+                [] => "no query parameters".to_owned(),
+                read => read
+                    .iter()
+                    .map(|name| format!("`{name}`"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            };
+            let hint = parameter_hint(&name, scheme, read);
+            Err(format!(
+                "fred ignores the parameter `{name}` in this URL: a `{scheme}://` URL takes {takes}{hint}"
+            ))
+        }
+    }
+}
+
+/// Whether a parameter's `name` is a plain word, shown in a refusal.
+fn is_plain_word(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+/// What a refusal of the parameter `name` in a URL of `scheme`, which takes `read`,
+/// adds: the parameter meant, where the database goes, or which URLs take it.
+fn parameter_hint(name: &str, scheme: &str, read: &[&str]) -> String {
+    let base = scheme
+        .trim_end_matches("-cluster")
+        .trim_end_matches("-sentinel");
+    if let Some(meant) = read.iter().find(|known| known.eq_ignore_ascii_case(name)) {
+        format!("; did you mean `{meant}`?")
+    } else if name.eq_ignore_ascii_case("db") || name.eq_ignore_ascii_case("database") {
+        match scheme.ends_with("-cluster") {
+            true => "; a cluster has database 0 only".to_owned(),
+            false => format!("; the database is the URL's path, e.g. {scheme}://host:6379/2"),
+        }
+    } else if name == "node" {
+        format!("; it is read from `{base}-cluster://` and `{base}-sentinel://` URLs only")
+    } else if parameters_read("-sentinel").contains(&name) {
+        format!("; it is read from `{base}-sentinel://` URLs only")
+    } else {
+        String::new()
     }
 }
 
@@ -439,6 +534,66 @@ mod tests {
                     url_refusal(url, tls_built).unwrap_or_else(|| panic!("{url} accepted"));
                 assert!(reason.contains(says), "{url}: {reason}");
                 assert!(!reason.contains("s3cret"), "{reason}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_query_parameters_fred_reads_are_accepted() {
+        for url in [
+            "redis://h:1?",
+            "redis://h:1/2",
+            "redis://h:1/?&",
+            "redis-cluster://h:1?node=h:2&node=h:3",
+            "valkey-cluster://h:1?node=h:2",
+            "redis-sentinel://u:p@h:1/0?sentinelServiceName=m&sentinelUsername=su\
+             &sentinelPassword=sp&node=h:2",
+        ] {
+            assert_eq!(url_refusal(url, false), None, "{url}");
+        }
+    }
+
+    #[test]
+    fn query_parameters_fred_would_ignore_are_refused_by_name_only() {
+        for (url, says) in [
+            (
+                "redis://h:1?db=2",
+                "the URL's path, e.g. redis://host:6379/2",
+            ),
+            ("redis://h:1?protocol=resp3", "takes no query parameters"),
+            ("redis-cluster://h:1?DB=1", "database 0 only"),
+            (
+                "redis://h:1?node=h:2",
+                "`redis-cluster://` and `redis-sentinel://`",
+            ),
+            (
+                "valkey://h:1?sentinelServiceName=m",
+                "`valkey-sentinel://` URLs only",
+            ),
+            (
+                "redis-cluster://h:1?sentinelServiceName=m",
+                "`redis-sentinel://` URLs only",
+            ),
+            (
+                "redis-cluster://h:1?node=h:2&nodes=h:3",
+                "parameter `nodes`",
+            ),
+            ("redis-cluster://h:1?Node=h:2", "did you mean `node`?"),
+            (
+                "redis-sentinel://h:1?sentinelservicename=m",
+                "did you mean `sentinelServiceName`?",
+            ),
+            ("redis://h:1?password=s3cret", "parameter `password`"),
+            ("redis://u:?s3cret@h:1", "write it %3F"),
+            ("redis://h:1?=s3cret", "not shown"),
+            ("redis://u:#s3cret@h:1", "write it %23"),
+            ("redis://h:1/0#s3cret", "fragment"),
+        ] {
+            for tls_built in [false, true] {
+                let reason =
+                    url_refusal(url, tls_built).unwrap_or_else(|| panic!("{url} accepted"));
+                assert!(reason.contains(says), "{url}: {reason}");
+                assert!(!reason.contains("s3cret"), "{url}: {reason}");
             }
         }
     }

@@ -1,7 +1,10 @@
-//! Client URLs: a scheme fred does not know, or a TLS scheme in a build without TLS,
-//! is refused before anything connects (fred would read the first as `redis://`, and
-//! the second as plaintext, sending the password in the clear); and no password shows
-//! in a builder's `Debug` output or an error, whatever characters it holds.
+//! Client URLs: a scheme fred does not know, a TLS scheme in a build without TLS, or a
+//! query parameter fred would ignore, is refused before anything connects (fred would
+//! read the first as `redis://`, the second as plaintext, sending the password in the
+//! clear, and connect as if the third were not written); and no password shows in a
+//! builder's `Debug` output or an error, whatever characters it holds.
+
+mod common;
 
 use std::time::Duration;
 
@@ -67,6 +70,67 @@ async fn a_url_without_a_scheme_is_refused_before_connecting() {
             matches!(error, LockError::InvalidOption { option: "url", .. }),
             "{error:?}"
         );
+    }
+}
+
+/// A query parameter fred would ignore is refused before connecting: `?db=2`, as other
+/// clients write the database, would take locks in database 0, where a service whose
+/// URL says `/2` never looks (the two would not exclude each other); a misspelt `node`
+/// would leave a cluster client with one seed; a `node` on a `redis://` URL would
+/// connect to its host alone.
+#[tokio::test(flavor = "multi_thread")]
+async fn query_parameters_fred_would_ignore_are_refused_before_connecting() {
+    for (url, names) in [
+        (|port| format!("redis://127.0.0.1:{port}?db=2"), "`db`"),
+        (
+            |port| format!("redis://127.0.0.1:{port}?node=127.0.0.1:{port}"),
+            "`node`",
+        ),
+        (
+            |port| format!("redis-cluster://127.0.0.1:{port}?nodes=127.0.0.1:{port}"),
+            "`nodes`",
+        ),
+        (
+            |port| format!("redis-sentinel://127.0.0.1:{port}?sentinelservicename=m"),
+            "`sentinelservicename`",
+        ),
+    ] as [(fn(u16) -> String, &str); 4]
+    {
+        let error = refused_without_connecting(url).await;
+        assert!(
+            matches!(&error, LockError::InvalidOption { option: "url", reason }
+                if reason.contains(names)),
+            "{error:?}"
+        );
+    }
+}
+
+/// The database is the URL's path: two clients whose URLs name database 2, one by its
+/// path and one by a `?db=2` (refused, above), never take locks where the other does
+/// not look. Here the path's client holds a lock and a client of database 0 sees it
+/// free, as it should: the databases are apart.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_database_of_the_urls_path_is_where_the_locks_are() {
+    let server = common::RedisServer::start();
+    let in_2 = LockClient::connect(&format!("{}/2", server.url()))
+        .await
+        .unwrap();
+    let in_0 = LockClient::connect(&server.url()).await.unwrap();
+    let name = common::unique("db-path");
+    let held = in_2.lock(&name).await.unwrap();
+    let apart = in_0.lock(&name).try_now().await.unwrap();
+    let apart = apart.expect("database 0 is apart: the lock is free there");
+    let again = LockClient::connect(&format!("{}/2", server.url()))
+        .await
+        .unwrap();
+    assert!(
+        again.lock(&name).try_now().await.unwrap().is_none(),
+        "another client of database 2 finds the lock held"
+    );
+    held.unlock().await.unwrap();
+    apart.unlock().await.unwrap();
+    for client in [in_2, in_0, again] {
+        client.shutdown().await;
     }
 }
 

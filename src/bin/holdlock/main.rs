@@ -140,8 +140,8 @@ enum Subcommands {
         #[arg(long)]
         json: bool,
     },
-    /// Measure lock throughput and hand-off latency on this Redis (workloads W1-W10),
-    /// each next to the floor the same Redis sets (see docs/performance.md).
+    /// Measure lock throughput and hand-off latency on this Redis, each workload next
+    /// to the floor the same Redis sets (see --workloads and docs/performance.md).
     #[cfg(feature = "bench")]
     Bench(BenchArgs),
 }
