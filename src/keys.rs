@@ -32,10 +32,16 @@ const READ_WRITE: &str = ":rw";
 /// What follows an election's name in its key.
 pub(crate) const ELECTION: &str = ":election";
 
-/// The channel on which the leader changes of the election whose hash is `key` are
-/// published: `P{N}:election:leader` (see `lua/election_elect.lua`).
-pub(crate) fn leader_channel(key: &str) -> String {
-    [key, ":leader"].concat()
+/// The channel on which the leader changes of the election whose hash is `key`, in
+/// the database `database` (`None`: 0), are published: `P{N}:election:leader`, or
+/// `P{N}:election:leader:db<n>` in database `n` > 0 (see `lua/election_elect.lua`).
+/// Pub/sub ignores databases: without the number, an observer would hear the leaders
+/// of the election of the same name in every other database of its server.
+pub(crate) fn leader_channel(key: &str, database: Option<u8>) -> String {
+    match database {
+        None | Some(0) => [key, ":leader"].concat(),
+        Some(database) => format!("{key}:leader:db{database}"),
+    }
 }
 
 /// A client's own channel, `<prefix>client:<client id>`, on which a force-unlock tells

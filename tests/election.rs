@@ -92,6 +92,37 @@ async fn leader_data(client: &LockClient, name: &str) -> Option<String> {
     leader.map(|leader| leader.data)
 }
 
+/// Elections of one name in two databases of one server are apart, and so are their
+/// announcements (pub/sub spans databases, so each database announces on a channel of
+/// its own): an observer of database 1 does not hear database 2's leader elected (it
+/// heard it, and reported a leader that its own `leader()` did not know, before), and
+/// hears its own database's.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_observer_hears_the_leaders_of_its_own_database_only() {
+    let server = common::RedisServer::start();
+    let in_1 = LockClient::connect(&format!("{}/1", server.url()))
+        .await
+        .unwrap();
+    let in_2 = LockClient::connect(&format!("{}/2", server.url()))
+        .await
+        .unwrap();
+    let name = common::unique("elect-databases");
+    let mut changes = in_1.election(&name).observe().await.unwrap();
+    assert_eq!(next_change(&mut changes).await, "vacant");
+    let elsewhere = in_2.election(&name).campaign("in 2").await.unwrap();
+    no_change(&mut changes, Duration::from_millis(500)).await;
+    assert_eq!(leader_data(&in_1, &name).await, None);
+    let here = in_1.election(&name).campaign("in 1").await.unwrap();
+    assert_eq!(next_change(&mut changes).await, "elected in 1");
+    elsewhere.resign().await.unwrap();
+    no_change(&mut changes, Duration::from_millis(300)).await;
+    here.resign().await.unwrap();
+    assert_eq!(next_change(&mut changes).await, "resigned in 1");
+    drop(changes);
+    in_1.shutdown().await;
+    in_2.shutdown().await;
+}
+
 /// A leads; B and C (each of its own client) begin their campaigns in that order;
 /// each resignation elects the next in that order, with rising fencing tokens.
 async fn candidates_of_three_clients_are_elected_in_the_order_they_began(url: &str) {

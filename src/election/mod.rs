@@ -7,7 +7,8 @@
 //! own (an [`owner_scope`]), so a second campaign of one task queues like any other
 //! instead of re-entering the first. Once elected, `lua/election_elect.lua` writes the
 //! leader's record (owner id, data, since when, fencing token) into the same hash and
-//! announces it on the channel `P{N}:election:leader`; the record goes with the hold
+//! announces it on the channel `P{N}:election:leader` (`…:leader:db<n>` in a database
+//! `n` > 0, as pub/sub spans a server's databases); the record goes with the hold
 //! (the release deletes the hash, a dead leader's lease expires it), so it can never
 //! outlive it. Resigning deletes the record and announces that, then releases the lock,
 //! which hands it to the next candidate. See `docs/design.md`, "Leader election".
@@ -144,7 +145,7 @@ impl Election {
         };
         // From here a drop (a cancelled campaign, or a failed record) resigns.
         let term = Term {
-            channel: leader_channel(&key),
+            channel: leader_channel(&key, engine.protocol().redis().client_config().database),
             key,
             guard: Some(guard),
         };
@@ -250,8 +251,8 @@ impl Election {
         let engine = self.client.engine();
         engine.check_running()?;
         let key = election_names(&engine.config().prefix, &self.name)?.key;
-        let channel = leader_channel(&key);
         let redis = engine.protocol().redis();
+        let channel = leader_channel(&key, redis.client_config().database);
         let timeout = engine.config().connect_timeout;
         let mut connection = redis.connection_config().clone();
         crate::connection::own_settings(&mut connection, timeout);
