@@ -46,7 +46,8 @@ pub(crate) fn check_url(url: &str, tls_built: bool) -> Result<()> {
     // The scheme fred will read: the `url` crate's (lower case), where it parses the URL
     // as written (fred then parses it the same way); else the one written. Messages
     // name the one written.
-    let scheme = parse(url).map_or_else(
+    let parsed = parse(url);
+    let scheme = parsed.as_ref().map_or_else(
         || written.to_ascii_lowercase(),
         |parsed| parsed.scheme().to_owned(),
     );
@@ -54,12 +55,11 @@ pub(crate) fn check_url(url: &str, tls_built: bool) -> Result<()> {
         .iter()
         .find(|(name, _)| name.eq_ignore_ascii_case(&scheme));
     match known {
-        Some((_, false)) => check_parameters(url, &scheme).map_err(invalid),
-        Some((_, true)) if tls_built => check_parameters(url, &scheme).map_err(invalid),
-        Some((name, true)) => Err(invalid(format!(
+        Some((name, true)) if !tls_built => Err(invalid(format!(
             "`{name}://` needs TLS, and holdlock was built without its `tls-rustls` \
              feature: enable that feature (or use a `redis://` URL to connect without TLS)"
         ))),
+        Some(_) => check_parameters(parsed.as_ref(), &scheme).map_err(invalid),
         None if scheme.ends_with("+unix") => Err(invalid(format!(
             "`{written}://`: Unix sockets are not supported (holdlock does not enable \
              fred's `unix-sockets` feature); connect over TCP"
@@ -68,18 +68,24 @@ pub(crate) fn check_url(url: &str, tls_built: bool) -> Result<()> {
     }
 }
 
+/// The query parameters fred reads from a cluster URL.
+const CLUSTER_PARAMETERS: &[&str] = &["node"];
+
+/// The query parameters fred reads from a Sentinel URL.
+const SENTINEL_PARAMETERS: &[&str] = &[
+    "sentinelServiceName",
+    "sentinelUsername",
+    "sentinelPassword",
+    "node",
+];
+
 /// The query parameters fred reads from a URL of `scheme` (its only ones: fred
 /// ignores every other, and these where the scheme does not take them).
 fn parameters_read(scheme: &str) -> &'static [&'static str] {
     if scheme.ends_with("-sentinel") {
-        &[
-            "sentinelServiceName",
-            "sentinelUsername",
-            "sentinelPassword",
-            "node",
-        ]
+        SENTINEL_PARAMETERS
     } else if scheme.ends_with("-cluster") {
-        &["node"]
+        CLUSTER_PARAMETERS
     } else {
         &[]
     }
@@ -99,9 +105,10 @@ const UNNAMED_PARAMETER: &str = "the query holds a parameter fred would ignore (
 /// never look, and a `node` on a `redis://` URL would connect to its host alone. The
 /// reason names the parameter, never a value, and not a name that is not a plain word
 /// (an unencoded `?` in a password starts the query early). A URL the `url` crate
-/// cannot read as written is left to fred, which refuses it.
-fn check_parameters(url: &str, scheme: &str) -> std::result::Result<(), String> {
-    let Some(parsed) = parse(url) else {
+/// cannot read as written (`parsed` is `None`, see [`parse`]) is left to fred, which
+/// refuses it.
+fn check_parameters(parsed: Option<&Url>, scheme: &str) -> std::result::Result<(), String> {
+    let Some(parsed) = parsed else {
         return Ok(());
     };
     if parsed.fragment().is_some() {
@@ -155,7 +162,7 @@ fn parameter_hint(name: &str, scheme: &str, read: &[&str]) -> String {
         }
     } else if name == "node" {
         format!("; it is read from `{base}-cluster://` and `{base}-sentinel://` URLs only")
-    } else if parameters_read("-sentinel").contains(&name) {
+    } else if SENTINEL_PARAMETERS.contains(&name) {
         format!("; it is read from `{base}-sentinel://` URLs only")
     } else {
         String::new()
@@ -589,6 +596,12 @@ mod tests {
             ("redis://u:#s3cret@h:1", "write it %23"),
             ("redis://h:1/0#s3cret", "fragment"),
         ] {
+            // With TLS built, a TLS scheme's parameters are checked as well.
+            let tls = url
+                .replacen("redis", "rediss", 1)
+                .replacen("valkey", "valkeys", 1);
+            let reason = url_refusal(&tls, true).unwrap_or_else(|| panic!("{tls} accepted"));
+            assert!(!reason.contains("s3cret"), "{tls}: {reason}");
             for tls_built in [false, true] {
                 let reason =
                     url_refusal(url, tls_built).unwrap_or_else(|| panic!("{url} accepted"));

@@ -100,12 +100,8 @@ async fn leader_data(client: &LockClient, name: &str) -> Option<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_observer_hears_the_leaders_of_its_own_database_only() {
     let server = common::RedisServer::start();
-    let in_1 = LockClient::connect(&format!("{}/1", server.url()))
-        .await
-        .unwrap();
-    let in_2 = LockClient::connect(&format!("{}/2", server.url()))
-        .await
-        .unwrap();
+    let in_1 = LockClient::connect(&server.database_url(1)).await.unwrap();
+    let in_2 = LockClient::connect(&server.database_url(2)).await.unwrap();
     let name = common::unique("elect-databases");
     let mut changes = in_1.election(&name).observe().await.unwrap();
     assert_eq!(next_change(&mut changes).await, "vacant");

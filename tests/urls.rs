@@ -112,17 +112,13 @@ async fn query_parameters_fred_would_ignore_are_refused_before_connecting() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_database_of_the_urls_path_is_where_the_locks_are() {
     let server = common::RedisServer::start();
-    let in_2 = LockClient::connect(&format!("{}/2", server.url()))
-        .await
-        .unwrap();
+    let in_2 = LockClient::connect(&server.database_url(2)).await.unwrap();
     let in_0 = LockClient::connect(&server.url()).await.unwrap();
     let name = common::unique("db-path");
     let held = in_2.lock(&name).await.unwrap();
     let apart = in_0.lock(&name).try_now().await.unwrap();
     let apart = apart.expect("database 0 is apart: the lock is free there");
-    let again = LockClient::connect(&format!("{}/2", server.url()))
-        .await
-        .unwrap();
+    let again = LockClient::connect(&server.database_url(2)).await.unwrap();
     assert!(
         again.lock(&name).try_now().await.unwrap().is_none(),
         "another client of database 2 finds the lock held"

@@ -145,7 +145,7 @@ impl Election {
         };
         // From here a drop (a cancelled campaign, or a failed record) resigns.
         let term = Term {
-            channel: leader_channel(&key, engine.protocol().redis().client_config().database),
+            channel: announcements(engine, &key),
             key,
             guard: Some(guard),
         };
@@ -251,8 +251,8 @@ impl Election {
         let engine = self.client.engine();
         engine.check_running()?;
         let key = election_names(&engine.config().prefix, &self.name)?.key;
+        let channel = announcements(engine, &key);
         let redis = engine.protocol().redis();
-        let channel = leader_channel(&key, redis.client_config().database);
         let timeout = engine.config().connect_timeout;
         let mut connection = redis.connection_config().clone();
         crate::connection::own_settings(&mut connection, timeout);
@@ -312,6 +312,12 @@ impl Election {
             fencing_token: record.token,
         }
     }
+}
+
+/// The channel the leader changes of the election whose hash is `key` go out on, in
+/// the database of `engine`'s connection (see [`leader_channel`]).
+fn announcements(engine: &Engine, key: &str) -> String {
+    leader_channel(key, engine.protocol().redis().client_config().database)
 }
 
 /// Refuses data longer than [`MAX_DATA_LEN`].

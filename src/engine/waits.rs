@@ -38,27 +38,30 @@ impl Engine {
         // here, in the next batch: the usual free lock then costs no waiting room. Not
         // free, the wait asks again in line (where a refusal queues the client), so
         // that local callers arriving at once still send one attempt in line.
+        let single_try = options.is_single_try();
         let before_waiting = Asking {
             before_waiting: true,
             ..Asking::default()
         };
-        let ask_first = match options.is_single_try() {
-            true => Some(first_try.then(Asking::default)),
-            false => (first_try
+        let ask_first = if single_try {
+            first_try.then(Asking::default)
+        } else {
+            (first_try
                 && self.acquisitions.busy()
                 && joins_batches(names, &options, &before_waiting)
                 && !self.waiting().has_room(&names.key))
-            .then_some(Some(before_waiting)),
+            .then_some(before_waiting)
         };
+        let asked_first = ask_first.is_some();
         if let Some(asking) = ask_first {
-            if let Some(asking) = asking {
-                let asked = (&options, &asking);
-                if let Attempt::Granted(claim) = self.acquire(names, owner, asked, None).await? {
-                    return Ok(Ok(claim));
-                }
+            let asked = (&options, &asking);
+            if let Attempt::Granted(claim) = self.acquire(names, owner, asked, None).await? {
+                return Ok(Ok(claim));
             }
-            // Refused past the wait's end (a single try's always is): no attempt in
-            // line, which would queue the client for a wait that is over.
+        }
+        // Refused past the wait's end (a single try's always is): no attempt in line,
+        // which would queue the client for a wait that is over.
+        if single_try || asked_first {
             if let Some(gave_up) = give_up.passed() {
                 return Ok(Err(gave_up));
             }

@@ -341,6 +341,11 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// The URL of the server's database `database` (the URL's path).
+    pub fn database_url(&self, database: u8) -> String {
+        format!("{}/{database}", self.url())
+    }
+
     /// Sends one command over a fresh connection and returns the first reply line
     /// (enough for PING, CLIENT KILL, SCRIPT FLUSH, DEBUG SLEEP).
     pub fn command(&self, args: &[&str]) -> Result<String, String> {
