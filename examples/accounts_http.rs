@@ -346,7 +346,7 @@ impl Bank {
     /// `transfer`, whose owner already holds this lock, that is a re-entry: it succeeds
     /// at once with a hold count of 2, and the lock stays held until `transfer` lets go.
     async fn debit(&self, account: AccountId, amount: i64) -> Result<i64, ApiError> {
-        let guard = self.locks.lock(&account_lock(account)).await?;
+        let guard = self.locks.lock(account_lock(account)).await?;
         let result = async {
             // Read, check, write: not atomic by itself, safe because we hold the lock.
             let balance = self.balance(account).await?;
@@ -367,7 +367,7 @@ impl Bank {
 
     /// Adds `amount` to `account` under its lock (a re-entry inside `transfer`).
     async fn credit(&self, account: AccountId, amount: i64) -> Result<i64, ApiError> {
-        let guard = self.locks.lock(&account_lock(account)).await?;
+        let guard = self.locks.lock(account_lock(account)).await?;
         let result = async {
             let balance = self.balance(account).await?;
             self.set_balance(account, balance + amount).await?;

@@ -15,15 +15,15 @@
 //! `Mutex<R: RawMutex>` does with its raw locks.
 
 use std::fmt;
-use std::future::{Future, IntoFuture};
-use std::marker::PhantomData;
+use std::future::Future;
+use std::mem;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::client::LockClient;
-#[cfg(doc)]
-use crate::error::LockError;
-use crate::error::Result;
+use crate::error::{LockError, Result};
 use crate::held::{Held, critical_section};
 use crate::multi::lock_order;
 use crate::observe;
@@ -37,8 +37,9 @@ mod sealed {
     /// What a kind of lock brings to the front door: its guard, its options checked
     /// for it, its span's name, and the one step that takes it. Public in a private
     /// module: nameable by no one outside the crate, so only this crate's kinds are
-    /// [`Acquirable`](super::Acquirable).
-    pub trait Take: Send + Sized {
+    /// [`Acquirable`](super::Acquirable). A kind owns what it takes (`'static`), so a
+    /// request can be spawned, stored or returned.
+    pub trait Take: Send + Unpin + Sized + 'static {
         /// The guard a granted call gives.
         type Guard: Held;
 
@@ -64,33 +65,21 @@ mod sealed {
         ) -> impl Future<Output = Result<Result<Self::Guard, D::GaveUp>>> + Send;
     }
 
-    /// A kind taken by one name (the mutex, the fair lock and the read-write lock's
-    /// two sides): one [`Take`] serves them all, with what sets each apart.
-    pub trait OneName: Copy + Send {
-        /// The kind's guard.
-        type Guard: Held;
+    /// How an awaited request waits, and what it gives: [`Forever`](super::Forever)
+    /// the guard, [`Bounded`](super::Bounded) `Some(guard)` or `None`.
+    pub trait Mode: Send + 'static {
+        /// What the request gives for a guard `G`.
+        type Output<G>;
 
-        /// The lock's name.
-        fn lock_name(&self) -> &str;
-
-        /// The call's name in its span.
-        fn call(single_try: bool) -> &'static str;
-
-        /// `options` checked against `client`'s and against what the kind can honour:
-        /// every option, unless the kind says otherwise.
-        fn resolve(client: &LockClient, options: &LockOptions) -> Result<ResolvedOptions> {
-            options.resolve(client.engine().config())
-        }
-
-        /// As [`Take::take`].
-        fn take<D: GiveUp + Send>(
-            self,
-            client: &LockClient,
-            options: ResolvedOptions,
-            give_up: D,
-        ) -> impl Future<Output = Result<Result<Self::Guard, D::GaveUp>>> + Send;
+        /// The call of `target` from `client` with `options`, boxed.
+        fn start<K: Take>(
+            client: LockClient,
+            target: K,
+            options: LockOptions,
+        ) -> super::Call<Self::Output<K::Guard>>;
     }
 }
+pub(crate) use sealed::Mode;
 use sealed::Take;
 
 mod kinds;
@@ -113,6 +102,46 @@ pub enum Forever {}
 #[derive(Debug)]
 pub enum Bounded {}
 
+/// A running request's call: boxed, so a request of any kind is one pointer wide once
+/// it runs.
+type Call<T> = Pin<Box<dyn Future<Output = Result<T>> + Send>>;
+
+impl Mode for Forever {
+    type Output<G> = G;
+
+    fn start<K: Take>(client: LockClient, target: K, options: LockOptions) -> Call<K::Guard> {
+        Box::pin(async move {
+            let resolved = target.resolve(&client, &options)?;
+            match take(&client, target, resolved, Endless).await? {
+                Ok(guard) => Ok(guard),
+                Err(never) => match never {},
+            }
+        })
+    }
+}
+
+impl Mode for Bounded {
+    type Output<G> = Option<G>;
+
+    fn start<K: Take>(
+        client: LockClient,
+        target: K,
+        options: LockOptions,
+    ) -> Call<Option<K::Guard>> {
+        Box::pin(async move {
+            let resolved = target.resolve(&client, &options)?;
+            match resolved.deadline()? {
+                None => Ok(take(&client, target, resolved, Endless).await?.ok()),
+                Some(deadline) => {
+                    let answer_by = resolved.answer_by(deadline);
+                    let call = take(&client, target, resolved, deadline);
+                    Ok(within_budget(answer_by, call).await?.ok())
+                }
+            }
+        })
+    }
+}
+
 /// A request to take a lock of kind `K`, made by `client.lock(name)` and the other
 /// kinds' calls: nothing is sent until it is awaited (or [run](Self::run)).
 ///
@@ -128,10 +157,13 @@ pub enum Bounded {}
 /// Every kind has every mode: `client.fair_lock(name)`, `client.read_lock(name)`,
 /// `client.write_lock(name)`, `semaphore.acquire()` and `client.lock_all(names)` too.
 ///
-/// An `Acquire` is [`IntoFuture`], not a future itself: where a future value is needed
-/// (`Box::pin`, `futures::future::join_all`, `futures::poll!`), call
-/// [`into_future`](IntoFuture::into_future). The future is boxed, `Send`, and borrows
-/// the client and the name.
+/// An `Acquire` is a [`Future`] (`Send`, `Unpin` and `'static`): it owns a handle of
+/// its client and its own copy of the name, and borrows nothing. So it goes wherever a
+/// future goes: `tokio::spawn(client.lock("job"))`,
+/// `futures::future::join_all(names.iter().map(|name| client.lock(name)))`, a generic
+/// helper over [`IntoFuture`](std::future::IntoFuture), `tokio::select!` over `&mut
+/// request`, a struct field, a function's return value. The name may be any string
+/// (`client.lock(format!("account:{id}"))`).
 ///
 /// # Errors
 /// [`LockError::InvalidName`], [`LockError::InvalidOption`] for options the kind
@@ -139,7 +171,10 @@ pub enum Bounded {}
 /// longer than ten years), [`LockError::WrongType`] if the key holds something else,
 /// [`LockError::Redis`] on connection failure, [`LockError::NotReplicated`] when
 /// replicas were asked for and did not acknowledge, [`LockError::Shutdown`]; and the
-/// kind's own (see each kind's call).
+/// kind's own (see each kind's call). A request polled once and then changed (say,
+/// polled by hand, then given a [`timeout`](Self::timeout)) fails with
+/// [`LockError::InvalidOption`] for `request`: its call had begun with the old
+/// options.
 ///
 /// # Cancel safety
 /// Cancel safe: dropping the future at any point leaves no hold behind. If an
@@ -158,53 +193,76 @@ pub enum Bounded {}
 ///     guard.unlock().await?;
 /// }
 ///
-/// let balance = client.lock("account:42").run(async |_guard| 100).await?;
+/// let balance = client.lock("account:42").run(|_guard| async { 100 }).await?;
+///
+/// // A request owns what it needs: spawn it as it is.
+/// let id = 7;
+/// let task = tokio::spawn(client.lock(format!("account:{id}")).try_now());
+/// let guard = task.await.expect("the task ran")?;
 /// # Ok(()) }
 /// ```
 #[must_use = "an Acquire does nothing until it is awaited or run"]
-pub struct Acquire<'c, K, M = Forever> {
-    client: &'c LockClient,
-    target: K,
-    options: LockOptions,
-    mode: PhantomData<fn() -> M>,
+pub struct Acquire<K: Acquirable, M: Mode = Forever> {
+    state: State<K, M>,
 }
 
-impl<K: fmt::Debug, M> fmt::Debug for Acquire<'_, K, M> {
+/// Where a request is: not yet polled (what it will take), running (its call), or
+/// spent (it gave its output, or was changed after its call began).
+enum State<K: Acquirable, M: Mode> {
+    Ready {
+        client: LockClient,
+        target: K,
+        options: LockOptions,
+    },
+    Running(Call<M::Output<K::Guard>>),
+    Spent,
+}
+
+impl<K: Acquirable + fmt::Debug, M: Mode> fmt::Debug for Acquire<K, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Acquire")
-            .field("target", &self.target)
-            .field("options", &self.options)
-            .finish_non_exhaustive()
+        let mut out = f.debug_struct("Acquire");
+        match &self.state {
+            State::Ready {
+                target, options, ..
+            } => out.field("target", target).field("options", options),
+            State::Running(_) => out.field("state", &"running"),
+            State::Spent => out.field("state", &"spent"),
+        };
+        out.finish_non_exhaustive()
     }
 }
 
-impl<'c, K: Acquirable> Acquire<'c, K> {
+impl<K: Acquirable> Acquire<K> {
     /// A request for `target` from `client`, waiting as long as it takes.
-    fn new(client: &'c LockClient, target: K) -> Self {
+    fn new(client: &LockClient, target: K) -> Self {
         Self {
-            client,
-            target,
-            options: LockOptions::new(),
-            mode: PhantomData,
+            state: State::Ready {
+                client: client.clone(),
+                target,
+                options: LockOptions::new(),
+            },
         }
     }
 }
 
-impl<'c, K: Acquirable, M> Acquire<'c, K, M> {
-    /// The client, the lock, and the request's options checked for its kind.
-    fn resolved(self) -> Result<(&'c LockClient, K, ResolvedOptions)> {
-        let resolved = self.target.resolve(self.client, &self.options)?;
-        Ok((self.client, self.target, resolved))
-    }
-
-    /// The same request in another mode.
-    fn to<N>(self, options: LockOptions) -> Acquire<'c, K, N> {
-        Acquire {
-            client: self.client,
-            target: self.target,
-            options,
-            mode: PhantomData,
-        }
+impl<K: Acquirable, M: Mode> Acquire<K, M> {
+    /// The same request in another mode, with its options changed by `change`.
+    fn to<N: Mode>(self, change: impl FnOnce(LockOptions) -> LockOptions) -> Acquire<K, N> {
+        let state = match self.state {
+            State::Ready {
+                client,
+                target,
+                options,
+            } => State::Ready {
+                client,
+                target,
+                options: change(options),
+            },
+            // The call began with the old options: it cannot be changed, and is
+            // dropped (cancel safe) for the error that says so.
+            State::Running(_) | State::Spent => State::Spent,
+        };
+        Acquire { state }
     }
 
     /// Waits at most `wait`: awaited, `None` if the lock could not be had in time (a
@@ -224,9 +282,8 @@ impl<'c, K: Acquirable, M> Acquire<'c, K, M> {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn timeout(self, wait: Duration) -> Acquire<'c, K, Bounded> {
-        let options = self.options.clone().wait(wait);
-        self.to(options)
+    pub fn timeout(self, wait: Duration) -> Acquire<K, Bounded> {
+        self.to(|options| options.wait(wait))
     }
 
     /// Tries once, without waiting: awaited, `None` if the lock is busy. One round
@@ -243,7 +300,7 @@ impl<'c, K: Acquirable, M> Acquire<'c, K, M> {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn try_now(self) -> Acquire<'c, K, Bounded> {
+    pub fn try_now(self) -> Acquire<K, Bounded> {
         self.timeout(Duration::ZERO)
     }
 
@@ -270,12 +327,12 @@ impl<'c, K: Acquirable, M> Acquire<'c, K, M> {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn options(self, options: LockOptions) -> Acquire<'c, K, Bounded> {
-        self.to(options)
+    pub fn options(self, options: LockOptions) -> Acquire<K, Bounded> {
+        self.to(|_| options)
     }
 }
 
-impl<'c, K: Acquirable + 'c> Acquire<'c, K> {
+impl<K: Acquirable> Acquire<K> {
     /// Takes the lock (waiting as long as it takes), runs `body` with the guard, and
     /// releases the lock: the safe shape of a critical section. If the lock is lost
     /// while `body` runs, `body`'s future is dropped at once (it stops at its next
@@ -283,8 +340,13 @@ impl<'c, K: Acquirable + 'c> Acquire<'c, K> {
     /// a multi-lock); once `body` finishes, the lock is released (and awaited) before
     /// its value is returned.
     ///
-    /// `body` gets the guard, so it can read a fencing token or take the same lock
-    /// again (a nested critical section re-enters).
+    /// `body` gets the guard in an [`Arc`], so both closure styles work:
+    /// `|guard| async move { .. }` and `async |guard| { .. }`. The guard's methods are
+    /// called on it as they are (`guard.fencing_token()`, `guard.lost()`), and `&guard`
+    /// passes for a `&LockGuard`; a nested critical section takes the same lock again
+    /// and re-enters. A clone of the `Arc` that `body` keeps past its end (moved into a
+    /// task or a struct) keeps the lock: `run` then returns at once, and the lock is
+    /// released in the background when the last clone is dropped.
     ///
     /// # Errors
     /// As [`Acquire`]; [`LockError::Lost`] if the lock was lost while `body` ran; an
@@ -298,22 +360,25 @@ impl<'c, K: Acquirable + 'c> Acquire<'c, K> {
     /// # Examples
     /// ```no_run
     /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// let balance = client
+    /// let token = client
     ///     .lock("account:42")
-    ///     .run(async |guard| {
-    ///         // ... exclusive across every process; `guard.fencing_token()` if fenced ...
-    ///         100
+    ///     .run(|guard| async move {
+    ///         // ... exclusive across every process ...
+    ///         guard.fencing_token()
     ///     })
     ///     .await?;
     /// client.semaphore("exports", 5).acquire().run(async |_permit| { /* 5 at once */ }).await?;
     /// # Ok(()) }
     /// ```
-    pub async fn run<T>(self, body: impl AsyncFnOnce(&K::Guard) -> T) -> Result<T> {
+    pub async fn run<T, F>(self, body: impl FnOnce(Arc<K::Guard>) -> F) -> Result<T>
+    where
+        F: Future<Output = T>,
+    {
         critical_section(self.await?, body).await
     }
 }
 
-impl<'c, K: Acquirable + 'c> Acquire<'c, K, Bounded> {
+impl<K: Acquirable> Acquire<K, Bounded> {
     /// [`run`](Acquire::run) within the wait: `None` if the lock could not be had in
     /// time, and then `body` is not run.
     ///
@@ -332,7 +397,10 @@ impl<'c, K: Acquirable + 'c> Acquire<'c, K, Bounded> {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn run<T>(self, body: impl AsyncFnOnce(&K::Guard) -> T) -> Result<Option<T>> {
+    pub async fn run<T, F>(self, body: impl FnOnce(Arc<K::Guard>) -> F) -> Result<Option<T>>
+    where
+        F: Future<Output = T>,
+    {
         match self.await? {
             Some(guard) => critical_section(guard, body).await.map(Some),
             None => Ok(None),
@@ -340,40 +408,56 @@ impl<'c, K: Acquirable + 'c> Acquire<'c, K, Bounded> {
     }
 }
 
-/// The future of an awaited [`Acquire`].
-pub type AcquireFuture<'c, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'c>>;
-
-impl<'c, K: Acquirable + 'c> IntoFuture for Acquire<'c, K> {
-    type Output = Result<K::Guard>;
-    type IntoFuture = AcquireFuture<'c, K::Guard>;
-
-    fn into_future(self) -> Self::IntoFuture {
-        Box::pin(async move {
-            let (client, target, resolved) = self.resolved()?;
-            match take(client, target, resolved, Endless).await? {
-                Ok(guard) => Ok(guard),
-                Err(never) => match never {},
-            }
-        })
+impl<K: Acquirable, M: Mode> Acquire<K, M> {
+    /// The size of the request's call once it runs, the boxed future that its task
+    /// carries on the heap (0 for a request that already ran). For tests.
+    #[doc(hidden)]
+    pub fn call_size(self) -> usize {
+        match self.state {
+            State::Ready {
+                client,
+                target,
+                options,
+            } => mem::size_of_val(&*M::start(client, target, options)),
+            State::Running(call) => mem::size_of_val(&*call),
+            State::Spent => 0,
+        }
     }
 }
 
-impl<'c, K: Acquirable + 'c> IntoFuture for Acquire<'c, K, Bounded> {
-    type Output = Result<Option<K::Guard>>;
-    type IntoFuture = AcquireFuture<'c, Option<K::Guard>>;
+impl<K: Acquirable, M: Mode> Future for Acquire<K, M> {
+    type Output = Result<M::Output<K::Guard>>;
 
-    fn into_future(self) -> Self::IntoFuture {
-        Box::pin(async move {
-            let (client, target, resolved) = self.resolved()?;
-            match resolved.deadline()? {
-                None => Ok(take(client, target, resolved, Endless).await?.ok()),
-                Some(deadline) => {
-                    let answer_by = resolved.answer_by(deadline);
-                    let call = take(client, target, resolved, deadline);
-                    Ok(within_budget(answer_by, call).await?.ok())
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let state = &mut self.get_mut().state;
+        loop {
+            match mem::replace(state, State::Spent) {
+                State::Ready {
+                    client,
+                    target,
+                    options,
+                } => *state = State::Running(M::start(client, target, options)),
+                State::Running(mut call) => {
+                    let polled = call.as_mut().poll(cx);
+                    if polled.is_pending() {
+                        *state = State::Running(call);
+                    }
+                    return polled;
                 }
+                State::Spent => return Poll::Ready(Err(spent())),
             }
-        })
+        }
+    }
+}
+
+/// The error of a request polled after it gave its output, or changed after its call
+/// began.
+fn spent() -> LockError {
+    LockError::InvalidOption {
+        option: "request",
+        reason: "this request was already polled: await a new request (its call began \
+                 with the options it had then, and gave its output or was dropped)"
+            .to_owned(),
     }
 }
 
@@ -421,8 +505,8 @@ impl LockClient {
     /// assert_eq!(nested.hold_count(), 2);
     /// # Ok(()) }
     /// ```
-    pub fn lock<'c>(&'c self, name: &'c str) -> Acquire<'c, Mutex<'c>> {
-        Acquire::new(self, Mutex(name))
+    pub fn lock(&self, name: impl AsRef<str>) -> Acquire<Mutex> {
+        Acquire::new(self, Mutex(name.as_ref().to_owned()))
     }
 
     /// Takes the fair lock `name`: waiters of every client are served in the order
@@ -459,8 +543,8 @@ impl LockClient {
     /// guard.unlock().await?; // handed to the longest waiter, if any
     /// # Ok(()) }
     /// ```
-    pub fn fair_lock<'c>(&'c self, name: &'c str) -> Acquire<'c, Fair<'c>> {
-        Acquire::new(self, Fair(name))
+    pub fn fair_lock(&self, name: impl AsRef<str>) -> Acquire<Fair> {
+        Acquire::new(self, Fair(name.as_ref().to_owned()))
     }
 
     /// Takes the read side of the read-write lock `name`. Many owners may hold it
@@ -486,8 +570,8 @@ impl LockClient {
     /// reading.unlock().await?;
     /// # Ok(()) }
     /// ```
-    pub fn read_lock<'c>(&'c self, name: &'c str) -> Acquire<'c, Read<'c>> {
-        Acquire::new(self, Read(name))
+    pub fn read_lock(&self, name: impl AsRef<str>) -> Acquire<Read> {
+        Acquire::new(self, Read(name.as_ref().to_owned()))
     }
 
     /// Takes the write side of the read-write lock `name`: once every reader and any
@@ -509,8 +593,8 @@ impl LockClient {
     /// writing.unlock().await?;
     /// # Ok(()) }
     /// ```
-    pub fn write_lock<'c>(&'c self, name: &'c str) -> Acquire<'c, Write<'c>> {
-        Acquire::new(self, Write(name))
+    pub fn write_lock(&self, name: impl AsRef<str>) -> Acquire<Write> {
+        Acquire::new(self, Write(name.as_ref().to_owned()))
     }
 
     /// Takes every lock in `names`: all of them, or (on an error, or giving up) none.
@@ -542,7 +626,7 @@ impl LockClient {
     /// both.unlock().await?;
     /// # Ok(()) }
     /// ```
-    pub fn lock_all<I>(&self, names: I) -> Acquire<'_, All>
+    pub fn lock_all<I>(&self, names: I) -> Acquire<All>
     where
         I: IntoIterator,
         I::Item: AsRef<str>,
@@ -571,7 +655,7 @@ impl Semaphore {
     /// let permit = client.semaphore("partner-api", 3).acquire().await?;
     /// # Ok(()) }
     /// ```
-    pub fn acquire(&self) -> Acquire<'_, SemaphorePermit<'_>> {
-        Acquire::new(self.client(), SemaphorePermit(self))
+    pub fn acquire(&self) -> Acquire<SemaphorePermit> {
+        Acquire::new(self.client(), SemaphorePermit(self.clone()))
     }
 }

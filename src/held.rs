@@ -5,6 +5,8 @@
 
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::select_all;
@@ -43,7 +45,12 @@ pub(crate) use sealed::Sealed;
 ///     guard.unlock().await
 /// }
 /// ```
-pub trait Held: Sealed + Send + Sync + fmt::Debug + Sized {
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a held lock",
+    label = "expected a guard here",
+    note = "a request (`client.lock(name)`, ...) gives its guard once awaited: `client.lock(name).await?`"
+)]
+pub trait Held: Sealed + Boxed + Send + Sync + fmt::Debug {
     /// The holds the guard is made of: one, or a multi-lock's members.
     #[doc(hidden)]
     fn holds(&self) -> &[LockGuard];
@@ -57,7 +64,9 @@ pub trait Held: Sealed + Send + Sync + fmt::Debug + Sized {
     /// # Cancel safety
     /// As [`LockGuard::unlock`]: whatever is not released by the time the future is
     /// dropped is released in the background.
-    fn unlock(self) -> impl Future<Output = Result<()>> + Send;
+    fn unlock(self) -> impl Future<Output = Result<()>> + Send
+    where
+        Self: Sized;
 
     /// Whether a hold of the guard is known to be lost (see [`LockGuard::is_lost`]).
     fn is_lost(&self) -> bool {
@@ -68,8 +77,11 @@ pub trait Held: Sealed + Send + Sync + fmt::Debug + Sized {
     ///
     /// # Cancel safety
     /// Cancel safe: it only watches.
-    fn lost(&self) -> impl Future<Output = ()> + Send + '_ {
-        first_of(self.holds(), |guard| Box::pin(hold_lost(guard)))
+    fn lost(&self) -> impl Future<Output = ()> + Send + '_
+    where
+        Self: Sized,
+    {
+        any_lost(self.holds())
     }
 
     /// Whether a hold of the guard has been warned at risk (see
@@ -83,10 +95,11 @@ pub trait Held: Sealed + Send + Sync + fmt::Debug + Sized {
     ///
     /// # Cancel safety
     /// Cancel safe: it only watches.
-    fn at_risk(&self) -> impl Future<Output = ()> + Send + '_ {
-        first_of(self.holds(), |guard| {
-            Box::pin(guard.hold().warned_at_risk())
-        })
+    fn at_risk(&self) -> impl Future<Output = ()> + Send + '_
+    where
+        Self: Sized,
+    {
+        any_at_risk(self.holds())
     }
 
     /// The smallest lease left when the holds' last renewals landed (see
@@ -107,14 +120,76 @@ pub trait Held: Sealed + Send + Sync + fmt::Debug + Sized {
     ///
     /// # Cancel safety
     /// As [`LockGuard::extend`].
-    fn extend(&self, lease: Duration) -> impl Future<Output = Result<()>> + Send + '_ {
-        async move {
-            for guard in self.holds() {
-                guard.engine().extend(guard.hold(), lease).await?;
-            }
-            Ok(())
-        }
+    fn extend(&self, lease: Duration) -> impl Future<Output = Result<()>> + Send + '_
+    where
+        Self: Sized,
+    {
+        extend_all(self.holds(), lease)
     }
+}
+
+/// The part of [`Held`] a trait object calls through its vtable: the release of a
+/// boxed guard. Given to every guard by the blanket impl below.
+#[doc(hidden)]
+pub trait Boxed {
+    /// Releases the boxed guard, as [`Held::unlock`].
+    fn unlock_boxed(self: Box<Self>) -> Pin<Box<dyn Future<Output = Result<()>> + Send>>;
+}
+
+impl<G: Held + 'static> Boxed for G {
+    fn unlock_boxed(self: Box<Self>) -> Pin<Box<dyn Future<Output = Result<()>> + Send>> {
+        Box::pin(Held::unlock(*self))
+    }
+}
+
+/// A guard of any kind as a trait object, for code that keeps guards of several kinds
+/// together: a `Box<dyn Held>` is [`Held`] itself, so it has every method of the
+/// trait, the async ones and `unlock` included.
+///
+/// # Examples
+/// ```no_run
+/// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+/// use holdlock::Held;
+/// let guards: Vec<Box<dyn Held>> = vec![
+///     Box::new(client.lock("a").await?),
+///     Box::new(client.read_lock("b").await?),
+///     Box::new(client.semaphore("c", 2).acquire().await?),
+/// ];
+/// for guard in guards {
+///     assert!(!guard.is_lost());
+///     guard.unlock().await?;
+/// }
+/// # Ok(()) }
+/// ```
+impl Held for Box<dyn Held> {
+    fn holds(&self) -> &[LockGuard] {
+        (**self).holds()
+    }
+
+    fn unlock(self) -> impl Future<Output = Result<()>> + Send {
+        self.unlock_boxed()
+    }
+}
+
+impl Sealed for Box<dyn Held> {}
+
+/// Resolves when any of `holds` is lost.
+fn any_lost(holds: &[LockGuard]) -> impl Future<Output = ()> + Send + '_ {
+    first_of(holds, |guard| Box::pin(hold_lost(guard)))
+}
+
+/// Resolves when any of `holds` is warned at risk.
+fn any_at_risk(holds: &[LockGuard]) -> impl Future<Output = ()> + Send + '_ {
+    first_of(holds, |guard| Box::pin(guard.hold().warned_at_risk()))
+}
+
+/// Sets the fixed lease of every one of `holds` to `lease` from now, stopping at the
+/// first that fails.
+async fn extend_all(holds: &[LockGuard], lease: Duration) -> Result<()> {
+    for guard in holds {
+        guard.engine().extend(guard.hold(), lease).await?;
+    }
+    Ok(())
 }
 
 /// Resolves when the one hold of `guard` is lost: marked lost, or its fixed lease
@@ -364,16 +439,29 @@ held_methods!(LockGuard, "client.lock(\"a\").await?");
 /// Runs `body` under `guard`, the critical section of every `Acquire::run`: the body's
 /// future is dropped at once if a hold is lost meanwhile ([`LockError::Lost`]);
 /// otherwise its value is returned once the guard is released, and an error of the
-/// release is returned, not swallowed.
+/// release is returned, not swallowed. The body gets the guard in an `Arc` (so a
+/// `|guard| async move { .. }` closure can own it); a clone it keeps past its end keeps
+/// the guard, which is then released when that clone is dropped.
 ///
 /// Cancel safe: dropped, the body is dropped and the guard released in the
 /// background.
-pub(crate) async fn critical_section<G: Held, T>(
+pub(crate) async fn critical_section<G: Held, T, F: Future<Output = T>>(
     guard: G,
-    body: impl AsyncFnOnce(&G) -> T,
+    body: impl FnOnce(Arc<G>) -> F,
 ) -> Result<T> {
-    let finished = while_held(&guard, body(&guard)).await;
-    end_section(guard, finished).await
+    let guard = Arc::new(guard);
+    // The body's future is dropped when `while_held` returns, and its clone with it.
+    let finished = while_held(&*guard, body(Arc::clone(&guard))).await;
+    match Arc::try_unwrap(guard) {
+        Ok(guard) => end_section(guard, finished).await,
+        Err(kept) => match finished {
+            // The body kept a clone: the guard lives as long as it does.
+            Some(value) => Ok(value),
+            None => Err(LockError::Lost {
+                name: lost_name(kept.holds()),
+            }),
+        },
+    }
 }
 
 /// How every critical section ends: with `finished`, the body's value (`None`: the
@@ -384,15 +472,19 @@ pub(crate) async fn end_section<G: Held, T>(guard: G, finished: Option<T>) -> Re
     match finished {
         Some(value) => guard.unlock().await.map(|()| value),
         None => {
-            let holds = guard.holds();
-            let lost = holds.iter().find(|hold| hold.is_lost()).or(holds.first());
-            let name = lost.map_or_else(String::new, |hold| hold.name().to_owned());
+            let name = lost_name(guard.holds());
             // Whatever is left of the holds (a member not lost, a hold Redis still
             // keeps) goes; the loss is the error to report.
             let _ = guard.unlock().await;
             Err(LockError::Lost { name })
         }
     }
+}
+
+/// The name of the hold of `holds` that was lost (the first, if none is known lost).
+fn lost_name(holds: &[LockGuard]) -> String {
+    let lost = holds.iter().find(|hold| hold.is_lost()).or(holds.first());
+    lost.map_or_else(String::new, |hold| hold.name().to_owned())
 }
 
 /// Runs `body` while `guard` holds: its value, or `None` (and `body`'s future dropped

@@ -487,7 +487,7 @@ async fn everything_as(url: &str) {
     let acknowledged = LockOptions::new().min_replicas(1, Duration::from_millis(20));
     assert!(matches!(
         client
-            .lock(&common::unique("acl-wait"))
+            .lock(common::unique("acl-wait"))
             .options(acknowledged)
             .await,
         Err(LockError::NotReplicated { .. })

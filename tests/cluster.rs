@@ -412,7 +412,7 @@ async fn a_cluster_client_whose_first_cluster_slots_answers_nothing_asks_again()
     assert_eq!(proxy.fired(), 1, "the first CLUSTER SLOTS answered nothing");
     let primary = cluster.primaries()[0];
     let guard = client
-        .lock(&cluster.name_on(primary, "slots-again"))
+        .lock(cluster.name_on(primary, "slots-again"))
         .await
         .unwrap();
     guard.unlock().await.unwrap();

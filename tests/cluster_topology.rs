@@ -91,7 +91,7 @@ impl Load {
         let holder = client().await.unwrap();
         let mut guards = Vec::new();
         for i in 0..HELD {
-            guards.push(holder.lock(&format!("held:{i}")).await.unwrap());
+            guards.push(holder.lock(format!("held:{i}")).await.unwrap());
         }
         let stop = Arc::new(AtomicBool::new(false));
         let turns = Arc::new(AtomicU64::new(0));
@@ -662,7 +662,7 @@ async fn a_restarted_primary_leaves_the_other_primaries_locks_alone() {
         .unwrap();
     let mut guards = Vec::new();
     for i in 0..HELD {
-        guards.push(client.lock(&format!("held:{i}")).await.unwrap());
+        guards.push(client.lock(format!("held:{i}")).await.unwrap());
     }
     let turn_names: Vec<String> = (0..CONTENDED)
         .map(|i| format!("turn:{i}"))

@@ -316,7 +316,7 @@ async fn every_kind_has_a_timeout_variant() {
     let wait = Duration::from_millis(150);
     let fair = holder.fair_lock(&name).await.unwrap();
     let writing = holder.write_lock(&name).await.unwrap();
-    let member = holder.lock(&format!("{name}-b")).await.unwrap();
+    let member = holder.lock(format!("{name}-b")).await.unwrap();
     let started = Instant::now();
     assert!(
         client

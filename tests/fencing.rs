@@ -149,7 +149,7 @@ async fn tokens_increase_across_holders_expiries_force_unlocks_and_restarts() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unfenced_lock_has_no_token_and_fence_rejects_token_zero() {
     let client = common::client().await;
-    let guard = client.lock(&common::unique("plain")).await.unwrap();
+    let guard = client.lock(common::unique("plain")).await.unwrap();
     assert_eq!(guard.fencing_token(), None);
     let resource = common::unique("resource");
     assert!(matches!(

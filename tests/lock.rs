@@ -3,7 +3,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -530,48 +529,27 @@ async fn lock_call_futures_stay_small() {
     // Every task that takes a lock carries its call's future; a future that kept room
     // for an inner future twice (an `async fn` awaiting its argument) was 14 KiB for
     // `lock(..).try_now()`, which made a burst of a thousand tries spend its time allocating.
-    // The futures are boxed (`Acquire` is `IntoFuture`): what counts is the size of
-    // the box's content, the future itself.
+    // The calls are boxed (an `Acquire` holds its call once it runs): what counts is
+    // the size of the box's content, the future itself, and the request's own.
     let client = common::client().await;
     let sizes = [
-        (
-            "lock",
-            std::mem::size_of_val(&*client.lock("a").into_future()),
-        ),
-        (
-            "try_lock",
-            std::mem::size_of_val(&*client.lock("a").try_now().into_future()),
-        ),
+        ("lock", client.lock("a").call_size()),
+        ("try_lock", client.lock("a").try_now().call_size()),
         (
             "lock_timeout",
-            std::mem::size_of_val(
-                &*client
-                    .lock("a")
-                    .timeout(Duration::from_secs(1))
-                    .into_future(),
-            ),
+            client.lock("a").timeout(Duration::from_secs(1)).call_size(),
         ),
-        (
-            "fair_lock",
-            std::mem::size_of_val(&*client.fair_lock("a").into_future()),
-        ),
-        (
-            "read_lock",
-            std::mem::size_of_val(&*client.read_lock("a").into_future()),
-        ),
-        (
-            "write_lock",
-            std::mem::size_of_val(&*client.write_lock("a").into_future()),
-        ),
-        (
-            "lock_all",
-            std::mem::size_of_val(&*client.lock_all(["a", "b"]).into_future()),
-        ),
+        ("fair_lock", client.fair_lock("a").call_size()),
+        ("read_lock", client.read_lock("a").call_size()),
+        ("write_lock", client.write_lock("a").call_size()),
+        ("lock_all", client.lock_all(["a", "b"]).call_size()),
     ];
     println!("{sizes:?}");
     for (call, size) in sizes {
         assert!(size <= 8 * 1024, "{call}: {size} bytes");
     }
+    let request = std::mem::size_of_val(&client.lock("a").timeout(Duration::from_secs(1)));
+    assert!(request <= 256, "a request: {request} bytes");
 }
 
 /// A burst of tries of one free lock from one process has one winner, and the tries

@@ -319,7 +319,7 @@ async fn acquisitions_share_waits(url: &str, primaries: &[&RedisServer]) {
     // The scripts loaded, on every primary.
     for i in 0..12 {
         let warm = client
-            .lock(&format!("warm-{i}"))
+            .lock(format!("warm-{i}"))
             .options(lagging.clone())
             .await;
         assert!(
@@ -372,7 +372,7 @@ async fn acquisitions_dropped_while_they_share_a_wait_leave_nothing_held() {
     let wait = Duration::from_millis(300);
     let lagging = LockOptions::new().min_replicas(2, wait);
     let warm = client
-        .lock(&common::unique("warm"))
+        .lock(common::unique("warm"))
         .options(lagging.clone())
         .await;
     assert!(

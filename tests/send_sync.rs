@@ -9,7 +9,7 @@
 //! public `async fn` belongs there (`grep -rn 'pub async fn' src` lists them, less
 //! `src/bench` and `src/bin`), and a new kind of lock in `every_mode!`.
 
-use std::future::IntoFuture;
+use std::future::{Future, IntoFuture};
 use std::time::{Duration, SystemTime};
 
 use holdlock::{
@@ -22,6 +22,10 @@ use holdlock::{
 /// The future (or value) `_` is `Send`.
 #[allow(dead_code)]
 fn send<T: Send>(_: &T) {}
+
+/// `T` is `Send` and borrows nothing.
+#[allow(dead_code)]
+fn send_owned<T: Send + 'static>() {}
 
 /// `T` is `Send + Sync`.
 fn send_sync<T: Send + Sync>() {}
@@ -38,11 +42,12 @@ macro_rules! guard_futures {
     )*};
 }
 
-/// `request` (an acquire request) and the future it becomes are `Send`.
+/// `request` (an acquire request) is a future of its own, `Send`, `Unpin` and
+/// `'static` (it borrows nothing), and so is the future it becomes.
 #[allow(dead_code)]
-fn awaited<R: IntoFuture + Send + Sync>(request: R)
+fn awaited<R: Future + IntoFuture + Send + Unpin + 'static>(request: R)
 where
-    R::IntoFuture: Send,
+    R::IntoFuture: Send + 'static,
 {
     send(&request.into_future());
 }
@@ -203,9 +208,11 @@ fn blocking_types_are_send_and_sync() {
     send_sync::<blocking::MultiGuard>();
     send_sync::<blocking::Permit>();
     send_sync::<blocking::Guard<Leadership>>();
-    send_sync::<blocking::Acquire<'static, holdlock::acquire::Mutex<'static>>>();
-    send_sync::<blocking::Acquire<'static, holdlock::acquire::All, holdlock::acquire::Bounded>>();
-    send_sync::<blocking::Acquire<'static, holdlock::acquire::SemaphorePermit<'static>>>();
+    // A request is `Send` (and `'static`): it can be made on one thread and blocked on
+    // in another.
+    send_owned::<blocking::Acquire<holdlock::acquire::Mutex>>();
+    send_owned::<blocking::Acquire<holdlock::acquire::All, holdlock::acquire::Bounded>>();
+    send_owned::<blocking::Acquire<holdlock::acquire::SemaphorePermit>>();
 }
 
 /// The tower layers and services, which servers clone into their worker threads.

@@ -141,7 +141,7 @@ async fn holds_are_renewed_as_soon_as_the_client_reaches_the_new_master() {
     for i in 0..5 {
         guards.push(
             holder
-                .lock(&common::unique(&format!("renewed-{i}")))
+                .lock(common::unique(&format!("renewed-{i}")))
                 .await
                 .unwrap(),
         );

@@ -301,7 +301,7 @@ async fn busy_status_and_retry_after_follow_the_settings() {
     // Someone else holds account 7 on a fixed lease of 5 s.
     let holder = common::connect(&url).await;
     let held = holder
-        .lock(&format!("{prefix}:7"))
+        .lock(format!("{prefix}:7"))
         .options(LockOptions::new().lease(Duration::from_secs(5)))
         .await
         .unwrap()

@@ -452,7 +452,7 @@ async fn a_hold_gone_from_a_batch_fires_only_its_own_lost() {
     let client = common::client_with_lease(&server.url(), lease).await;
     let mut guards = Vec::with_capacity(HOLDS);
     for _ in 0..HOLDS {
-        guards.push(client.lock(&common::unique("batch-gone")).await.unwrap());
+        guards.push(client.lock(common::unique("batch-gone")).await.unwrap());
     }
     let (gone, kept) = guards.split_first().unwrap();
     assert_eq!(
@@ -489,7 +489,7 @@ async fn a_batch_that_fails_in_transit_loses_nothing_before_the_deadline() {
     let first_grant = Instant::now();
     let mut guards = Vec::with_capacity(HOLDS);
     for _ in 0..HOLDS {
-        guards.push(client.lock(&common::unique("batch-stalled")).await.unwrap());
+        guards.push(client.lock(common::unique("batch-stalled")).await.unwrap());
     }
     tokio::time::sleep_until((first_grant + Duration::from_millis(800)).into()).await;
     server.query(&["CLIENT", "PAUSE", "3000", "WRITE"]).unwrap();
@@ -596,12 +596,12 @@ async fn every_hold_is_renewed_as_soon_as_the_connection_is_back() {
     let server = common::RedisServer::start();
     let lease = Duration::from_secs(6); // renewed every 2 s; booked watchdogs start at 1 s
     let client = common::client_with_lease(&server.url(), lease).await;
-    let running = client.lock(&common::unique("running")).await.unwrap();
+    let running = client.lock(common::unique("running")).await.unwrap();
     // Wait for the first renewal (the TTL jumps back up): its watchdog runs, and its
     // next renewal is 2 s away.
     wait_for_a_renewal(&running).await;
     // Taken now: its watchdog is booked, to start in 1 s and renew in 2 s.
-    let booked = client.lock(&common::unique("booked")).await.unwrap();
+    let booked = client.lock(common::unique("booked")).await.unwrap();
     let cut = Instant::now();
     for guard in [&running, &booked] {
         assert_eq!(
@@ -803,9 +803,9 @@ async fn every_kind_is_renewed_in_one_batch_and_a_broken_key_fails_only_its_own(
     let lease = Duration::from_secs(3);
     let client = common::client_with_lease(&server.url(), lease).await;
     let first_grant = Instant::now();
-    let mutex = client.lock(&common::unique("kinds-mutex")).await.unwrap();
+    let mutex = client.lock(common::unique("kinds-mutex")).await.unwrap();
     let fair = client
-        .fair_lock(&common::unique("kinds-fair"))
+        .fair_lock(common::unique("kinds-fair"))
         .await
         .unwrap();
     let permit = client
@@ -813,12 +813,12 @@ async fn every_kind_is_renewed_in_one_batch_and_a_broken_key_fails_only_its_own(
         .acquire()
         .await
         .unwrap();
-    let read = client.read_lock(&common::unique("kinds-rw")).await.unwrap();
+    let read = client.read_lock(common::unique("kinds-rw")).await.unwrap();
     let write = client
-        .write_lock(&common::unique("kinds-rw2"))
+        .write_lock(common::unique("kinds-rw2"))
         .await
         .unwrap();
-    let broken = client.lock(&common::unique("kinds-broken")).await.unwrap();
+    let broken = client.lock(common::unique("kinds-broken")).await.unwrap();
     assert!(first_grant.elapsed() < Duration::from_millis(300));
     server.query(&["CONFIG", "RESETSTAT"]).unwrap();
     assert_eq!(

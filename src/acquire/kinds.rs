@@ -1,9 +1,8 @@
 //! The kinds the front door takes, each a [`Take`]: what sets each apart (its guard,
-//! the options it honours, its span's name and the step that takes it).
+//! the options it honours, its span's name and the step that takes it). A kind owns
+//! what it takes (the name, the semaphore, the names), so a request borrows nothing.
 
-use std::future::Future;
-
-use super::sealed::{OneName, Take};
+use super::sealed::Take;
 use super::take;
 use crate::client::LockClient;
 use crate::error::Result;
@@ -16,24 +15,24 @@ use crate::semaphore::{Permit, Semaphore};
 use crate::waiting::GiveUp;
 
 /// The mutex `name` (see [`LockClient::lock`]).
-#[derive(Debug, Clone, Copy)]
-pub struct Mutex<'n>(pub(super) &'n str);
+#[derive(Debug, Clone)]
+pub struct Mutex(pub(super) String);
 
 /// The fair lock `name` (see [`LockClient::fair_lock`]).
-#[derive(Debug, Clone, Copy)]
-pub struct Fair<'n>(pub(super) &'n str);
+#[derive(Debug, Clone)]
+pub struct Fair(pub(super) String);
 
 /// The read side of the read-write lock `name` (see [`LockClient::read_lock`]).
-#[derive(Debug, Clone, Copy)]
-pub struct Read<'n>(pub(super) &'n str);
+#[derive(Debug, Clone)]
+pub struct Read(pub(super) String);
 
 /// The write side of the read-write lock `name` (see [`LockClient::write_lock`]).
-#[derive(Debug, Clone, Copy)]
-pub struct Write<'n>(pub(super) &'n str);
+#[derive(Debug, Clone)]
+pub struct Write(pub(super) String);
 
 /// A permit of a semaphore (see [`Semaphore::acquire`]).
-#[derive(Debug, Clone, Copy)]
-pub struct SemaphorePermit<'s>(pub(super) &'s Semaphore);
+#[derive(Debug, Clone)]
+pub struct SemaphorePermit(pub(super) Semaphore);
 
 /// Every lock of a set of names, all or nothing (see [`LockClient::lock_all`]).
 #[derive(Debug)]
@@ -42,115 +41,78 @@ pub struct All {
     pub(super) names: Result<Vec<String>>,
 }
 
-impl<K: OneName> Take for K {
-    type Guard = K::Guard;
-
-    fn name(&self) -> &str {
-        self.lock_name()
-    }
-
-    fn resolve(&self, client: &LockClient, options: &LockOptions) -> Result<ResolvedOptions> {
-        K::resolve(client, options)
-    }
-
-    fn call(&self, single_try: bool) -> Option<&'static str> {
-        Some(K::call(single_try))
-    }
-
-    fn take<D: GiveUp + Send>(
-        self,
-        client: &LockClient,
-        options: ResolvedOptions,
-        give_up: D,
-    ) -> impl Future<Output = Result<Result<K::Guard, D::GaveUp>>> + Send {
-        OneName::take(self, client, options, give_up)
-    }
-}
-
-impl OneName for Mutex<'_> {
-    type Guard = LockGuard;
-
-    fn lock_name(&self) -> &str {
-        self.0
-    }
-
-    fn call(single_try: bool) -> &'static str {
-        if single_try { "try_lock" } else { "lock" }
-    }
-
-    fn take<D: GiveUp + Send>(
-        self,
-        client: &LockClient,
-        options: ResolvedOptions,
-        give_up: D,
-    ) -> impl Future<Output = Result<Result<LockGuard, D::GaveUp>>> + Send {
-        client.take_mutex(self.0, options, give_up)
-    }
-}
-
-impl OneName for Fair<'_> {
-    type Guard = LockGuard;
-
-    fn lock_name(&self) -> &str {
-        self.0
-    }
-
-    fn call(_: bool) -> &'static str {
-        "fair_lock"
-    }
-
-    fn resolve(client: &LockClient, options: &LockOptions) -> Result<ResolvedOptions> {
-        let config = client.engine().config();
-        options.resolve_for(config, Kind::fair(config.compat))
-    }
-
-    fn take<D: GiveUp + Send>(
-        self,
-        client: &LockClient,
-        options: ResolvedOptions,
-        give_up: D,
-    ) -> impl Future<Output = Result<Result<LockGuard, D::GaveUp>>> + Send {
-        client.take_fair(self.0, options, give_up)
-    }
-}
-
-/// The read-write lock's side `$side`, whose guard is `$guard`, its call `$call` and
-/// its kind `$kind` of a layout.
-macro_rules! side {
-    ($side:ident, $guard:ident, $call:literal, $kind:path) => {
-        impl OneName for $side<'_> {
+/// The kind `$kind`, taken by its one name: its guard `$guard`, its span's call names
+/// (`$call` for a wait, `$try` for a single try), the descriptor `$layout` its options
+/// are checked against (`None`: every option), and its take step: `$take`, with the
+/// name, the client, the checked options and the give-up bound to the given names.
+macro_rules! by_name {
+    (
+        $kind:ident => $guard:ty, call: $call:literal / $try:literal, layout: $layout:expr,
+        take: |$name:ident, $client:ident, $options:ident, $give_up:ident| $take:expr $(,)?
+    ) => {
+        impl Take for $kind {
             type Guard = $guard;
 
-            fn lock_name(&self) -> &str {
-                self.0
+            fn name(&self) -> &str {
+                &self.0
             }
 
-            fn call(_: bool) -> &'static str {
-                $call
-            }
-
-            fn resolve(client: &LockClient, options: &LockOptions) -> Result<ResolvedOptions> {
+            fn resolve(
+                &self,
+                client: &LockClient,
+                options: &LockOptions,
+            ) -> Result<ResolvedOptions> {
                 let config = client.engine().config();
-                options.resolve_for(config, $kind(config.compat))
+                let layout: fn(crate::Compat) -> Option<Kind> = $layout;
+                match layout(config.compat) {
+                    Some(kind) => options.resolve_for(config, kind),
+                    None => options.resolve(config),
+                }
+            }
+
+            fn call(&self, single_try: bool) -> Option<&'static str> {
+                Some(if single_try { $try } else { $call })
             }
 
             async fn take<D: GiveUp + Send>(
                 self,
-                client: &LockClient,
-                options: ResolvedOptions,
-                give_up: D,
+                $client: &LockClient,
+                $options: ResolvedOptions,
+                $give_up: D,
             ) -> Result<Result<$guard, D::GaveUp>> {
-                let side = $kind(client.compat());
-                let taken = client.take_side(self.0, side, options, give_up).await?;
-                Ok(taken.map($guard::new))
+                let $name = self.0.as_str();
+                $take
             }
         }
     };
 }
-side!(Read, ReadGuard, "read_lock", Kind::read);
-side!(Write, WriteGuard, "write_lock", Kind::write);
 
-impl Take for SemaphorePermit<'_> {
+by_name!(
+    Mutex => LockGuard, call: "lock" / "try_lock", layout: |_| None,
+    take: |name, client, options, give_up| client.take_mutex(name, options, give_up).await,
+);
+by_name!(
+    Fair => LockGuard, call: "fair_lock" / "fair_lock", layout: |compat| Some(Kind::fair(compat)),
+    take: |name, client, options, give_up| client.take_fair(name, options, give_up).await,
+);
+by_name!(
+    Read => ReadGuard, call: "read_lock" / "read_lock", layout: |compat| Some(Kind::read(compat)),
+    take: |name, client, options, give_up| {
+        let side = Kind::read(client.compat());
+        let taken = client.take_side(name, side, options, give_up).await?;
+        Ok(taken.map(ReadGuard::new))
+    },
+);
+by_name!(
+    Write => WriteGuard, call: "write_lock" / "write_lock", layout: |compat| Some(Kind::write(compat)),
+    take: |name, client, options, give_up| {
+        let side = Kind::write(client.compat());
+        let taken = client.take_side(name, side, options, give_up).await?;
+        Ok(taken.map(WriteGuard::new))
+    },
+);
+
+impl Take for SemaphorePermit {
     type Guard = Permit;
 
     fn name(&self) -> &str {
@@ -165,13 +127,13 @@ impl Take for SemaphorePermit<'_> {
         Some("semaphore.acquire")
     }
 
-    fn take<D: GiveUp + Send>(
+    async fn take<D: GiveUp + Send>(
         self,
         _: &LockClient,
         options: ResolvedOptions,
         give_up: D,
-    ) -> impl Future<Output = Result<Result<Permit, D::GaveUp>>> + Send {
-        self.0.take(options, give_up)
+    ) -> Result<Result<Permit, D::GaveUp>> {
+        self.0.take(options, give_up).await
     }
 }
 
@@ -198,7 +160,8 @@ impl Take for All {
         give_up: D,
     ) -> Result<Result<MultiGuard, D::GaveUp>> {
         let names = self.names?;
-        let member = |name, options, give_up| take(client, Mutex(name), options, give_up);
+        let member =
+            |name: &str, options, give_up| take(client, Mutex(name.to_owned()), options, give_up);
         take_all(&names, options, give_up, member).await
     }
 }

@@ -195,7 +195,7 @@ impl Bench {
             let started = Instant::now();
             let tries = (0..burst).map(|_| {
                 let (client, name) = (client.clone(), Arc::clone(&name));
-                tokio::spawn(async move { client.lock(&name).try_now().await })
+                tokio::spawn(async move { client.lock(name.as_str()).try_now().await })
             });
             let mut winners = Vec::new();
             for guard in futures::future::join_all(tries).await {

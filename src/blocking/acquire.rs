@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::guards::{Guard, critical_section};
 use super::{LockClient, Semaphore, Shared};
 use crate::acquire::{
-    Acquirable, All, Bounded, Fair, Forever, Mutex, Read, SemaphorePermit, Write,
+    Acquirable, All, Bounded, Fair, Forever, Mode, Mutex, Read, SemaphorePermit, Write,
 };
 use crate::error::Result;
 use crate::options::LockOptions;
@@ -45,23 +45,23 @@ use crate::options::LockOptions;
 /// # Ok(()) }
 /// ```
 #[must_use = "a blocking Acquire does nothing until `block` or `run`"]
-pub struct Acquire<'c, K, M = Forever> {
-    shared: &'c Arc<Shared>,
-    request: crate::Acquire<'c, K, M>,
+pub struct Acquire<K: Acquirable, M: Mode = Forever> {
+    shared: Arc<Shared>,
+    request: crate::Acquire<K, M>,
 }
 
-impl<K: fmt::Debug, M> fmt::Debug for Acquire<'_, K, M> {
+impl<K: Acquirable + fmt::Debug, M: Mode> fmt::Debug for Acquire<K, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.request.fmt(f)
     }
 }
 
-impl<'c, K: Acquirable, M> Acquire<'c, K, M> {
+impl<K: Acquirable, M: Mode> Acquire<K, M> {
     /// The same request, changed by `change`.
-    fn map<N>(
+    fn map<N: Mode>(
         self,
-        change: impl FnOnce(crate::Acquire<'c, K, M>) -> crate::Acquire<'c, K, N>,
-    ) -> Acquire<'c, K, N> {
+        change: impl FnOnce(crate::Acquire<K, M>) -> crate::Acquire<K, N>,
+    ) -> Acquire<K, N> {
         Acquire {
             shared: self.shared,
             request: change(self.request),
@@ -76,7 +76,7 @@ impl<'c, K: Acquirable, M> Acquire<'c, K, M> {
     /// let guard = client.lock("a").timeout(std::time::Duration::from_millis(500)).block()?;
     /// # Ok(()) }
     /// ```
-    pub fn timeout(self, wait: Duration) -> Acquire<'c, K, Bounded> {
+    pub fn timeout(self, wait: Duration) -> Acquire<K, Bounded> {
         self.map(|request| request.timeout(wait))
     }
 
@@ -88,7 +88,7 @@ impl<'c, K: Acquirable, M> Acquire<'c, K, M> {
     /// if let Some(guard) = client.lock("job:nightly").try_now().block()? { guard.unlock()?; }
     /// # Ok(()) }
     /// ```
-    pub fn try_now(self) -> Acquire<'c, K, Bounded> {
+    pub fn try_now(self) -> Acquire<K, Bounded> {
         self.map(crate::Acquire::try_now)
     }
 
@@ -100,12 +100,12 @@ impl<'c, K: Acquirable, M> Acquire<'c, K, M> {
     /// let guard = client.lock("a").options(holdlock::LockOptions::fenced()).block()?;
     /// # Ok(()) }
     /// ```
-    pub fn options(self, options: LockOptions) -> Acquire<'c, K, Bounded> {
+    pub fn options(self, options: LockOptions) -> Acquire<K, Bounded> {
         self.map(|request| request.options(options))
     }
 }
 
-impl<'c, K: Acquirable + 'c> Acquire<'c, K> {
+impl<K: Acquirable> Acquire<K> {
     /// Takes the lock, blocking the calling thread as long as it takes.
     ///
     /// # Errors
@@ -118,8 +118,8 @@ impl<'c, K: Acquirable + 'c> Acquire<'c, K> {
     /// # Ok(()) }
     /// ```
     pub fn block(self) -> Result<Guard<K::Guard>> {
-        let held = self.shared.block(self.request.into_future())?;
-        Ok(Guard::new(held, self.shared))
+        let held = self.shared.block(self.request)?;
+        Ok(Guard::new(held, &self.shared))
     }
 
     /// Takes the lock, runs `body` with the guard on the calling thread, and releases
@@ -141,7 +141,7 @@ impl<'c, K: Acquirable + 'c> Acquire<'c, K> {
     }
 }
 
-impl<'c, K: Acquirable + 'c> Acquire<'c, K, Bounded> {
+impl<K: Acquirable> Acquire<K, Bounded> {
     /// Takes the lock within the wait, blocking the calling thread; `None` if it
     /// could not be had in time.
     ///
@@ -155,8 +155,8 @@ impl<'c, K: Acquirable + 'c> Acquire<'c, K, Bounded> {
     /// # Ok(()) }
     /// ```
     pub fn block(self) -> Result<Option<Guard<K::Guard>>> {
-        let held = self.shared.block(self.request.into_future())?;
-        Ok(held.map(|held| Guard::new(held, self.shared)))
+        let held = self.shared.block(self.request)?;
+        Ok(held.map(|held| Guard::new(held, &self.shared)))
     }
 
     /// [`run`](Acquire::run) within the wait: `None` if the lock could not be had in
@@ -188,7 +188,7 @@ impl LockClient {
     /// let guard = client.lock("account:42").block()?;
     /// # Ok(()) }
     /// ```
-    pub fn lock<'c>(&'c self, name: &'c str) -> Acquire<'c, Mutex<'c>> {
+    pub fn lock(&self, name: impl AsRef<str>) -> Acquire<Mutex> {
         self.acquire(|client| client.lock(name))
     }
 
@@ -201,7 +201,7 @@ impl LockClient {
     /// let guard = client.fair_lock("queue:7").block()?;
     /// # Ok(()) }
     /// ```
-    pub fn fair_lock<'c>(&'c self, name: &'c str) -> Acquire<'c, Fair<'c>> {
+    pub fn fair_lock(&self, name: impl AsRef<str>) -> Acquire<Fair> {
         self.acquire(|client| client.fair_lock(name))
     }
 
@@ -214,7 +214,7 @@ impl LockClient {
     /// let guard = client.read_lock("balance:7").block()?;
     /// # Ok(()) }
     /// ```
-    pub fn read_lock<'c>(&'c self, name: &'c str) -> Acquire<'c, Read<'c>> {
+    pub fn read_lock(&self, name: impl AsRef<str>) -> Acquire<Read> {
         self.acquire(|client| client.read_lock(name))
     }
 
@@ -227,7 +227,7 @@ impl LockClient {
     /// let guard = client.write_lock("balance:7").block()?;
     /// # Ok(()) }
     /// ```
-    pub fn write_lock<'c>(&'c self, name: &'c str) -> Acquire<'c, Write<'c>> {
+    pub fn write_lock(&self, name: impl AsRef<str>) -> Acquire<Write> {
         self.acquire(|client| client.write_lock(name))
     }
 
@@ -240,7 +240,7 @@ impl LockClient {
     /// let both = client.lock_all(["account:1", "account:2"]).block()?;
     /// # Ok(()) }
     /// ```
-    pub fn lock_all<I>(&self, names: I) -> Acquire<'_, All>
+    pub fn lock_all<I>(&self, names: I) -> Acquire<All>
     where
         I: IntoIterator,
         I::Item: AsRef<str>,
@@ -249,12 +249,12 @@ impl LockClient {
     }
 
     /// The blocking request of the async one `request` makes.
-    fn acquire<'c, K>(
-        &'c self,
-        request: impl FnOnce(&'c crate::LockClient) -> crate::Acquire<'c, K>,
-    ) -> Acquire<'c, K> {
+    fn acquire<K: Acquirable>(
+        &self,
+        request: impl FnOnce(&crate::LockClient) -> crate::Acquire<K>,
+    ) -> Acquire<K> {
         Acquire {
-            shared: &self.shared,
+            shared: Arc::clone(&self.shared),
             request: request(&self.shared.client),
         }
     }
@@ -269,9 +269,9 @@ impl Semaphore {
     /// let permit = client.semaphore("partner-api", 3).acquire().block()?;
     /// # Ok(()) }
     /// ```
-    pub fn acquire(&self) -> Acquire<'_, SemaphorePermit<'_>> {
+    pub fn acquire(&self) -> Acquire<SemaphorePermit> {
         Acquire {
-            shared: self.shared(),
+            shared: Arc::clone(self.shared()),
             request: self.as_async().acquire(),
         }
     }
