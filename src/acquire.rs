@@ -39,6 +39,10 @@ mod sealed {
     /// module: nameable by no one outside the crate, so only this crate's kinds are
     /// [`Acquirable`](super::Acquirable). A kind owns what it takes (`'static`), so a
     /// request can be spawned, stored or returned.
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` is not a kind of lock that holdlock takes",
+        note = "the kinds are sealed: requests come from `client.lock(name)`, `client.fair_lock(name)`, `client.read_lock(name)`, `client.write_lock(name)`, `client.lock_all(names)` and `semaphore.acquire()`"
+    )]
     pub trait Take: Send + Unpin + Sized + 'static {
         /// The guard a granted call gives.
         type Guard: Held;

@@ -519,7 +519,7 @@ impl LockClientBuilder {
                     connection::close(scripting).await;
                 }
                 return Err(match failed {
-                    Ok(Err(error)) => LockError::from(error),
+                    Ok(Err(error)) => self.connect_error(&redis, error),
                     _ => LockError::ConnectTimeout { timeout },
                 });
             }
@@ -555,6 +555,23 @@ impl LockClientBuilder {
         )
         .await;
         Ok(LockClient::over(engine))
+    }
+
+    /// The error of a first connection that failed with `error`: an I/O error (refused,
+    /// reset, a host that does not resolve) names the address tried and the system's
+    /// reason instead of fred's debug text; any other error is as it came.
+    fn connect_error(&self, redis: &Client, error: fred::error::Error) -> LockError {
+        if *error.kind() != fred::error::ErrorKind::IO {
+            return LockError::from(error);
+        }
+        let url = match self.url.is_empty() {
+            true => format!("{:?}", redis.client_config().server),
+            false => redact_url(&self.url),
+        };
+        LockError::Connect {
+            url,
+            reason: io_reason(error.details()),
+        }
     }
 
     /// The command and subscriber clients of the URL (or fred configuration), not yet
@@ -661,5 +678,39 @@ impl LockClientBuilder {
     pub fn tls_connector(mut self, connector: fred::types::config::TlsConnector) -> Self {
         self.tls = Some(crate::tls::TlsSetting::Connector(connector));
         self
+    }
+}
+
+/// The reason of an I/O error as fred keeps it (the `Debug` text of the
+/// `std::io::Error`, e.g. `Os { code: 111, kind: ConnectionRefused, message:
+/// "Connection refused" }`): its message and code, or the text as it is.
+fn io_reason(details: &str) -> String {
+    let message = details
+        .split_once("message: \"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(message, _)| message);
+    let code = details
+        .split_once("code: ")
+        .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .filter(|code| !code.is_empty());
+    match (message, code) {
+        (Some(message), Some(code)) => format!("{message} (os error {code})"),
+        (Some(message), None) => message.to_owned(),
+        _ => details.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod io_reason_tests {
+    use super::io_reason;
+
+    #[test]
+    fn an_os_error_reads_as_the_system_says_it() {
+        let debug = r#"Os { code: 111, kind: ConnectionRefused, message: "Connection refused" }"#;
+        assert_eq!(io_reason(debug), "Connection refused (os error 111)");
+        assert_eq!(
+            io_reason("Custom { kind: Other }"),
+            "Custom { kind: Other }"
+        );
     }
 }

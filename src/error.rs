@@ -64,6 +64,18 @@ pub enum LockError {
         wanted: u32,
     },
 
+    /// The first connection to Redis failed: refused, reset, or a host that does not
+    /// resolve. Said with the address tried (passwords hidden) and the operating
+    /// system's reason.
+    #[error("could not connect to redis at {url}: {reason}")]
+    Connect {
+        /// The URL tried, passwords replaced by `***` (or fred's server list, for a
+        /// client built from a fred configuration).
+        url: String,
+        /// Why, e.g. "Connection refused (os error 111)".
+        reason: String,
+    },
+
     /// Connecting did not succeed within the connect timeout.
     #[error("could not connect to redis within {timeout:?}")]
     ConnectTimeout {
@@ -199,7 +211,10 @@ impl LockError {
     pub fn is_redis(&self) -> bool {
         matches!(
             self,
-            LockError::Redis(_) | LockError::ConnectTimeout { .. } | LockError::Tls { .. }
+            LockError::Redis(_)
+                | LockError::Connect { .. }
+                | LockError::ConnectTimeout { .. }
+                | LockError::Tls { .. }
         )
     }
 

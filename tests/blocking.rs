@@ -605,3 +605,39 @@ impl std::io::Write for Written {
         Ok(())
     }
 }
+
+/// The blocking builder has every setting of the async builder (README: "its builder
+/// has every setting of the async builder"), read from the two sources, so a setting
+/// added to one alone fails here.
+#[test]
+fn the_blocking_builder_has_every_setting_of_the_async_builder() {
+    fn settings(source: &str, of: &str) -> std::collections::BTreeSet<String> {
+        let text = std::fs::read_to_string(format!("{}/{source}", env!("CARGO_MANIFEST_DIR")))
+            .expect("the source");
+        let mut found = std::collections::BTreeSet::new();
+        let mut inside = false;
+        for line in text.lines() {
+            if line.starts_with("impl ") {
+                inside = line.starts_with(&format!("impl {of} {{"));
+            }
+            let public = line.trim_start_matches("    pub async fn ");
+            let public = public.trim_start_matches("    pub fn ");
+            if inside && public.len() < line.len() {
+                let name: String = public
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                found.insert(name);
+            }
+        }
+        found
+    }
+    let async_settings = settings("src/builder.rs", "LockClientBuilder");
+    let blocking_settings = settings("src/blocking/builder.rs", "LockClientBuilder");
+    assert!(
+        async_settings.contains("deadlock_check"),
+        "{async_settings:?}"
+    );
+    let missing: Vec<_> = async_settings.difference(&blocking_settings).collect();
+    assert!(missing.is_empty(), "the blocking builder lacks {missing:?}");
+}

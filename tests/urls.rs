@@ -239,3 +239,32 @@ async fn a_refused_connection_fails_one_server_at_once_and_a_cluster_at_its_time
         }
     }
 }
+
+/// A refused first connection says where it tried and why, as the system says it, with
+/// the password hidden: not fred's debug text of the I/O error.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_connection_names_the_address_and_the_reason() {
+    // A port that was free a moment ago: nothing listens there now.
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let url = format!("redis://:s3cret@127.0.0.1:{port}");
+    let error = LockClient::builder(&url)
+        .connect_timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .expect_err("nothing listens there");
+    let LockError::Connect { url: tried, reason } = &error else {
+        panic!("not a connect error: {error:?}");
+    };
+    assert_eq!(tried, &format!("redis://:***@127.0.0.1:{port}"));
+    assert!(reason.contains("refused"), "{reason}");
+    let shown = error.to_string();
+    assert!(shown.contains(&format!("127.0.0.1:{port}")), "{shown}");
+    assert!(
+        !shown.contains("s3cret") && !shown.contains("Os {"),
+        "{shown}"
+    );
+    assert!(error.is_redis());
+}

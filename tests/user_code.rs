@@ -323,3 +323,28 @@ fn the_blocking_client_runs_from_scoped_threads() {
     let names: Vec<String> = (0..3).map(|n| format!("{name}:{n}")).collect();
     assert_eq!(scoped_threads(&client, &names), 3);
 }
+
+/// Every program of the README that makes an async client ends the way users should
+/// end theirs: with `client.shutdown().await`, which waits for what the client still
+/// owes Redis (the releases of dropped guards), so a second run finds no lock of the
+/// first still held. (A blocking client does this when its last handle is dropped.)
+#[test]
+fn readme_programs_shut_their_clients_down() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let mut programs = 0;
+    for (at, block) in readme.split("```rust").enumerate().skip(1) {
+        let code = block.split("```").next().unwrap_or_default();
+        let async_client = code.contains("LockClient::connect(") && !code.contains("blocking::")
+            || code.contains("LockClient::builder(");
+        if !code.contains("fn main") || !async_client {
+            continue;
+        }
+        programs += 1;
+        assert!(
+            code.contains("client.shutdown().await"),
+            "README.md's Rust block {at} makes a client and never shuts it down:\n{code}"
+        );
+    }
+    assert!(programs >= 8, "only {programs} README programs found");
+}

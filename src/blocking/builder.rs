@@ -57,6 +57,38 @@ impl LockClientBuilder {
         Self(self.0.compat(compat))
     }
 
+    /// See [`LockClientBuilder::deadlock_check`](crate::LockClientBuilder::deadlock_check):
+    /// how long a wait lasts before it looks for a deadlock; `None` turns detection off.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn dox() -> holdlock::Result<()> {
+    /// let client = holdlock::blocking::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .deadlock_check(std::time::Duration::from_millis(200))
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn deadlock_check(self, check: impl Into<Option<Duration>>) -> Self {
+        Self(self.0.deadlock_check(check))
+    }
+
+    /// See [`LockClientBuilder::fair_wait_timeout`](crate::LockClientBuilder::fair_wait_timeout):
+    /// Redisson's `fairLockWaitTimeout`, for fair locks in
+    /// [`Compat::Redisson`](crate::Compat::Redisson).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn dox() -> holdlock::Result<()> {
+    /// let client = holdlock::blocking::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .compat(holdlock::Compat::Redisson)
+    ///     .fair_wait_timeout(std::time::Duration::from_secs(10))
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn fair_wait_timeout(self, timeout: Duration) -> Self {
+        Self(self.0.fair_wait_timeout(timeout))
+    }
+
     /// See [`LockClientBuilder::lease`](crate::LockClientBuilder::lease).
     ///
     /// # Examples

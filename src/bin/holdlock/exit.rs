@@ -47,6 +47,7 @@ impl Failure {
             LockError::InvalidName { .. } | LockError::InvalidOption { .. } => EX_USAGE,
             // A server we cannot reach, cannot trust (TLS) or may not use (ACL).
             LockError::Redis(_)
+            | LockError::Connect { .. }
             | LockError::ConnectTimeout { .. }
             | LockError::Tls { .. }
             | LockError::PermissionDenied { .. } => EX_UNAVAILABLE,
