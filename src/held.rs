@@ -384,9 +384,9 @@ macro_rules! held_methods {
             /// the client shuts down. Nested guards of the same hold are not affected:
             /// the hold count in Redis and here stay equal.
             ///
-            /// A mutex's release goes out alone while its client has fewer than 16
+            /// A mutex's release goes out alone while its client has fewer than 2
             /// release calls in flight; past that, it joins a batch (one script call
-            /// for all the releases queued then, per slot on a cluster) that goes out
+            /// for all the releases queued then, per node on a cluster) that goes out
             /// as soon as the client's task for it runs. Its outcome and errors are its
             /// own, as if it had gone alone.
             ///

@@ -38,12 +38,12 @@
 )]
 
 // The layers, top down (see docs/design.md, "Layers"): each module imports modules of
-// its own layer and of those below it (two exceptions, named there).
+// its own layer and of those below it, with no exception (tests/layers.rs checks it).
 // tooling: the benchmark workloads, over the public API only
 #[cfg(feature = "bench")]
 #[doc(hidden)]
 pub mod bench;
-// integrations: layers over the public API
+// integrations: the tower layers, over the public API, held::while_held and owner's scopes
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;

@@ -11,7 +11,7 @@
 //!
 //! Options (defaults in brackets): `--duration` [60s], `--seed` [1], `--workers` [6]
 //! processes, `--tasks` [4] per worker, `--names` [4] locks, `--lease` [1s],
-//! `--deadlock-check` [off], `--fault-every` [2s] (mean gap between faults), `--faults` [all: pause, kill,
+//! `--deadlock-check` [the library's: 1s, on], `--fault-every` [2s] (mean gap between faults), `--faults` [all: pause, kill,
 //! client-kill, script-flush, restart, black-hole, reset (with `--cluster`: pause, kill,
 //! client-kill, script-flush, reshard, empty, failover, node-restart, rolling-restart);
 //! `none` for a

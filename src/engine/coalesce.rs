@@ -104,7 +104,7 @@ impl<T> Coalesce<T> {
         Some((call, queue.items.split_off(keep)))
     }
 
-    /// Sends each of `batches` (a batch's calls: on a cluster, one per slot) with
+    /// Sends each of `batches` (a batch's calls: on a cluster, one per node) with
     /// `send`, in a task of its own: the first on `first` (from [`next`](Self::next)),
     /// each other once another batch call is free.
     pub(super) async fn send_each<B, F>(&self, first: Call, batches: Vec<B>, send: impl Fn(B) -> F)

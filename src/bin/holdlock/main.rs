@@ -120,8 +120,9 @@ enum Subcommands {
     },
     /// A live view of the locks of every kind matching a glob, refreshed every second:
     /// kind, owners, lease left, token, whether someone waits, how long held (since
-    /// first seen); the most contended and longest held first. Each refresh is one
-    /// SCAN (COUNT 200 per step) and one inspect script per lock found.
+    /// first seen); the most contended and longest held first. Each refresh is two
+    /// SCANs (COUNT 200 per step): one of the locks, with one inspect script per lock
+    /// found, and one of the wait edges, with a GET per edge and the deadlock walks.
     Top(TopArgs),
     /// Show who leads the election NAME (exit status 1 if nobody does).
     #[command(after_help = LEADER_HELP)]
