@@ -165,7 +165,7 @@ impl Mode for Bounded {
 /// its client and its own copy of the name, and borrows nothing. So it goes wherever a
 /// future goes: `tokio::spawn(client.lock("job"))`,
 /// `futures::future::join_all(names.iter().map(|name| client.lock(name)))`, a generic
-/// helper over [`IntoFuture`](std::future::IntoFuture), `tokio::select!` over `&mut
+/// helper over [`IntoFuture`], `tokio::select!` over `&mut
 /// request`, a struct field, a function's return value. The name may be any string
 /// (`client.lock(format!("account:{id}"))`).
 ///

@@ -561,17 +561,18 @@ impl LockClientBuilder {
     /// reset, a host that does not resolve) names the address tried and the system's
     /// reason instead of fred's debug text; any other error is as it came.
     fn connect_error(&self, redis: &Client, error: fred::error::Error) -> LockError {
-        if *error.kind() != fred::error::ErrorKind::IO {
-            return LockError::from(error);
+        let io = *error.kind() == fred::error::ErrorKind::IO;
+        let reason = io_reason(error.details());
+        // A TLS refusal (also an I/O error to fred) keeps its own variant.
+        let classified = LockError::from(error);
+        if !io || !matches!(classified, LockError::Redis(_)) {
+            return classified;
         }
         let url = match self.url.is_empty() {
             true => format!("{:?}", redis.client_config().server),
             false => redact_url(&self.url),
         };
-        LockError::Connect {
-            url,
-            reason: io_reason(error.details()),
-        }
+        LockError::Connect { url, reason }
     }
 
     /// The command and subscriber clients of the URL (or fred configuration), not yet

@@ -139,6 +139,20 @@ async fn an_acl_user_with_the_documented_rule_can_do_everything() {
     everything_as(&user_url(&server, "locker")).await;
 }
 
+/// The documented rule with the database in the URL's path, as the same page says to
+/// choose it: fred sends `SELECT` for any path (`/0` included) and fails the connection
+/// if it is refused, so the rule must grant `select`.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_documented_rule_connects_with_a_database_in_the_url() {
+    logs();
+    let server = RedisServer::start();
+    set_user(&server, &documented_rule("locker", USER_PASSWORD));
+    for database in ["0", "2"] {
+        let url = format!("{}/{database}", user_url(&server, "locker"));
+        everything_as(&url).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_acl_user_with_the_documented_rule_can_do_everything_on_a_cluster() {
     logs();
