@@ -69,6 +69,15 @@ async fn lock_calls_are_counted_and_timed() {
     let broken = [a.await.unwrap(), b.await.unwrap()];
     assert_eq!(broken, [false, true]);
 
+    // A hold broken from outside: lost, and counted so.
+    let doomed = common::unique("metrics-lost");
+    let guard = client.lock(&doomed).await.unwrap();
+    assert!(other.force_unlock(&doomed).await.unwrap());
+    tokio::time::timeout(Duration::from_secs(10), guard.lost())
+        .await
+        .expect("the broken hold was reported lost");
+    drop(guard);
+
     let mut counters: HashMap<String, u64> = HashMap::new();
     let mut gauges: HashMap<String, f64> = HashMap::new();
     let mut histograms: HashMap<String, usize> = HashMap::new();
@@ -100,6 +109,7 @@ async fn lock_calls_are_counted_and_timed() {
         "{counters:?}"
     );
     assert!(counter("holdlock_reentries_total{}") >= 1, "{counters:?}");
+    assert!(counter("holdlock_locks_lost_total{}") >= 1, "{counters:?}");
     assert!(counter("holdlock_releases_total{}") >= 1, "{counters:?}");
     assert!(
         counter("holdlock_renewals_total{result=ok}") >= 1,
@@ -114,6 +124,12 @@ async fn lock_calls_are_counted_and_timed() {
         histograms
             .get("holdlock_wait_seconds{}")
             .is_some_and(|n| *n >= 4),
+        "{histograms:?}"
+    );
+    assert!(
+        histograms
+            .get("holdlock_renewal_margin_seconds{}")
+            .is_some_and(|n| *n >= 1),
         "{histograms:?}"
     );
     assert!(
