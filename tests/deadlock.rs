@@ -307,7 +307,7 @@ async fn a_cancelled_long_wait_takes_its_edge_down(url: &str) {
 /// A wait shorter than the check, and a lock taken at once, send nothing for the
 /// check; a wait longer than it writes its edge once per check.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn short_waits_and_free_locks_send_nothing_for_the_check() {
+async fn short_waits_single_tries_and_free_locks_send_nothing_for_the_check() {
     let server = common::RedisServer::start();
     let url = server.url();
     let (holder, waiter) = (checking(&url).await, checking(&url).await);
@@ -317,6 +317,11 @@ async fn short_waits_and_free_locks_send_nothing_for_the_check() {
         waiter.lock(&name).await.unwrap().unlock().await.unwrap();
     }
     let held = holder.lock(&name).await.unwrap();
+    // Single tries of the busy lock, past the check's delay: no wait, nothing sent.
+    for _ in 0..3 {
+        assert!(waiter.lock(&name).try_now().await.unwrap().is_none());
+        tokio::time::sleep(CHECK / 2).await;
+    }
     let short = tokio::spawn({
         let (waiter, name) = (waiter.clone(), name.clone());
         async move { waiter.lock(&name).await.unwrap().unlock().await.unwrap() }
