@@ -81,3 +81,48 @@ async fn lock_calls_run_in_a_span_with_their_outcome() {
         );
     }
 }
+
+/// Each deadlock broken is a `tracing` warning naming the cycle (README, "Deadlocks
+/// across processes"; design.md's events table).
+#[tokio::test(flavor = "current_thread")]
+async fn a_broken_deadlock_is_a_warning_naming_the_cycle() {
+    let (logs, _guard) = capture();
+    let client = holdlock::LockClient::builder(common::url())
+        .deadlock_check(Duration::from_millis(100))
+        .build()
+        .await
+        .unwrap();
+    let (x, y) = (common::unique("warned"), common::unique("warned"));
+    let both_hold = Arc::new(tokio::sync::Barrier::new(2));
+    let cross = |first: String, then: String, delay: u64| {
+        let (client, both_hold) = (client.clone(), both_hold.clone());
+        tokio::spawn(async move {
+            let held = client.lock(&first).await.unwrap();
+            both_hold.wait().await;
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            let broken = match client.lock(&then).await {
+                Ok(second) => {
+                    second.unlock().await.unwrap();
+                    false
+                }
+                Err(error) => matches!(error, holdlock::LockError::Deadlock { .. }),
+            };
+            held.unlock().await.unwrap();
+            broken
+        })
+    };
+    let (a, b) = (
+        cross(x.clone(), y.clone(), 0),
+        cross(y.clone(), x.clone(), 100),
+    );
+    let broken = [a.await.unwrap(), b.await.unwrap()];
+    assert_eq!(broken, [false, true]);
+    client.shutdown().await;
+    let text = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
+    let warning = text
+        .lines()
+        .find(|line| line.contains(" WARN ") && line.contains("a deadlock was found"))
+        .unwrap_or_else(|| panic!("no deadlock warning:\n{text}"));
+    assert!(warning.contains("cycle"), "{warning}");
+    assert!(warning.contains(&x) && warning.contains(&y), "{warning}");
+}
