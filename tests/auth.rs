@@ -775,6 +775,9 @@ fn the_cli_works_for_a_user_with_the_documented_rule() {
     holdlock(&["run", "--permits", "2", &name, "--", exe, "list", "--json"]);
     let once = ["run", "--once-per", "1h", &name, "--"];
     holdlock(&[&once[..], &[exe, "top", "--once", "--json"]].concat());
+    // `waits` reads the wait edges (SCAN, GET) and walks the holders (HKEYS) while a
+    // lock is held; it exits with 1 only for a deadlock, so success is the rule's.
+    holdlock(&["run", &name, "--", exe, "waits", "--json"]);
     holdlock(&["unlock", "--force", &name, "--json"]);
 }
 
