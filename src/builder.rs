@@ -557,22 +557,15 @@ impl LockClientBuilder {
         Ok(LockClient::over(engine))
     }
 
-    /// The error of a first connection that failed with `error`: an I/O error (refused,
-    /// reset, a host that does not resolve) names the address tried and the system's
-    /// reason instead of fred's debug text; any other error is as it came.
+    /// The error of a first connection of `redis` that failed with `error` (see
+    /// `LockError::of_connecting`), naming this builder's URL (its passwords hidden),
+    /// or the hosts of a fred configuration.
     fn connect_error(&self, redis: &Client, error: fred::error::Error) -> LockError {
-        let io = *error.kind() == fred::error::ErrorKind::IO;
-        let reason = io_reason(error.details());
-        // A TLS refusal (also an I/O error to fred) keeps its own variant.
-        let classified = LockError::from(error);
-        if !io || !matches!(classified, LockError::Redis(_)) {
-            return classified;
-        }
-        let url = match self.url.is_empty() {
-            true => format!("{:?}", redis.client_config().server),
+        let address = match self.url.is_empty() {
+            true => connection::hosts(redis),
             false => redact_url(&self.url),
         };
-        LockError::Connect { url, reason }
+        LockError::of_connecting(error, address)
     }
 
     /// The command and subscriber clients of the URL (or fred configuration), not yet
@@ -679,39 +672,5 @@ impl LockClientBuilder {
     pub fn tls_connector(mut self, connector: fred::types::config::TlsConnector) -> Self {
         self.tls = Some(crate::tls::TlsSetting::Connector(connector));
         self
-    }
-}
-
-/// The reason of an I/O error as fred keeps it (the `Debug` text of the
-/// `std::io::Error`, e.g. `Os { code: 111, kind: ConnectionRefused, message:
-/// "Connection refused" }`): its message and code, or the text as it is.
-fn io_reason(details: &str) -> String {
-    let message = details
-        .split_once("message: \"")
-        .and_then(|(_, rest)| rest.split_once('"'))
-        .map(|(message, _)| message);
-    let code = details
-        .split_once("code: ")
-        .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
-        .filter(|code| !code.is_empty());
-    match (message, code) {
-        (Some(message), Some(code)) => format!("{message} (os error {code})"),
-        (Some(message), None) => message.to_owned(),
-        _ => details.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod io_reason_tests {
-    use super::io_reason;
-
-    #[test]
-    fn an_os_error_reads_as_the_system_says_it() {
-        let debug = r#"Os { code: 111, kind: ConnectionRefused, message: "Connection refused" }"#;
-        assert_eq!(io_reason(debug), "Connection refused (os error 111)");
-        assert_eq!(
-            io_reason("Custom { kind: Other }"),
-            "Custom { kind: Other }"
-        );
     }
 }

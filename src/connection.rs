@@ -92,6 +92,13 @@ pub(crate) fn scripting_settings(connection: &mut ConnectionConfig) {
 /// queued meanwhile are sent by the new one. The new connections are announced like
 /// any reconnection, so watchdogs renew and waiting rooms subscribe again.
 ///
+/// The hosts `client` connects to, `host:port` each, for an error that names them.
+pub(crate) fn hosts(client: &impl ClientLike) -> String {
+    let server = client.client_config().server;
+    let hosts: Vec<String> = server.hosts().iter().map(ToString::to_string).collect();
+    hosts.join(", ")
+}
+
 /// A cluster client's first connection fails while one of the primaries is down for
 /// a moment, as in every restart and every failover: fred connects to every primary
 /// its first node names, and fails on the first it cannot reach (refused, or reset by

@@ -218,6 +218,23 @@ impl LockError {
         )
     }
 
+    /// The error of a first connection that failed with `error`, to `address` (a URL
+    /// with its passwords hidden, or hosts): an I/O error (refused, reset, a host that
+    /// does not resolve) is [`LockError::Connect`], with the system's reason instead of
+    /// fred's debug text of it; anything else (a TLS refusal, `WRONGPASS`) is as
+    /// [`From`] reads it.
+    pub(crate) fn of_connecting(error: fred::error::Error, address: String) -> Self {
+        let io = *error.kind() == fred::error::ErrorKind::IO;
+        let reason = io_reason(error.details());
+        match LockError::from(error) {
+            LockError::Redis(_) if io => LockError::Connect {
+                url: address,
+                reason,
+            },
+            other => other,
+        }
+    }
+
     /// Maps a Redis error, recognising WRONGTYPE for `key`.
     pub(crate) fn from_redis(error: fred::error::Error, key: &str) -> Self {
         Self::from_script(error, &[key], None)
@@ -484,10 +501,44 @@ impl LockError {
     }
 }
 
+/// The reason of an I/O error as fred keeps it (the `Debug` text of the
+/// `std::io::Error`, e.g. `Os { code: 111, kind: ConnectionRefused, message:
+/// "Connection refused" }`): its message and code, or the text as it is.
+fn io_reason(details: &str) -> String {
+    let message = details
+        .split_once("message: \"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(message, _)| message);
+    let code = details
+        .split_once("code: ")
+        .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .filter(|code| !code.is_empty());
+    match (message, code) {
+        (Some(message), Some(code)) => format!("{message} (os error {code})"),
+        (Some(message), None) => message.to_owned(),
+        _ => details.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use fred::error::{Error, ErrorKind};
+
+    #[test]
+    fn an_os_error_reads_as_the_system_says_it() {
+        let debug = r#"Os { code: 111, kind: ConnectionRefused, message: "Connection refused" }"#;
+        assert_eq!(io_reason(debug), "Connection refused (os error 111)");
+        assert_eq!(
+            io_reason("Custom { kind: Other }"),
+            "Custom { kind: Other }"
+        );
+        let refused = LockError::of_connecting(Error::new(ErrorKind::IO, debug), "h:1".into());
+        assert!(matches!(refused, LockError::Connect { url, .. } if url == "h:1"));
+        let other =
+            LockError::of_connecting(Error::new(ErrorKind::Auth, "WRONGPASS"), "h:1".into());
+        assert!(!matches!(other, LockError::Connect { .. }), "{other:?}");
+    }
 
     fn wrong_type(details: &str, keys: &[&str]) -> Option<String> {
         match LockError::from_script(

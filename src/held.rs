@@ -81,7 +81,7 @@ pub trait Held: Sealed + Boxed + Send + Sync + fmt::Debug {
     where
         Self: Sized,
     {
-        any_lost(self.holds())
+        first_of(self.holds(), |guard| Box::pin(hold_lost(guard)))
     }
 
     /// Whether a hold of the guard has been warned at risk (see
@@ -99,7 +99,9 @@ pub trait Held: Sealed + Boxed + Send + Sync + fmt::Debug {
     where
         Self: Sized,
     {
-        any_at_risk(self.holds())
+        first_of(self.holds(), |guard| {
+            Box::pin(guard.hold().warned_at_risk())
+        })
     }
 
     /// The smallest lease left when the holds' last renewals landed (see
@@ -124,7 +126,12 @@ pub trait Held: Sealed + Boxed + Send + Sync + fmt::Debug {
     where
         Self: Sized,
     {
-        extend_all(self.holds(), lease)
+        async move {
+            for guard in self.holds() {
+                guard.engine().extend(guard.hold(), lease).await?;
+            }
+            Ok(())
+        }
     }
 }
 
@@ -172,25 +179,6 @@ impl Held for Box<dyn Held> {
 }
 
 impl Sealed for Box<dyn Held> {}
-
-/// Resolves when any of `holds` is lost.
-fn any_lost(holds: &[LockGuard]) -> impl Future<Output = ()> + Send + '_ {
-    first_of(holds, |guard| Box::pin(hold_lost(guard)))
-}
-
-/// Resolves when any of `holds` is warned at risk.
-fn any_at_risk(holds: &[LockGuard]) -> impl Future<Output = ()> + Send + '_ {
-    first_of(holds, |guard| Box::pin(guard.hold().warned_at_risk()))
-}
-
-/// Sets the fixed lease of every one of `holds` to `lease` from now, stopping at the
-/// first that fails.
-async fn extend_all(holds: &[LockGuard], lease: Duration) -> Result<()> {
-    for guard in holds {
-        guard.engine().extend(guard.hold(), lease).await?;
-    }
-    Ok(())
-}
 
 /// Resolves when the one hold of `guard` is lost: marked lost, or its fixed lease
 /// (nearly) ran out.

@@ -102,7 +102,10 @@ impl Acknowledging {
                     failed => {
                         let _ = client.quit().await;
                         Err(match failed {
-                            Ok(Err(error)) => LockError::from(error),
+                            Ok(Err(error)) => {
+                                let hosts = crate::connection::hosts(&client);
+                                LockError::of_connecting(error, hosts)
+                            }
                             _ => LockError::ConnectTimeout { timeout },
                         })
                     }

@@ -394,3 +394,30 @@ async fn every_kind_has_a_timeout_variant() {
         .expect("free");
     both.unlock().await.unwrap();
 }
+
+/// `run`'s body gets its guard in an `Arc`: a clone it keeps past its end keeps the
+/// lock (so `run` returns at once with the body's value), and the lock is released
+/// when that clone is dropped.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guard_the_body_keeps_holds_the_lock_until_it_is_dropped() {
+    let client = common::client().await;
+    let other = common::connect(&common::url()).await;
+    let name = common::unique("kept-guard");
+    let kept = Arc::new(Mutex::new(None));
+    let ran = client
+        .lock(&name)
+        .run(|guard| {
+            let kept = Arc::clone(&kept);
+            async move {
+                *kept.lock() = Some(guard);
+                7
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!(ran, 7);
+    let busy = other.lock(&name).try_now().await.unwrap();
+    assert!(busy.is_none(), "the kept guard no longer held the lock");
+    drop(kept.lock().take());
+    common::wait_until_free(&other, &name, Duration::from_secs(5)).await;
+}

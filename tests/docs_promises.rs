@@ -11,6 +11,12 @@ fn read(path: &str) -> String {
         .unwrap_or_else(|error| panic!("{path}: {error}"))
 }
 
+/// The text of `text` between the first `start` and the next `end` after it.
+fn between<'t>(text: &'t str, start: &str, end: &str) -> Option<&'t str> {
+    let (_, rest) = text.split_once(start)?;
+    rest.split_once(end).map(|(inside, _)| inside)
+}
+
 /// The `code spans` of `text`.
 fn code_spans(text: &str) -> Vec<&str> {
     text.split('`').skip(1).step_by(2).collect()
@@ -19,10 +25,7 @@ fn code_spans(text: &str) -> Vec<&str> {
 /// The variants of `pub enum LockError` in src/error.rs.
 fn lock_error_variants() -> BTreeSet<String> {
     let source = read("src/error.rs");
-    let body = source
-        .split_once("pub enum LockError {")
-        .and_then(|(_, rest)| rest.split_once("\n}\n"))
-        .map(|(body, _)| body)
+    let body = between(&source, "pub enum LockError {", "\n}\n")
         .expect("src/error.rs has `pub enum LockError`");
     body.lines()
         .filter_map(|line| line.strip_prefix("    "))
@@ -38,10 +41,7 @@ fn lock_error_variants() -> BTreeSet<String> {
 #[test]
 fn the_readme_lists_every_lock_error_variant() {
     let readme = read("README.md");
-    let list = readme
-        .split_once("`LockError` has one variant")
-        .and_then(|(_, rest)| rest.split_once("The enum is"))
-        .map(|(list, _)| list)
+    let list = between(&readme, "`LockError` has one variant", "The enum is")
         .expect("README.md lists LockError's variants");
     let listed: BTreeSet<String> = code_spans(list)
         .into_iter()
@@ -59,14 +59,8 @@ fn the_readme_lists_every_lock_error_variant() {
 /// The duration the README states right before ` by default` after `what (`, as in
 /// "the lease (30 s by default)".
 fn readme_default(readme: &str, what: &str) -> Duration {
-    let after = readme
-        .split_once(&format!("{what} ("))
-        .map(|(_, rest)| rest)
+    let stated = between(readme, &format!("{what} ("), " by default")
         .unwrap_or_else(|| panic!("README.md names no default for {what}"));
-    let stated = after
-        .split_once(" by default")
-        .map(|(stated, _)| stated)
-        .expect("a default");
     let (number, unit) = stated.split_once(' ').expect("`N unit`");
     let number: u64 = number.parse().expect("a number");
     match unit {

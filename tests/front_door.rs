@@ -144,3 +144,36 @@ mod blocking {
             busy by client.semaphore(name, 1).acquire();
     }
 }
+
+/// A request polled once (its call began, waiting for a busy lock) and then given
+/// another mode fails with `InvalidOption` for `request`, as its docs say, and the
+/// call it began is dropped without leaving a hold or a waiter behind: the holder's
+/// release leaves the lock free.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_changed_after_its_call_began_fails_and_leaves_nothing() {
+    let client = common::client().await;
+    let name = common::unique("changed-request");
+    let holder = owner_scope(async { client.lock(&name).await })
+        .await
+        .unwrap();
+    let mut request = client.lock(&name);
+    assert!(
+        futures::poll!(&mut request).is_pending(),
+        "the lock is busy"
+    );
+    let changed = request.timeout(SHORT).await;
+    assert!(
+        matches!(
+            &changed,
+            Err(holdlock::LockError::InvalidOption {
+                option: "request",
+                ..
+            })
+        ),
+        "{changed:?}"
+    );
+    holder.unlock().await.unwrap();
+    common::wait_until_free(&client, &name, Duration::from_secs(5)).await;
+    let again = client.lock(&name).try_now().await.unwrap();
+    assert!(again.is_some(), "the lock was left held");
+}

@@ -47,26 +47,7 @@ async fn lock_calls_are_counted_and_timed() {
         .await
         .unwrap();
     let (x, y) = (common::unique("metrics"), common::unique("metrics"));
-    let both_hold = std::sync::Arc::new(tokio::sync::Barrier::new(2));
-    let cross = |first: String, then: String, delay: u64| {
-        let (client, both_hold) = (checking.clone(), both_hold.clone());
-        tokio::spawn(async move {
-            let held = client.lock(&first).await.unwrap();
-            both_hold.wait().await;
-            tokio::time::sleep(Duration::from_millis(delay)).await;
-            let broken = match client.lock(&then).await {
-                Ok(second) => {
-                    second.unlock().await.unwrap();
-                    false
-                }
-                Err(error) => matches!(error, holdlock::LockError::Deadlock { .. }),
-            };
-            held.unlock().await.unwrap();
-            broken
-        })
-    };
-    let (a, b) = (cross(x.clone(), y.clone(), 0), cross(y, x, 100));
-    let broken = [a.await.unwrap(), b.await.unwrap()];
+    let broken = common::cross_two_locks(&checking, &x, &y).await;
     assert_eq!(broken, [false, true]);
 
     // A hold broken from outside: lost, and counted so.

@@ -93,29 +93,7 @@ async fn a_broken_deadlock_is_a_warning_naming_the_cycle() {
         .await
         .unwrap();
     let (x, y) = (common::unique("warned"), common::unique("warned"));
-    let both_hold = Arc::new(tokio::sync::Barrier::new(2));
-    let cross = |first: String, then: String, delay: u64| {
-        let (client, both_hold) = (client.clone(), both_hold.clone());
-        tokio::spawn(async move {
-            let held = client.lock(&first).await.unwrap();
-            both_hold.wait().await;
-            tokio::time::sleep(Duration::from_millis(delay)).await;
-            let broken = match client.lock(&then).await {
-                Ok(second) => {
-                    second.unlock().await.unwrap();
-                    false
-                }
-                Err(error) => matches!(error, holdlock::LockError::Deadlock { .. }),
-            };
-            held.unlock().await.unwrap();
-            broken
-        })
-    };
-    let (a, b) = (
-        cross(x.clone(), y.clone(), 0),
-        cross(y.clone(), x.clone(), 100),
-    );
-    let broken = [a.await.unwrap(), b.await.unwrap()];
+    let broken = common::cross_two_locks(&client, &x, &y).await;
     assert_eq!(broken, [false, true]);
     client.shutdown().await;
     let text = String::from_utf8(logs.lock().unwrap().clone()).unwrap();

@@ -271,7 +271,12 @@ impl Election {
         let mut reconnects = listener.subscriber.reconnect_rx();
         let give_up = tokio::time::Instant::now() + timeout;
         let started = async {
-            crate::connection::connect(&listener.subscriber, give_up).await?;
+            let subscriber = &listener.subscriber;
+            let connecting = crate::connection::connect(subscriber, give_up).await;
+            connecting.map_err(|error| {
+                let hosts = crate::connection::hosts(subscriber);
+                LockError::of_connecting(error, hosts)
+            })?;
             // The first connections, made before the subscription: nothing to restore.
             while reconnects.try_recv().is_ok() {}
             listener.listen().await?;

@@ -749,3 +749,31 @@ pub async fn redisson_client(url: &str, lease: Duration) -> LockClient {
         .await
         .unwrap()
 }
+
+/// Two tasks of `client` that cross the locks `x` and `y`: the first takes `x`, the
+/// second `y`, then (once both hold) the first asks for `y` and, 100 ms later, the
+/// second for `x`. Whether each task's second call failed with
+/// `LockError::Deadlock`: `[false, true]` when the later wait is the victim.
+pub async fn cross_two_locks(client: &LockClient, x: &str, y: &str) -> [bool; 2] {
+    let both_hold = std::sync::Arc::new(tokio::sync::Barrier::new(2));
+    let cross = |first: &str, then: &str, delay: u64| {
+        let (client, both_hold) = (client.clone(), both_hold.clone());
+        let (first, then) = (first.to_owned(), then.to_owned());
+        tokio::spawn(async move {
+            let held = client.lock(&first).await.unwrap();
+            both_hold.wait().await;
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            let broken = match client.lock(&then).await {
+                Ok(second) => {
+                    second.unlock().await.unwrap();
+                    false
+                }
+                Err(error) => matches!(error, holdlock::LockError::Deadlock { .. }),
+            };
+            held.unlock().await.unwrap();
+            broken
+        })
+    };
+    let (a, b) = (cross(x, y, 0), cross(y, x, 100));
+    [a.await.unwrap(), b.await.unwrap()]
+}
