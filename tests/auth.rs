@@ -153,6 +153,64 @@ async fn the_documented_rule_connects_with_a_database_in_the_url() {
     }
 }
 
+/// Deadlock detection reads a lock's holders with `HKEYS`: under the documented rule
+/// without it, locks are still taken and waited for, but a cycle is never found
+/// (docs/deployments.md), so the waits end only by their own timeouts, and the
+/// server's `ACL LOG` shows the refused `hkeys`.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_hkeys_a_cycle_is_never_found() {
+    logs();
+    let server = RedisServer::start();
+    let rule: Vec<String> = documented_rule("locker", USER_PASSWORD)
+        .into_iter()
+        .filter(|word| word != "+hkeys")
+        .collect();
+    assert_eq!(
+        rule.len() + 1,
+        documented_rule("locker", USER_PASSWORD).len()
+    );
+    set_user(&server, &rule);
+    let url = user_url(&server, "locker");
+    let checking = || {
+        LockClient::builder(&url)
+            .deadlock_check(Duration::from_millis(100))
+            .build()
+    };
+    let (a, b) = (checking().await.unwrap(), checking().await.unwrap());
+    let name = common::unique("acl-no-hkeys");
+    let (x, y) = (format!("{name}:x"), format!("{name}:y"));
+    let b_holds = b.lock(&y).await.unwrap();
+    let a_waits = {
+        let (a, x, y) = (a.clone(), x.clone(), y.clone());
+        tokio::spawn(async move {
+            let held = a.lock(&x).await.unwrap();
+            let second = a.lock(&y).timeout(Duration::from_secs(4)).await;
+            held.unlock().await.unwrap();
+            second
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Twenty check delays: with `hkeys` this cycle is broken within a few.
+    let b_waits = b.lock(&x).timeout(Duration::from_secs(2)).await;
+    assert!(
+        matches!(b_waits, Ok(None)),
+        "B's wait timed out: {b_waits:?}"
+    );
+    b_holds.unlock().await.unwrap();
+    let a_got = a_waits.await.unwrap();
+    let a_got = a_got
+        .expect("A's wait is untouched")
+        .expect("and takes y once B lets go");
+    a_got.unlock().await.unwrap();
+    let refused = refused(&server, "locker").await;
+    assert!(
+        refused.iter().any(|(what, _)| what == "hkeys"),
+        "the check ran and was refused: {refused:?}"
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_acl_user_with_the_documented_rule_can_do_everything_on_a_cluster() {
     logs();

@@ -1,6 +1,6 @@
 //! Facts the docs state that the code also states, read from both so that they cannot
 //! drift apart unnoticed: the README's list of `LockError` variants against the enum,
-//! the defaults the README names against their constants, and the metrics
+//! the defaults README.md and docs/ state (the CLI's too) against their constants, and the metrics
 //! docs/design.md lists against the ones the code records. Nothing here talks to Redis.
 
 use std::collections::BTreeSet;
@@ -56,30 +56,91 @@ fn the_readme_lists_every_lock_error_variant() {
     );
 }
 
-/// The duration the README states right before ` by default` after `what (`, as in
-/// "the lease (30 s by default)".
-fn readme_default(readme: &str, what: &str) -> Duration {
-    let stated = between(readme, &format!("{what} ("), " by default")
-        .unwrap_or_else(|| panic!("README.md names no default for {what}"));
-    let (number, unit) = stated.split_once(' ').expect("`N unit`");
-    let number: u64 = number.parse().expect("a number");
+/// A duration as the docs write it: `30 s`, `5s`, `500 ms`, `5 minutes`, `one second`.
+fn duration(stated: &str) -> Duration {
+    let stated = stated.trim();
+    let split = stated
+        .find(|c: char| !c.is_ascii_digit() && c != ' ')
+        .filter(|_| stated.starts_with(|c: char| c.is_ascii_digit()));
+    let (number, unit) = match split {
+        Some(at) => (stated[..at].trim(), stated[at..].trim()),
+        None => stated.split_once(' ').expect("`N unit`"),
+    };
+    let number: u64 = match number {
+        "one" => 1,
+        digits => digits
+            .parse()
+            .unwrap_or_else(|_| panic!("a number: {stated}")),
+    };
     match unit {
-        "s" => Duration::from_secs(number),
+        "s" | "second" | "seconds" => Duration::from_secs(number),
         "ms" => Duration::from_millis(number),
-        other => panic!("unit {other}"),
+        "minute" | "minutes" => Duration::from_secs(60 * number),
+        other => panic!("unit {other} in {stated:?}"),
     }
 }
 
+/// What `path` states between `start` and `end`, which must be there.
+fn stated(path: &str, start: &str, end: &str) -> String {
+    let text = read(path);
+    between(&text, start, end)
+        .unwrap_or_else(|| panic!("{path} states nothing between {start:?} and {end:?}"))
+        .to_owned()
+}
+
 #[test]
-fn the_defaults_the_readme_states_are_the_constants() {
-    let readme = read("README.md");
+fn the_defaults_the_docs_state_are_the_constants() {
+    let readme = |start: &str, end: &str| duration(&stated("README.md", start, end));
     assert_eq!(
-        readme_default(&readme, "the lease"),
+        readme("the lease (", " by default"),
         holdlock::DEFAULT_LEASE
     );
     assert_eq!(
-        readme_default(&readme, "`deadlock_check`"),
+        readme("`deadlock_check` (", " by default"),
         holdlock::DEFAULT_DEADLOCK_CHECK
+    );
+    assert_eq!(
+        duration(&stated(
+            "docs/deployments.md",
+            "`LockClientBuilder::fair_wait_timeout` (",
+            " by default"
+        )),
+        holdlock::DEFAULT_FAIR_WAIT
+    );
+    let prefix = stated("README.md", "`$HOLDLOCK_PREFIX`; default", ")");
+    assert_eq!(prefix.trim().trim_matches('`'), holdlock::DEFAULT_PREFIX);
+}
+
+/// The CLI's defaults are its own (clap's `default_value`), so the README's words, the
+/// CLI's and the library's constants are read against each other.
+#[test]
+fn the_defaults_the_readme_states_for_the_cli_are_the_constants() {
+    let readme = |start: &str, end: &str| duration(&stated("README.md", start, end));
+    let connect = readme("`$HOLDLOCK_CONNECT_TIMEOUT`, default ", ")");
+    assert_eq!(connect, holdlock::DEFAULT_CONNECT_TIMEOUT);
+    let cli_connect = stated(
+        "src/bin/holdlock/connect.rs",
+        "env = \"HOLDLOCK_CONNECT_TIMEOUT\", default_value = \"",
+        "\"",
+    );
+    assert_eq!(duration(&cli_connect), connect);
+    let lease = readme("(`--lease`, default ", ")");
+    assert_eq!(lease, holdlock::DEFAULT_LEASE);
+    let cli_lease = stated(
+        "src/bin/holdlock/run.rs",
+        "within one lease [default: ",
+        "]",
+    );
+    assert_eq!(duration(&cli_lease), lease);
+}
+
+#[cfg(feature = "tower")]
+#[test]
+fn the_tower_layers_default_retry_after_is_the_readmes() {
+    let stated = stated("README.md", "(`.retry_after(..)`: fixed, ", " by default");
+    assert_eq!(
+        holdlock::tower::RetryAfter::default(),
+        holdlock::tower::RetryAfter::Fixed(duration(&stated))
     );
 }
 
@@ -103,5 +164,27 @@ fn the_metrics_design_md_lists_are_the_ones_recorded() {
     assert_eq!(
         listed, recorded,
         "docs/design.md's metrics (left) against src/observe.rs's (right)"
+    );
+}
+
+/// Every metric docs/design.md lists is asserted by tests/metrics.rs (by name: the
+/// test reads each from a recorder after the event that records it).
+#[test]
+fn every_listed_metric_is_asserted_by_the_metrics_tests() {
+    let design = read("docs/design.md");
+    let tests = read("tests/metrics.rs");
+    let unasserted: Vec<&str> = design
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `"))
+        .filter_map(|rest| rest.split_once('`'))
+        .map(|(name, _)| name)
+        .filter(|name| name.starts_with("holdlock_"))
+        .filter(|name| {
+            !tests.contains(&format!("\"{name}\"")) && !tests.contains(&format!("\"{name}{{"))
+        })
+        .collect();
+    assert!(
+        unasserted.is_empty(),
+        "not asserted in tests/metrics.rs: {unasserted:?}"
     );
 }

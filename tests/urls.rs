@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use holdlock::{LockClient, LockError};
+use holdlock::{Held, LockClient, LockError};
 use tokio::net::TcpListener;
 
 /// Builds a client for `url(port)`, where `port` is a listener's that nothing else
@@ -128,6 +128,135 @@ async fn the_database_of_the_urls_path_is_where_the_locks_are() {
     for client in [in_2, in_0, again] {
         client.shutdown().await;
     }
+}
+
+/// What `MONITOR` on `server` shows from now on, line by line (`<time> [<db>
+/// <addr>] "COMMAND" ...`), until the returned flag is set and one more line comes.
+fn monitor(
+    server: &common::RedisServer,
+) -> (
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    use std::io::BufRead;
+    let mut reader = common::server::send(server.port, &["MONITOR"]).unwrap();
+    let mut ok = String::new();
+    reader.read_line(&mut ok).unwrap();
+    assert_eq!(ok.trim_end(), "+OK");
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (seen, done) = (lines.clone(), stop.clone());
+    std::thread::spawn(move || {
+        for line in reader.lines() {
+            let Ok(line) = line else { break };
+            if done.load(std::sync::atomic::Ordering::SeqCst) {
+                break;
+            }
+            seen.lock().unwrap().push(line);
+        }
+    });
+    (lines, stop)
+}
+
+/// A hold of one kind taken on `client`, boxed so that one scenario serves every kind.
+type Take = fn(&LockClient, &str) -> BoxFuture<Box<dyn Held>>;
+type BoxFuture<T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = holdlock::Result<T>> + Send>>;
+
+fn take_mutex(client: &LockClient, name: &str) -> BoxFuture<Box<dyn Held>> {
+    let request = client.lock(name);
+    Box::pin(async move { Ok(Box::new(request.await?) as Box<dyn Held>) })
+}
+
+fn take_permit(client: &LockClient, name: &str) -> BoxFuture<Box<dyn Held>> {
+    let request = client.semaphore(name, 1).acquire();
+    Box::pin(async move { Ok(Box::new(request.await?) as Box<dyn Held>) })
+}
+
+/// Pub/sub is not divided by database, so a release in database 1 is heard by the
+/// waiters of the same name in database 2 (docs/deployments.md): each costs them at
+/// worst one attempt, which finds their own lock still held, and they go on waiting
+/// for their own holder. (A mutex's release names the client it wakes, so the other
+/// database's waiters make none; a semaphore's wakes every waiter.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_release_in_another_database_costs_a_waiter_at_most_an_attempt() {
+    let server = common::RedisServer::start();
+    for (kind, take) in [("mutex", take_mutex as Take), ("semaphore", take_permit)] {
+        let (announced, attempts) = releases_in_another_database(&server, take).await;
+        println!(
+            "{kind}: {attempts} attempts in database 2 for {announced} releases announced in database 1"
+        );
+        if kind == "mutex" {
+            assert_eq!(attempts, 0, "a mutex's release names the client it wakes");
+        }
+    }
+}
+
+/// Runs [`a_release_in_another_database_costs_a_waiter_at_most_an_attempt`] for one
+/// kind: how many releases database 1 announced, and how many attempts database 2's
+/// waiters made meanwhile.
+async fn releases_in_another_database(server: &common::RedisServer, take: Take) -> (usize, usize) {
+    let name = common::unique("db-wake");
+    // A lease long enough that no renewal falls in the window.
+    let holder = common::client_with_lease(&server.database_url(2), Duration::from_secs(600)).await;
+    let held = take(&holder, &name).await.unwrap();
+    let waiting = LockClient::connect(&server.database_url(2)).await.unwrap();
+    const WAITERS: usize = 3;
+    let waits: Vec<_> = (0..WAITERS)
+        .map(|_| {
+            let request = take(&waiting, &name);
+            tokio::spawn(async move { request.await?.unlock().await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let elsewhere = LockClient::connect(&server.database_url(1)).await.unwrap();
+    let waiting_elsewhere = LockClient::connect(&server.database_url(1)).await.unwrap();
+
+    // A release publishes only when the lock has waiters: in database 1, each round
+    // one client holds and another waits, so that the release is announced.
+    let (lines, stop) = monitor(server);
+    const ROUNDS: usize = 5;
+    for _ in 0..ROUNDS {
+        let other = take(&elsewhere, &name).await.unwrap();
+        let request = take(&waiting_elsewhere, &name);
+        let wait = tokio::spawn(async move { request.await?.unlock().await });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        other.unlock().await.unwrap();
+        wait.await.unwrap().unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let _ = server.command(&["PING"]);
+    let lines = lines.lock().unwrap().clone();
+    let announced = lines
+        .iter()
+        .filter(|line| {
+            line.contains(" [1 lua] \"publish\"") || line.contains(" [1 lua] \"spublish\"")
+        })
+        .count();
+    assert!(
+        announced >= ROUNDS,
+        "the releases in database 1 were announced: {lines:#?}"
+    );
+    let attempts: Vec<&String> = lines
+        .iter()
+        .filter(|line| line.contains(" [2 ") && line.contains("\"EVALSHA\""))
+        .collect();
+    assert!(
+        attempts.len() <= WAITERS * announced,
+        "at most an attempt per waiter and announced release: {attempts:#?}"
+    );
+
+    assert!(waits.iter().all(|wait| !wait.is_finished()), "they wait on");
+    held.unlock().await.unwrap();
+    for wait in waits {
+        let done = tokio::time::timeout(Duration::from_secs(10), wait).await;
+        done.expect("woken by their own release").unwrap().unwrap();
+    }
+    for client in [holder, waiting, elsewhere, waiting_elsewhere] {
+        client.shutdown().await;
+    }
+    (announced, attempts.len())
 }
 
 /// Without TLS built in, fred would connect to a `rediss://` URL in plaintext and
