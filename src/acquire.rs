@@ -87,6 +87,7 @@ pub(crate) use sealed::Mode;
 use sealed::Take;
 
 mod kinds;
+pub(crate) use kinds::Candidate;
 pub use kinds::{All, Fair, Mutex, Read, SemaphorePermit, Write};
 
 /// A kind of lock the front door takes: [`Mutex`], [`Fair`], [`Read`], [`Write`],
@@ -468,7 +469,7 @@ fn spent() -> LockError {
 /// Takes `target` for the current owner with `options` (checked for its kind),
 /// waiting until `give_up`: the prelude every kind shares, written once. The call runs
 /// in the kind's span, and fails at once on a client that was shut down.
-async fn take<K: Take, D: GiveUp + Send>(
+pub(crate) async fn take<K: Take, D: GiveUp + Send>(
     client: &LockClient,
     target: K,
     options: ResolvedOptions,

@@ -13,13 +13,14 @@ use crate::chores::Chores;
 use crate::client::LockClient;
 use crate::compat::Compat;
 use crate::connection::{self, Ownership, close_if_opened};
+use crate::deadlock::Detector;
 use crate::engine::Engine;
 use crate::error::{LockError, Result};
 use crate::hold::Holds;
 use crate::options::{ClientConfig, MinReplicas};
 use crate::protocol::Protocol;
 use crate::url::redact_url;
-use crate::waiting::{Detection, Waiting};
+use crate::waiting::Waiting;
 
 impl LockClient {
     /// A builder over a fred [`Config`] you already have (servers, credentials, TLS,
@@ -544,13 +545,18 @@ impl LockClientBuilder {
             sharded,
             id,
             Arc::clone(&chores),
-            (Detection::new(&self.config), Arc::clone(&holds)),
+        );
+        let deadlocks = Detector::new(
+            &self.config,
+            protocol.scripting().clone(),
+            Arc::clone(&chores),
+            Arc::clone(&holds),
         );
         let engine = Engine::start(
             id,
             self.config,
             Arc::new(protocol),
-            (waiting, holds),
+            (waiting, holds, deadlocks),
             chores,
         )
         .await;

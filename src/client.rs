@@ -3,18 +3,15 @@
 use std::fmt;
 use std::sync::Arc;
 
-use fred::bytes_utils::Str;
 use fred::clients::Client;
 
-use crate::engine::{Attempt, Engine, HoldClaim};
+use crate::engine::{Engine, Lock};
 #[cfg(doc)]
 use crate::error::LockError;
 use crate::error::Result;
 use crate::guard::LockGuard;
-use crate::hold::LocalHolder;
-use crate::observe;
 use crate::options::ResolvedOptions;
-use crate::scripts::{Asking, Kind, LockNames};
+use crate::scripts::Kind;
 use crate::waiting::GiveUp;
 
 /// A handle to Redis for taking reentrant, self-renewing locks.
@@ -87,72 +84,18 @@ impl LockClient {
         self.engine.config().compat
     }
 
-    /// Takes the mutex `name` for the current owner, waiting until `give_up` (the
-    /// mutex's step of the front door, `acquire.rs`).
+    /// Takes the mutex `name` (the descriptor `kind`, the client's layout's) for the
+    /// current owner, waiting until `give_up` (the mutex's step of the front door,
+    /// `acquire.rs`).
     pub(crate) async fn take_mutex<D: GiveUp>(
         &self,
         name: &str,
+        kind: Kind,
         options: ResolvedOptions,
         give_up: D,
     ) -> Result<Result<LockGuard, D::GaveUp>> {
-        let owner = self.engine.owner();
-        // A mutex's holds are filed by its name: a re-entry finds its hold, with the
-        // names it keeps (checked when the lock was taken), before any key is built.
-        let kind = Kind::mutex(self.compat());
-        let holder = self.engine.local_holder(name, &owner, kind).await;
-        let names = match &holder {
-            LocalHolder::Owner(entry) => Arc::clone(&entry.hold.names),
-            _ => Arc::new(self.engine.config().names(name)?),
-        };
-        let taken = self.take_as(holder, names, owner, options, give_up);
+        let taken = self.engine.take(Lock::Named(name, kind), options, give_up);
         Ok(taken.await?.map(LockGuard::new))
-    }
-
-    /// Takes the lock `names` (of a kind whose waiters wait in line, filed by its key)
-    /// for the current owner, waiting until `give_up`.
-    pub(crate) async fn take_at<D: GiveUp>(
-        &self,
-        names: Arc<LockNames>,
-        options: ResolvedOptions,
-        give_up: D,
-    ) -> Result<Result<HoldClaim, D::GaveUp>> {
-        let owner = self.engine.owner();
-        let registry = names.registry_key();
-        let holder = self.engine.local_holder(registry, &owner, names.kind).await;
-        self.take_as(holder, names, owner, options, give_up).await
-    }
-
-    /// Takes `names` for `owner`, whom this client's registry found to be `holder`.
-    async fn take_as<D: GiveUp>(
-        &self,
-        holder: LocalHolder,
-        names: Arc<LockNames>,
-        owner: Str,
-        options: ResolvedOptions,
-        give_up: D,
-    ) -> Result<Result<HoldClaim, D::GaveUp>> {
-        observe::record_owner(&owner);
-        // Re-entry goes straight to Redis. If the hold went away before the attempt
-        // could enter it (a release of it was in flight), the attempt was a fresh one:
-        // a busy lock is then waited for like by any other caller.
-        // (`tried`: that fresh attempt was the single try's one.)
-        let (holder, tried) = match holder {
-            LocalHolder::Owner(entry) => {
-                let asked = (&options, &Asking::default());
-                let attempt = self.engine.acquire(&names, &owner, asked, Some(entry));
-                match attempt.await? {
-                    Attempt::Granted(claim) => return Ok(Ok(claim)),
-                    Attempt::Busy { .. } => (LocalHolder::Nobody, true),
-                }
-            }
-            other => (other, false),
-        };
-
-        let first_try = !tried && !holder.refuses_a_try();
-        let granted = self
-            .engine
-            .wait_for(&names, &owner, options, give_up, first_try);
-        granted.await
     }
 
     /// Stops every watchdog and closes the connections. Releases nothing that is still

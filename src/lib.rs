@@ -68,6 +68,7 @@ mod held;
 // engine
 mod engine;
 // protocol
+mod deadlock;
 mod hold;
 mod protocol;
 mod waiting;

@@ -12,14 +12,12 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::client::LockClient;
-use crate::engine::{Attempt, HoldClaim};
-use crate::error::{LockError, Result};
+use crate::engine::{HoldClaim, Lock};
+use crate::error::Result;
 use crate::guard::LockGuard;
 use crate::held::{Held, Sealed, held_methods};
-use crate::hold::LocalHolder;
-use crate::observe;
 use crate::options::ResolvedOptions;
-use crate::scripts::{Asking, Kind, rw_names};
+use crate::scripts::{Kind, rw_names};
 use crate::waiting::GiveUp;
 
 impl LockClient {
@@ -34,44 +32,7 @@ impl LockClient {
     ) -> Result<Result<HoldClaim, D::GaveUp>> {
         let engine = self.engine();
         let names = Arc::new(rw_names(&engine.config().prefix, name, side)?);
-        let owner = engine.owner();
-        observe::record_owner(&owner);
-        let registry = names.registry_key();
-        // Waits for the owner's releases of either side first: a hold being released
-        // is neither re-entered nor a reason to refuse the other side.
-        let holder = engine.local_holder(registry, &owner, side).await;
-        let other_side = side.other_side();
-        let holds = |kind| {
-            matches!(
-                engine.holds_here(registry, &owner, kind),
-                LocalHolder::Owner(_)
-            )
-        };
-        let direct = match holder {
-            // A re-entry; if the hold went away meanwhile, the owner takes it afresh.
-            LocalHolder::Owner(entry) => Some(entry),
-            // Reading inside one's own write hold: granted at once, and it must not
-            // queue behind local waiters (who wait for this very writer).
-            _ if !side.is_exclusive() && other_side.is_some_and(holds) => None,
-            _ if side.is_exclusive() && other_side.is_some_and(holds) => {
-                return Err(LockError::WouldDeadlock {
-                    name: names.name.clone(),
-                });
-            }
-            other => {
-                let first_try = !matches!(other, LocalHolder::Other);
-                return engine
-                    .wait_for(&names, &owner, options, give_up, first_try)
-                    .await;
-            }
-        };
-        let asked = (&options, &Asking::default());
-        if let Attempt::Granted(claim) = engine.acquire(&names, &owner, asked, direct).await? {
-            return Ok(Ok(claim));
-        }
-        engine
-            .wait_for(&names, &owner, options, give_up, true)
-            .await
+        engine.take(Lock::At(names), options, give_up).await
     }
 }
 

@@ -10,21 +10,15 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use fred::bytes_utils::Str;
 
 use crate::client::LockClient;
+use crate::engine::Lock;
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::held::{Held, Sealed, held_methods};
-use crate::observe;
 use crate::options::{LockOptions, ResolvedOptions};
 use crate::scripts::{Kind, LockNames, semaphore_names};
 use crate::waiting::GiveUp;
-
-/// Numbers the permits taken in this process, so that each has an owner id of its own.
-static PERMITS_TAKEN: AtomicU64 = AtomicU64::new(0);
 
 impl LockClient {
     /// A handle to the semaphore `name` with `permits` permits: at most that many
@@ -129,8 +123,7 @@ impl Semaphore {
 
     /// `options` checked for a permit of this semaphore.
     pub(crate) fn resolve(&self, options: &LockOptions) -> Result<ResolvedOptions> {
-        let config = self.client.engine().config();
-        options.resolve_for(config, Kind::semaphore(config.compat))
+        options.resolve_for(self.client.engine().config(), self.kind())
     }
 
     /// The semaphore's keys, checked.
@@ -141,9 +134,13 @@ impl Semaphore {
                 reason: "a semaphore needs at least one permit".into(),
             });
         }
-        let config = self.client.engine().config();
-        let kind = Kind::semaphore(config.compat);
-        semaphore_names(&config.prefix, &self.name, self.permits, kind)
+        let prefix = &self.client.engine().config().prefix;
+        semaphore_names(prefix, &self.name, self.permits, self.kind())
+    }
+
+    /// The semaphore's descriptor, in its client's layout.
+    fn kind(&self) -> Kind {
+        Kind::semaphore(self.client.compat())
     }
 
     /// Takes a permit of its own (a fresh owner id) until `give_up` (the semaphore's
@@ -153,17 +150,8 @@ impl Semaphore {
         options: ResolvedOptions,
         give_up: D,
     ) -> Result<Result<Permit, D::GaveUp>> {
-        let engine = self.client.engine();
         let names = Arc::new(self.names()?);
-        let number = PERMITS_TAKEN.fetch_add(1, Ordering::Relaxed);
-        let taker = engine.owner_id();
-        // Permits this owner gave back are counted free before this one is asked for.
-        engine
-            .own_releases_landed(names.registry_key(), &taker)
-            .await;
-        let id = Str::from(format!("{taker}:p{number}"));
-        observe::record_owner(&id);
-        let taken = engine.wait_for(&names, &id, options, give_up, true);
+        let taken = self.client.engine().take(Lock::At(names), options, give_up);
         Ok(taken.await?.map(|claim| Permit {
             guard: LockGuard::new(claim),
         }))

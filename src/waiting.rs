@@ -51,7 +51,7 @@
 //! once, wherever it is: queued for its turn, subscribing, or asleep.
 
 use std::collections::{HashMap, hash_map::Entry};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -60,36 +60,37 @@ use fred::clients::SubscriberClient;
 use fred::interfaces::{ClientLike, EventInterface};
 use parking_lot::Mutex;
 use tokio::sync::broadcast::error::RecvError;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::chores::{Chore, Chores};
 use crate::connection::Ownership;
 use crate::error::{LockError, Result};
-use crate::hold::Holds;
 use crate::keys::keys_of_channel;
 
-mod deadlock;
 mod give_up;
 mod hand_off;
+mod line;
 mod mark;
 mod named;
 mod notices;
 mod places;
+mod release;
 mod shards;
+mod sharers;
 mod wait;
 
-pub(crate) use deadlock::{Detection, Walker, second_look};
-use deadlock::{LocalWait, Walks};
 pub(crate) use give_up::{Forever, GiveUp, within_budget};
 use hand_off::Due;
-use mark::Leaving;
+use line::Line;
 pub(crate) use mark::Mark;
-use named::Named;
-pub(crate) use named::{Handed, NamedWaiter, PlacesCheck};
+use named::Queue;
+pub(crate) use named::{NamedWaiter, PlacesCheck};
 use notices::{NoticeHandler, Notices};
 pub(crate) use places::Places;
+use release::Release;
+use sharers::Sharers;
 pub(crate) use wait::{Asked, Policy, Refusal, nap_until, wait};
 
 /// How long an emptied waiting room keeps its subscription, for a waiter of this
@@ -124,90 +125,41 @@ pub(crate) struct Waiting {
     rooms: Mutex<HashMap<Str, Arc<Room>>>,
     /// This client's own channel and what to do with a message on it.
     notices: std::sync::OnceLock<Notices>,
-    /// The deadlock checks of long waits, unless they are off (see `deadlock.rs`).
-    deadlock: Option<Arc<Detection>>,
-    /// This client's holds (the engine's), and its waits being checked, by owner: a
-    /// cycle among its own tasks is found without asking Redis.
-    holds: Arc<Holds>,
-    local_waits: Mutex<HashMap<String, LocalWait>>,
-    /// The deadlock checks' recent walks, by lock (see [`Waiting::explored`]).
-    walks: Mutex<Walks>,
 }
 
 #[derive(Debug, Default)]
 struct Room {
-    /// The channel the lock's releases are told on.
-    release_channel: String,
     /// Waiters that joined and have not left; guarded by the `rooms` lock.
     members: Mutex<usize>,
-    /// FIFO order among local waiters (tokio's mutex is fair).
-    turn: tokio::sync::Mutex<()>,
-    /// Woken by a release message (stores one permit if nobody waits yet).
-    released: Notify,
-    /// When the head should ask again, after the release messages heard so far.
-    due: Mutex<Due>,
-    /// The last release message's arrival, and the moving average of the gaps ([`Room::step`]).
-    pace: Mutex<Option<(Instant, Duration)>>,
-    /// Set by a grant that queued this client again for its next waiter
-    /// (`HandOff::Waited`'s `requeue`): the next head waits for its name without asking.
-    queued: AtomicBool,
-    /// What a refused attempt of a waiter here left in Redis for this client's waits
-    /// (see [`Mark`]): taken down when the room is forgotten.
-    mark: Mutex<Option<Mark>>,
-    /// The waits that ended here still leaving a Redisson fair queue.
-    leaving: Leaving,
-    /// The release channel's subscription; the lock serialises SUBSCRIBE and UNSUBSCRIBE.
-    channel: tokio::sync::Mutex<Channel>,
-    /// For a shard channel: the cluster node it was subscribed on.
-    node: Mutex<Option<fred::types::config::Server>>,
-    /// Waiters woken only by a message that names them (a fair lock's waits).
-    named: Mutex<Vec<Arc<Named>>>,
-    /// The named waiters' shared schedule of attempts in a fair lock's queue.
-    places: Places,
-    /// Woken, all at once, by every release message: waiters who share the lock (the
-    /// readers of a read-write lock) and so do not line up ([`Ticket::any_release`]).
-    sharers: Notify,
-    /// Until when a sharer refused since the last release message sleeps (a sharer that
-    /// comes meanwhile need not ask, see [`Ticket::sharers_refused`]), and how many
-    /// messages have come (a refusal that was answered before the last one is stale).
-    sharers_refused: Mutex<(u64, Option<Instant>)>,
+    /// The lock's release channel, and its subscription.
+    channel: Subscription,
+    /// The waiters in line, whose head asks (see `line.rs`).
+    line: Line,
+    /// The waiters who share the lock, woken all at once (see `sharers.rs`).
+    sharers: Sharers,
+    /// The waiters woken only by a message naming them (see `named.rs`).
+    queue: Queue,
 }
 
-/// What a release message of a read-write lock that lets in only a writer starts with
-/// (`writer <ms>`, see `lua/rw_release.lua`): waiting readers sleep on for `<ms>`.
-const FOR_WRITERS: &[u8] = b"writer";
-
-/// How a fair lock's message telling the next waiter's client when the hold just taken
-/// runs out starts (`lease <server ms> <lease ms>`, `lua/fair_queue.lua`): no wait is
-/// woken, their next attempt is due then.
-const FAIR_LEASE: &[u8] = b"lease";
-
 impl Room {
-    /// Has the head waiter (or the next to become head) ask when `due` says (see
-    /// [`Ticket::released`]).
-    fn wake(&self, due: Due) {
-        {
-            let mut current = self.due.lock();
-            *current = current.merge(due);
-        }
-        self.released.notify_one();
-    }
-
     /// Wakes every waiter to try again, as after a release nobody may have heard: the
     /// head waiter, every waiter who shares the lock, and every named waiter.
     fn wake_everyone(&self) {
-        self.wake(Due::Now { named: false });
-        self.wake_sharers();
-        self.named.lock().iter().for_each(|named| named.wake());
+        self.line.wake(Due::Now { named: false });
+        self.sharers.wake();
+        self.queue.wake_all();
     }
+}
 
-    /// Wakes every waiter who shares the lock, to ask again.
-    fn wake_sharers(&self) {
-        let mut refused = self.sharers_refused.lock();
-        *refused = (refused.0 + 1, None);
-        drop(refused);
-        self.sharers.notify_waiters();
-    }
+/// A room's release channel and its subscription.
+#[derive(Debug, Default)]
+struct Subscription {
+    /// The channel the lock's releases are told on.
+    name: String,
+    /// Where the subscription stands; the lock serialises SUBSCRIBE and UNSUBSCRIBE.
+    state: tokio::sync::Mutex<Channel>,
+    /// For a shard channel: the cluster node it was subscribed on.
+    node: Mutex<Option<fred::types::config::Server>>,
 }
 
 /// Where a room's release channel stands.
@@ -239,15 +191,13 @@ impl Waiting {
     /// `sharded` subscribes shard channels (and, on a cluster, follows them when their
     /// slots move). `client` is this client's id (the first part of its owner ids).
     /// `redis` is the scripts' connection; `chores` counts every wait and the leaving
-    /// of a queue it leaves to do, for a clean shutdown; `deadlock` checks long waits
-    /// for deadlocks, unless it is `None`.
+    /// of a queue it leaves to do, for a clean shutdown.
     pub(crate) fn start(
         (subscriber, ownership): (SubscriberClient, Ownership),
         redis: fred::clients::Client,
         sharded: bool,
         client: Uuid,
         chores: Arc<Chores>,
-        (deadlock, holds): (Option<Detection>, Arc<Holds>),
     ) -> Arc<Self> {
         let waiting = Arc::new(Self {
             subscriber,
@@ -260,10 +210,6 @@ impl Waiting {
             closed: watch::Sender::new(false),
             rooms: Mutex::new(HashMap::new()),
             notices: std::sync::OnceLock::new(),
-            deadlock: deadlock.map(Arc::new),
-            holds,
-            local_waits: Mutex::default(),
-            walks: Mutex::default(),
         });
         if sharded && waiting.subscriber.is_clustered() {
             shards::follow_slots(Arc::downgrade(&waiting));
@@ -343,48 +289,28 @@ impl Waiting {
         }
     }
 
-    /// Hands a release message on in `room`: to the waiters of the owner it names (a
-    /// fair lock hands itself to one owner's wait), else to the head waiter.
+    /// Hands a release message on in `room` (see `release.rs`): to the waits of the
+    /// owner it names (a fair lock hands itself to one owner's wait), else to the line;
+    /// and to the waiters who share the lock.
     fn dispatch_in(&self, room: &Room, message: &fred::types::Value) {
-        // A fair lock's message is "<owner id> <wait> <server ms>", or "lease <server
-        // ms> <lease ms>" (see `lua/fair_queue.lua`); a read-write lock's may be
-        // "writer <ms>".
         let text = message.as_bytes().unwrap_or_default();
-        let mut parts = text.splitn(3, |&byte| byte == b' ');
-        let owner = parts.next().unwrap_or_default();
-        let wait = parts.next().and_then(parse_number);
-        if owner == FAIR_LEASE {
+        match Release::read(text) {
             // When the hold just taken runs out: this client's waits are next.
-            if let Some((server_ms, lease_ms)) = wait.zip(parts.next().and_then(parse_number)) {
-                room.places.told(server_ms, lease_ms);
+            Release::LeaseEnds {
+                server_ms,
+                lease_ms,
+            } => room.queue.places.told(server_ms, lease_ms),
+            Release::Told {
+                text,
+                owner,
+                handed,
+                writers_only,
+            } => {
+                if !room.queue.hand(owner, handed) {
+                    room.line.heard(text, self.client);
+                }
+                room.sharers.heard(writers_only);
             }
-            return;
-        }
-        let handed = Handed {
-            wait,
-            server_ms: parts.next().and_then(parse_number),
-        };
-        // Each wait of the owner checks whether the message names it.
-        let mut named = false;
-        for waiter in room.named.lock().iter().filter(|n| n.owner() == owner) {
-            waiter.hand(handed);
-            named = true;
-        }
-        if !named {
-            let now = Instant::now();
-            let step = room.step(now);
-            room.wake(Due::of_message(text, self.client, now, step));
-        }
-        match wait.filter(|_| owner == FOR_WRITERS) {
-            // A writer's mark keeps sharers out for `wait` ms more: they sleep on.
-            Some(wait) => {
-                let until = Instant::now() + Duration::from_millis(wait);
-                let mut refused = room.sharers_refused.lock();
-                *refused = (refused.0 + 1, Some(until));
-                drop(refused);
-                room.sharers.notify_waiters();
-            }
-            None => room.wake_sharers(),
         }
     }
 
@@ -411,7 +337,10 @@ impl Waiting {
         let mut rooms = self.rooms.lock();
         let room = Arc::clone(rooms.entry(key.clone()).or_insert_with(|| {
             Arc::new(Room {
-                release_channel: channel(),
+                channel: Subscription {
+                    name: channel(),
+                    ..Subscription::default()
+                },
                 ..Room::default()
             })
         }));
@@ -450,7 +379,7 @@ impl Waiting {
         let connection = self.connection.load(Ordering::Acquire);
         state.sent = true;
         state.confirmed = None;
-        Box::pin(self.subscribe(&room.release_channel, room)).await?;
+        Box::pin(self.subscribe(&room.channel.name, room)).await?;
         state.confirmed = Some((connection, Instant::now()));
         Ok(())
     }
@@ -466,7 +395,11 @@ impl Waiting {
             // Never subscribed (the usual case for a lock that was free): forget the
             // room now rather than in a task. After `close` the subscriber is going
             // away with its subscriptions.
-            let never_subscribed = room.channel.try_lock().is_ok_and(|channel| !channel.sent);
+            let never_subscribed = room
+                .channel
+                .state
+                .try_lock()
+                .is_ok_and(|channel| !channel.sent);
             let now = never_subscribed && !room.is_leaving();
             if now || self.is_closed() || tokio::runtime::Handle::try_current().is_err() {
                 forget(&mut rooms, key, room);
@@ -479,7 +412,7 @@ impl Waiting {
         let key = key.clone();
         let room = Arc::clone(room);
         // Taking its mark down is a chore (see `take_down_mark`).
-        let chore = room.mark.lock().is_some().then(|| self.chores.begin());
+        let chore = room.line.mark.lock().is_some().then(|| self.chores.begin());
         tokio::spawn(async move {
             // Kept a while for a waiter of this client that comes back soon (a task
             // between two sections): it then finds the channel subscribed, and need
@@ -492,9 +425,9 @@ impl Waiting {
             if *room.members.lock() > 0 {
                 return;
             }
-            let mut state = room.channel.lock().await;
+            let mut state = room.channel.state.lock().await;
             if state.sent && *room.members.lock() == 0 {
-                let channel = &room.release_channel;
+                let channel = &room.channel.name;
                 if let Err(error) = waiting.unsubscribe(channel, &room).await {
                     tracing::debug!(%error, %channel, "unsubscribe failed");
                 }
@@ -541,16 +474,6 @@ pub(crate) struct Ticket<'a> {
 }
 
 impl Ticket<'_> {
-    /// Waits for this waiter's turn to talk to Redis (FIFO among local waiters).
-    pub(crate) async fn turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
-        self.room.turn.lock().await
-    }
-
-    /// This waiter's turn, if nobody is ahead of it.
-    pub(crate) fn try_turn(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
-        self.room.turn.try_lock().ok()
-    }
-
     /// Subscribes to the release channel unless it is subscribed on the subscriber's
     /// current connection; `attempted_at` is when the caller's last attempt was sent.
     ///
@@ -560,7 +483,7 @@ impl Ticket<'_> {
     /// `SSUBSCRIBE` with an I/O error, or, while it restores its own subscriptions,
     /// with a reply meant for another command.
     pub(crate) async fn subscribe(&self, attempted_at: Instant) -> Result<Listening> {
-        let mut state = self.room.channel.lock().await;
+        let mut state = self.room.channel.state.lock().await;
         let connection = self.waiting.connection.load(Ordering::Acquire);
         match state.confirmed {
             // Confirmed since the attempt: a release told in between went unheard.
@@ -581,108 +504,9 @@ impl Ticket<'_> {
         }
     }
 
-    /// Resolves when this waiter should ask again after the release messages heard
-    /// (at once for one heard before): at once if a message named this client first,
-    /// or nobody in particular; after a delay if it named this client as a backup, or
-    /// named other clients only, unless a newer message says otherwise (see the module
-    /// docs). Returns whether a message named this client first.
-    ///
-    /// # Cancel safety
-    /// What is due stays with the room until a call returns it, so a waiter dropped
-    /// here leaves it to the next head.
-    pub(crate) async fn released(&self) -> bool {
-        loop {
-            let notified = self.room.released.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let at = {
-                let mut due = self.room.due.lock();
-                match *due {
-                    Due::Now { named } => {
-                        *due = Due::Idle;
-                        return named;
-                    }
-                    Due::At(at) if at <= Instant::now() => {
-                        *due = Due::Idle;
-                        return false;
-                    }
-                    Due::At(at) => Some(at),
-                    Due::Idle => None,
-                }
-            };
-            match at {
-                Some(at) => {
-                    tokio::select! {
-                        () = tokio::time::sleep_until(at) => {}
-                        () = &mut notified => {}
-                    }
-                }
-                None => notified.await,
-            }
-        }
-    }
-
-    /// Resolves at the next release message of the lock (or reconnection), for a waiter
-    /// who shares the lock and so does not wait for its turn: every such waiter is woken
-    /// by every message. Call it before the attempt whose refusal it waits after: a
-    /// message that comes between the two is not missed.
-    pub(crate) fn any_release(&self) -> tokio::sync::futures::Notified<'_> {
-        self.room.sharers.notified()
-    }
-
-    /// Until when the sharers refused since the last release message that woke them
-    /// sleep, if it is later than now: a sharer that comes meanwhile would be refused
-    /// as well, and can sleep without asking (woken with them).
-    /// Also the count of messages so far, to hand to
-    /// [`sharer_refused`](Self::sharer_refused) after an attempt made now.
-    pub(crate) fn sharers_refused(&self) -> (u64, Option<Instant>) {
-        let (messages, until) = *self.room.sharers_refused.lock();
-        (messages, until.filter(|until| *until > Instant::now()))
-    }
-
-    /// Records that a subscribed sharer was refused and sleeps until `until` at the
-    /// latest (see [`sharers_refused`](Self::sharers_refused)), unless a release message
-    /// came since the attempt (the `messages` count read before it): the refusal may
-    /// be stale then.
-    pub(crate) fn sharer_refused(&self, messages: u64, until: Instant) {
-        let mut refused = self.room.sharers_refused.lock();
-        if refused.0 == messages {
-            refused.1 = Some(refused.1.map_or(until, |earlier| earlier.min(until)));
-        }
-    }
-
-    /// Forgets the release messages heard so far: the head is about to ask, and its
-    /// answer covers them.
-    pub(crate) fn asking(&self) {
-        *self.room.due.lock() = Due::Idle;
-    }
-
     /// How many waiters of this client are in the room, this one included.
     pub(crate) fn waiters(&self) -> usize {
         *self.room.members.lock()
-    }
-
-    /// Records that a grant queued this client again for its other waiters.
-    pub(crate) fn queued_again(&self) {
-        self.room.queued.store(true, Ordering::Release);
-    }
-
-    /// Whether a grant queued this client again since the last call: the head then
-    /// waits for its name without asking first.
-    pub(crate) fn take_queued(&self) -> bool {
-        self.room.queued.swap(false, Ordering::AcqRel)
-    }
-
-    /// The schedule of attempts shared by this client's named waiters (see
-    /// [`Places`]).
-    pub(crate) fn places(&self) -> &Places {
-        &self.room.places
-    }
-
-    /// Has release messages that name `owner` wake the returned waiter (and no waiter
-    /// of another owner), until it is dropped; `wait` is its wait's number.
-    pub(crate) fn named(&self, owner: &str, wait: u64) -> NamedWaiter {
-        NamedWaiter::register(&self.room, owner, wait)
     }
 
     /// Resolves once the client is shut down (at once if it is).
@@ -691,11 +515,6 @@ impl Ticket<'_> {
         // Fails only if the sender is gone, and this ticket keeps it.
         let _ = closed.wait_for(|closed| *closed).await;
     }
-}
-
-/// A number in a release message (a fair lock's wait or time, a writer's delay).
-fn parse_number(text: &[u8]) -> Option<u64> {
-    std::str::from_utf8(text).ok()?.parse().ok()
 }
 
 impl Drop for Ticket<'_> {

@@ -2,15 +2,18 @@
 //! the options it honours, its span's name and the step that takes it). A kind owns
 //! what it takes (the name, the semaphore, the names), so a request borrows nothing.
 
+use std::sync::Arc;
+
 use super::sealed::Take;
 use super::take;
 use crate::client::LockClient;
+use crate::engine::Lock;
 use crate::error::Result;
 use crate::guard::LockGuard;
 use crate::multi::{MultiGuard, take_all};
 use crate::options::{LockOptions, ResolvedOptions};
 use crate::rw::{ReadGuard, WriteGuard};
-use crate::scripts::Kind;
+use crate::scripts::{Kind, election_names};
 use crate::semaphore::{Permit, Semaphore};
 use crate::waiting::GiveUp;
 
@@ -34,6 +37,11 @@ pub struct Write(pub(super) String);
 #[derive(Debug, Clone)]
 pub struct SemaphorePermit(pub(super) Semaphore);
 
+/// The fair lock of the election `name`, taken by a candidate (see
+/// `Election::campaign`, which takes it through the front door in a fresh owner scope).
+#[derive(Debug, Clone)]
+pub(crate) struct Candidate(pub(crate) String);
+
 /// Every lock of a set of names, all or nothing (see [`LockClient::lock_all`]).
 #[derive(Debug)]
 pub struct All {
@@ -42,13 +50,17 @@ pub struct All {
 }
 
 /// The kind `$kind`, taken by its one name: its guard `$guard`, its span's call names
-/// (`$call` for a wait, `$try` for a single try), the descriptor `$layout` its options
-/// are checked against (`None`: every option), and its take step: `$take`, with the
-/// name, the client, the checked options and the give-up bound to the given names.
+/// (`$call` for a wait, `$try` for a single try), its descriptor in the client's
+/// layout (`$layout`, picked here once for the options check and the take step), the
+/// options it honours (`every`, or those of its descriptor: `its own`), and its take
+/// step: `$take`, with the name, the descriptor, the client, the checked options and
+/// the give-up bound to the given names.
 macro_rules! by_name {
     (
-        $kind:ident => $guard:ty, call: $call:literal / $try:literal, layout: $layout:expr,
-        take: |$name:ident, $client:ident, $options:ident, $give_up:ident| $take:expr $(,)?
+        $kind:ident => $guard:ty, call: $call:literal / $try:literal,
+        layout: $layout:expr, options: $honoured:ident,
+        take: |$name:ident, $descriptor:ident, $client:ident, $options:ident, $give_up:ident|
+            $take:expr $(,)?
     ) => {
         impl Take for $kind {
             type Guard = $guard;
@@ -62,12 +74,7 @@ macro_rules! by_name {
                 client: &LockClient,
                 options: &LockOptions,
             ) -> Result<ResolvedOptions> {
-                let config = client.engine().config();
-                let layout: fn(crate::Compat) -> Option<Kind> = $layout;
-                match layout(config.compat) {
-                    Some(kind) => options.resolve_for(config, kind),
-                    None => options.resolve(config),
-                }
+                by_name!(@resolve $honoured, client, options, $layout)
             }
 
             fn call(&self, single_try: bool) -> Option<&'static str> {
@@ -80,35 +87,51 @@ macro_rules! by_name {
                 $options: ResolvedOptions,
                 $give_up: D,
             ) -> Result<Result<$guard, D::GaveUp>> {
+                let layout: fn(crate::Compat) -> Kind = $layout;
+                let $descriptor = layout($client.compat());
                 let $name = self.0.as_str();
                 $take
             }
         }
     };
+    (@resolve every, $client:ident, $options:ident, $layout:expr) => {
+        $options.resolve($client.engine().config())
+    };
+    (@resolve its_own, $client:ident, $options:ident, $layout:expr) => {{
+        let config = $client.engine().config();
+        let layout: fn(crate::Compat) -> Kind = $layout;
+        $options.resolve_for(config, layout(config.compat))
+    }};
 }
 
 by_name!(
-    Mutex => LockGuard, call: "lock" / "try_lock", layout: |_| None,
-    take: |name, client, options, give_up| client.take_mutex(name, options, give_up).await,
+    Mutex => LockGuard, call: "lock" / "try_lock", layout: Kind::mutex, options: every,
+    take: |name, kind, client, options, give_up| client.take_mutex(name, kind, options, give_up).await,
 );
 by_name!(
-    Fair => LockGuard, call: "fair_lock" / "fair_lock", layout: |compat| Some(Kind::fair(compat)),
-    take: |name, client, options, give_up| client.take_fair(name, options, give_up).await,
+    Fair => LockGuard, call: "fair_lock" / "fair_lock", layout: Kind::fair, options: its_own,
+    take: |name, kind, client, options, give_up| client.take_fair(name, kind, options, give_up).await,
 );
 by_name!(
-    Read => ReadGuard, call: "read_lock" / "read_lock", layout: |compat| Some(Kind::read(compat)),
-    take: |name, client, options, give_up| {
-        let side = Kind::read(client.compat());
+    Read => ReadGuard, call: "read_lock" / "read_lock", layout: Kind::read, options: its_own,
+    take: |name, side, client, options, give_up| {
         let taken = client.take_side(name, side, options, give_up).await?;
         Ok(taken.map(ReadGuard::new))
     },
 );
 by_name!(
-    Write => WriteGuard, call: "write_lock" / "write_lock", layout: |compat| Some(Kind::write(compat)),
-    take: |name, client, options, give_up| {
-        let side = Kind::write(client.compat());
+    Write => WriteGuard, call: "write_lock" / "write_lock", layout: Kind::write, options: its_own,
+    take: |name, side, client, options, give_up| {
         let taken = client.take_side(name, side, options, give_up).await?;
         Ok(taken.map(WriteGuard::new))
+    },
+);
+by_name!(
+    Candidate => LockGuard, call: "campaign" / "campaign", layout: |_| Kind::FAIR, options: its_own,
+    take: |name, _kind, client, options, give_up| {
+        let names = election_names(&client.engine().config().prefix, name)?;
+        let taken = client.engine().take(Lock::At(Arc::new(names)), options, give_up);
+        Ok(taken.await?.map(LockGuard::new))
     },
 );
 

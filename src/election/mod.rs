@@ -21,11 +21,11 @@ use fred::clients::SubscriberClient;
 use fred::interfaces::{ClientLike, EventInterface};
 use tokio::sync::mpsc;
 
+use crate::acquire::Candidate;
 use crate::client::LockClient;
 use crate::engine::Engine;
 use crate::error::{LockError, Result};
 use crate::keys::leader_channel;
-use crate::observe;
 use crate::options::{LockOptions, MAX_DATA_LEN};
 use crate::owner::owner_scope;
 use crate::scripts::LeaderRecord;
@@ -131,15 +131,13 @@ impl Election {
         let data = data.into();
         check_data(&data)?;
         let engine = self.client.engine();
-        engine.check_running()?;
-        let names = election_names(&engine.config().prefix, &self.name)?;
-        let key = names.key.clone();
+        let key = election_names(&engine.config().prefix, &self.name)?.key;
         let options = LockOptions::fenced()
             .wait_forever()
             .resolve(engine.config())?;
-        let span = observe::lock_span("campaign", &self.name);
-        let queued = self.client.queue_at(names, options, Forever);
-        let guard = match observe::observed(span, false, owner_scope(queued)).await? {
+        let candidate = Candidate(self.name.clone());
+        let queued = crate::acquire::take(&self.client, candidate, options, Forever);
+        let guard = match owner_scope(queued).await? {
             Ok(guard) => guard,
             Err(never) => match never {},
         };

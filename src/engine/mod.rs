@@ -21,6 +21,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::chores::{Chore, Chores};
+use crate::deadlock::Detector;
 use crate::error::{LockError, Result};
 use crate::hold::{Hold, HoldUse, Holds, LocalHolder};
 use crate::lease::{CLAIM_WINDOW, lost_deadline, renewal_period};
@@ -37,10 +38,13 @@ mod background;
 mod claim;
 mod coalesce;
 mod in_flight;
+mod queue;
+mod take;
 mod waits;
 
 pub(crate) use claim::HoldClaim;
 use in_flight::{InFlight, Op};
+pub(crate) use take::Lock;
 
 /// The shared state of one client and its clones, and the calls that change holds.
 #[derive(Debug)]
@@ -54,6 +58,8 @@ pub(crate) struct Engine {
     protocol: Arc<Protocol>,
     waiting: Arc<Waiting>,
     holds: Arc<Holds>,
+    /// The deadlock checks of long waits, unless they are off (see `deadlock.rs`).
+    deadlocks: Option<Arc<Detector>>,
     watchdogs: Arc<Watchdogs>,
     runtime: tokio::runtime::Handle,
     shut_down: AtomicBool,
@@ -81,14 +87,14 @@ pub(crate) enum Attempt {
 
 impl Engine {
     /// The engine of a new client `id` with `config`, over `protocol` (connected),
-    /// waking waiters through `waiting`, keeping its holds in `holds` (which `waiting`
-    /// reads too). Returns once the client's own channel is subscribed (see
+    /// waking waiters through `waiting`, keeping its holds in `holds` (which
+    /// `deadlocks`, the deadlock checks of long waits if they are on, reads too). Returns once the client's own channel is subscribed (see
     /// [`Waiting::listen_for_notices`]).
     pub(crate) async fn start(
         id: Uuid,
         config: ClientConfig,
         protocol: Arc<Protocol>,
-        (waiting, holds): (Arc<Waiting>, Arc<Holds>),
+        (waiting, holds, deadlocks): (Arc<Waiting>, Arc<Holds>, Option<Arc<Detector>>),
         chores: Arc<Chores>,
     ) -> Arc<Self> {
         let engine = Arc::new(Self {
@@ -100,6 +106,7 @@ impl Engine {
             protocol,
             waiting,
             holds,
+            deadlocks,
             runtime: tokio::runtime::Handle::current(),
             shut_down: AtomicBool::new(false),
             chores,

@@ -1,8 +1,8 @@
 //! The waits of the kinds whose waiters wake on the lock's release channel: in line
 //! (the mutex, the write side, the semaphore: only the head of this client's waiters
 //! asks Redis) or alongside (the read side: every waiting reader asks at each release).
-//! Each is a [`Policy`] of the one wait loop (`waiting/wait.rs`); the fair lock's is in
-//! `fair.rs`.
+//! Each is a [`Policy`] of the one wait loop (`waiting/wait.rs`); the fair lock's queue
+//! is in `queue.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -92,7 +92,13 @@ impl Engine {
                 None => Some(alongside.attempt().await?),
                 Some(_) => None,
             };
-            return wait(&ticket, alongside, first, give_up).await;
+            return wait(
+                (&ticket, self.deadlocks.as_ref()),
+                alongside,
+                first,
+                give_up,
+            )
+            .await;
         }
         // Queue behind the local callers already here (FIFO): only the head talks to
         // Redis, so many callers arriving at once send one attempt, not one each. With
@@ -116,7 +122,7 @@ impl Engine {
             }
             false => None,
         };
-        wait(&ticket, line, first, give_up).await
+        wait((&ticket, self.deadlocks.as_ref()), line, first, give_up).await
     }
 }
 

@@ -287,7 +287,7 @@ impl LockClient {
         found.sort();
         found.dedup();
         let protocol = self.engine().protocol();
-        let walker = crate::waiting::Walker {
+        let walker = crate::deadlock::Walker {
             config,
             redis: protocol.scripting(),
         };
@@ -295,7 +295,7 @@ impl LockClient {
             .deadlock_check
             .unwrap_or(crate::options::DEFAULT_DEADLOCK_CHECK);
         let (waits, deadlocks) = walker
-            .graph(&found, crate::waiting::second_look(check))
+            .graph(&found, crate::deadlock::second_look(check))
             .await?;
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -109,6 +109,12 @@ pub(crate) struct KindSpec {
     /// Whether each waiting owner is told on a channel of its own, and queued in Redis
     /// until it leaves (Redisson's fair lock), rather than on the lock's channel.
     waits_on_own_channel: bool,
+    /// Whether every wait queues in Redis as an entry of its own and is handed the lock
+    /// by name (holdlock's fair lock: the policy in `engine/queue.rs`).
+    queues_each_wait: bool,
+    /// Whether each hold is an owner of its own, so that nothing re-enters (a
+    /// semaphore's permits: two permits of one task are two holds).
+    owner_per_hold: bool,
     /// The key and channel names beside the hash, by layout.
     layout: &'static Layout,
     acquire: AcquireFn,
@@ -288,6 +294,8 @@ pub(crate) static MUTEX: KindSpec = KindSpec {
     hands_on_when_forced: false,
     waits_alongside: false,
     waits_on_own_channel: false,
+    queues_each_wait: false,
+    owner_per_hold: false,
     layout: &HOLDLOCK,
     acquire: |scripts, client, names, owner, options| {
         Box::pin(scripts.acquire(client, &ACQUIRE, AcquireCall::of(names, owner, options)))
@@ -332,6 +340,7 @@ pub(crate) static FAIR: KindSpec = KindSpec {
     batches: false,
     queues_clients: false,
     hands_on_when_forced: true,
+    queues_each_wait: true,
     acquire: |scripts, client, names, owner, options| {
         Box::pin(scripts.fair_acquire(client, names, owner, options))
     },
@@ -453,6 +462,7 @@ pub(crate) static SEMAPHORE: KindSpec = KindSpec {
         key: LockNames::leases_key,
     }),
     waits_alongside: false,
+    owner_per_hold: true,
     acquire: |scripts, client, names, owner, options| {
         Box::pin(scripts.sem_acquire(client, names, owner, options.0))
     },
@@ -693,6 +703,18 @@ impl Kind {
     /// Redis until it leaves (see [`LockNames::own_channel`]).
     pub(crate) fn waits_on_own_channel(self) -> bool {
         self.0.waits_on_own_channel
+    }
+
+    /// Whether every wait queues in Redis as an entry of its own, handed the lock by
+    /// name (the fair lock's queue, `engine/queue.rs`).
+    pub(crate) fn queues_each_wait(self) -> bool {
+        self.0.queues_each_wait
+    }
+
+    /// Whether each hold is an owner of its own, never re-entered (a semaphore's
+    /// permits).
+    pub(crate) fn owner_per_hold(self) -> bool {
+        self.0.owner_per_hold
     }
 
     /// Whether the hash keeps data beside its holders.

@@ -26,7 +26,7 @@ fn is_holder(field: &str) -> bool {
 }
 
 /// The owners a waiter for the lock `names` whose hash has the fields `fields` waits
-/// for, for the wait-for graph (see `waiting/deadlock.rs`): its holders, a write
+/// for, for the wait-for graph (see `deadlock.rs`): its holders, a write
 /// hold's field without its suffix (`:w`, or Redisson's `:write`: see
 /// [`LockNames::write_suffix`]). None for a semaphore: a waiter for a permit waits for
 /// any one of its holders, not for each, so a cycle through it need not be a

@@ -1,4 +1,4 @@
-//! The wait-for edges of the deadlock check (see `waiting/deadlock.rs`): one string
+//! The wait-for edges of the deadlock check (see `deadlock.rs`): one string
 //! per waiting owner, `<prefix>waits:<owner>`, written with an expiry while a long wait
 //! lasts, read by the other waiters' walks, and taken down when the wait ends.
 

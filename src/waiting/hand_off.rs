@@ -50,7 +50,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::Room;
+use super::line::Line;
 
 /// The shortest step: how long after a release message the head of a client named as
 /// its first backup asks at the soonest (the second backup twice as long), in case
@@ -65,7 +65,7 @@ const MAX_STEP: Duration = Duration::from_millis(100);
 /// message does not name asks, in case none of the clients it names takes the lock.
 const FALLBACK: Duration = Duration::from_millis(250);
 
-impl Room {
+impl Line {
     /// Records a release message heard `now`, and returns the backups' step: twice
     /// the average time between two messages (an eighth of each new gap), within
     /// [`BACKUP_DELAY`] and [`MAX_STEP`].

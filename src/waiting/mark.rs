@@ -44,7 +44,7 @@ impl Ticket<'_> {
     /// flight. A grant that leaves no mark undoes the record ([`Marking::granted`]), so
     /// a lock taken at once costs nothing more.
     pub(crate) fn marking(&self, mark: Option<Mark>) -> Marking<'_> {
-        let mut current = self.room.mark.lock();
+        let mut current = self.room.line.mark.lock();
         let set = match (mark, *current) {
             (Some(mark), None) => {
                 *current = Some(mark);
@@ -72,7 +72,7 @@ impl Marking<'_> {
     /// queued again for its other waiters).
     pub(crate) fn granted(self, marks: bool) {
         if self.set && !marks {
-            *self.room.mark.lock() = None;
+            *self.room.line.mark.lock() = None;
         }
     }
 }
@@ -83,7 +83,7 @@ impl Waiting {
     /// next hand-off, a writer's mark would keep readers out for nobody, and a clean
     /// shutdown leaves neither behind. In the background, counted as a chore.
     pub(super) fn take_down_mark(self: &Arc<Self>, key: &str, room: &Arc<Room>) {
-        let Some(mark) = room.mark.lock().take() else {
+        let Some(mark) = room.line.mark.lock().take() else {
             return;
         };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -133,7 +133,7 @@ impl Ticket<'_> {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        *self.room.leaving.count.lock() += 1;
+        *self.room.line.leaving.count.lock() += 1;
         let (redis, sharded) = (self.waiting.redis.clone(), self.waiting.sharded);
         let leave = crate::scripts::leave_fair_queue(redis, names, owner, wait_ms, sharded);
         let chore = self.waiting.chores.begin();
@@ -143,11 +143,15 @@ impl Ticket<'_> {
             if let Err(error) = leave.await {
                 tracing::debug!(%error, "leaving a Redisson fair queue failed");
             }
-            *room.leaving.count.lock() -= 1;
-            room.leaving.done.notify_waiters();
+            *room.line.leaving.count.lock() -= 1;
+            room.line.leaving.done.notify_waiters();
             // An empty room was kept for this (see `Waiting::forget_if_empty`); one
             // still subscribed is forgotten once its channel is let go.
-            let unsubscribed = room.channel.try_lock().is_ok_and(|channel| !channel.sent);
+            let unsubscribed = room
+                .channel
+                .state
+                .try_lock()
+                .is_ok_and(|channel| !channel.sent);
             if let Some(waiting) = waiting.upgrade().filter(|_| unsubscribed) {
                 waiting.forget_if_empty(&key, &room);
             }
@@ -159,7 +163,7 @@ impl Ticket<'_> {
     /// [`leave_owner_queue`](Self::leave_owner_queue)).
     pub(crate) async fn after_leaving(&self) {
         loop {
-            let left = self.room.leaving.done.notified();
+            let left = self.room.line.leaving.done.notified();
             if !self.room.is_leaving() {
                 return;
             }
@@ -180,6 +184,6 @@ pub(super) struct Leaving {
 impl Room {
     /// Whether a wait that ended here is still leaving its queue.
     pub(super) fn is_leaving(&self) -> bool {
-        *self.leaving.count.lock() > 0
+        *self.line.leaving.count.lock() > 0
     }
 }

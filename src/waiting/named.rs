@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use super::Room;
+use super::places::Places;
+use super::{Room, Ticket};
 
 /// What a release message naming a fair waiter's owner says (see
 /// `lua/fair_queue.lua`).
@@ -18,6 +19,46 @@ pub(crate) struct Handed {
     /// When Redis handed it over, in milliseconds by the server's clock, if the
     /// message says.
     pub(crate) server_ms: Option<u64>,
+}
+
+/// A room's waiters woken only by a message that names them, and their shared
+/// schedule of attempts in a fair lock's queue.
+#[derive(Debug, Default)]
+pub(super) struct Queue {
+    named: Mutex<Vec<Arc<Named>>>,
+    pub(super) places: Places,
+}
+
+impl Queue {
+    /// Hands a message naming `owner` to each of its waits here (each checks whether
+    /// it names it); returns whether there was one.
+    pub(super) fn hand(&self, owner: &[u8], handed: Handed) -> bool {
+        let mut named = false;
+        for waiter in self.named.lock().iter().filter(|n| n.owner() == owner) {
+            waiter.hand(handed);
+            named = true;
+        }
+        named
+    }
+
+    /// Wakes every named waiter to try again.
+    pub(super) fn wake_all(&self) {
+        self.named.lock().iter().for_each(|named| named.wake());
+    }
+}
+
+impl Ticket<'_> {
+    /// The schedule of attempts shared by this client's named waiters (see
+    /// [`Places`]).
+    pub(crate) fn places(&self) -> &Places {
+        &self.room.queue.places
+    }
+
+    /// Has release messages that name `owner` wake the returned waiter (and no waiter
+    /// of another owner), until it is dropped; `wait` is its wait's number.
+    pub(crate) fn named(&self, owner: &str, wait: u64) -> NamedWaiter {
+        NamedWaiter::register(&self.room, owner, wait)
+    }
 }
 
 /// What a named waiter has heard: the wake-up, and the last message naming it.
@@ -34,13 +75,13 @@ pub(super) struct Named {
 
 impl Named {
     /// The owner id its entry names, as release messages name it.
-    pub(super) fn owner(&self) -> &[u8] {
+    fn owner(&self) -> &[u8] {
         let entry = self.entry.as_bytes();
         let space = entry.iter().rposition(|&byte| byte == b' ');
         &entry[..space.unwrap_or(entry.len())]
     }
 
-    pub(super) fn hand(&self, handed: Handed) {
+    fn hand(&self, handed: Handed) {
         *self.handed.lock() = Some(handed);
         self.notify.notify_one();
     }
@@ -65,7 +106,7 @@ impl NamedWaiter {
             entry: format!("{owner} {wait}"),
             ..Named::default()
         });
-        room.named.lock().push(Arc::clone(&named));
+        room.queue.named.lock().push(Arc::clone(&named));
         Self {
             room: Arc::clone(room),
             named,
@@ -118,7 +159,7 @@ impl NamedWaiter {
 
     /// Calls `each` with every other named waiter of the room.
     fn for_others(&self, mut each: impl FnMut(&Arc<Named>)) {
-        let named = self.room.named.lock();
+        let named = self.room.queue.named.lock();
         named
             .iter()
             .filter(|named| !Arc::ptr_eq(named, &self.named))
@@ -149,6 +190,7 @@ impl PlacesCheck {
 impl Drop for NamedWaiter {
     fn drop(&mut self) {
         self.room
+            .queue
             .named
             .lock()
             .retain(|named| !Arc::ptr_eq(named, &self.named));

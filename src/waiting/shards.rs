@@ -69,7 +69,7 @@ impl Waiting {
             return subscribe_plain(&self.subscriber, channel).await;
         }
         Box::pin(self.subscriber.ssubscribe(channel)).await?;
-        *room.node.lock() = self.node_of(channel);
+        *room.channel.node.lock() = self.node_of(channel);
         Ok(())
     }
 
@@ -82,7 +82,7 @@ impl Waiting {
         if !self.sharded {
             return self.subscriber.unsubscribe(channel).await;
         }
-        *room.node.lock() = None;
+        *room.channel.node.lock() = None;
         self.subscriber.sunsubscribe(channel).await
     }
 
@@ -101,7 +101,7 @@ impl Waiting {
             .rooms
             .lock()
             .values()
-            .filter(|room| room.node.lock().is_some())
+            .filter(|room| room.channel.node.lock().is_some())
             .map(Arc::clone)
             .collect();
         if rooms.is_empty() {
@@ -112,9 +112,10 @@ impl Waiting {
             return;
         }
         for room in rooms {
-            let mut state = room.channel.lock().await;
-            let channel = &room.release_channel;
-            let moved = state.confirmed.is_some() && *room.node.lock() != self.node_of(channel);
+            let mut state = room.channel.state.lock().await;
+            let channel = &room.channel.name;
+            let moved =
+                state.confirmed.is_some() && *room.channel.node.lock() != self.node_of(channel);
             if !moved {
                 continue;
             }

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use super::give_up::GiveUp;
 use super::{Listening, Ticket};
+use crate::deadlock::Detector;
 use crate::error::{LockError, Result};
 use crate::scripts::LockNames;
 
@@ -68,7 +69,7 @@ pub(crate) trait Policy {
 /// Waits on `ticket` with `policy` until granted, or `give_up`. `first` is an attempt
 /// already answered (made before this call, so that the usual free lock costs no
 /// shutdown watch); the loop starts from its refusal. A wait that lasts is checked for
-/// deadlocks (see `deadlock.rs`).
+/// deadlocks by `deadlocks`, if the client checks (see `deadlock.rs`).
 ///
 /// # Errors
 /// [`LockError::Shutdown`], [`LockError::Deadlock`] if this wait is a deadlock's
@@ -78,7 +79,7 @@ pub(crate) trait Policy {
 /// Dropping it drops the attempt or sleep in progress; an attempt in flight is settled
 /// by the engine (see `engine::InFlight`).
 pub(crate) async fn wait<P: Policy, D: GiveUp>(
-    ticket: &Ticket<'_>,
+    (ticket, deadlocks): (&Ticket<'_>, Option<&Arc<Detector>>),
     mut policy: P,
     first: Option<Asked<P::Grant, P::Refused>>,
     give_up: D,
@@ -89,7 +90,7 @@ pub(crate) async fn wait<P: Policy, D: GiveUp>(
         None => None,
     };
     let (names, owner) = policy.waiter();
-    let watch = ticket.waiting.watch(names, owner);
+    let watch = deadlocks.and_then(|deadlocks| deadlocks.watch(names, owner));
     let deadlock = async move {
         match watch {
             // Boxed and erased: the check's future is deep, and inline it would make

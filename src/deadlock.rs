@@ -43,8 +43,11 @@ use tokio::time::Instant;
 
 use fred::clients::Client;
 
-use super::Waiting;
+use parking_lot::Mutex;
+
+use crate::chores::Chores;
 use crate::error::{LockError, Result, WaitFor};
+use crate::hold::Holds;
 use crate::keys::{LockKind, WAITS, wait_key};
 use crate::options::ClientConfig;
 use crate::scripts::{LockNames, clear_wait, read_holders, read_wait, write_wait};
@@ -69,21 +72,43 @@ const LONGEST_GAP: u32 = 8;
 /// Counts the waits of this process, so that an edge names its wait.
 static WAIT_IDS: AtomicU64 = AtomicU64::new(0);
 
-/// A client's deadlock checks: how long a wait lasts before it is checked, and what
-/// the walk needs to read the locks.
+/// A client's deadlock checks: how long a wait lasts before it is checked, what the
+/// walk needs to read the locks, and what the client knows of its own holds and waits
+/// (a cycle among its own tasks is found without asking Redis).
 #[derive(Debug)]
-pub(crate) struct Detection {
+pub(crate) struct Detector {
     check: Duration,
     config: ClientConfig,
+    /// The scripts' connection: edges written, read and taken down.
+    redis: Client,
+    /// Taking an edge down is a chore `shutdown` waits for (see `chores.rs`).
+    chores: Arc<Chores>,
+    /// This client's holds (the engine's).
+    holds: Arc<Holds>,
+    /// This client's waits being checked, by owner.
+    local_waits: Mutex<HashMap<String, LocalWait>>,
+    /// The checks' recent walks, by lock (see [`Detector::explored`]).
+    walks: Mutex<Walks>,
 }
 
-impl Detection {
-    /// The checks of a client with `config`, if they are on.
-    pub(crate) fn new(config: &ClientConfig) -> Option<Self> {
-        Some(Self {
+impl Detector {
+    /// The checks of a client with `config`, if they are on, over `redis`, counting
+    /// their chores in `chores` and reading the client's `holds`.
+    pub(crate) fn new(
+        config: &ClientConfig,
+        redis: Client,
+        chores: Arc<Chores>,
+        holds: Arc<Holds>,
+    ) -> Option<Arc<Self>> {
+        Some(Arc::new(Self {
             check: config.deadlock_check?,
             config: config.clone(),
-        })
+            redis,
+            chores,
+            holds,
+            local_waits: Mutex::default(),
+            walks: Mutex::default(),
+        }))
     }
 }
 
@@ -206,11 +231,10 @@ pub(crate) struct LocalWait {
     names: Arc<LockNames>,
 }
 
-/// A wait's deadlock check, made by [`Waiting::watch`]: see the module docs.
+/// A wait's deadlock check, made by [`Detector::watch`]: see the module docs.
 #[derive(Debug)]
 pub(crate) struct Watch {
-    waiting: Arc<Waiting>,
-    detection: Arc<Detection>,
+    detector: Arc<Detector>,
     names: Arc<LockNames>,
     edge: Edge,
     key: String,
@@ -218,11 +242,10 @@ pub(crate) struct Watch {
     written: bool,
 }
 
-impl Waiting {
+impl Detector {
     /// The deadlock check of `owner`'s wait for the lock `names`, which begins now;
     /// `None` if checks are off or the kind takes no part (a semaphore).
     pub(crate) fn watch(self: &Arc<Self>, names: &Arc<LockNames>, owner: &str) -> Option<Watch> {
-        let detection = Arc::clone(self.deadlock.as_ref()?);
         let kind = names.kind.public();
         if kind == LockKind::Semaphore {
             return None;
@@ -243,10 +266,9 @@ impl Waiting {
             names: Arc::clone(names),
         };
         self.local_waits.lock().insert(owner.to_owned(), local);
-        let key = wait_key(&detection.config.prefix, owner);
+        let key = wait_key(&self.config.prefix, owner);
         Some(Watch {
-            waiting: Arc::clone(self),
-            detection,
+            detector: Arc::clone(self),
             names: Arc::clone(names),
             key,
             edge,
@@ -263,7 +285,7 @@ impl Watch {
     /// # Cancel safety
     /// Dropping it (the wait ended) takes the edge down in the background.
     pub(crate) async fn run(mut self) -> LockError {
-        let check = self.detection.check;
+        let check = self.detector.check;
         let mut gap = check;
         loop {
             tokio::time::sleep(gap).await;
@@ -285,7 +307,7 @@ impl Watch {
     /// Writes the edge, and looks for a cycle through it twice: the cycle if this wait
     /// is its victim.
     async fn check(&mut self, next_in: Duration) -> Result<Option<Vec<WaitFor>>> {
-        let detection = &*self.detection;
+        let detection = &*self.detector;
         let second_look = second_look(detection.check);
         // A cycle among this client's own tasks is found from what it knows.
         if let Some(first) = self.local_walk() {
@@ -295,8 +317,8 @@ impl Watch {
                 .filter(|second| *second == first)
                 .and_then(|cycle| self.victim_of(cycle)));
         }
-        let redis = self.waiting.redis.clone();
-        self.edge.holding = (self.waiting.holds).held_for_real(&self.edge.owner, MOST_LISTED);
+        let redis = self.detector.redis.clone();
+        self.edge.holding = (self.detector.holds).held_for_real(&self.edge.owner, MOST_LISTED);
         let record = self.edge.record();
         self.written = true;
         write_wait(&redis, &self.key, &record, next_in * EDGE_CHECKS).await?;
@@ -305,7 +327,7 @@ impl Watch {
             redis: &redis,
         };
         let lock = (self.edge.kind, self.edge.name.as_str());
-        let walk = || self.waiting.explored(walker, lock, second_look / 2);
+        let walk = || self.detector.explored(walker, lock, second_look / 2);
         let cycle = found_twice(&self.edge, second_look, walk).await?;
         Ok(cycle.and_then(|cycle| self.victim_of(cycle)))
     }
@@ -323,12 +345,12 @@ impl Watch {
         // yet expired on a promoted replica), and the cycle ends by itself.
         let closing = cycle.last()?;
         let names = self
-            .detection
+            .detector
             .config
             .kind_names(&closing.name, closing.kind)
             .ok()?;
         if !self
-            .waiting
+            .detector
             .holds
             .holds_for_real(names.registry_key(), &self.edge.owner)
         {
@@ -347,8 +369,8 @@ impl Watch {
     /// Follows this client's own holds and waits from this wait's lock, breadth first:
     /// the shortest cycle back to this wait through them alone, if there is one.
     fn local_walk(&self) -> Option<Vec<Edge>> {
-        let waits = self.waiting.local_waits.lock();
-        let holds = &self.waiting.holds;
+        let waits = self.detector.local_waits.lock();
+        let holds = &self.detector.holds;
         let mut edges: Vec<(&Edge, &Arc<LockNames>, usize)> = vec![(&self.edge, &self.names, 0)];
         let mut seen = HashSet::from([self.edge.owner.as_str()]);
         let mut next = 0;
@@ -411,7 +433,7 @@ pub(crate) struct Walker<'a> {
 /// What a walk found from one lock, breadth first: the lock (node 0) and each owner
 /// with an edge met, each with the holders of the lock it waits for. Shared by every
 /// waiter of the lock in this client that checks at about the same time (see
-/// [`Waiting::explored`]).
+/// [`Detector::explored`]).
 #[derive(Debug, Default)]
 pub(crate) struct Tree {
     /// (the edge, `None` for the lock itself; the node whose lock its owner holds;
@@ -552,7 +574,7 @@ impl Walker<'_> {
     }
 }
 
-impl Waiting {
+impl Detector {
     /// The walk from the lock `name` of `kind`: one made by another waiter of this
     /// client less than `fresh` ago (or under way), else a new one. Many local waiters
     /// of one lock (a hot account) then read Redis once per check between them.
@@ -581,7 +603,7 @@ impl Waiting {
 impl Drop for Watch {
     fn drop(&mut self) {
         {
-            let mut waits = self.waiting.local_waits.lock();
+            let mut waits = self.detector.local_waits.lock();
             if waits
                 .get(&self.edge.owner)
                 .is_some_and(|wait| wait.edge == self.edge)
@@ -595,7 +617,7 @@ impl Drop for Watch {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (redis, chore) = (self.waiting.redis.clone(), self.waiting.chores.begin());
+        let (redis, chore) = (self.detector.redis.clone(), self.detector.chores.begin());
         let key = std::mem::take(&mut self.key);
         runtime.spawn(async move {
             if let Err(error) = clear_wait(&redis, &key).await {
