@@ -71,6 +71,35 @@ fn documented_rule(user: &str, password: &str) -> Vec<String> {
         .collect()
 }
 
+/// The documented rule for `user`, without the command `command` (which it grants).
+fn rule_without(user: &str, command: &str) -> Vec<String> {
+    let rule = documented_rule(user, USER_PASSWORD);
+    let without: Vec<String> = rule
+        .iter()
+        .filter(|word| **word != format!("+{command}"))
+        .cloned()
+        .collect();
+    assert_eq!(without.len() + 1, rule.len(), "the rule grants {command}");
+    without
+}
+
+/// In a task of its own (the owner that waits must be the one that holds): takes
+/// `first` on `client`, then waits up to `limit` for `then`, and lets `first` go.
+fn hold_then_wait(
+    client: &LockClient,
+    first: &str,
+    then: &str,
+    limit: Duration,
+) -> tokio::task::JoinHandle<holdlock::Result<Option<holdlock::LockGuard>>> {
+    let (client, first, then) = (client.clone(), first.to_owned(), then.to_owned());
+    tokio::spawn(async move {
+        let held = client.lock(&first).await.unwrap();
+        let second = client.lock(&then).timeout(limit).await;
+        held.unlock().await.unwrap();
+        second
+    })
+}
+
 /// Creates `user` on `server` (whose default user has no password) with `rule`.
 fn set_user(server: &RedisServer, rule: &[String]) {
     let args: Vec<&str> = rule.iter().map(String::as_str).collect();
@@ -161,15 +190,7 @@ async fn the_documented_rule_connects_with_a_database_in_the_url() {
 async fn without_hkeys_a_cycle_is_never_found() {
     logs();
     let server = RedisServer::start();
-    let rule: Vec<String> = documented_rule("locker", USER_PASSWORD)
-        .into_iter()
-        .filter(|word| word != "+hkeys")
-        .collect();
-    assert_eq!(
-        rule.len() + 1,
-        documented_rule("locker", USER_PASSWORD).len()
-    );
-    set_user(&server, &rule);
+    set_user(&server, &rule_without("locker", "hkeys"));
     let url = user_url(&server, "locker");
     let checking = || {
         LockClient::builder(&url)
@@ -180,15 +201,7 @@ async fn without_hkeys_a_cycle_is_never_found() {
     let name = common::unique("acl-no-hkeys");
     let (x, y) = (format!("{name}:x"), format!("{name}:y"));
     let b_holds = b.lock(&y).await.unwrap();
-    let a_waits = {
-        let (a, x, y) = (a.clone(), x.clone(), y.clone());
-        tokio::spawn(async move {
-            let held = a.lock(&x).await.unwrap();
-            let second = a.lock(&y).timeout(Duration::from_secs(4)).await;
-            held.unlock().await.unwrap();
-            second
-        })
-    };
+    let a_waits = hold_then_wait(&a, &x, &y, Duration::from_secs(4));
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Twenty check delays: with `hkeys` this cycle is broken within a few.
     let b_waits = b.lock(&x).timeout(Duration::from_secs(2)).await;
@@ -511,15 +524,7 @@ async fn everything_as(url: &str) {
     // B holds y; A (a task of its own: the owner that waits must be the one that
     // holds) holds x and waits for y; then B waits for x.
     let b_holds = b.lock(&y).await.unwrap();
-    let a_waits = {
-        let (a, x, y) = (a.clone(), x.clone(), y.clone());
-        tokio::spawn(async move {
-            let held = a.lock(&x).await.unwrap();
-            let second = a.lock(&y).await;
-            held.unlock().await.unwrap();
-            second
-        })
-    };
+    let a_waits = hold_then_wait(&a, &x, &y, Duration::from_secs(3600));
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(a.waits().await.unwrap().waits.len(), 1, "A's long wait");
     let b_waits = tokio::time::timeout(Duration::from_secs(5), b.lock(&x)).await;
@@ -530,7 +535,12 @@ async fn everything_as(url: &str) {
     );
     b_holds.unlock().await.unwrap();
     let a_got = tokio::time::timeout(Duration::from_secs(5), a_waits).await;
-    a_got.unwrap().unwrap().unwrap().unlock().await.unwrap();
+    let a_got = a_got.unwrap().unwrap().unwrap();
+    a_got
+        .expect("A takes y once B lets go")
+        .unlock()
+        .await
+        .unwrap();
 
     // An election: campaign, leader, resign.
     let election = client.election(format!("{name}:election"));
@@ -845,11 +855,7 @@ async fn a_user_without_a_command_a_script_calls_gets_a_permission_error_naming_
     let server = RedisServer::start();
     // The documented rule without one sorted-set command, which a fair lock's waiter
     // needs to join the queue.
-    let rule: Vec<String> = documented_rule("queueless", USER_PASSWORD)
-        .into_iter()
-        .filter(|word| word != "+zadd")
-        .collect();
-    set_user(&server, &rule);
+    set_user(&server, &rule_without("queueless", "zadd"));
     let client = LockClient::connect(&user_url(&server, "queueless"))
         .await
         .unwrap();

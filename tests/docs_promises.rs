@@ -115,23 +115,35 @@ fn the_defaults_the_docs_state_are_the_constants() {
 /// CLI's and the library's constants are read against each other.
 #[test]
 fn the_defaults_the_readme_states_for_the_cli_are_the_constants() {
-    let readme = |start: &str, end: &str| duration(&stated("README.md", start, end));
-    let connect = readme("`$HOLDLOCK_CONNECT_TIMEOUT`, default ", ")");
-    assert_eq!(connect, holdlock::DEFAULT_CONNECT_TIMEOUT);
-    let cli_connect = stated(
-        "src/bin/holdlock/connect.rs",
-        "env = \"HOLDLOCK_CONNECT_TIMEOUT\", default_value = \"",
-        "\"",
-    );
-    assert_eq!(duration(&cli_connect), connect);
-    let lease = readme("(`--lease`, default ", ")");
-    assert_eq!(lease, holdlock::DEFAULT_LEASE);
-    let cli_lease = stated(
-        "src/bin/holdlock/run.rs",
-        "within one lease [default: ",
-        "]",
-    );
-    assert_eq!(duration(&cli_lease), lease);
+    // (where the README states it, the constant, where the CLI states it)
+    let stated_twice = [
+        (
+            "`$HOLDLOCK_CONNECT_TIMEOUT`, default ",
+            holdlock::DEFAULT_CONNECT_TIMEOUT,
+            (
+                "src/bin/holdlock/connect.rs",
+                "env = \"HOLDLOCK_CONNECT_TIMEOUT\", default_value = \"",
+                "\"",
+            ),
+        ),
+        (
+            "(`--lease`, default ",
+            holdlock::DEFAULT_LEASE,
+            (
+                "src/bin/holdlock/run.rs",
+                "within one lease [default: ",
+                "]",
+            ),
+        ),
+    ];
+    for (readme, constant, (cli, start, end)) in stated_twice {
+        assert_eq!(
+            duration(&stated("README.md", readme, ")")),
+            constant,
+            "{readme}"
+        );
+        assert_eq!(duration(&stated(cli, start, end)), constant, "{cli}");
+    }
 }
 
 #[cfg(feature = "tower")]
@@ -144,21 +156,27 @@ fn the_tower_layers_default_retry_after_is_the_readmes() {
     );
 }
 
+/// The metrics docs/design.md lists (its table's rows that begin `| `holdlock_`).
+fn listed_metrics() -> BTreeSet<String> {
+    read("docs/design.md")
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `"))
+        .filter_map(|rest| rest.split_once('`'))
+        .map(|(name, _)| name.to_owned())
+        .filter(|name| name.starts_with("holdlock_"))
+        .collect()
+}
+
 #[test]
 fn the_metrics_design_md_lists_are_the_ones_recorded() {
-    let design = read("docs/design.md");
-    let listed: BTreeSet<&str> = design
-        .lines()
-        .filter_map(|line| line.strip_prefix("| `holdlock_"))
-        .filter_map(|rest| rest.split_once('`'))
-        .map(|(name, _)| name)
-        .collect();
+    let listed = listed_metrics();
     let source = read("src/observe.rs");
-    let recorded: BTreeSet<&str> = source
-        .split("!(\"holdlock_")
+    let recorded: BTreeSet<String> = source
+        .split("!(\"")
         .skip(1)
         .filter_map(|rest| rest.split_once('"'))
-        .map(|(name, _)| name)
+        .map(|(name, _)| name.to_owned())
+        .filter(|name| name.starts_with("holdlock_"))
         .collect();
     assert!(recorded.len() >= 10, "{recorded:?}");
     assert_eq!(
@@ -171,14 +189,9 @@ fn the_metrics_design_md_lists_are_the_ones_recorded() {
 /// test reads each from a recorder after the event that records it).
 #[test]
 fn every_listed_metric_is_asserted_by_the_metrics_tests() {
-    let design = read("docs/design.md");
     let tests = read("tests/metrics.rs");
-    let unasserted: Vec<&str> = design
-        .lines()
-        .filter_map(|line| line.strip_prefix("| `"))
-        .filter_map(|rest| rest.split_once('`'))
-        .map(|(name, _)| name)
-        .filter(|name| name.starts_with("holdlock_"))
+    let unasserted: Vec<String> = listed_metrics()
+        .into_iter()
         .filter(|name| {
             !tests.contains(&format!("\"{name}\"")) && !tests.contains(&format!("\"{name}{{"))
         })
