@@ -361,11 +361,12 @@ impl Holds {
         let holds = locks.iter().filter_map(|key| table.by_lock.get(key));
         let mut held: Vec<(LockKind, String)> = Vec::new();
         for hold in holds.flat_map(Few::as_slice) {
-            let kind = hold.names.kind.public();
-            if *hold.owner != *owner || kind == LockKind::Semaphore || !hold.is_held_for_real() {
+            let kind = hold.names.kind;
+            let in_checks = kind.takes_part_in_deadlock_checks();
+            if *hold.owner != *owner || !in_checks || !hold.is_held_for_real() {
                 continue;
             }
-            let lock = (kind, hold.names.name.clone());
+            let lock = (kind.public(), hold.names.name.clone());
             if !held.contains(&lock) {
                 if held.len() == most {
                     return None;

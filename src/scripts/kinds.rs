@@ -1,9 +1,10 @@
 //! The kinds of lock as data: one [`KindSpec`] per kind and layout, saying everything
 //! the engine, the protocol, the watchdog and the scripts need to know about it — its
 //! names, what it excludes, its hash field, how its holds are filed, renewed and
-//! batched, the keys kept beside it, and the scripts that take, release and renew it.
-//! Nothing outside these files decides by the kind or the layout: they read the
-//! descriptor a lock's [`LockNames`] carries.
+//! batched, whether it takes part in deadlock checks, the keys kept beside it, and the
+//! scripts that take, release and renew it. Nothing outside these files decides by the
+//! kind or the layout: they read the descriptor a lock's [`LockNames`] carries, or the
+//! one [`Kind::of_public`] finds for a public [`LockKind`].
 //!
 //! The descriptors are written in full, one `static` per kind and layout, in
 //! `kinds/table.rs`; the layouts they name, in `kinds/layout.rs`. Adding a kind (or a
@@ -105,6 +106,17 @@ pub(crate) struct KindSpec {
     /// Whether each waiting owner is told on a channel of its own, and queued in Redis
     /// until it leaves (Redisson's fair lock), rather than on the lock's channel.
     waits_on_own_channel: bool,
+    /// Whether its waits and holds are edges of the deadlock checks' wait-for graph
+    /// (see `waiting/deadlock.rs`): a waiter waits for each of its holders to leave, so
+    /// a cycle of waits through it is a deadlock. A semaphore's waiter waits for any
+    /// one permit, so a cycle through it need not be one: it takes no part.
+    in_deadlock_checks: bool,
+    /// Whether every holder of its lock is named by an owner id (`<client
+    /// uuid>:...`), whoever took it, so that a hash at a lock's bare name whose holders
+    /// do not read as owner ids is an application's (see `inspect/mod.rs`). A
+    /// semaphore's holders are permits, whose ids Redisson's own clients draw at
+    /// random.
+    holders_are_owner_ids: bool,
     /// The key and channel names beside the hash, by layout.
     layout: &'static Layout,
     acquire: AcquireFn,
@@ -217,6 +229,19 @@ impl Kind {
         Kind::in_layout(compat, &table::SEMAPHORE, &table::REDISSON_SEMAPHORE)
     }
 
+    /// The descriptor of the public kind `public` in the layout of `compat`, as the
+    /// operator calls and the deadlock checks name a lock by its public kind (a
+    /// read-write lock: its write side, whose names and facts are the lock's). The one
+    /// mapping from [`LockKind`] to descriptors.
+    pub(crate) fn of_public(public: LockKind, compat: Compat) -> Kind {
+        match public {
+            LockKind::Mutex => Kind::mutex(compat),
+            LockKind::Fair => Kind::fair(compat),
+            LockKind::ReadWrite => Kind::write(compat),
+            LockKind::Semaphore => Kind::semaphore(compat),
+        }
+    }
+
     /// The kind as the docs and errors name it.
     pub(crate) fn describe(self) -> &'static str {
         self.0.describe
@@ -322,6 +347,19 @@ impl Kind {
     /// Redis until it leaves (see [`LockNames::own_channel`]).
     pub(crate) fn waits_on_own_channel(self) -> bool {
         self.0.waits_on_own_channel
+    }
+
+    /// Whether waits for and holds of this kind are edges of the deadlock checks (a
+    /// waiter waits for each holder; not a semaphore's, which waits for any one).
+    pub(crate) fn takes_part_in_deadlock_checks(self) -> bool {
+        self.0.in_deadlock_checks
+    }
+
+    /// Whether every holder of a lock of this kind is named by an owner id, whoever
+    /// took it (not a semaphore's permits), so that a lock found at its bare name whose
+    /// holders are not is an application's key.
+    pub(crate) fn holders_are_owner_ids(self) -> bool {
+        self.0.holders_are_owner_ids
     }
 
     /// Whether the hash keeps data beside its holders.

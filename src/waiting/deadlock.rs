@@ -224,7 +224,7 @@ impl Waiting {
     pub(crate) fn watch(self: &Arc<Self>, names: &Arc<LockNames>, owner: &str) -> Option<Watch> {
         let detection = Arc::clone(self.deadlock.as_ref()?);
         let kind = names.kind.public();
-        if kind == LockKind::Semaphore {
+        if !names.kind.takes_part_in_deadlock_checks() {
             return None;
         }
         let since_ms = SystemTime::now()

@@ -39,6 +39,8 @@ pub(super) static MUTEX: KindSpec = KindSpec {
     hands_on_when_forced: false,
     waits_alongside: false,
     waits_on_own_channel: false,
+    in_deadlock_checks: true,
+    holders_are_owner_ids: true,
     layout: &layout::HOLDLOCK,
     acquire: |scripts, client, names, owner, options| {
         Box::pin(scripts.acquire(client, &ACQUIRE, AcquireCall::of(names, owner, options)))
@@ -75,6 +77,8 @@ pub(super) static REDISSON_MUTEX: KindSpec = KindSpec {
     hands_on_when_forced: false,
     waits_alongside: false,
     waits_on_own_channel: false,
+    in_deadlock_checks: true,
+    holders_are_owner_ids: true,
     layout: &layout::REDISSON,
     acquire: |scripts, client, names, owner, options| {
         let call = AcquireCall::of(names, owner, options);
@@ -110,6 +114,8 @@ pub(super) static FAIR: KindSpec = KindSpec {
     hands_on_when_forced: true,
     waits_alongside: false,
     waits_on_own_channel: false,
+    in_deadlock_checks: true,
+    holders_are_owner_ids: true,
     layout: &layout::HOLDLOCK_FAIR,
     acquire: |scripts, client, names, owner, options| {
         Box::pin(scripts.fair_acquire(client, names, owner, options))
@@ -144,6 +150,8 @@ pub(super) static REDISSON_FAIR: KindSpec = KindSpec {
     hands_on_when_forced: false,
     waits_alongside: false,
     waits_on_own_channel: true,
+    in_deadlock_checks: true,
+    holders_are_owner_ids: true,
     layout: &layout::REDISSON_FAIR,
     acquire: |scripts, client, names, owner, options| {
         Box::pin(scripts.redisson_fair_acquire(client, names, owner, options))
@@ -176,6 +184,8 @@ pub(super) static READ: KindSpec = KindSpec {
     hands_on_when_forced: false,
     waits_alongside: true,
     waits_on_own_channel: false,
+    in_deadlock_checks: true,
+    holders_are_owner_ids: true,
     layout: &layout::HOLDLOCK_LEASES,
     acquire: acquire_rw,
     release: release_rw,
@@ -204,6 +214,8 @@ pub(super) static WRITE: KindSpec = KindSpec {
     hands_on_when_forced: false,
     waits_alongside: false,
     waits_on_own_channel: false,
+    in_deadlock_checks: true,
+    holders_are_owner_ids: true,
     layout: &layout::HOLDLOCK_LEASES,
     acquire: acquire_rw,
     release: release_rw,
@@ -233,6 +245,8 @@ pub(super) static REDISSON_READ: KindSpec = KindSpec {
     hands_on_when_forced: false,
     waits_alongside: true,
     waits_on_own_channel: false,
+    in_deadlock_checks: true,
+    holders_are_owner_ids: true,
     layout: &layout::REDISSON_RW,
     acquire: acquire_redisson_rw,
     release: release_redisson_rw,
@@ -263,6 +277,8 @@ pub(super) static REDISSON_WRITE: KindSpec = KindSpec {
     hands_on_when_forced: false,
     waits_alongside: false,
     waits_on_own_channel: false,
+    in_deadlock_checks: true,
+    holders_are_owner_ids: true,
     layout: &layout::REDISSON_RW,
     acquire: acquire_redisson_rw,
     release: release_redisson_rw,
@@ -295,6 +311,8 @@ pub(super) static SEMAPHORE: KindSpec = KindSpec {
     hands_on_when_forced: false,
     waits_alongside: false,
     waits_on_own_channel: false,
+    in_deadlock_checks: false,
+    holders_are_owner_ids: false,
     layout: &layout::HOLDLOCK_LEASES,
     acquire: |scripts, client, names, owner, options| {
         Box::pin(scripts.sem_acquire(client, names, owner, options.0))
@@ -334,6 +352,8 @@ pub(super) static REDISSON_SEMAPHORE: KindSpec = KindSpec {
     hands_on_when_forced: false,
     waits_alongside: false,
     waits_on_own_channel: false,
+    in_deadlock_checks: false,
+    holders_are_owner_ids: false,
     layout: &layout::REDISSON_SEM,
     acquire: |scripts, client, names, owner, options| {
         Box::pin(scripts.redisson_sem_acquire(client, names, owner, options.0))

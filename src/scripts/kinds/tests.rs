@@ -60,6 +60,19 @@ fn kinds_exclude_as_the_read_write_lock_says() {
 }
 
 #[test]
+fn each_public_kind_has_its_descriptor_in_each_layout() {
+    for compat in [Compat::Holdlock, Compat::Redisson] {
+        for public in LockKind::ALL {
+            assert_eq!(Kind::of_public(public, compat).public(), public);
+        }
+        assert_eq!(
+            Kind::of_public(LockKind::ReadWrite, compat),
+            Kind::write(compat)
+        );
+    }
+}
+
+#[test]
 fn a_kind_reads_as_its_label_and_layout() {
     // A side's descriptor names the other side, which names it back: its `Debug` is
     // the label and the layout's family only.
@@ -159,6 +172,8 @@ fn facts(kind: Kind) -> Vec<(&'static str, String)> {
         ("hands_on_when_forced", yes(spec.hands_on_when_forced)),
         ("waits_alongside", yes(spec.waits_alongside)),
         ("waits_on_own_channel", yes(spec.waits_on_own_channel)),
+        ("in_deadlock_checks", yes(spec.in_deadlock_checks)),
+        ("holders_are_owner_ids", yes(spec.holders_are_owner_ids)),
         ("layout", layout_name(spec.layout).to_owned()),
         ("key", names.key.to_string()),
     ]
@@ -234,6 +249,8 @@ marks_waiting_writers no         no             no               yes            
 hands_on_when_forced  no         yes            no               no               no
 waits_alongside       no         no             yes              no               no
 waits_on_own_channel  no         no             no               no               no
+in_deadlock_checks    yes        yes            yes              yes              no
+holders_are_owner_ids yes        yes            yes              yes              no
 layout                HOLDLOCK   HOLDLOCK_FAIR  HOLDLOCK_LEASES  HOLDLOCK_LEASES  HOLDLOCK_LEASES
 key                   p:{n}      p:{n}:fair     p:{n}:rw         p:{n}:rw         p:{n}:sem
 "#;
@@ -260,6 +277,8 @@ marks_waiting_writers no         no             no              no           no
 hands_on_when_forced  no         no             no              no           no
 waits_alongside       no         no             yes             no           no
 waits_on_own_channel  no         yes            no              no           no
+in_deadlock_checks    yes        yes            yes             yes          no
+holders_are_owner_ids yes        yes            yes             yes          no
 layout                REDISSON   REDISSON_FAIR  REDISSON_RW     REDISSON_RW  REDISSON_SEM
 key                   p:n        p:n            p:n             p:n          p:n
 "#;
