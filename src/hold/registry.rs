@@ -498,6 +498,7 @@ impl Drop for HoldUse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compat::Compat;
     use crate::options::ClientConfig;
 
     #[tokio::test]
@@ -512,16 +513,16 @@ mod tests {
         let hold = Arc::clone(&first.hold);
         drop(first);
         assert_eq!(holds.len(), 1, "a held lock stays registered");
-        match holds.local_holder("a", "o:1", Kind::MUTEX) {
+        match holds.local_holder("a", "o:1", Kind::mutex(Compat::Holdlock)) {
             LocalHolder::Owner(entry) => assert!(Arc::ptr_eq(&entry.hold, &hold)),
             other => panic!("the holder asked: {other:?}"),
         }
         assert!(matches!(
-            holds.local_holder("a", "o:2", Kind::MUTEX),
+            holds.local_holder("a", "o:2", Kind::mutex(Compat::Holdlock)),
             LocalHolder::Other
         ));
         assert!(matches!(
-            holds.local_holder("b", "o:1", Kind::MUTEX),
+            holds.local_holder("b", "o:1", Kind::mutex(Compat::Holdlock)),
             LocalHolder::Nobody
         ));
         let again = holds.reenter(&hold);
@@ -607,7 +608,7 @@ mod tests {
         drop(fourth);
         assert_eq!(holds.len(), 0);
         assert!(matches!(
-            holds.local_holder("a", "o:2", Kind::MUTEX),
+            holds.local_holder("a", "o:2", Kind::mutex(Compat::Holdlock)),
             LocalHolder::Nobody
         ));
     }

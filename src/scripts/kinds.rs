@@ -186,14 +186,8 @@ impl fmt::Debug for Kind {
 }
 
 impl Kind {
-    #[cfg(test)]
-    pub(crate) const MUTEX: Kind = Kind(&table::MUTEX);
     /// The fair lock in holdlock's layout (an election's lock).
     pub(crate) const FAIR: Kind = Kind(&table::FAIR);
-    #[cfg(test)]
-    pub(crate) const WRITE: Kind = Kind(&table::WRITE);
-    #[cfg(test)]
-    pub(crate) const SEMAPHORE: Kind = Kind(&table::SEMAPHORE);
 
     /// The kind whose descriptor is `holdlock`'s in holdlock's layout and `redisson`'s
     /// in Redisson's, in the layout of `compat`.

@@ -303,20 +303,6 @@ pub(crate) fn election_names(prefix: &str, name: &str) -> Result<LockNames> {
     names_of(prefix, name, keys::ELECTION, Kind::FAIR)
 }
 
-/// The names of the lock `name` of the public `kind`, for the operator calls (a
-/// semaphore's number of permits is not known there: 0; a read-write lock's are its
-/// write side's).
-#[cfg(test)]
-pub(super) fn kind_names(prefix: &str, name: &str, kind: LockKind) -> Result<LockNames> {
-    let kind = match kind {
-        LockKind::Mutex => Kind::MUTEX,
-        LockKind::Fair => Kind::FAIR,
-        LockKind::ReadWrite => Kind::WRITE,
-        LockKind::Semaphore => Kind::SEMAPHORE,
-    };
-    names_of(prefix, name, kind.public().suffix(), kind)
-}
-
 // `ClientConfig` and `LockOptions` are ground types (`options.rs`); what they do with
 // the descriptors is here, in the redis layer, which the ground may not import.
 

@@ -3,7 +3,6 @@
 //! so that a descriptor changed by accident fails here, with every kind in view.
 
 use super::layout::{self, Layout};
-use super::names::kind_names;
 use super::*;
 use crate::keys;
 use crate::scripts::leases::SEM_AVAILABLE;
@@ -12,6 +11,13 @@ use crate::scripts::redisson::{
     REDISSON_FAIR_FORCE, REDISSON_FAIR_INSPECT, REDISSON_RW_INSPECT, REDISSON_SEM_FORCE,
     REDISSON_SEM_HELD, REDISSON_SEM_INSPECT,
 };
+
+/// The names of the lock `name` of the public `kind` in holdlock's layout, as the
+/// operator calls build them.
+fn kind_names(prefix: &str, name: &str, kind: LockKind) -> Result<LockNames> {
+    let kind = Kind::of_public(kind, Compat::Holdlock);
+    (kind.0.layout.names)(prefix, name, kind.public().suffix(), kind)
+}
 
 #[test]
 fn each_kind_is_told_by_its_key() {
