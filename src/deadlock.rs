@@ -247,7 +247,7 @@ impl Detector {
     /// `None` if checks are off or the kind takes no part (a semaphore).
     pub(crate) fn watch(self: &Arc<Self>, names: &Arc<LockNames>, owner: &str) -> Option<Watch> {
         let kind = names.kind.public();
-        if kind == LockKind::Semaphore {
+        if !names.kind.takes_part_in_deadlock_checks() {
             return None;
         }
         let since_ms = SystemTime::now()

@@ -90,27 +90,6 @@ impl LockGuard {
         self.hold().count()
     }
 
-    /// The fencing token of this hold, if it was taken with fencing: strictly greater
-    /// than every token handed to earlier holders of the same name. Nested holds share
-    /// the token of the first.
-    ///
-    /// A token is the Redis server's clock in microseconds, or one more than the last
-    /// token if that is larger, so tokens keep increasing across Redis restarts and
-    /// failovers as long as the servers' clocks are roughly in sync and never stepped
-    /// back by more than the outage lasted (see `docs/guarantees.md`). Tokens are
-    /// sparse: compare them, do not count on consecutive values.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// let guard = client.lock("a").options(holdlock::LockOptions::fenced()).await?.unwrap();
-    /// let token: u64 = guard.fencing_token().expect("fenced");
-    /// # Ok(()) }
-    /// ```
-    pub fn fencing_token(&self) -> Option<u64> {
-        self.hold().token()
-    }
-
     /// The time left on the lock's lease in Redis; `None` if the lock no longer exists.
     ///
     /// # Errors

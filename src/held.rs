@@ -1,7 +1,7 @@
-//! [`Held`]: what every kind of guard has in common (the lost and at-risk signals, a
-//! fixed lease's extension, release), written once over a guard's holds;
-//! [`held_methods!`], which gives every guard these methods of its own from that one
-//! definition; and the critical section written once over it.
+//! [`Held`]: what every kind of guard has in common (the lost and at-risk signals, the
+//! fencing token, a fixed lease's extension, release), written once over a guard's
+//! holds; [`held_methods!`], which gives every guard these methods of its own from
+//! that one definition; and the critical section written once over it.
 
 use std::fmt;
 use std::future::Future;
@@ -104,6 +104,18 @@ pub trait Held: Sealed + Boxed + Send + Sync + fmt::Debug {
         })
     }
 
+    /// The fencing token that stands for the guard, if it has one (see
+    /// [`LockGuard::fencing_token`]): its one hold's, if that was taken with fencing;
+    /// a leadership's, always. `None` for a guard of several holds (a
+    /// [`MultiGuard`](crate::MultiGuard) of two names or more): no one token fences
+    /// them all, each member's is [`MultiGuard::token_of`](crate::MultiGuard::token_of).
+    fn fencing_token(&self) -> Option<u64> {
+        match self.holds() {
+            [one] => one.hold().token(),
+            _ => None,
+        }
+    }
+
     /// The smallest lease left when the holds' last renewals landed (see
     /// [`LockGuard::renewal_margin`]).
     fn renewal_margin(&self) -> Option<Duration> {
@@ -173,6 +185,10 @@ impl Held for Box<dyn Held> {
         (**self).holds()
     }
 
+    fn fencing_token(&self) -> Option<u64> {
+        (**self).fencing_token()
+    }
+
     fn unlock(self) -> impl Future<Output = Result<()>> + Send {
         self.unlock_boxed()
     }
@@ -213,8 +229,8 @@ where
 }
 
 /// Gives the guard type `$guard` the methods of [`Held`] as methods of its own, so that
-/// they need no import: `is_lost`, `lost`, `is_at_risk`, `at_risk`, `renewal_margin`,
-/// `extend` and `unlock`, each forwarding to the trait's. Written once here, with their
+/// they need no import: `is_lost`, `lost`, `is_at_risk`, `at_risk`, `fencing_token`,
+/// `renewal_margin`, `extend` and `unlock`, each forwarding to the trait's. Written once here, with their
 /// docs, for every guard: a capability added to [`Held`] is added here too, and every
 /// guard has it.
 ///
@@ -299,6 +315,43 @@ macro_rules! held_methods {
             /// ```
             pub async fn at_risk(&self) {
                 $crate::held::Held::at_risk(self).await;
+            }
+
+            /// The fencing token of the guard, if it has one: strictly greater than
+            /// every token handed to earlier holders of the same lock. Present it to
+            /// the resources the lock guards (see [`fence`](crate::fence)).
+            ///
+            /// A mutex's or fair lock's hold and a write hold have one if taken with
+            /// fencing ([`LockOptions::fenced`](crate::LockOptions::fenced), or a
+            /// client that fences every lock; in Redisson's layout only the mutex
+            /// draws tokens, from `RFencedLock`'s counter); a write hold's is drawn
+            /// from a floor of the read-write lock's own (`<prefix>{name}:rw:token`).
+            /// A [`Leadership`](crate::Leadership) always has one, greater than every
+            /// earlier leader's of the election. Nested holds share the token of the
+            /// first. A read hold and a semaphore permit, shared with other holders,
+            /// have none; nor has a [`MultiGuard`](crate::MultiGuard) of several
+            /// names, for no one token fences them all: each member's is
+            /// [`MultiGuard::token_of`](crate::MultiGuard::token_of) (a multi-guard of
+            /// one name has its member's).
+            ///
+            /// A token is the Redis server's clock in microseconds, or one more than
+            /// the last token if that is larger, so tokens keep increasing across
+            /// Redis restarts and failovers as long as the servers' clocks are roughly
+            /// in sync and never stepped back by more than the outage lasted (see
+            /// `docs/guarantees.md`). Tokens are sparse: compare them, do not count on
+            /// consecutive values.
+            ///
+            /// # Examples
+            /// ```no_run
+            /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
+            #[doc = concat!("let guard = ", $take, ";")]
+            /// if let Some(token) = guard.fencing_token() {
+            ///     println!("writes go out with token {token}");
+            /// }
+            /// # Ok(()) }
+            /// ```
+            pub fn fencing_token(&self) -> Option<u64> {
+                $crate::held::Held::fencing_token(self)
             }
 
             /// The lease that was left in Redis when the last renewal landed (the margin

@@ -51,7 +51,7 @@ pub(crate) fn client_channel(prefix: &str, client: uuid::Uuid) -> String {
     format!("{prefix}{CLIENT_CHANNEL}{client}")
 }
 
-/// The wait-for edge of `owner`, `<prefix>waits:<owner>` (see `waiting/deadlock.rs`):
+/// The wait-for edge of `owner`, `<prefix>waits:<owner>` (see `deadlock.rs`):
 /// like [`client_channel`], it has no `{` after the prefix, so it is never a lock's key.
 pub(crate) fn wait_key(prefix: &str, owner: &str) -> String {
     [prefix, WAITS, owner].concat()

@@ -43,7 +43,8 @@
 #[cfg(feature = "bench")]
 #[doc(hidden)]
 pub mod bench;
-// integrations: the tower layers, over the public API, held::while_held and owner's scopes
+// integrations: the tower layers, over the public API and three crate internals
+// (held::while_held, owner::within_scope, owner::new_scope)
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;

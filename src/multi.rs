@@ -125,10 +125,12 @@ impl Taken {
 /// [`is_lost`](Self::is_lost)).
 ///
 /// It has the methods every guard has (`is_lost`, `lost`, `is_at_risk`, `at_risk`,
-/// `renewal_margin`, `extend`, `unlock`), over all its members. Having several names,
-/// it has [`names`](Self::names) where the other guards have `name()`, and the
-/// per-member accessors take the member's name: [`fencing_token`](Self::fencing_token),
-/// and [`guard`](Self::guard) for a member's `owner()` and `hold_count()`.
+/// `fencing_token`, `renewal_margin`, `extend`, `unlock`), over all its members:
+/// [`fencing_token`](Self::fencing_token) is `None` for two names or more, as no one
+/// token fences them all. Having several names, it has [`names`](Self::names) where
+/// the other guards have `name()`, and the per-member accessors take the member's
+/// name: [`token_of`](Self::token_of) for a member's fencing token, and
+/// [`guard`](Self::guard) for a member's `owner()` and `hold_count()`.
 ///
 /// # Examples
 /// ```no_run
@@ -180,18 +182,20 @@ impl MultiGuard {
         self.guards.get(index)
     }
 
-    /// The fencing token of the member `name`, if it was taken with fencing (see
-    /// [`LockGuard::fencing_token`]).
+    /// The fencing token of the member `name`, if it is one and was taken with fencing
+    /// (see [`LockGuard::fencing_token`]): the token to present to the resource that
+    /// member guards.
     ///
     /// # Examples
     /// ```no_run
     /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
     /// let options = holdlock::LockOptions::fenced();
     /// let both = client.lock_all(["a", "b"]).options(options).await?.expect("waited");
-    /// assert!(both.fencing_token("a").is_some());
+    /// assert!(both.token_of("a").is_some());
+    /// assert_eq!(both.fencing_token(), None); // two names: no one token
     /// # Ok(()) }
     /// ```
-    pub fn fencing_token(&self, name: &str) -> Option<u64> {
+    pub fn token_of(&self, name: &str) -> Option<u64> {
         self.guard(name)?.fencing_token()
     }
 

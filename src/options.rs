@@ -54,7 +54,9 @@ pub const MAX_DATA_LEN: usize = 1024;
 /// ```
 pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
-/// Settings shared by every lock of one [`LockClient`](crate::LockClient).
+/// Settings shared by every lock of one [`LockClient`](crate::LockClient). The names
+/// of its locks (`names`, `kind_names`, `kinds_at_the_name`) are built from the kind
+/// descriptors, in `scripts/kinds/names.rs`: this layer cannot import them.
 #[derive(Debug, Clone)]
 pub(crate) struct ClientConfig {
     pub(crate) prefix: String,
@@ -74,7 +76,7 @@ pub(crate) struct ClientConfig {
     /// or loss (see `LockClientBuilder::hold_spans`).
     pub(crate) hold_spans: bool,
     /// How long a wait lasts before it is made visible as a wait-for edge and checked
-    /// for a deadlock (see `waiting/deadlock.rs`); `None`: never.
+    /// for a deadlock (see `deadlock.rs`); `None`: never.
     pub(crate) deadlock_check: Option<Duration>,
     /// How long a waiter of a fair lock in Redisson's layout keeps its place at the
     /// head of the queue without asking (Redisson's `fairLockWaitTimeout`).
@@ -394,7 +396,8 @@ impl LockOptions {
     /// permit) is refused with [`LockError::InvalidOption`] naming the option and the
     /// kind, never dropped; the client's default fencing (see
     /// `LockClientBuilder::fencing`) applies to the kinds that can draw tokens. Every
-    /// other option works for every kind.
+    /// other option works for every kind. Calls take it through `resolve_for`, which
+    /// reads the kind's descriptor (`scripts/kinds/names.rs`: above this layer).
     pub(crate) fn resolve_as(
         &self,
         client: &ClientConfig,

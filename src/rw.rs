@@ -150,24 +150,3 @@ side_guard!(
     WriteGuard,
     "write_lock"
 );
-
-impl WriteGuard {
-    /// The fencing token of this write hold, if it was taken with fencing
-    /// ([`LockOptions::fenced`](crate::LockOptions::fenced), or a client that fences every lock): strictly greater
-    /// than every token handed to earlier writers of the same name, drawn as for
-    /// [`LockGuard::fencing_token`] from a floor of the read-write lock's own
-    /// (`<prefix>{name}:rw:token`). Nested write holds share the token of the first.
-    /// Read holds, shared with other readers, have none.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// let options = holdlock::LockOptions::fenced();
-    /// let writing = client.write_lock("balance:7").options(options).await?.unwrap();
-    /// let token: u64 = writing.fencing_token().expect("fenced");
-    /// # Ok(()) }
-    /// ```
-    pub fn fencing_token(&self) -> Option<u64> {
-        self.0.fencing_token()
-    }
-}

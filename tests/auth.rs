@@ -334,7 +334,7 @@ async fn everything_as(url: &str) {
         .await
         .unwrap()
         .unwrap();
-    assert!(multi.fencing_token(&multi_names[0]).is_some());
+    assert!(multi.token_of(&multi_names[0]).is_some());
     assert!(
         waiter
             .lock_all(&multi_names)

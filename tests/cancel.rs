@@ -117,7 +117,7 @@ async fn a_fenced_lock_all_after_a_cancelled_unlock_is_a_new_hold_of_every_membe
             .unwrap()
             .expect("waits forever");
         for name in [&a, &b] {
-            last = last.max(first.fencing_token(name).unwrap_or(0));
+            last = last.max(first.token_of(name).unwrap_or(0));
         }
         if round % 4 < 2 {
             drop(first.unlock());

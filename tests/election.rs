@@ -136,19 +136,19 @@ async fn candidates_of_three_clients_are_elected_in_the_order_they_began(url: &s
     let c = campaign(&clients[2], &name, "c");
     until_queued(&raw, &name, 2).await;
 
-    let token_a = a.fencing_token();
+    let token_a = a.fencing_token().unwrap();
     a.resign().await.unwrap();
     let b = elected(b, Duration::from_secs(5)).await;
     assert_eq!(b.info().data, "b");
-    assert!(b.fencing_token() > token_a);
+    assert!(b.fencing_token().unwrap() > token_a);
     assert_eq!(leader_data(&clients[0], &name).await.as_deref(), Some("b"));
     assert!(!c.is_finished(), "c was elected while b leads");
 
-    let token_b = b.fencing_token();
+    let token_b = b.fencing_token().unwrap();
     b.resign().await.unwrap();
     let c = elected(c, Duration::from_secs(5)).await;
     assert_eq!(c.info().data, "c");
-    assert!(c.fencing_token() > token_b);
+    assert!(c.fencing_token().unwrap() > token_b);
     assert_eq!(leader_data(&clients[1], &name).await.as_deref(), Some("c"));
     c.resign().await.unwrap();
     assert_eq!(leader_data(&clients[1], &name).await, None);
@@ -325,6 +325,7 @@ async fn leader_reports_the_data_and_since_when(url: &str) {
     let slack = Duration::from_secs(1);
     assert!(leader.since + slack >= before && leader.since <= after + slack);
     assert_eq!(Some(leader.fencing_token), a.holds()[0].fencing_token());
+    assert_eq!(a.fencing_token(), Some(leader.fencing_token));
     assert!(a.renewal_margin().is_none() || !a.is_at_risk());
 
     let long = "x".repeat(1025);
@@ -422,11 +423,11 @@ async fn a_second_campaign_of_one_task_waits_for_the_first(url: &str) {
         second.await.is_err(),
         "a second campaign re-entered the first"
     );
-    let (first_owner, token) = (first.info().owner.clone(), first.fencing_token());
+    let (first_owner, token) = (first.info().owner.clone(), first.fencing_token().unwrap());
     first.resign().await.unwrap();
     let second = election.campaign("second").await.unwrap();
     assert_ne!(second.info().owner, first_owner);
-    assert!(second.fencing_token() > token);
+    assert!(second.fencing_token().unwrap() > token);
     second.resign().await.unwrap();
 }
 

@@ -268,12 +268,14 @@ async fn each_member_has_its_fencing_token_and_a_lost_member_is_told(url: &str) 
         .await
         .unwrap()
         .unwrap();
-    let (token_a, token_b) = (
-        both.fencing_token(&a).unwrap(),
-        both.fencing_token(&b).unwrap(),
-    );
+    let (token_a, token_b) = (both.token_of(&a).unwrap(), both.token_of(&b).unwrap());
     assert!(token_a > 0 && token_b > 0);
-    assert_eq!(both.fencing_token("not-a-member"), None);
+    assert_eq!(both.token_of("not-a-member"), None);
+    assert_eq!(
+        both.fencing_token(),
+        None,
+        "two names: no one token fences both"
+    );
     assert!(!both.is_lost());
     assert!(client.force_unlock(&b).await.unwrap());
     // The watchdog finds it gone at its next renewal, a third of the lease on.

@@ -53,21 +53,6 @@ impl Leadership {
         &self.info
     }
 
-    /// The leadership's fencing token: greater than every earlier leader's of the
-    /// election. Present it to the resources the leader writes to (see
-    /// [`fence`](crate::fence)).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn dox(client: holdlock::LockClient) -> holdlock::Result<()> {
-    /// let leadership = client.election("scheduler").campaign("host-a").await?;
-    /// let token: u64 = leadership.fencing_token();
-    /// # Ok(()) }
-    /// ```
-    pub fn fencing_token(&self) -> u64 {
-        self.info.fencing_token
-    }
-
     /// The election's name.
     ///
     /// # Examples
@@ -133,6 +118,12 @@ impl Sealed for Leadership {}
 impl Held for Leadership {
     fn holds(&self) -> &[LockGuard] {
         self.term.guard.as_slice()
+    }
+
+    /// The leadership's token, always: greater than every earlier leader's of the
+    /// election (the leader's record keeps it, see [`LeaderInfo::fencing_token`]).
+    fn fencing_token(&self) -> Option<u64> {
+        Some(self.info.fencing_token)
     }
 
     fn unlock(self) -> impl Future<Output = Result<()>> + Send {

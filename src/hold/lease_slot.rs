@@ -1,5 +1,5 @@
 //! What a running watchdog and its hold share: a small cell in a table its client's
-//! scheduler owns (see `watchdog/lease_table.rs`), so that renewing a hold reads and
+//! scheduler owns (see `watchdog/watched.rs`), so that renewing a hold reads and
 //! writes that cell and not the hold record.
 //!
 //! With a million held locks, every record a renewal touches is a cache miss. The

@@ -251,7 +251,7 @@ impl Holds {
 
     /// The owners whose live holds through this client, on the lock filed under
     /// `registry`, keep out a hold of `kind`: those a waiter for it waits for, as far
-    /// as this client knows (for the deadlock check, see `waiting/deadlock.rs`). A hold
+    /// as this client knows (for the deadlock check, see `deadlock.rs`). A hold
     /// being released is left out: it is gone once its release lands, whatever its
     /// owner waits for.
     pub(crate) fn holders_excluding(&self, registry: &str, kind: Kind) -> Vec<Str> {
@@ -361,11 +361,12 @@ impl Holds {
         let holds = locks.iter().filter_map(|key| table.by_lock.get(key));
         let mut held: Vec<(LockKind, String)> = Vec::new();
         for hold in holds.flat_map(Few::as_slice) {
-            let kind = hold.names.kind.public();
-            if *hold.owner != *owner || kind == LockKind::Semaphore || !hold.is_held_for_real() {
+            let kind = hold.names.kind;
+            let in_checks = kind.takes_part_in_deadlock_checks();
+            if *hold.owner != *owner || !in_checks || !hold.is_held_for_real() {
                 continue;
             }
-            let lock = (kind, hold.names.name.clone());
+            let lock = (kind.public(), hold.names.name.clone());
             if !held.contains(&lock) {
                 if held.len() == most {
                     return None;
@@ -497,6 +498,7 @@ impl Drop for HoldUse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compat::Compat;
     use crate::options::ClientConfig;
 
     #[tokio::test]
@@ -511,16 +513,16 @@ mod tests {
         let hold = Arc::clone(&first.hold);
         drop(first);
         assert_eq!(holds.len(), 1, "a held lock stays registered");
-        match holds.local_holder("a", "o:1", Kind::MUTEX) {
+        match holds.local_holder("a", "o:1", Kind::mutex(Compat::Holdlock)) {
             LocalHolder::Owner(entry) => assert!(Arc::ptr_eq(&entry.hold, &hold)),
             other => panic!("the holder asked: {other:?}"),
         }
         assert!(matches!(
-            holds.local_holder("a", "o:2", Kind::MUTEX),
+            holds.local_holder("a", "o:2", Kind::mutex(Compat::Holdlock)),
             LocalHolder::Other
         ));
         assert!(matches!(
-            holds.local_holder("b", "o:1", Kind::MUTEX),
+            holds.local_holder("b", "o:1", Kind::mutex(Compat::Holdlock)),
             LocalHolder::Nobody
         ));
         let again = holds.reenter(&hold);
@@ -606,7 +608,7 @@ mod tests {
         drop(fourth);
         assert_eq!(holds.len(), 0);
         assert!(matches!(
-            holds.local_holder("a", "o:2", Kind::MUTEX),
+            holds.local_holder("a", "o:2", Kind::mutex(Compat::Holdlock)),
             LocalHolder::Nobody
         ));
     }

@@ -22,6 +22,7 @@ use futures::StreamExt;
 use crate::client::LockClient;
 use crate::error::{LockError, Result};
 use crate::keys::{self, LockKind};
+use crate::scripts::Kind;
 
 mod read;
 mod snapshot;
@@ -238,12 +239,12 @@ impl LockClient {
             if !kinds.contains(&kind) {
                 continue;
             }
-            // A semaphore's permits are its own sorted set's members, each with a
-            // deadline: nothing an application's string has. A hash's holders must
-            // read as owner ids.
+            // A hash's holders must read as owner ids. A semaphore's permits need not
+            // (Redisson's clients draw their ids), but they are its own sorted set's
+            // members, each with a deadline: nothing an application's string has.
+            let by_owners = Kind::of_public(kind, config.compat).holders_are_owner_ids();
             let owned = |info: &LockInfo| {
-                kind == LockKind::Semaphore
-                    || info.owners.iter().all(|owner| is_owner_id(&owner.id))
+                !by_owners || info.owners.iter().all(|owner| is_owner_id(&owner.id))
             };
             match self.inspect_kind(kind, name).await {
                 Ok(Some(info)) if owned(&info) => locks.push(info),

@@ -75,7 +75,7 @@ impl Scripts {
     }
 
     /// How many permits of the semaphore `names` are held now (its kind's count: see
-    /// `scripts/kinds.rs`).
+    /// `scripts/kinds/table.rs`).
     pub(crate) async fn sem_held(&self, client: &Client, names: &LockNames) -> Result<u32> {
         let Some((script, key)) = names.held_count() else {
             return Err(LockError::Protocol(format!(

@@ -35,7 +35,7 @@ pub(crate) fn owners_waited_for<'f>(
     names: &LockNames,
     fields: impl Iterator<Item = &'f str>,
 ) -> Vec<&'f str> {
-    if names.kind.public() == LockKind::Semaphore {
+    if !names.kind.takes_part_in_deadlock_checks() {
         return Vec::new();
     }
     let write_suffix = names.write_suffix();

@@ -261,6 +261,12 @@ pub(super) fn redisson_names(prefix: &str, name: &str, kind: Kind) -> Result<Loc
     })
 }
 
+/// The names of the lock of `kind` called `name` in the layout of its descriptor, its
+/// hash named with its public kind's suffix (see `keys.rs`): every builder below.
+fn in_layout(prefix: &str, name: &str, kind: Kind) -> Result<LockNames> {
+    (kind.0.layout.names)(prefix, name, kind.public().suffix(), kind)
+}
+
 /// The keys and channel of the semaphore called `name` with `permits` permits: its
 /// hash is `P{N}:sem`, beside the mutex `P{N}` of the same name but never the same
 /// key, and its holders' deadlines are the sorted set `P{N}:sem:leases`.
@@ -270,8 +276,7 @@ pub(crate) fn semaphore_names(
     permits: u32,
     kind: Kind,
 ) -> Result<LockNames> {
-    let suffix = LockKind::Semaphore.suffix();
-    let names = (kind.0.layout.names)(prefix, name, suffix, kind)?;
+    let names = in_layout(prefix, name, kind)?;
     Ok(LockNames { permits, ..names })
 }
 
@@ -279,7 +284,7 @@ pub(crate) fn semaphore_names(
 /// (beside the mutex `P{N}`, never the same key), its queue `P{N}:fair:queue` and its
 /// waiters' liveness `P{N}:fair:alive`.
 pub(crate) fn fair_names(prefix: &str, name: &str, kind: Kind) -> Result<LockNames> {
-    (kind.0.layout.names)(prefix, name, LockKind::Fair.suffix(), kind)
+    in_layout(prefix, name, kind)
 }
 
 /// The keys and channel of the read or write side (`side`) of the read-write lock
@@ -287,7 +292,7 @@ pub(crate) fn fair_names(prefix: &str, name: &str, kind: Kind) -> Result<LockNam
 /// sides, and the holders' deadlines in `P{N}:rw:leases`; in Redisson's layout, the
 /// hash `<prefix><name>`.
 pub(crate) fn rw_names(prefix: &str, name: &str, side: Kind) -> Result<LockNames> {
-    (side.0.layout.names)(prefix, name, LockKind::ReadWrite.suffix(), side)
+    in_layout(prefix, name, side)
 }
 
 /// The keys and channel of the fair lock of the election called `name`: its hash is
@@ -298,52 +303,30 @@ pub(crate) fn election_names(prefix: &str, name: &str) -> Result<LockNames> {
     names_of(prefix, name, keys::ELECTION, Kind::FAIR)
 }
 
-/// The names of the lock `name` of the public `kind`, for the operator calls (a
-/// semaphore's number of permits is not known there: 0; a read-write lock's are its
-/// write side's).
-#[cfg(test)]
-pub(super) fn kind_names(prefix: &str, name: &str, kind: LockKind) -> Result<LockNames> {
-    let kind = match kind {
-        LockKind::Mutex => Kind::MUTEX,
-        LockKind::Fair => Kind::FAIR,
-        LockKind::ReadWrite => Kind::WRITE,
-        LockKind::Semaphore => Kind::SEMAPHORE,
-    };
-    names_of(prefix, name, kind.public().suffix(), kind)
-}
+// `ClientConfig` and `LockOptions` are ground types (`options.rs`); what they do with
+// the descriptors is here, in the redis layer, which the ground may not import.
 
 impl ClientConfig {
     /// The names of the mutex `name` in this client's layout.
     pub(crate) fn names(&self, name: &str) -> Result<LockNames> {
-        let mutex = Kind::mutex(self.compat);
-        (mutex.0.layout.names)(&self.prefix, name, "", mutex)
+        in_layout(&self.prefix, name, Kind::mutex(self.compat))
     }
 
     /// The public kinds whose locks this client keeps at their bare names (the prefix
     /// and the name: Redisson's layout), for a listing to look for (see
-    /// `Layout::at_the_name`). Each kind's descriptor is found as an operator call
-    /// finds it, through the names of a lock called `a`.
+    /// `Layout::at_the_name`).
     pub(crate) fn kinds_at_the_name(&self) -> Vec<LockKind> {
         LockKind::ALL
             .into_iter()
-            .filter(|kind| {
-                self.kind_names("a", *kind)
-                    .is_ok_and(|names| names.kind.0.layout.at_the_name)
-            })
+            .filter(|kind| Kind::of_public(*kind, self.compat).0.layout.at_the_name)
             .collect()
     }
 
-    /// The names of the lock `name` of `kind`, for the operator calls (the mutex's in
-    /// this client's layout).
+    /// The names of the lock `name` of `kind`, for the operator calls, in this
+    /// client's layout (a semaphore's number of permits is not known there: 0; a
+    /// read-write lock's are its write side's, see [`Kind::of_public`]).
     pub(crate) fn kind_names(&self, name: &str, kind: LockKind) -> Result<LockNames> {
-        match kind {
-            LockKind::Mutex => self.names(name),
-            LockKind::Fair => fair_names(&self.prefix, name, Kind::fair(self.compat)),
-            LockKind::ReadWrite => rw_names(&self.prefix, name, Kind::write(self.compat)),
-            LockKind::Semaphore => {
-                semaphore_names(&self.prefix, name, 0, Kind::semaphore(self.compat))
-            }
-        }
+        in_layout(&self.prefix, name, Kind::of_public(kind, self.compat))
     }
 }
 
