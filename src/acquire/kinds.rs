@@ -54,14 +54,16 @@ pub struct All {
 /// layout (`$layout`, picked here once for the options check and the take step), the
 /// options it honours (`every`, or those of its descriptor: `its own`), and its take
 /// step: `$take`, with the name, the descriptor, the client, the checked options and
-/// the give-up bound to the given names.
+/// the give-up bound to the given names. Attributes written first go on its impl.
 macro_rules! by_name {
     (
+        $(#[$impl_attribute:meta])*
         $kind:ident => $guard:ty, call: $call:literal / $try:literal,
         layout: $layout:expr, options: $honoured:ident,
         take: |$name:ident, $descriptor:ident, $client:ident, $options:ident, $give_up:ident|
             $take:expr $(,)?
     ) => {
+        $(#[$impl_attribute])*
         impl Take for $kind {
             type Guard = $guard;
 
@@ -127,6 +129,8 @@ by_name!(
     },
 );
 by_name!(
+    // Crate-private: never named in a user's error (the sealed kinds' list).
+    #[diagnostic::do_not_recommend]
     Candidate => LockGuard, call: "campaign" / "campaign", layout: |_| Kind::FAIR, options: its_own,
     take: |name, _kind, client, options, give_up| {
         let names = election_names(&client.engine().config().prefix, name)?;

@@ -12,7 +12,8 @@
 //!
 //! - **W1 uncontended**: one task, `cycles` lock+unlock cycles on one name.
 //! - **W1r reentrant**: the cost of a nested `lock()` of a lock the task holds.
-//! - **W2 burst**: `burst` concurrent one-shot `try_lock`s on one name; the winner keeps
+//! - **W2 burst**: `burst` concurrent one-shot `try_now`s on one name (a try unanswered
+//!   within its budget counted apart); the winner keeps
 //!   it until all have answered.
 //! - **W3 contended**: `workers` tasks over two clients, each doing `sections` critical
 //!   sections {lock; GET counter; SET counter+1; unlock} and then `work` outside.
