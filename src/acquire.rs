@@ -87,7 +87,6 @@ pub(crate) use sealed::Mode;
 use sealed::Take;
 
 mod kinds;
-pub(crate) use kinds::Candidate;
 pub use kinds::{All, Fair, Mutex, Read, SemaphorePermit, Write};
 
 /// A kind of lock the front door takes: [`Mutex`], [`Fair`], [`Read`], [`Write`],
@@ -467,9 +466,9 @@ fn spent() -> LockError {
 }
 
 /// Takes `target` for the current owner with `options` (checked for its kind),
-/// waiting until `give_up`: the prelude every kind shares, written once. The call runs
-/// in the kind's span, and fails at once on a client that was shut down.
-pub(crate) async fn take<K: Take, D: GiveUp + Send>(
+/// waiting until `give_up`: the prelude every kind shares, written once
+/// ([`in_prelude`]).
+async fn take<K: Take, D: GiveUp + Send>(
     client: &LockClient,
     target: K,
     options: ResolvedOptions,
@@ -478,13 +477,30 @@ pub(crate) async fn take<K: Take, D: GiveUp + Send>(
     let single_try = options.is_single_try();
     let span = target
         .call(single_try)
-        .map(|call| observe::lock_span(call, target.name()))
-        .filter(observe::records);
+        .map(|call| observe::lock_span(call, target.name()));
+    in_prelude(
+        client,
+        span,
+        single_try,
+        target.take(client, options, give_up),
+    )
+    .await
+}
+
+/// Runs `call`, a take step, as every call that takes a lock runs it: in `span` (a
+/// call of that name, if anything records it), and failing at once on a client that
+/// was shut down. The front door's kinds and an election's campaign share it.
+pub(crate) async fn in_prelude<G, E>(
+    client: &LockClient,
+    span: Option<tracing::Span>,
+    single_try: bool,
+    call: impl Future<Output = Result<std::result::Result<G, E>>>,
+) -> Result<std::result::Result<G, E>> {
     let taken = async move {
         client.engine().check_running()?;
-        target.take(client, options, give_up).await
+        call.await
     };
-    match span {
+    match span.filter(observe::records) {
         Some(span) => observe::observed(span, single_try, taken).await,
         None => taken.await,
     }

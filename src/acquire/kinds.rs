@@ -2,18 +2,15 @@
 //! the options it honours, its span's name and the step that takes it). A kind owns
 //! what it takes (the name, the semaphore, the names), so a request borrows nothing.
 
-use std::sync::Arc;
-
 use super::sealed::Take;
 use super::take;
 use crate::client::LockClient;
-use crate::engine::Lock;
 use crate::error::Result;
 use crate::guard::LockGuard;
 use crate::multi::{MultiGuard, take_all};
 use crate::options::{LockOptions, ResolvedOptions};
 use crate::rw::{ReadGuard, WriteGuard};
-use crate::scripts::{Kind, election_names};
+use crate::scripts::Kind;
 use crate::semaphore::{Permit, Semaphore};
 use crate::waiting::GiveUp;
 
@@ -37,11 +34,6 @@ pub struct Write(pub(super) String);
 #[derive(Debug, Clone)]
 pub struct SemaphorePermit(pub(super) Semaphore);
 
-/// The fair lock of the election `name`, taken by a candidate (see
-/// `Election::campaign`, which takes it through the front door in a fresh owner scope).
-#[derive(Debug, Clone)]
-pub(crate) struct Candidate(pub(crate) String);
-
 /// Every lock of a set of names, all or nothing (see [`LockClient::lock_all`]).
 #[derive(Debug)]
 pub struct All {
@@ -54,16 +46,14 @@ pub struct All {
 /// layout (`$layout`, picked here once for the options check and the take step), the
 /// options it honours (`every`, or those of its descriptor: `its own`), and its take
 /// step: `$take`, with the name, the descriptor, the client, the checked options and
-/// the give-up bound to the given names. Attributes written first go on its impl.
+/// the give-up bound to the given names.
 macro_rules! by_name {
     (
-        $(#[$impl_attribute:meta])*
         $kind:ident => $guard:ty, call: $call:literal / $try:literal,
         layout: $layout:expr, options: $honoured:ident,
         take: |$name:ident, $descriptor:ident, $client:ident, $options:ident, $give_up:ident|
             $take:expr $(,)?
     ) => {
-        $(#[$impl_attribute])*
         impl Take for $kind {
             type Guard = $guard;
 
@@ -128,17 +118,6 @@ by_name!(
         Ok(taken.map(WriteGuard::new))
     },
 );
-by_name!(
-    // Crate-private: never named in a user's error (the sealed kinds' list).
-    #[diagnostic::do_not_recommend]
-    Candidate => LockGuard, call: "campaign" / "campaign", layout: |_| Kind::FAIR, options: its_own,
-    take: |name, _kind, client, options, give_up| {
-        let names = election_names(&client.engine().config().prefix, name)?;
-        let taken = client.engine().take(Lock::At(Arc::new(names)), options, give_up);
-        Ok(taken.await?.map(LockGuard::new))
-    },
-);
-
 impl Take for SemaphorePermit {
     type Guard = Permit;
 

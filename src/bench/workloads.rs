@@ -13,10 +13,10 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::exclusive::Exclusive;
-use crate::LockError;
 use super::floors::{BareLock, RELEASE_AND_PUBLISH, SCRIPTS_ALONE, ScriptsAlone, TRIVIAL};
 use super::samples::{Samples, alternate, millis, time_each};
 use super::{Bench, BenchError, BenchResult, Figure, Goal, Settings, Unit, Workload};
+use crate::LockError;
 
 impl Bench {
     /// W1: lock+unlock cycles in one task, next to the bare lock's and to holdlock's

@@ -21,11 +21,13 @@ use fred::clients::SubscriberClient;
 use fred::interfaces::{ClientLike, EventInterface};
 use tokio::sync::mpsc;
 
-use crate::acquire::Candidate;
+use crate::acquire::in_prelude;
 use crate::client::LockClient;
-use crate::engine::Engine;
+use crate::engine::{Engine, Lock};
 use crate::error::{LockError, Result};
+use crate::guard::LockGuard;
 use crate::keys::leader_channel;
+use crate::observe;
 use crate::options::{LockOptions, MAX_DATA_LEN};
 use crate::owner::owner_scope;
 use crate::scripts::LeaderRecord;
@@ -131,12 +133,19 @@ impl Election {
         let data = data.into();
         check_data(&data)?;
         let engine = self.client.engine();
-        let key = election_names(&engine.config().prefix, &self.name)?.key;
         let options = LockOptions::fenced()
             .wait_forever()
             .resolve(engine.config())?;
-        let candidate = Candidate(self.name.clone());
-        let queued = crate::acquire::take(&self.client, candidate, options, Forever);
+        // A take step of its own (the fair lock's, at the election's names), run in the
+        // front door's prelude.
+        let names = Arc::new(election_names(&engine.config().prefix, &self.name)?);
+        let key = names.key.clone();
+        let step = async {
+            let taken = engine.take(Lock::At(names), options, Forever).await?;
+            Ok(taken.map(LockGuard::new))
+        };
+        let span = observe::lock_span("campaign", &self.name);
+        let queued = in_prelude(&self.client, Some(span), false, step);
         let guard = match owner_scope(queued).await? {
             Ok(guard) => guard,
             Err(never) => match never {},
