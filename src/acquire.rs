@@ -22,6 +22,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures::future::Either;
+
 use crate::client::LockClient;
 use crate::error::{LockError, Result};
 use crate::held::{Held, critical_section};
@@ -487,23 +489,26 @@ async fn take<K: Take, D: GiveUp + Send>(
     .await
 }
 
-/// Runs `call`, a take step, as every call that takes a lock runs it: in `span` (a
-/// call of that name, if anything records it), and failing at once on a client that
-/// was shut down. The front door's kinds and an election's campaign share it.
-pub(crate) async fn in_prelude<G, E>(
+/// Runs `call`, a take step, as every call that takes a lock runs it: failing at once
+/// on a client that was shut down (checked now), and in `span` (a call of that name,
+/// if anything records it). The front door's kinds and an election's campaign share
+/// it.
+///
+/// A combinator, not an `async` block: one would keep `call` twice (captured, and
+/// again once awaited), doubling every lock call's future.
+pub(crate) fn in_prelude<G, E>(
     client: &LockClient,
     span: Option<tracing::Span>,
     single_try: bool,
     call: impl Future<Output = Result<std::result::Result<G, E>>>,
-) -> Result<std::result::Result<G, E>> {
-    let taken = async move {
-        client.engine().check_running()?;
-        call.await
-    };
-    match span.filter(observe::records) {
-        Some(span) => observe::observed(span, single_try, taken).await,
-        None => taken.await,
+) -> impl Future<Output = Result<std::result::Result<G, E>>> {
+    if let Err(shut_down) = client.engine().check_running() {
+        return Either::Left(std::future::ready(Err(shut_down)));
     }
+    Either::Right(match span.filter(observe::records) {
+        Some(span) => Either::Left(observe::observed(span, single_try, call)),
+        None => Either::Right(call),
+    })
 }
 
 impl LockClient {

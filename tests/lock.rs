@@ -545,8 +545,10 @@ async fn lock_call_futures_stay_small() {
         ("lock_all", client.lock_all(["a", "b"]).call_size()),
     ];
     println!("{sizes:?}");
+    // About 4 KiB each (lock_all 5 KiB) on 2026-12-06; a call that keeps its take step
+    // twice (an argument or capture awaited by value) is 7 KiB and more.
     for (call, size) in sizes {
-        assert!(size <= 8 * 1024, "{call}: {size} bytes");
+        assert!(size <= 6 * 1024, "{call}: {size} bytes");
     }
     let request = std::mem::size_of_val(&client.lock("a").timeout(Duration::from_secs(1)));
     assert!(request <= 256, "a request: {request} bytes");

@@ -92,9 +92,12 @@ impl Engine {
             }
         }
         match wait {
+            // Boxed: the queue's wait is the fair lock's alone, and inline it would
+            // make every kind's call future (which every task that takes a lock
+            // carries) as large as the largest wait.
             Some(wait) => {
                 let queued = self.queue_for(names, owner, options, give_up, (wait, asking));
-                queued.await
+                Box::pin(queued).await
             }
             None => {
                 self.wait_for(&names, &owner, options, give_up, first_try)
