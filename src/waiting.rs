@@ -301,7 +301,6 @@ impl Waiting {
                 lease_ms,
             } => room.queue.places.told(server_ms, lease_ms),
             Release::Told {
-                text,
                 owner,
                 handed,
                 writers_only,

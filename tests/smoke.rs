@@ -117,22 +117,25 @@ async fn lock_all_walk(url: &str) {
     walk(url, "lock_all", both, both).await;
 }
 
+/// Takes what `request` asks for, then again as the same owner: the hold count is 2.
+async fn enters_twice<F>(request: impl Fn() -> F)
+where
+    F: std::future::IntoFuture<Output = holdlock::Result<holdlock::LockGuard>>,
+{
+    let outer = request().await.unwrap();
+    let inner = request().await.unwrap();
+    assert_eq!(inner.hold_count(), 2);
+    inner.unlock().await.unwrap();
+    outer.unlock().await.unwrap();
+}
+
 /// Re-entry raises the hold count for the mutex, the fair lock and both sides of the
 /// read-write lock (a read inside the owner's own write); readers share.
 async fn reentry(url: &str) {
     let client = common::connect(url).await;
     let name = common::unique("smoke-reentry");
-    let outer = client.lock(&name).await.unwrap();
-    let inner = client.lock(&name).await.unwrap();
-    assert_eq!(inner.hold_count(), 2);
-    inner.unlock().await.unwrap();
-    outer.unlock().await.unwrap();
-
-    let outer = client.fair_lock(&name).await.unwrap();
-    let inner = client.fair_lock(&name).await.unwrap();
-    assert_eq!(inner.hold_count(), 2);
-    inner.unlock().await.unwrap();
-    outer.unlock().await.unwrap();
+    enters_twice(|| client.lock(&name)).await;
+    enters_twice(|| client.fair_lock(&name)).await;
 
     let writing = client.write_lock(&name).await.unwrap();
     let reading = client.read_lock(&name).await.unwrap();

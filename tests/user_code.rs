@@ -10,6 +10,7 @@
 //! request; the client's own Redis commands through `holdlock::fred`; a guard in a
 //! struct moved across tasks; `select!` over `guard.lost()` and work, and over `&mut
 //! request` with a ticker; a boxed `dyn Future + Send` acquisition; `Box<dyn Held>`;
+//! one fencing helper generic over `Held` for every guard, in a spawned task;
 //! the blocking client from `std::thread::scope`; an axum handler that locks per
 //! request.
 
@@ -201,6 +202,49 @@ async fn trait_objects(client: &LockClient, name: &str) -> holdlock::Result<usiz
     Ok(held)
 }
 
+/// Pattern 12: One fencing helper for every guard, generic over `Held` and run in a
+/// spawned task: a fenced mutex's token, a write hold's, a leadership's (always one),
+/// a boxed guard's; a multi-guard answers per name (`token_of`), `None` as a whole.
+async fn fence_with<G: Held + 'static>(guard: G) -> holdlock::Result<Option<u64>> {
+    let token = tokio::spawn(async move {
+        let token = guard.fencing_token();
+        guard.unlock().await.map(|()| token)
+    });
+    token.await.expect("the fencing task")
+}
+
+async fn one_token_shape(client: &LockClient, name: &str) -> holdlock::Result<usize> {
+    let fenced = || LockOptions::fenced();
+    let mutex = client.lock(format!("{name}:m")).options(fenced()).await?;
+    let write = client
+        .write_lock(format!("{name}:w"))
+        .options(fenced())
+        .await?;
+    let leader = client.election(format!("{name}:e")).campaign("me").await?;
+    let boxed: Box<dyn Held> = Box::new(
+        client
+            .lock(format!("{name}:b"))
+            .options(fenced())
+            .await?
+            .unwrap(),
+    );
+    let both = client
+        .lock_all([format!("{name}:1"), format!("{name}:2")])
+        .options(fenced())
+        .await?
+        .unwrap();
+    assert!(both.token_of(&format!("{name}:1")).is_some());
+    assert_eq!(both.fencing_token(), None, "no one token fences two locks");
+    let tokens = [
+        fence_with(mutex.unwrap()).await?,
+        fence_with(write.unwrap()).await?,
+        fence_with(leader).await?,
+        fence_with(boxed).await?,
+        fence_with(both).await?,
+    ];
+    Ok(tokens.iter().filter(|token| token.is_some()).count())
+}
+
 /// Pattern 11: The blocking client from scoped threads: they borrow the client and the names.
 #[cfg(feature = "blocking")]
 fn scoped_threads(client: &holdlock::blocking::LockClient, names: &[String]) -> usize {
@@ -293,6 +337,14 @@ async fn every_pattern_runs_against_a_server() {
             .await
             .unwrap(),
         4
+    );
+
+    assert_eq!(
+        one_token_shape(&client, &format!("{name}:tokens"))
+            .await
+            .unwrap(),
+        4,
+        "a token from the mutex, the write side, the leadership and the boxed guard"
     );
 
     let response = tower::ServiceExt::oneshot(

@@ -60,24 +60,21 @@ impl Engine {
             fair_wait: wait,
             ..Asking::default()
         };
-        let other_side_held = || {
-            kind.other_side().is_some_and(|other| {
-                let registry = names.registry_key();
-                matches!(
-                    self.holds_here(registry, &owner, other),
-                    LocalHolder::Owner(_)
-                )
-            })
-        };
         // A single try is refused without asking when another owner here holds the
         // lock (its answer could only be "busy"), or when the attempt made here was it.
         let refuses_a_try = holder.refuses_a_try();
+        // Whether the owner holds the read-write lock's other side here (looked up once).
+        let holds_other_side = !matches!(holder, LocalHolder::Owner(_))
+            && kind.other_side().is_some_and(|other| {
+                let here = self.holds_here(names.registry_key(), &owner, other);
+                matches!(here, LocalHolder::Owner(_))
+            });
         let direct = match holder {
             LocalHolder::Owner(entry) => Some(Some(entry)),
             // Reading inside one's own write hold: granted at once, and it must not
             // queue behind local waiters (who wait for this very writer).
-            _ if other_side_held() && !kind.is_exclusive() => Some(None),
-            _ if other_side_held() => {
+            _ if holds_other_side && !kind.is_exclusive() => Some(None),
+            _ if holds_other_side => {
                 return Err(LockError::WouldDeadlock {
                     name: names.name.clone(),
                 });

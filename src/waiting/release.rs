@@ -23,9 +23,8 @@ use super::named::Handed;
 pub(super) enum Release<'m> {
     /// When the hold just taken of a fair lock runs out, by the server's clock.
     LeaseEnds { server_ms: u64, lease_ms: u64 },
-    /// Any other message, whole (`text`), with what its parts may say.
+    /// Any other message, with what its parts may say.
     Told {
-        text: &'m [u8],
         /// The owner its first word names, if it hands a fair lock to one of its waits.
         owner: &'m [u8],
         handed: Handed,
@@ -57,7 +56,6 @@ impl<'m> Release<'m> {
             };
         }
         Release::Told {
-            text,
             owner,
             handed: Handed {
                 wait,

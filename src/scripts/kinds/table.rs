@@ -7,15 +7,16 @@ use fred::bytes_utils::Str;
 use fred::clients::Client;
 
 use super::layout;
-use super::{Call, Counted, HeldCount, KindSpec, LockNames, Renewal, Script};
+use super::{
+    AcquireFn, Call, Counted, HeldCount, KindSpec, LockNames, ReleaseFn, RenewFn, Renewal, Script,
+};
 use crate::error::LockError;
 use crate::keys::LockKind;
-use crate::options::ResolvedOptions;
 use crate::scripts::leases::SEM_AVAILABLE;
 use crate::scripts::redisson::REDISSON_SEM_HELD;
 use crate::scripts::{
-    ACQUIRE, Acquire, AcquireCall, Asking, HoldToRenew, REDISSON_ACQUIRE, REDISSON_RELEASE,
-    RELEASE, RenewalCall, Renewed, Scripts,
+    ACQUIRE, AcquireCall, HoldToRenew, REDISSON_ACQUIRE, REDISSON_RELEASE, RELEASE, RenewalCall,
+    Renewed, Scripts,
 };
 
 /// The reentrant mutex: a hash of owner -> hold count (`lua/acquire.lua`).
@@ -52,7 +53,7 @@ pub(super) static MUTEX: KindSpec = KindSpec {
         let call = (scripts, client, names, owner, held);
         release_mutex(call, &RELEASE, names.clients_key())
     },
-    renew: renew_whole,
+    renew: RENEW_WHOLE,
 };
 
 /// The mutex in the layout of Redisson's `RLock` (see `compat.rs`): its acquire and
@@ -93,7 +94,7 @@ pub(super) static REDISSON_MUTEX: KindSpec = KindSpec {
         let call = (scripts, client, names, owner, held);
         release_mutex(call, &REDISSON_RELEASE, names.release_channel())
     },
-    renew: renew_whole,
+    renew: RENEW_WHOLE,
 };
 
 /// The fair lock: the mutex's hash, served first come first served from a queue
@@ -129,7 +130,7 @@ pub(super) static FAIR: KindSpec = KindSpec {
     release: |scripts, client, names, owner, _| {
         Box::pin(scripts.fair_release(client, names, owner))
     },
-    renew: renew_whole,
+    renew: RENEW_WHOLE,
 };
 
 /// The fair lock in the layout of Redisson's `RFairLock` (see `compat.rs`,
@@ -167,7 +168,7 @@ pub(super) static REDISSON_FAIR: KindSpec = KindSpec {
     release: |scripts, client, names, owner, _| {
         Box::pin(scripts.redisson_fair_release(client, names, owner))
     },
-    renew: renew_whole,
+    renew: RENEW_WHOLE,
 };
 
 /// The read side of a read-write lock (`lua/rw_acquire.lua`): shared among readers,
@@ -197,9 +198,9 @@ pub(super) static READ: KindSpec = KindSpec {
     in_deadlock_checks: true,
     holders_are_owner_ids: true,
     layout: &layout::HOLDLOCK_LEASES,
-    acquire: acquire_rw,
-    release: release_rw,
-    renew: renew_in_leases,
+    acquire: ACQUIRE_RW,
+    release: RELEASE_RW,
+    renew: RENEW_IN_LEASES,
 };
 
 /// The write side of a read-write lock: its holder's field is `<owner>:w`, and a
@@ -229,9 +230,9 @@ pub(super) static WRITE: KindSpec = KindSpec {
     in_deadlock_checks: true,
     holders_are_owner_ids: true,
     layout: &layout::HOLDLOCK_LEASES,
-    acquire: acquire_rw,
-    release: release_rw,
-    renew: renew_in_leases,
+    acquire: ACQUIRE_RW,
+    release: RELEASE_RW,
+    renew: RENEW_IN_LEASES,
 };
 
 /// The read side of a read-write lock in the layout of Redisson's `RReadWriteLock`
@@ -262,8 +263,8 @@ pub(super) static REDISSON_READ: KindSpec = KindSpec {
     in_deadlock_checks: true,
     holders_are_owner_ids: true,
     layout: &layout::REDISSON_RW,
-    acquire: acquire_redisson_rw,
-    release: release_redisson_rw,
+    acquire: ACQUIRE_REDISSON_RW,
+    release: RELEASE_REDISSON_RW,
     renew: renew_alone,
 };
 
@@ -296,8 +297,8 @@ pub(super) static REDISSON_WRITE: KindSpec = KindSpec {
     in_deadlock_checks: true,
     holders_are_owner_ids: true,
     layout: &layout::REDISSON_RW,
-    acquire: acquire_redisson_rw,
-    release: release_redisson_rw,
+    acquire: ACQUIRE_REDISSON_RW,
+    release: RELEASE_REDISSON_RW,
     renew: renew_alone,
 };
 
@@ -341,7 +342,7 @@ pub(super) static SEMAPHORE: KindSpec = KindSpec {
             Ok(held.then_some(0))
         })
     },
-    renew: renew_in_leases,
+    renew: RENEW_IN_LEASES,
 };
 
 /// A semaphore in the layout of Redisson's `RPermitExpirableSemaphore` (see
@@ -385,73 +386,35 @@ pub(super) static REDISSON_SEMAPHORE: KindSpec = KindSpec {
 };
 
 /// Takes or re-enters a side of holdlock's read-write lock (`lua/rw_acquire.lua`).
-fn acquire_rw<'a>(
-    scripts: &'a Scripts,
-    client: &'a Client,
-    names: &'a LockNames,
-    owner: &'a str,
-    options: (&'a ResolvedOptions, &'a Asking),
-) -> Call<'a, Acquire> {
+const ACQUIRE_RW: AcquireFn = |scripts, client, names, owner, options| {
     Box::pin(scripts.rw_acquire(client, names, owner, options.0))
-}
+};
 
 /// Drops a hold of a side of holdlock's read-write lock (`lua/rw_release.lua`).
-fn release_rw<'a>(
-    scripts: &'a Scripts,
-    client: &'a Client,
-    names: &'a LockNames,
-    owner: &'a str,
-    _: u32,
-) -> Call<'a, Option<u32>> {
-    Box::pin(scripts.rw_release(client, names, owner))
-}
+const RELEASE_RW: ReleaseFn =
+    |scripts, client, names, owner, _| Box::pin(scripts.rw_release(client, names, owner));
 
 /// Takes or re-enters a side of a read-write lock in Redisson's layout
 /// (`lua/redisson/rw_acquire.lua`).
-fn acquire_redisson_rw<'a>(
-    scripts: &'a Scripts,
-    client: &'a Client,
-    names: &'a LockNames,
-    owner: &'a str,
-    options: (&'a ResolvedOptions, &'a Asking),
-) -> Call<'a, Acquire> {
+const ACQUIRE_REDISSON_RW: AcquireFn = |scripts, client, names, owner, options| {
     Box::pin(scripts.redisson_rw_acquire(client, names, owner, options.0))
-}
+};
 
 /// Drops a hold of a side of a read-write lock in Redisson's layout
 /// (`lua/redisson/rw_release.lua`).
-fn release_redisson_rw<'a>(
-    scripts: &'a Scripts,
-    client: &'a Client,
-    names: &'a LockNames,
-    owner: &'a str,
-    _: u32,
-) -> Call<'a, Option<u32>> {
-    Box::pin(scripts.redisson_rw_release(client, names, owner))
-}
+const RELEASE_REDISSON_RW: ReleaseFn =
+    |scripts, client, names, owner, _| Box::pin(scripts.redisson_rw_release(client, names, owner));
 
 /// Renews a hold of a lock whose keys expire as a whole (`lua/renew.lua`).
-fn renew_whole<'a>(
-    scripts: &'a Scripts,
-    client: &'a Client,
-    names: &'a LockNames,
-    owner: &'a str,
-    lease_ms: u64,
-) -> Call<'a, bool> {
+const RENEW_WHOLE: RenewFn = |scripts, client, names, owner, lease_ms| {
     Box::pin(scripts.renew(client, &names.key, owner, lease_ms))
-}
+};
 
 /// Renews a hold whose holder expires on its own, its deadline among the lock's
 /// leases (`lua/lease_renew.lua`).
-fn renew_in_leases<'a>(
-    scripts: &'a Scripts,
-    client: &'a Client,
-    names: &'a LockNames,
-    owner: &'a str,
-    lease_ms: u64,
-) -> Call<'a, bool> {
+const RENEW_IN_LEASES: RenewFn = |scripts, client, names, owner, lease_ms| {
     Box::pin(scripts.lease_renew(client, names, owner, lease_ms))
-}
+};
 
 /// Renews one hold with `renew_many.lua`, as the watchdog's batches do (the one place
 /// that knows a kind's [`Renewal`] in Redis).
