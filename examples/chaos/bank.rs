@@ -8,7 +8,7 @@
 //! transaction fences both accounts (in lock order) with their tokens, reads both
 //! balances, waits a little, writes both (a read-modify-write: the new balances are
 //! computed from what it read), records the transfer's id in a ledger table, and
-//! commits. One round in a hundred takes their locks with a fixed lease (no
+//! commits. One round in a hundred (`--overruns` percent) takes its locks with a fixed lease (no
 //! watchdog) and stall for 1.2 to 2.2 leases, before the fences or between the reads
 //! and the writes, then go on as a holder that did not notice would (their lost
 //! signal is recorded when it fires): a newer holder may have taken the accounts
@@ -47,8 +47,9 @@ use crate::{BoxError, Rng};
 /// Every account's opening balance.
 pub const OPENING: i64 = 1_000;
 
-/// How many rounds in a hundred hold for a fixed lease and stall past it.
-const OVERRUN_PERCENT: u64 = 1;
+/// How many rounds in a hundred hold for a fixed lease and stall past it, unless
+/// `--overruns` says otherwise.
+pub const OVERRUN_PERCENT: u64 = 1;
 
 /// What the workers do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,6 +181,7 @@ pub struct BankTask {
     fenced: bool,
     accounts: u32,
     lease: Duration,
+    overruns: u64,
     seed: u64,
     rng: Rng,
     next_attempt: u64,
@@ -195,6 +197,7 @@ impl BankTask {
             fenced: config.workload == Workload::Bank,
             accounts: config.names.max(2),
             lease: config.lease,
+            overruns: config.overruns,
             seed: config.seed,
             rng: Rng::new(config.seed ^ (u64::from(task) << 40) ^ 0xBA4C),
             next_attempt: u64::from(task) << 32,
@@ -239,7 +242,7 @@ impl BankTask {
         // leases before the fences or between the reads and the writes, as a holder
         // that stalled past its lease (no fault needed; the nemesis's pauses do the
         // same to whole workers).
-        let overrun = self.rng.below(100) < OVERRUN_PERCENT;
+        let overrun = self.rng.below(100) < self.overruns;
         let stall = if overrun {
             self.lease.mul_f64(1.2 + self.rng.unit())
         } else {

@@ -29,7 +29,8 @@
 //! values and keys left; give it the run's `--lease`), `--workload` [locks | bank |
 //! bank-unfenced] (`bank.rs`: transfers between `--names` accounts in PostgreSQL under
 //! fenced `lock_all`, fenced in the database too; it needs the `postgres` feature and
-//! PostgreSQL's binaries, and adds the fault `db-kill`). It always starts its own two redis-servers (locks,
+//! PostgreSQL's binaries, and adds the fault `db-kill`), `--overruns` [1] (the bank's
+//! rounds in a hundred that hold a fixed lease and stall past it). It always starts its own two redis-servers (locks,
 //! and the registers the locks protect), so that it can restart the first, and for the
 //! bank a throwaway PostgreSQL.
 //!
@@ -241,6 +242,7 @@ fn run_worker(raw: impl Iterator<Item = String>) -> Result<i32, BoxError> {
         fair_wait: args.duration("fair-wait", worker::REDISSON_FAIR_WAIT)?,
         workload: workload(&args)?,
         database: args.get("database").map(Into::into),
+        overruns: args.number("overruns", bank::OVERRUN_PERCENT)?,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -269,6 +271,7 @@ fn run_checker(raw: impl Iterator<Item = String>) -> Result<i32, BoxError> {
         "cluster",
         "recheck",
         "workload",
+        "overruns",
     ])?;
     let cluster = args.get("cluster").is_some();
     let workload = workload(&args)?;
@@ -295,6 +298,7 @@ fn run_checker(raw: impl Iterator<Item = String>) -> Result<i32, BoxError> {
         json: args.get("json").map(Into::into),
         cluster,
         workload,
+        overruns: args.number("overruns", bank::OVERRUN_PERCENT)?,
     };
     if plan.workers == 0 || plan.tasks == 0 || plan.names == 0 {
         return Err("--workers, --tasks and --names must be at least 1".into());

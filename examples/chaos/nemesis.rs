@@ -49,6 +49,8 @@ pub struct Plan {
     pub cluster: bool,
     /// Locks and registers, or the bank's transfers in PostgreSQL.
     pub workload: Workload,
+    /// The bank's rounds in a hundred that hold a fixed lease and stall past it.
+    pub overruns: u64,
 }
 
 impl Plan {
@@ -276,10 +278,13 @@ impl Lab {
                     .wrapping_add(u64::from(id)))
                 .to_string(),
             ])
-            .args(["--lock", self.plan.kind.name()])
-            .args(["--workload", self.plan.workload.name()]);
+            .args(["--lock", self.plan.kind.name()]);
+        // Only Rust workers run the bank (a Java worker refuses flags it does not know).
         if let Some(database) = &self.database {
-            worker.args(["--database", database.config()]);
+            worker
+                .args(["--workload", self.plan.workload.name()])
+                .args(["--overruns", &self.plan.overruns.to_string()])
+                .args(["--database", database.config()]);
         }
         let mut child = worker
             .stdin(Stdio::piped())

@@ -164,6 +164,8 @@ pub struct WorkerConfig {
     pub workload: crate::bank::Workload,
     /// The bank's PostgreSQL connection string.
     pub database: Option<String>,
+    /// The bank's rounds in a hundred that hold a fixed lease and stall past it.
+    pub overruns: u64,
 }
 
 /// Builds a client, again while a fault keeps Redis out of reach (a restart, a

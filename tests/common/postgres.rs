@@ -133,8 +133,19 @@ impl Postgres {
             if ready {
                 return Ok(());
             }
+            // What makes postgres give up at once (a port someone else took), rather
+            // than pg_isready's own attempts while it starts ("FATAL: the database
+            // system is starting up").
             let log = self.log();
-            if log.contains("FATAL") || log.contains("could not bind") {
+            if [
+                "could not bind",
+                "could not create",
+                "another postmaster",
+                "PANIC",
+            ]
+            .iter()
+            .any(|fatal| log.contains(fatal))
+            {
                 return Err(format!("postgres on port {} failed: {log}", self.port));
             }
             std::thread::sleep(Duration::from_millis(20));
