@@ -428,7 +428,8 @@ impl BankTask {
     }
 }
 
-/// What a fence said.
+/// What a fence said (without the `postgres` feature, only `Failed`).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 enum Fenced {
     Passed,
     Stale,
