@@ -284,7 +284,7 @@ impl FenceError {
 /// no newer token has been recorded for `resource` (an equal one passes), else fails
 /// with [`FenceError::StaleToken`] and makes the transaction fail, so that it cannot
 /// commit. Call it first in the transaction, before reading what you will write; the
-/// resource's row stays locked until the transaction ends. One round trip (three on a
+/// resource's row stays locked until the transaction ends. One round trip (two on a
 /// stale token). Runs [`FENCE`].
 ///
 /// Pass the transaction ([`Transaction`](tokio_postgres::Transaction)): on a
