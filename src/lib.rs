@@ -44,7 +44,11 @@
 #[doc(hidden)]
 pub mod bench;
 // integrations: the tower layers, over the public API and three crate internals
-// (held::while_held, owner::within_scope, owner::new_scope)
+// (held::while_held, owner::within_scope, owner::new_scope); the PostgreSQL fence, over
+// tokio-postgres alone
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub mod postgres;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
@@ -123,10 +127,10 @@ pub use url::redact_url;
 
 // The Rust blocks of README.md and docs/*.md, compiled as doctests by `cargo test
 // --doc` so that they keep up with the API. Each is a whole program, as readers copy
-// it. The README's include the `blocking` and `tower` examples, and deployments.md's
-// the TLS one, so those two compile only with their features (as under `cargo test
-// --all-features`, the README's test command).
-#[cfg(all(doctest, feature = "blocking", feature = "tower"))]
+// it. The README's include the `blocking`, `tower` and `postgres` examples, and
+// deployments.md's the TLS one, so those two compile only with their features (as
+// under `cargo test --all-features`, the README's test command).
+#[cfg(all(doctest, feature = "blocking", feature = "tower", feature = "postgres"))]
 #[doc = include_str!("../README.md")]
 mod readme {}
 #[cfg(doctest)]

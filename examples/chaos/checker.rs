@@ -161,6 +161,9 @@ pub struct Summary {
     pub violations: BTreeMap<&'static str, u64>,
     /// The first few violations, described.
     pub examples: Vec<String>,
+    /// The bank workload's figures (`--workload bank`), whose checks are `bank.rs`'s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bank: Option<crate::bank::BankFigures>,
 }
 
 impl Summary {
@@ -168,7 +171,7 @@ impl Summary {
         self.violations.values().sum()
     }
 
-    fn violate(&mut self, kind: &'static str, detail: String) {
+    pub fn violate(&mut self, kind: &'static str, detail: String) {
         *self.violations.entry(kind).or_default() += 1;
         if self.examples.len() < 12 {
             self.examples.push(format!("{kind}: {detail}"));
@@ -300,7 +303,7 @@ pub fn check(history: &[Entry], last: &Final, lease: std::time::Duration) -> Sum
                             .push((t, until + RECONNECTING));
                     }
                     Fault::ClientKill { t } => everyone_displaced.push((t, t + RECONNECTING)),
-                    Fault::ScriptFlush { .. } => {}
+                    Fault::ScriptFlush { .. } | Fault::DbKill { .. } => {}
                     // A moving slot refuses scripts on its keys (TRYAGAIN, ASK) until its
                     // keys have all moved, a failover sends every client to the new
                     // primary, and a restarted primary refuses every call until it has
@@ -435,7 +438,12 @@ pub fn check(history: &[Entry], last: &Final, lease: std::time::Duration) -> Sum
                 }
                 attempts.entry((w, *a)).or_default().unlocked = Some((*t, *released));
             }
-            Op::Ready { .. } | Op::Done { .. } | Op::Stall { .. } | Op::Renewed { .. } => {}
+            Op::Ready { .. }
+            | Op::Done { .. }
+            | Op::Stall { .. }
+            | Op::Renewed { .. }
+            | Op::TransferStart { .. }
+            | Op::Transfer { .. } => {}
         }
     }
     summary.workers_started = u32::try_from(workers.len()).unwrap_or(u32::MAX);

@@ -115,11 +115,46 @@ pub enum Op {
     },
     /// Every task has stopped; the worker exits.
     Done { t: u64 },
+    /// The bank workload (`--workload bank`): transfer `id` of `amount` from account
+    /// `from` to account `to`, begun under attempt `a`'s locks (both accounts').
+    TransferStart {
+        t: u64,
+        a: u64,
+        id: String,
+        from: u32,
+        to: u32,
+        amount: i64,
+    },
+    /// How transfer `id` ended (see [`Transferred`]).
+    Transfer {
+        t: u64,
+        a: u64,
+        id: String,
+        outcome: Transferred,
+    },
     /// One of the worker's stall probes did not run from `t` to `until`, at least
     /// [`STALL_RECORDED`] longer than it asked to sleep (see `worker::watch_for_stalls`).
     /// Where both probes stalled, the process did not run: its watchdog could neither
     /// renew nor tell a holder its lease ran out.
     Stall { t: u64, until: u64, probe: Probe },
+}
+
+/// How a transfer of the bank workload ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transferred {
+    /// Its transaction committed.
+    Committed,
+    /// A fence refused a token: a newer holder had been there. Not committed.
+    Stale,
+    /// The sender had too little money: rolled back.
+    Insufficient,
+    /// A statement before the commit failed (the connection, or PostgreSQL): not
+    /// committed.
+    Failed,
+    /// The commit's answer was lost, or it took too long and was dropped: it may or
+    /// may not have committed.
+    Unknown,
 }
 
 /// The shortest stall a worker's probes record, in microseconds.
@@ -160,6 +195,8 @@ impl Op {
             | Op::Unlocked { t, .. }
             | Op::Ready { t, .. }
             | Op::Stall { t, .. }
+            | Op::TransferStart { t, .. }
+            | Op::Transfer { t, .. }
             | Op::Done { t } => *t,
         }
     }
@@ -185,6 +222,9 @@ pub enum Fault {
     ClientKill { t: u64 },
     /// `SCRIPT FLUSH` on both servers (on every node of the lock cluster).
     ScriptFlush { t: u64 },
+    /// The bank workload: every worker connection to PostgreSQL was terminated
+    /// (`pg_terminate_backend`), `killed` of them.
+    DbKill { t: u64, killed: u32 },
     /// The lock server was stopped at `t` and answered again at `until`, empty.
     Restart { t: u64, until: u64 },
     /// Worker `w`'s link to the lock server was a black hole from `t` to `until`.
@@ -246,6 +286,7 @@ impl Fault {
             Fault::Kill { .. } => "kill (SIGKILL, replaced)",
             Fault::ClientKill { .. } => "CLIENT KILL",
             Fault::ScriptFlush { .. } => "SCRIPT FLUSH",
+            Fault::DbKill { .. } => "PostgreSQL connections terminated",
             Fault::Restart { .. } => "redis-server restart",
             Fault::BlackHole { .. } => "partition (black hole)",
             Fault::Reset { .. } => "partition (reset)",

@@ -7,6 +7,7 @@
 //! cargo run --example chaos -- --duration 30m --seed 7        # a soak
 //! cargo run --example chaos -- --lock naive --duration 15s    # a broken lock: must fail
 //! cargo run --example chaos -- --cluster --duration 5m        # the locks on a Redis Cluster
+//! cargo run --example chaos --features postgres -- --workload bank   # transfers in PostgreSQL
 //! ```
 //!
 //! Options (defaults in brackets): `--duration` [60s], `--seed` [1], `--workers` [6]
@@ -25,8 +26,13 @@
 //! `--history FILE` (one JSON line per event), `--json FILE` (the
 //! summary), `--cluster` (no value), `--recheck FILE` (no run: check the history a
 //! `--history` wrote again, without the final state it does not hold: registers'
-//! values and keys left; give it the run's `--lease`). It always starts its own two redis-servers (locks,
-//! and the registers the locks protect), so that it can restart the first.
+//! values and keys left; give it the run's `--lease`), `--workload` [locks | bank |
+//! bank-unfenced] (`bank.rs`: transfers between `--names` accounts in PostgreSQL under
+//! fenced `lock_all`, fenced in the database too; it needs the `postgres` feature and
+//! PostgreSQL's binaries, and adds the fault `db-kill`), `--overruns` [1] (the bank's
+//! rounds in a hundred that hold a fixed lease and stall past it). It always starts its own two redis-servers (locks,
+//! and the registers the locks protect), so that it can restart the first, and for the
+//! bank a throwaway PostgreSQL.
 //!
 //! With `--cluster` the locks live on a Redis Cluster of its own instead: 3 primaries
 //! with a replica each, which the workers reach directly with a `redis-cluster://` URL
@@ -44,6 +50,7 @@
 //!
 //! See `docs/chaos.md` for what is checked and the figures of a long run.
 
+mod bank;
 mod checker;
 mod history;
 mod nemesis;
@@ -172,6 +179,16 @@ impl Args {
     }
 }
 
+fn workload(args: &Args) -> Result<bank::Workload, BoxError> {
+    let name = args.get("workload").unwrap_or("locks");
+    let workload = bank::Workload::parse(name)
+        .ok_or_else(|| format!("--workload: `{name}` (locks, bank or bank-unfenced)"))?;
+    if workload.is_bank() && !cfg!(feature = "postgres") {
+        return Err(bank::NEEDS_THE_FEATURE.into());
+    }
+    Ok(workload)
+}
+
 fn lock_kind(args: &Args) -> Result<worker::LockKind, BoxError> {
     let name = args.get("lock").unwrap_or("holdlock");
     worker::LockKind::parse(name).ok_or_else(|| {
@@ -223,6 +240,9 @@ fn run_worker(raw: impl Iterator<Item = String>) -> Result<i32, BoxError> {
             .map(|_| args.duration("deadlock-check", Duration::from_secs(1)))
             .transpose()?,
         fair_wait: args.duration("fair-wait", worker::REDISSON_FAIR_WAIT)?,
+        workload: workload(&args)?,
+        database: args.get("database").map(Into::into),
+        overruns: args.number("overruns", bank::OVERRUN_PERCENT)?,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -250,8 +270,11 @@ fn run_checker(raw: impl Iterator<Item = String>) -> Result<i32, BoxError> {
         "json",
         "cluster",
         "recheck",
+        "workload",
+        "overruns",
     ])?;
     let cluster = args.get("cluster").is_some();
+    let workload = workload(&args)?;
     let plan = nemesis::Plan {
         duration: args.duration("duration", Duration::from_secs(60))?,
         seed: args.number("seed", 1)?,
@@ -265,11 +288,17 @@ fn run_checker(raw: impl Iterator<Item = String>) -> Result<i32, BoxError> {
             .map(|_| args.duration("deadlock-check", Duration::from_secs(1)))
             .transpose()?,
         fault_every: args.duration("fault-every", Duration::from_secs(2))?,
-        faults: nemesis::FaultKind::parse_list(args.get("faults").unwrap_or("all"), cluster)?,
+        faults: nemesis::FaultKind::parse_list(
+            args.get("faults").unwrap_or("all"),
+            cluster,
+            workload.is_bank(),
+        )?,
         kind: lock_kind(&args)?,
         history: args.get("history").map(Into::into),
         json: args.get("json").map(Into::into),
         cluster,
+        workload,
+        overruns: args.number("overruns", bank::OVERRUN_PERCENT)?,
     };
     if plan.workers == 0 || plan.tasks == 0 || plan.names == 0 {
         return Err("--workers, --tasks and --names must be at least 1".into());
@@ -292,7 +321,13 @@ fn run_checker(raw: impl Iterator<Item = String>) -> Result<i32, BoxError> {
         plan.kind,
         worker::LockKind::Multi | worker::LockKind::MultiBroken
     );
-    if multi && plan.names < 2 {
+    if plan.workload.is_bank() && (plan.kind != worker::LockKind::Holdlock || plan.java_workers > 0)
+    {
+        return Err(
+            "--workload bank takes holdlock's multi-lock: no --lock, no --java-workers".into(),
+        );
+    }
+    if (multi || plan.workload.is_bank()) && plan.names < 2 {
         return Err("--lock multi takes two names a round: --names must be at least 2".into());
     }
     if let Some(history) = args.get("recheck") {

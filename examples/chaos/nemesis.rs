@@ -18,6 +18,7 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 
+use crate::bank::Workload;
 use crate::checker::{self, Final, Summary};
 use crate::history::{Entry, Fault, Op, now_us};
 use crate::proxy::{Mode, Proxy};
@@ -46,6 +47,10 @@ pub struct Plan {
     pub json: Option<PathBuf>,
     /// The locks on a Redis Cluster of 3 primaries with a replica each.
     pub cluster: bool,
+    /// Locks and registers, or the bank's transfers in PostgreSQL.
+    pub workload: Workload,
+    /// The bank's rounds in a hundred that hold a fixed lease and stall past it.
+    pub overruns: u64,
 }
 
 impl Plan {
@@ -74,10 +79,11 @@ pub enum FaultKind {
     Failover,
     NodeRestart,
     RollingRestart,
+    DbKill,
 }
 
 impl FaultKind {
-    const ALL: [(FaultKind, &'static str); 12] = [
+    const ALL: [(FaultKind, &'static str); 13] = [
         (FaultKind::Pause, "pause"),
         (FaultKind::Kill, "kill"),
         (FaultKind::ClientKill, "client-kill"),
@@ -90,15 +96,18 @@ impl FaultKind {
         (FaultKind::Failover, "failover"),
         (FaultKind::NodeRestart, "node-restart"),
         (FaultKind::RollingRestart, "rolling-restart"),
+        (FaultKind::DbKill, "db-kill"),
     ];
 
     /// Whether the fault can be injected on one lock server (`cluster` false) or on
     /// the lock cluster. A cluster's nodes are restarted only in the ways that keep
     /// every acknowledged write (`node-restart`; a primary that comes back empty loses
     /// them by design), and its workers have no proxy to cut: the cluster's redirects
-    /// name the nodes' own addresses.
-    fn offered(self, cluster: bool) -> bool {
+    /// name the nodes' own addresses. Only the bank workload has a database whose
+    /// connections to kill.
+    fn offered(self, cluster: bool, bank: bool) -> bool {
         match self {
+            FaultKind::DbKill => bank,
             FaultKind::Restart | FaultKind::BlackHole | FaultKind::Reset => !cluster,
             FaultKind::Reshard
             | FaultKind::Empty
@@ -125,10 +134,10 @@ impl FaultKind {
 
     /// `all` (every fault offered on one lock server, or on the cluster), `none`, or
     /// a comma-separated list of fault names.
-    pub fn parse_list(text: &str, cluster: bool) -> Result<Vec<FaultKind>, BoxError> {
+    pub fn parse_list(text: &str, cluster: bool, bank: bool) -> Result<Vec<FaultKind>, BoxError> {
         let offered: Vec<_> = Self::ALL
             .iter()
-            .filter(|(kind, _)| kind.offered(cluster))
+            .filter(|(kind, _)| kind.offered(cluster, bank))
             .collect();
         let mode = if cluster {
             "with --cluster"
@@ -213,6 +222,8 @@ struct Lab {
     /// failover, of those asked for), so that a short run sees each.
     topology_turn: usize,
     resource: Redis,
+    /// The bank workload's PostgreSQL.
+    database: Option<support::Database>,
     slots: Vec<Slot>,
     next_worker: u32,
     failed_workers: Vec<u32>,
@@ -248,7 +259,7 @@ impl Lab {
         if let Some(check) = self.plan.deadlock_check {
             worker.args(["--deadlock-check", &format!("{}ms", check.as_millis())]);
         }
-        let mut child = worker
+        worker
             .args(["--lock-url", &lock_url])
             .args(["--resource-url", self.resource.url()])
             .args(["--names", &self.plan.names.to_string()])
@@ -267,7 +278,15 @@ impl Lab {
                     .wrapping_add(u64::from(id)))
                 .to_string(),
             ])
-            .args(["--lock", self.plan.kind.name()])
+            .args(["--lock", self.plan.kind.name()]);
+        // Only Rust workers run the bank (a Java worker refuses flags it does not know).
+        if let Some(database) = &self.database {
+            worker
+                .args(["--workload", self.plan.workload.name()])
+                .args(["--overruns", &self.plan.overruns.to_string()])
+                .args(["--database", database.config()]);
+        }
+        let mut child = worker
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -348,6 +367,14 @@ impl Lab {
                     let _ = support::command(port, &["SCRIPT", "FLUSH"]);
                 }
                 self.record(Fault::ScriptFlush { t });
+            }
+            FaultKind::DbKill => {
+                let Some(database) = &self.database else {
+                    return Ok(());
+                };
+                let t = now_us();
+                let killed = crate::bank::kill_connections(database.config()).await?;
+                self.record(Fault::DbKill { t, killed });
             }
             FaultKind::Restart => {
                 let LockServer::Single { redis, .. } = &self.locks else {
@@ -495,6 +522,13 @@ pub async fn run(plan: Plan) -> Result<Summary, BoxError> {
         }
     };
     let resource = Redis::start()?;
+    let database = if plan.workload.is_bank() {
+        let database = tokio::task::spawn_blocking(support::Database::start).await??;
+        crate::bank::prepare(database.config(), plan.names).await?;
+        Some(database)
+    } else {
+        None
+    };
     let mut slots = Vec::new();
     for _ in 0..plan.workers {
         let proxy = match &locks {
@@ -510,7 +544,7 @@ pub async fn run(plan: Plan) -> Result<Summary, BoxError> {
         });
     }
     eprintln!(
-        "chaos: {} workers{} x {} tasks on {} locks ({} lock{}), lease {:?}, faults every ~{:?}, seed {}, for {:?}",
+        "chaos: {} workers{} x {} tasks on {} locks ({}{} lock{}), lease {:?}, faults every ~{:?}, seed {}, for {:?}",
         plan.workers,
         if plan.java_workers > 0 {
             format!(" ({} of them Java Redisson)", plan.java_workers)
@@ -519,6 +553,14 @@ pub async fn run(plan: Plan) -> Result<Summary, BoxError> {
         },
         plan.tasks,
         plan.names,
+        if plan.workload.is_bank() {
+            format!(
+                "{} workload: transfers between accounts in PostgreSQL, under ",
+                plan.workload.name()
+            )
+        } else {
+            String::new()
+        },
         plan.kind.name(),
         if plan.cluster {
             ", on a cluster of 3 primaries + 3 replicas"
@@ -536,6 +578,7 @@ pub async fn run(plan: Plan) -> Result<Summary, BoxError> {
         topology: None,
         topology_turn: 0,
         resource,
+        database,
         slots,
         next_worker: 0,
         failed_workers: Vec::new(),
@@ -617,7 +660,12 @@ pub async fn run(plan: Plan) -> Result<Summary, BoxError> {
     let hung_workers = lab.stop_workers().await;
     let last = final_state(&lab, hung_workers).await?;
     let history = std::mem::take(&mut *lab.history.lock().unwrap());
-    let summary = checker::check(&history, &last, lab.plan.lease);
+    let mut summary = checker::check(&history, &last, lab.plan.lease);
+    if let Some(database) = &lab.database {
+        let ledger = crate::bank::ledger(database.config()).await?;
+        let (workload, accounts) = (lab.plan.workload, lab.plan.names);
+        crate::bank::check(&history, Some(&ledger), workload, accounts, &mut summary);
+    }
     print_summary(&lab.plan, &summary, started.elapsed());
     if let Some(path) = &lab.plan.history {
         let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
@@ -719,7 +767,10 @@ pub fn recheck(path: &Path, plan: &Plan) -> Result<Summary, BoxError> {
         .lines()
         .map(serde_json::from_str::<Entry>)
         .collect::<Result<Vec<_>, _>>()?;
-    let summary = checker::check(&history, &Final::default(), plan.lease);
+    let mut summary = checker::check(&history, &Final::default(), plan.lease);
+    if plan.workload.is_bank() {
+        crate::bank::check(&history, None, plan.workload, plan.names, &mut summary);
+    }
     print_summary(plan, &summary, Duration::ZERO);
     if let Some(path) = &plan.json {
         std::fs::write(path, serde_json::to_vec_pretty(&summary)?)?;
@@ -788,6 +839,26 @@ fn print_summary(plan: &Plan, summary: &Summary, took: Duration) {
         }
     }
     row("registers' final total", summary.register_total.to_string());
+    if let Some(bank) = &summary.bank {
+        row("bank workload", bank.workload.to_owned());
+        row("bank accounts", bank.accounts.to_string());
+        row("transfers begun", bank.transfers_begun.to_string());
+        for (outcome, count) in &bank.outcomes {
+            row(&format!("transfers: {outcome}"), count.to_string());
+        }
+        row(
+            "  unknown or unreported, in the ledger",
+            bank.unknown_in_the_ledger.to_string(),
+        );
+        row("ledger rows", bank.ledger_rows.to_string());
+        row(
+            "balances' total (expected)",
+            match bank.final_total {
+                Some(total) => format!("{total} ({})", bank.expected_total),
+                None => format!("not read ({})", bank.expected_total),
+            },
+        );
+    }
     for (fault, count) in &summary.faults {
         row(&format!("fault: {fault}"), count.to_string());
     }

@@ -160,6 +160,12 @@ pub struct WorkerConfig {
     pub deadlock_check: Option<Duration>,
     /// The `redisson-fair` mode's `fair_wait_timeout`.
     pub fair_wait: Duration,
+    /// Locks and registers, or the bank's transfers in PostgreSQL (`bank.rs`).
+    pub workload: crate::bank::Workload,
+    /// The bank's PostgreSQL connection string.
+    pub database: Option<String>,
+    /// The bank's rounds in a hundred that hold a fixed lease and stall past it.
+    pub overruns: u64,
 }
 
 /// Builds a client, again while a fault keeps Redis out of reach (a restart, a
@@ -225,6 +231,10 @@ pub async fn run(config: WorkerConfig) -> Result<(), BoxError> {
     watch_for_stalls(&stop);
     let tasks: Vec<_> = (0..config.tasks)
         .map(|task| {
+            if config.workload.is_bank() {
+                let bank = crate::bank::BankTask::new(locks.clone(), &config, task);
+                return tokio::spawn(bank.run(Arc::clone(&stop)));
+            }
             let task_worker = TaskWorker {
                 locks: locks.clone(),
                 resource: resource.clone(),

@@ -1,8 +1,9 @@
-//! Shared by the examples: find a Redis to talk to.
+//! Shared by the examples: find a Redis (and a PostgreSQL) to talk to.
 //!
 //! With `REDIS_URL` set (or a URL given on the command line) the examples use that
 //! server. Otherwise they start a throwaway `redis-server` on a free loopback port,
-//! with persistence off, and stop it when they finish.
+//! with persistence off, and stop it when they finish. The same for PostgreSQL with
+//! `DATABASE_URL`: otherwise a throwaway server of `tests/common/postgres.rs`.
 #![allow(dead_code)] // each example uses a part of it
 
 use std::error::Error;
@@ -11,6 +12,9 @@ use std::time::Duration;
 // The throwaway-server code the tests use too.
 #[path = "../../tests/common/server.rs"]
 mod server;
+// And their throwaway PostgreSQL (which uses `server`'s free ports).
+#[path = "../../tests/common/postgres.rs"]
+mod postgres;
 
 use server::Reply;
 
@@ -234,4 +238,56 @@ pub fn redis_cli_cluster(args: &[&str]) -> Result<String, BoxError> {
 /// loopback `port`, or `None`.
 pub fn bulk(port: u16, args: &[&str]) -> Option<String> {
     server::bulk(port, args)
+}
+
+/// A PostgreSQL to use: one given by the user, or a throwaway one of our own.
+#[derive(Debug)]
+pub struct Database {
+    config: String,
+    throwaway: Option<postgres::Postgres>,
+}
+
+impl Database {
+    /// Uses `explicit` (a URL or a key-value connection string), else `DATABASE_URL`,
+    /// else starts a throwaway PostgreSQL.
+    pub fn from_url_or_env_or_start(explicit: Option<String>) -> Result<Self, BoxError> {
+        let given = explicit.or_else(|| {
+            std::env::var("DATABASE_URL")
+                .ok()
+                .filter(|url| !url.is_empty())
+        });
+        match given {
+            Some(config) => Ok(Database {
+                config,
+                throwaway: None,
+            }),
+            None => Self::start(),
+        }
+    }
+
+    /// Starts a throwaway PostgreSQL (`initdb` and `postgres` on loopback; see
+    /// `tests/common/postgres.rs`) whatever `DATABASE_URL` says; it is stopped, by its
+    /// PID, when this is dropped or the example exits.
+    pub fn start() -> Result<Self, BoxError> {
+        let server = postgres::Postgres::start()?;
+        Ok(Database {
+            config: server.config(),
+            throwaway: Some(server),
+        })
+    }
+
+    /// The connection string, for `tokio_postgres::connect`.
+    pub fn config(&self) -> &str {
+        &self.config
+    }
+
+    /// The throwaway server's URL, for a second instance (`None` for one given).
+    pub fn url(&self) -> Option<String> {
+        self.throwaway.as_ref().map(postgres::Postgres::url)
+    }
+
+    /// Whether this is a server we started (and will stop) ourselves.
+    pub fn is_throwaway(&self) -> bool {
+        self.throwaway.is_some()
+    }
 }

@@ -1,5 +1,6 @@
 //! Test support: throwaway `redis-server` processes on loopback (started by
-//! `server.rs`, which the examples share), a proxy that injects faults (`proxy.rs`),
+//! `server.rs`, which the examples share), throwaway PostgreSQL servers
+//! (`postgres.rs`, shared with the examples too), a proxy that injects faults (`proxy.rs`),
 //! the lock's key layout, the Redisson interop tests' peer process (`peer.rs`), and
 //! small helpers.
 //!
@@ -17,6 +18,7 @@ use holdlock::LockClient;
 
 pub mod java;
 pub mod peer;
+pub mod postgres;
 pub mod proxy;
 pub mod replication;
 pub mod sentinel;
@@ -42,6 +44,16 @@ pub fn shared() -> &'static RedisServer {
 /// The URL of the shared server.
 pub fn url() -> String {
     shared().url()
+}
+
+static POSTGRES: OnceLock<postgres::Postgres> = OnceLock::new();
+
+/// One PostgreSQL shared by every test in this test binary, started on first use;
+/// tests use unique resource and table names.
+pub fn shared_postgres() -> &'static postgres::Postgres {
+    POSTGRES.get_or_init(|| {
+        postgres::Postgres::start().unwrap_or_else(|e| panic!("cannot start PostgreSQL: {e}"))
+    })
 }
 
 static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
