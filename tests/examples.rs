@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use holdlock::LockClient;
@@ -25,15 +25,40 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const EXAMPLES: [&str; 4] = ["oversell", "accounts_http", "cron_once", "chaos"];
 
-/// The oversell and bank tests each load both cores; they take turns. (The cron test
-/// runs beside them: it mostly sleeps, and its margins are hundreds of milliseconds.)
-static HEAVY: Mutex<()> = Mutex::new(());
+/// How much of the machine a test needs while it runs. The oversell test, the transfer
+/// storms and the runs with Java workers (their JVMs) load both cores: they run alone.
+/// A chaos run of holdlock's own workers mostly sleeps (about a quarter of a core in
+/// all, redis-server included): two run at once. (The cron test runs beside any of
+/// them: it mostly sleeps, and its margins are hundreds of milliseconds.)
+#[derive(Clone, Copy)]
+enum Load {
+    Light = 1,
+    Heavy = 2,
+}
 
-/// Waits for this test's turn among the heavy ones (a failed one does not block the rest).
-fn heavy_turn() -> std::sync::MutexGuard<'static, ()> {
-    HEAVY
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+/// The turns of [`Load`] in use, out of [`Load::Heavy`]'s.
+static LOAD_IN_USE: Mutex<usize> = Mutex::new(0);
+static LOAD_FREED: Condvar = Condvar::new();
+
+/// A test's turn, given back when dropped (a failed test does not block the rest).
+struct Turn(usize);
+
+/// Waits until the machine has room for a test of this `load`.
+fn turn(load: Load) -> Turn {
+    let need = load as usize;
+    let mut in_use = LOAD_IN_USE.lock().unwrap_or_else(|p| p.into_inner());
+    while *in_use + need > Load::Heavy as usize {
+        in_use = LOAD_FREED.wait(in_use).unwrap_or_else(|p| p.into_inner());
+    }
+    *in_use += need;
+    Turn(need)
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        *LOAD_IN_USE.lock().unwrap_or_else(|p| p.into_inner()) -= self.0;
+        LOAD_FREED.notify_all();
+    }
 }
 
 /// Builds the examples once per test run and returns the path of one of them.
@@ -172,7 +197,7 @@ fn run_with_limit(mut command: Command, limit: Duration) -> Output {
 #[test]
 fn oversell_oversells_without_the_lock_and_sells_exactly_500_with_it() {
     let bin = example("oversell");
-    let _turn = heavy_turn();
+    let _turn = turn(Load::Heavy);
     let mut command = Command::new(bin);
     // No REDIS_URL: the example starts (and must stop) a redis-server of its own.
     command.env_remove("REDIS_URL");
@@ -222,7 +247,7 @@ fn port_closed(port: u16) -> bool {
 #[test]
 fn accounts_postgres_refuses_the_paused_holder_and_balances_its_books() {
     let bin = example("accounts_postgres");
-    let _turn = heavy_turn();
+    let _turn = turn(Load::Heavy);
     let mut command = Command::new(bin);
     // Neither URL: it starts (and must stop) a PostgreSQL and a redis-server of its own.
     command.env_remove("DATABASE_URL").env_remove("REDIS_URL");
@@ -417,7 +442,7 @@ const TRANSFERS: usize = 2_000;
 
 #[test]
 fn two_bank_instances_keep_money_conserved_under_2000_concurrent_transfers() {
-    let _turn = heavy_turn();
+    let _turn = turn(Load::Heavy);
     let redis = common::RedisServer::start();
     // The first instance seeds the accounts before it listens; then the second starts.
     let first = start_bank(&redis.url(), &["--seed", &ACCOUNTS.to_string()]);
@@ -656,7 +681,7 @@ fn chaos_catches(mode: &str, violation: &str) -> (serde_json::Value, String) {
 
 #[test]
 fn the_chaos_checker_finds_no_violation_in_holdlock_under_every_fault() {
-    let _turn = heavy_turn();
+    let _turn = turn(Load::Light);
     // The short mode: one minute, a fixed seed, every kind of fault.
     let (code, summary, text) = chaos(
         &["--duration", "60s", "--seed", "1"],
@@ -690,7 +715,7 @@ fn the_chaos_checker_finds_no_violation_in_holdlock_under_every_fault() {
 
 #[test]
 fn the_chaos_checker_catches_a_broken_lock() {
-    let _turn = heavy_turn();
+    let _turn = turn(Load::Light);
     // The tutorial lock: SET NX PX, DEL to release, no renewal. Holds longer than the
     // lease overlap with the next holder, with no fault needed.
     let (code, summary, text) = chaos(
@@ -707,7 +732,7 @@ fn the_chaos_checker_catches_a_broken_lock() {
 
 #[test]
 fn the_chaos_checker_finds_no_violation_in_the_multi_lock() {
-    let _turn = heavy_turn();
+    let _turn = turn(Load::Light);
     // Transfers under `lock_all` (two names a round, both registers incremented) with
     // every kind of fault; the 30-minute soak's figures are in docs/chaos.md.
     let (summary, text) = chaos_finds_nothing("multi", "3", 200);
@@ -723,7 +748,7 @@ fn the_chaos_checker_finds_no_violation_in_the_multi_lock() {
 
 #[test]
 fn the_chaos_checker_catches_a_broken_multi_lock() {
-    let _turn = heavy_turn();
+    let _turn = turn(Load::Light);
     // Hand over hand: the first name is let go once the second is held, while both
     // registers are still written. Calm run: the overlap needs no fault.
     chaos_catches("multi-broken", "overlapping holders");
@@ -731,7 +756,7 @@ fn the_chaos_checker_catches_a_broken_multi_lock() {
 
 #[test]
 fn the_chaos_checker_finds_no_violation_in_redissons_layout() {
-    let _turn = heavy_turn();
+    let _turn = turn(Load::Heavy);
     // The mutex in Redisson's layout (its own acquire and release scripts, key,
     // channel and INCR fencing counter) under every kind of fault, with Java
     // Redisson's RFencedLock in two of the six workers: one sequence of tokens.
@@ -741,7 +766,7 @@ fn the_chaos_checker_finds_no_violation_in_redissons_layout() {
 
 #[test]
 fn the_chaos_checker_finds_java_and_rust_holders_of_every_redisson_kind_exclude_each_other() {
-    let _turn = heavy_turn();
+    let _turn = turn(Load::Heavy);
     common::java::peer_jar();
     // Without faults nothing excuses an overlap: Java Redisson's RFencedLock,
     // RReadWriteLock, RFairLock and RPermitExpirableSemaphore beside holdlock's kinds
@@ -1052,7 +1077,7 @@ fn the_chaos_checker_excuses_a_holder_whose_process_stalled_past_its_lost_deadli
 
 #[test]
 fn the_chaos_checker_finds_no_violation_in_the_read_write_lock() {
-    let _turn = heavy_turn();
+    let _turn = turn(Load::Light);
     // Readers and writers under every kind of fault: readers may overlap, a writer
     // never overlaps anyone (outside the excused pauses and restarts).
     chaos_finds_nothing("rw", "5", 100);
@@ -1060,7 +1085,7 @@ fn the_chaos_checker_finds_no_violation_in_the_read_write_lock() {
 
 #[test]
 fn the_chaos_checker_finds_no_violation_in_redissons_read_write_layout() {
-    let _turn = heavy_turn();
+    let _turn = turn(Load::Heavy);
     // The read-write lock in Redisson's layout (its own scripts, timeout keys per read
     // hold, channel and messages) under every kind of fault, beside Java Redisson's
     // RReadWriteLock.
@@ -1069,7 +1094,7 @@ fn the_chaos_checker_finds_no_violation_in_redissons_read_write_layout() {
 
 #[test]
 fn the_chaos_checker_finds_no_violation_in_redissons_semaphore_layout() {
-    let _turn = heavy_turn();
+    let _turn = turn(Load::Heavy);
     // The semaphore in Redisson's layout (the count of free permits at the name, the
     // permits' deadlines beside it) under every kind of fault: never more holders than
     // permits, and every permit back at the end; beside Java Redisson's
@@ -1079,14 +1104,14 @@ fn the_chaos_checker_finds_no_violation_in_redissons_semaphore_layout() {
 
 #[test]
 fn the_chaos_checker_catches_a_broken_read_write_lock() {
-    let _turn = heavy_turn();
+    let _turn = turn(Load::Light);
     // Writers that take the read side: they overlap readers and each other.
     chaos_catches("rw-broken", "overlapping holders");
 }
 
 #[test]
 fn the_chaos_checker_finds_no_violation_in_the_fair_lock() {
-    let _turn = heavy_turn();
+    let _turn = turn(Load::Light);
     // Fair locks (half the rounds fenced) under every kind of fault: no overlap, rising
     // tokens, and calls served in the order they arrived (a 50 ms tie window; a caller
     // that a fault hit while it waited may be passed over).
@@ -1097,7 +1122,7 @@ fn the_chaos_checker_finds_no_violation_in_the_fair_lock() {
 
 #[test]
 fn the_chaos_checker_finds_no_violation_in_redissons_fair_layout() {
-    let _turn = heavy_turn();
+    let _turn = turn(Load::Light);
     // The fair lock in Redisson's layout (its queue, deadlines and per-waiter
     // channels) under every kind of fault: no overlap, and calls served in the order
     // they arrived. Rust workers only, with a 2 s fair wait: stale heads are dropped
@@ -1108,7 +1133,7 @@ fn the_chaos_checker_finds_no_violation_in_redissons_fair_layout() {
 
 #[test]
 fn the_chaos_checker_finds_no_violation_in_redissons_fair_layout_beside_java_redisson() {
-    let _turn = heavy_turn();
+    let _turn = turn(Load::Heavy);
     // The same beside Java Redisson's RFairLock, every worker with a 10 s fair wait
     // (Redisson's waiters keep their places only while the holds ahead are short: see
     // docs/chaos.md, "Java workers"); what Redisson does to a Java waiter cut off, or
@@ -1119,7 +1144,7 @@ fn the_chaos_checker_finds_no_violation_in_redissons_fair_layout_beside_java_red
 
 #[test]
 fn the_chaos_checker_catches_a_lock_that_is_not_fair() {
-    let _turn = heavy_turn();
+    let _turn = turn(Load::Light);
     // The mutex checked as a fair lock: it never overlaps, but pub/sub wakes every
     // waiter and the fastest wins, so later callers overtake earlier ones.
     let (summary, text) = chaos_catches("fair-broken", "served out of order");
@@ -1131,21 +1156,21 @@ fn the_chaos_checker_catches_a_lock_that_is_not_fair() {
 
 #[test]
 fn the_chaos_checker_finds_no_violation_in_the_semaphore() {
-    let _turn = heavy_turn();
+    let _turn = turn(Load::Light);
     // Permits under every kind of fault: never more than the permits at once.
     chaos_finds_nothing("sem", "3", 200);
 }
 
 #[test]
 fn the_chaos_checker_catches_a_semaphore_with_a_permit_too_many() {
-    let _turn = heavy_turn();
+    let _turn = turn(Load::Light);
     // One permit more than the checker allows: three holders at once is an overlap.
     chaos_catches("sem-broken", "overlapping holders");
 }
 
 #[test]
 fn the_chaos_checker_finds_no_violation_on_a_cluster() {
-    let _turn = heavy_turn();
+    let _turn = turn(Load::Light);
     // `--cluster`: the locks on 3 primaries with a replica each, workers connected
     // directly, while slots move, a primary is emptied and refilled, and replicas take
     // over (coordinated), besides the process faults. The topology faults take turns,
@@ -1183,7 +1208,7 @@ fn bank_outcome(summary: &serde_json::Value, outcome: &str) -> u64 {
 #[cfg(feature = "postgres")]
 #[test]
 fn the_chaos_checker_finds_no_violation_in_the_bank_workload() {
-    let _turn = heavy_turn();
+    let _turn = turn(Load::Light);
     // Transfers between accounts in PostgreSQL under fenced `lock_all`, fenced in the
     // database too, under every fault of one lock server and `db-kill`; the 10-minute
     // soaks' figures are in docs/chaos.md.
@@ -1206,7 +1231,7 @@ fn the_chaos_checker_finds_no_violation_in_the_bank_workload() {
 #[cfg(feature = "postgres")]
 #[test]
 fn the_chaos_checker_catches_the_bank_without_its_fences_and_passes_it_with_them() {
-    let _turn = heavy_turn();
+    let _turn = turn(Load::Light);
     // One round in ten holds a fixed lease and stalls past it, with no fault needed:
     // without the fences in PostgreSQL, a stalled holder's write overwrites a newer
     // holder's, and the balances no longer agree with the ledger.
