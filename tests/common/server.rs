@@ -339,6 +339,10 @@ pub fn cluster_node_args(port: u16) -> Vec<String> {
         dir.to_string_lossy().into_owned(),
         "--cluster-config-file".into(),
         "nodes.conf".into(),
+        // A replica's full sync starts at once, not after Redis's default 5 s wait for
+        // more replicas to share it (each cluster with replicas, each node restarted).
+        "--repl-diskless-sync-delay".into(),
+        "0".into(),
     ]
 }
 
@@ -375,16 +379,41 @@ pub fn create_cluster(ports: &[u16], replicas: usize) -> Result<(), String> {
 }
 
 /// Whether the cluster of the nodes on `ports` is ready for work: every node reports
-/// `cluster_state:ok` and knows every other (a manual failover needs the votes of
-/// primaries that know the replica), and every replica's link to its primary is up.
+/// `cluster_state:ok` and knows every other, every replica's link to its primary is
+/// up, and every node sees the same roles (a manual failover needs the votes of
+/// primaries that know the replica as one; a primary that refused a vote refuses the
+/// replica's next election for twice the node timeout).
 pub fn cluster_settled(ports: &[u16]) -> bool {
     let known = format!("cluster_known_nodes:{}", ports.len());
-    ports.iter().all(|&port| {
+    let ready = ports.iter().all(|&port| {
         bulk(port, &["CLUSTER", "INFO"])
             .is_some_and(|info| info.contains("cluster_state:ok") && info.contains(&known))
             && (info(port, "role").as_deref() == Some("master")
                 || info(port, "master_link_status").as_deref() == Some("up"))
-    })
+    });
+    let mut views = ports.iter().map(|&port| roles_seen_by(port));
+    let first = views.next().flatten();
+    ready && first.is_some() && views.all(|view| view == first)
+}
+
+/// Every node's role as `port` sees it in `CLUSTER NODES`: (id, primary's id or `-`),
+/// sorted; `None` while a node is in a handshake, suspected or failed.
+fn roles_seen_by(port: u16) -> Option<Vec<(String, String)>> {
+    let nodes = bulk(port, &["CLUSTER", "NODES"])?;
+    let mut roles = Vec::new();
+    for line in nodes.lines().filter(|line| !line.is_empty()) {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let (id, flags, primary) = (fields.first()?, fields.get(2)?, fields.get(3)?);
+        if ["handshake", "fail", "noaddr"]
+            .iter()
+            .any(|bad| flags.split(',').any(|flag| flag.starts_with(bad)))
+        {
+            return None;
+        }
+        roles.push((id.to_string(), primary.to_string()));
+    }
+    roles.sort();
+    Some(roles)
 }
 
 /// A bulk string reply (`INFO`, `CLUSTER INFO`, `CLUSTER NODES`), or `None`.
