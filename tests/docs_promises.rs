@@ -201,3 +201,350 @@ fn every_listed_metric_is_asserted_by_the_metrics_tests() {
         "not asserted in tests/metrics.rs: {unasserted:?}"
     );
 }
+
+/// A figure the docs state: a duration, or a share ("a third").
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Figure {
+    Duration(Duration),
+    Share(f64),
+}
+
+/// The figures of `text` (as chars), each with where it begins and ends: `30 s`, `5s`,
+/// `500 ms`, `5 minutes`, `one second`, `a third`.
+fn figures(text: &[char]) -> Vec<(usize, usize, Figure)> {
+    let words = [
+        ("one second", Figure::Duration(Duration::from_secs(1))),
+        ("five minutes", Figure::Duration(Duration::from_secs(300))),
+        ("a third", Figure::Share(1.0 / 3.0)),
+        ("a quarter", Figure::Share(0.25)),
+        ("half", Figure::Share(0.5)),
+    ];
+    let mut found = Vec::new();
+    let mut at = 0;
+    while at < text.len() {
+        let starts_word = at == 0 || !text[at - 1].is_alphanumeric();
+        if let Some((word, figure)) = words.iter().find(|(word, _)| {
+            let word: Vec<char> = word.chars().collect();
+            starts_word
+                && text[at..].starts_with(&word)
+                && !text
+                    .get(at + word.len())
+                    .is_some_and(|c| c.is_alphanumeric())
+        }) {
+            let end = at + word.chars().count();
+            found.push((at, end, *figure));
+            at = end;
+            continue;
+        }
+        if !(starts_word && text[at].is_ascii_digit()) {
+            at += 1;
+            continue;
+        }
+        let digits_end = (at..text.len())
+            .find(|&i| !text[i].is_ascii_digit())
+            .unwrap_or(text.len());
+        let number: u64 = text[at..digits_end]
+            .iter()
+            .collect::<String>()
+            .parse()
+            .expect("digits");
+        let unit_start = match text.get(digits_end) {
+            Some(' ') => digits_end + 1,
+            _ => digits_end,
+        };
+        let unit_end = (unit_start..text.len())
+            .find(|&i| !text[i].is_ascii_alphabetic())
+            .unwrap_or(text.len());
+        let unit: String = text[unit_start..unit_end].iter().collect();
+        let duration = match unit.as_str() {
+            "ms" => Some(Duration::from_millis(number)),
+            "s" | "second" | "seconds" => Some(Duration::from_secs(number)),
+            "minute" | "minutes" => Some(Duration::from_secs(60 * number)),
+            _ => None,
+        };
+        match duration {
+            Some(duration) => {
+                found.push((at, unit_end, Figure::Duration(duration)));
+                at = unit_end;
+            }
+            None => at = digits_end,
+        }
+    }
+    found
+}
+
+/// The text of every page that states defaults, as one line each (a phrase broken
+/// across lines is whole): README.md, docs/*.md, and CHANGELOG.md's `[Unreleased]`
+/// (released entries are history, and may state a default as it was then).
+fn pages() -> Vec<(String, String)> {
+    let mut paths = vec!["README.md".to_owned()];
+    let mut docs: Vec<String> = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/docs"))
+        .expect("docs/")
+        .map(|entry| entry.expect("an entry of docs/").file_name())
+        .map(|name| format!("docs/{}", name.to_string_lossy()))
+        .filter(|path| path.ends_with(".md"))
+        .collect();
+    docs.sort();
+    paths.extend(docs);
+    let mut pages: Vec<(String, String)> = paths
+        .into_iter()
+        .map(|path| {
+            let text = read(&path);
+            (path, text)
+        })
+        .collect();
+    let changelog = read("CHANGELOG.md");
+    let unreleased = between(&changelog, "## [Unreleased]", "\n## [")
+        .expect("CHANGELOG.md has an [Unreleased] section")
+        .to_owned();
+    pages.push(("CHANGELOG.md [Unreleased]".to_owned(), unreleased));
+    pages
+        .into_iter()
+        .map(|(path, text)| (path, text.split_whitespace().collect::<Vec<_>>().join(" ")))
+        .collect()
+}
+
+/// A constant of the crate that is not public, read from its source: `const NAME: T =
+/// VALUE;` in `path`, as written (`3`, `1.0 / 3.0`).
+fn private_constant(path: &str, name: &str) -> String {
+    let source = read(path);
+    let start = format!("const {name}: ");
+    let (_, rest) = source
+        .split_once(&start)
+        .unwrap_or_else(|| panic!("{path} has no `{start}`"));
+    let (_, rest) = rest.split_once("= ").expect("`= VALUE;`");
+    rest.split_once(';').expect("`VALUE;`").0.trim().to_owned()
+}
+
+/// What a default the docs state belongs to, named by words near it.
+#[derive(Debug)]
+enum Subject {
+    /// Someone else's default (Redis's, Sentinel's), or a figure that is not a default.
+    NotOurs,
+    /// One of holdlock's, with its value.
+    Is(Figure),
+    /// A deadlock edge's expiry, a range of the check delay ("6 s to 24 s by default").
+    EdgeExpiry,
+}
+
+/// The subjects of the defaults the docs state, the first whose words are near the
+/// default winning: every stated default with a figure must be one of these.
+fn subjects() -> Vec<(&'static [&'static str], Subject)> {
+    let share: Vec<f64> = private_constant("src/options.rs", "DEFAULT_AT_RISK_SHARE")
+        .split(" / ")
+        .map(|part| part.parse().expect("`A / B`, two floats"))
+        .collect();
+    let at_risk = share[0] / share[1];
+    #[cfg(feature = "tower")]
+    let retry_after = match holdlock::tower::RetryAfter::default() {
+        holdlock::tower::RetryAfter::Fixed(after) => Subject::Is(Figure::Duration(after)),
+        other => panic!("the tower layer's default retry_after is {other:?}"),
+    };
+    #[cfg(not(feature = "tower"))]
+    let retry_after = Subject::NotOurs;
+    let d = Figure::Duration;
+    vec![
+        (
+            &["cluster-node-timeout", "down-after-milliseconds"][..],
+            Subject::NotOurs,
+        ),
+        // "`--deadlock-check 100ms` (ten times the default's rate of checks)"
+        (&["default's rate"], Subject::NotOurs),
+        (
+            &["fair_wait_timeout", "fairLockWaitTimeout"],
+            Subject::Is(d(holdlock::DEFAULT_FAIR_WAIT)),
+        ),
+        (&["check delays"], Subject::EdgeExpiry),
+        (
+            &["deadlock_check", "deadlock-check", "DEFAULT_DEADLOCK_CHECK"],
+            Subject::Is(d(holdlock::DEFAULT_DEADLOCK_CHECK)),
+        ),
+        (&["retry_after"], retry_after),
+        (
+            &["connect timeout", "connect-timeout", "CONNECT_TIMEOUT"],
+            Subject::Is(d(holdlock::DEFAULT_CONNECT_TIMEOUT)),
+        ),
+        (
+            &["at_risk_share", "at-risk"],
+            Subject::Is(Figure::Share(at_risk)),
+        ),
+        (&["lease"], Subject::Is(d(holdlock::DEFAULT_LEASE))),
+    ]
+}
+
+/// Every default the docs state with a figure (the word "default" with a duration or a
+/// share at most 40 characters from it, in README.md, docs/ and CHANGELOG.md's
+/// `[Unreleased]`) is the constant it names: the lease, `deadlock_check`, the fair
+/// wait, the connect timeout, the at-risk share, tower's `retry_after`, a deadlock
+/// edge's expiry; or it is named as someone else's. A stated default whose subject no
+/// rule knows fails too, so a new one is read from here on.
+#[test]
+fn every_default_the_docs_state_with_a_figure_is_its_constant() {
+    let subjects = subjects();
+    let edge_checks: u32 = private_constant("src/deadlock.rs", "EDGE_CHECKS")
+        .parse()
+        .expect("EDGE_CHECKS is a number");
+    let longest_gap: u32 = private_constant("src/deadlock.rs", "LONGEST_GAP")
+        .parse()
+        .expect("LONGEST_GAP is a number");
+    let (mut checked, mut wrong, mut unknown) = (0, Vec::new(), Vec::new());
+    for (path, text) in pages() {
+        let text: Vec<char> = text.chars().collect();
+        let lower: Vec<char> = text.iter().map(char::to_ascii_lowercase).collect();
+        let found = figures(&text);
+        let word: Vec<char> = "default".chars().collect();
+        for at in (0..lower.len()).filter(|&at| lower[at..].starts_with(&word)) {
+            let end = at + word.len();
+            let distance = |(start, stop, _): &&(usize, usize, Figure)| match *stop <= at {
+                true => at - stop,
+                false => start.saturating_sub(end),
+            };
+            let Some(nearest) = found
+                .iter()
+                .filter(|figure| distance(figure) <= 40)
+                .min_by_key(distance)
+            else {
+                continue;
+            };
+            let window: String = text[at.saturating_sub(100)..(end + 100).min(text.len())]
+                .iter()
+                .collect();
+            let stated: String = text[nearest.0..nearest.1].iter().collect();
+            let said = format!("{path}: {stated:?} in \"…{window}…\"");
+            let Some((_, subject)) = subjects
+                .iter()
+                .find(|(words, _)| words.iter().any(|word| window.contains(word)))
+            else {
+                unknown.push(said);
+                continue;
+            };
+            checked += 1;
+            match subject {
+                Subject::NotOurs => {}
+                Subject::Is(value) if *value == nearest.2 => {}
+                Subject::Is(value) => wrong.push(format!("{said}: the constant is {value:?}")),
+                Subject::EdgeExpiry => {
+                    let check = holdlock::DEFAULT_DEADLOCK_CHECK;
+                    let (first, longest) = (edge_checks * 2, edge_checks * longest_gap);
+                    let range = format!(
+                        "{} s to {} s by default",
+                        (check * first).as_secs(),
+                        (check * longest).as_secs()
+                    );
+                    let delays =
+                        format!("{first} check delays after the first write, up to {longest}");
+                    if !window.contains(&range) || !window.contains(&delays) {
+                        wrong.push(format!("{said}: the constants make it {delays} ({range})"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "defaults stated with a figure that no rule of this test reads (add a subject): {unknown:#?}"
+    );
+    assert!(
+        wrong.is_empty(),
+        "defaults the docs state that are not the constants: {wrong:#?}"
+    );
+    assert!(checked >= 20, "only {checked} stated defaults found");
+}
+
+/// The metrics src/observe.rs records, each with its macro (`counter`, `gauge`,
+/// `histogram`) and its label keys.
+fn recorded_metrics() -> Vec<(String, String, BTreeSet<String>)> {
+    let source = read("src/observe.rs");
+    source
+        .split("::metrics::")
+        .skip(1)
+        .filter_map(|call| {
+            let (kind, rest) = call.split_once("!(\"")?;
+            let (name, rest) = rest.split_once('"')?;
+            let arguments = rest.split_once(')').map_or(rest, |(inside, _)| inside);
+            let labels = arguments
+                .split(" => ")
+                .filter_map(|before| before.rsplit_once('"'))
+                .filter_map(|(before, _)| before.rsplit_once('"'))
+                .map(|(_, key)| key.to_owned())
+                .collect();
+            Some((kind.to_owned(), name.to_owned(), labels))
+        })
+        .filter(|(_, name, _)| name.starts_with("holdlock_"))
+        .map(|(kind, name, labels)| (name, kind, labels))
+        .collect()
+}
+
+/// Each row of docs/design.md's metrics table gives the type and the label the code
+/// records the metric with, and each label value it lists is one the code gives
+/// (`=> "busy"`, `("ok")`).
+#[test]
+fn the_metrics_table_gives_each_its_type_and_labels() {
+    let design = read("docs/design.md");
+    let recorded = recorded_metrics();
+    let mut sources = String::new();
+    for path in ["src/observe.rs", "src/watchdog.rs"] {
+        sources.push_str(&read(path));
+    }
+    let mut rows = 0;
+    for row in design
+        .lines()
+        .filter(|line| line.starts_with("| `holdlock_"))
+    {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let [_, name, kind, labels, ..] = cells[..] else {
+            panic!("a row of four cells: {row}");
+        };
+        let name = name.trim_matches('`');
+        let calls: Vec<_> = recorded.iter().filter(|(n, ..)| n == name).collect();
+        assert!(!calls.is_empty(), "{name} is not recorded");
+        for (_, macro_kind, keys) in &calls {
+            assert_eq!(macro_kind, kind, "{name}'s type");
+            let spans = code_spans(labels);
+            let documented: BTreeSet<String> =
+                spans.first().map(|k| k.to_string()).into_iter().collect();
+            assert_eq!(keys, &documented, "{name}'s labels");
+            for value in spans.iter().skip(1) {
+                assert!(
+                    sources.contains(&format!("=> \"{value}\""))
+                        || sources.contains(&format!("(\"{value}\")")),
+                    "{name}'s label value {value} is never given"
+                );
+            }
+        }
+        rows += 1;
+    }
+    assert!(rows >= 10, "{rows} rows");
+}
+
+/// Every `holdlock_…` name the docs give in code (README.md, docs/, CHANGELOG.md's
+/// `[Unreleased]`) is a metric the code records, or the PostgreSQL table of
+/// `holdlock::postgres`.
+#[test]
+fn every_metric_the_docs_name_is_recorded() {
+    let recorded: BTreeSet<String> = recorded_metrics()
+        .into_iter()
+        .map(|(name, ..)| name)
+        .collect();
+    let mut named = 0;
+    for (path, text) in pages() {
+        for span in code_spans(&text) {
+            let Some(rest) = span.strip_prefix("holdlock_") else {
+                continue;
+            };
+            if !rest.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+                continue;
+            }
+            #[cfg(feature = "postgres")]
+            if span == holdlock::postgres::TABLE {
+                continue;
+            }
+            assert!(
+                recorded.contains(span),
+                "{path} names `{span}`, which is not a metric the code records: {recorded:?}"
+            );
+            named += 1;
+        }
+    }
+    assert!(named >= 12, "only {named} metrics named");
+}
