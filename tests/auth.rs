@@ -166,11 +166,14 @@ async fn an_acl_user_with_the_documented_rule_can_do_everything() {
     let server = RedisServer::start();
     set_user(&server, &documented_rule("locker", USER_PASSWORD));
     everything_as(&user_url(&server, "locker")).await;
+    refused_nothing_but_what_fred_connects_with(&server, "locker").await;
 }
 
 /// The documented rule with the database in the URL's path, as the same page says to
 /// choose it: fred sends `SELECT` for any path (`/0` included) and fails the connection
-/// if it is refused, so the rule must grant `select`.
+/// if it is refused, so the rule must grant `select`. Without it, each connection's
+/// setup is refused (`NOPERM ... 'select'`), and nothing connects; with it, the server
+/// refused nothing the code sent.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_documented_rule_connects_with_a_database_in_the_url() {
     logs();
@@ -180,6 +183,11 @@ async fn the_documented_rule_connects_with_a_database_in_the_url() {
         let url = format!("{}/{database}", user_url(&server, "locker"));
         everything_as(&url).await;
     }
+    refused_nothing_but_what_fred_connects_with(&server, "locker").await;
+    assert!(
+        server.command_calls("select") >= 2,
+        "the URLs' databases were not selected"
+    );
 }
 
 /// Deadlock detection reads a lock's holders with `HKEYS`: under the documented rule
@@ -236,6 +244,14 @@ async fn an_acl_user_with_the_documented_rule_can_do_everything_on_a_cluster() {
         .url()
         .replacen("://", &format!("://locker:{USER_PASSWORD}@"), 1);
     everything_as(&url).await;
+    // With the database in the path, as on one server: a cluster has database 0 only,
+    // and fred sends no `SELECT` to a cluster (holdlock refuses another database, see
+    // tests/urls.rs).
+    let (seeds, nodes) = url.split_once('?').expect("a cluster URL has nodes");
+    everything_as(&format!("{seeds}/0?{nodes}")).await;
+    for node in &cluster.nodes {
+        refused_nothing_but_what_fred_connects_with(node, "locker").await;
+    }
 }
 
 /// A plain subscription (Redisson's layout on a single server, where channels are not
@@ -578,6 +594,25 @@ async fn everything_as(url: &str) {
     waiter.shutdown().await;
 }
 
+/// What fred sends as it connects and gets by without (docs/deployments.md: the rule
+/// does not grant them), and holdlock's `PING` that confirms a plain subscription.
+const TOLERATED: [&str; 3] = ["info", "client|id", "ping"];
+
+/// Asserts that `node` refused `user` nothing since its `ACL LOG` was last reset, but
+/// [`TOLERATED`]: the rule covered everything the code sent.
+async fn refused_nothing_but_what_fred_connects_with(node: &RedisServer, user: &str) {
+    let refused: Vec<_> = refused(node, user)
+        .await
+        .into_iter()
+        .filter(|(object, _)| !TOLERATED.contains(&object.as_str()))
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "node {} refused {user} {refused:?}",
+        node.port
+    );
+}
+
 /// `count` lock names whose keys are in `slot`, each starting with `base`.
 fn names_in_slot(base: &str, slot: u16, count: usize) -> Vec<String> {
     (0..)
@@ -797,12 +832,7 @@ async fn the_documented_rule_covers_a_live_reshard() {
     // Nothing was refused, anywhere (but what fred sends as it connects, which the
     // page says the rule leaves out)...
     for node in &cluster.nodes {
-        let refused: Vec<_> = refused(node, "migrator")
-            .await
-            .into_iter()
-            .filter(|(object, _)| !["info", "client|id", "ping"].contains(&object.as_str()))
-            .collect();
-        assert!(refused.is_empty(), "node {} refused {refused:?}", node.port);
+        refused_nothing_but_what_fred_connects_with(node, "migrator").await;
     }
     // ...on the paths that the migration takes.
     let asked = target.command_calls("asking");
@@ -815,38 +845,47 @@ async fn the_documented_rule_covers_a_live_reshard() {
     }
 }
 
-/// The command-line tool as a user with the documented rule: each kind `run` takes
-/// (a lock, a semaphore's permit, a once-per-period claim) with an operator command
-/// run under it, then `unlock --force`.
+/// The command-line tool as a user with the documented rule, with and without a
+/// database in the URL: each kind `run` takes (a lock, a semaphore's permit, a
+/// once-per-period claim) with an operator command run under it (`inspect`, `list`,
+/// `top`, `waits`), then `unlock --force`; and the server refused nothing it sent.
 #[cfg(feature = "cli")]
 #[test]
 fn the_cli_works_for_a_user_with_the_documented_rule() {
     let server = RedisServer::start();
     set_user(&server, &documented_rule("operator", USER_PASSWORD));
     let exe = env!("CARGO_BIN_EXE_holdlock");
-    let name = common::unique("acl-cli");
-    let holdlock = |args: &[&str]| {
-        let output = std::process::Command::new(exe)
-            .env("HOLDLOCK_URL", user_url(&server, "operator"))
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "holdlock {args:?}: {}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-    };
-    // `inspect` exits with 1 for a free lock: the lock is held while it looks.
-    holdlock(&["run", &name, "--", exe, "inspect", &name, "--json"]);
-    holdlock(&["run", "--permits", "2", &name, "--", exe, "list", "--json"]);
-    let once = ["run", "--once-per", "1h", &name, "--"];
-    holdlock(&[&once[..], &[exe, "top", "--once", "--json"]].concat());
-    // `waits` reads the wait edges (SCAN, GET) and walks the holders (HKEYS) while a
-    // lock is held; it exits with 1 only for a deadlock, so success is the rule's.
-    holdlock(&["run", &name, "--", exe, "waits", "--json"]);
-    holdlock(&["unlock", "--force", &name, "--json"]);
+    for database in ["", "/2"] {
+        let url = format!("{}{database}", user_url(&server, "operator"));
+        let name = common::unique("acl-cli");
+        let holdlock = |args: &[&str]| {
+            let output = std::process::Command::new(exe)
+                .env("HOLDLOCK_URL", &url)
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                output.status.success(),
+                "holdlock {args:?} at {database:?}: {}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        };
+        // `inspect` exits with 1 for a free lock: the lock is held while it looks.
+        holdlock(&["run", &name, "--", exe, "inspect", &name, "--json"]);
+        holdlock(&["run", "--permits", "2", &name, "--", exe, "list", "--json"]);
+        let once = ["run", "--once-per", "1h", &name, "--"];
+        holdlock(&[&once[..], &[exe, "top", "--once", "--json"]].concat());
+        // `waits` reads the wait edges (SCAN, GET) and walks the holders (HKEYS) while
+        // a lock is held; it exits with 1 only for a deadlock, so success is the rule's.
+        holdlock(&["run", &name, "--", exe, "waits", "--json"]);
+        holdlock(&["unlock", "--force", &name, "--json"]);
+    }
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(refused_nothing_but_what_fred_connects_with(
+            &server, "operator",
+        ));
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -532,7 +532,7 @@ fn every_metric_the_docs_name_is_recorded() {
             let Some(rest) = span.strip_prefix("holdlock_") else {
                 continue;
             };
-            if !rest.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+            if rest.is_empty() || !rest.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
                 continue;
             }
             #[cfg(feature = "postgres")]
