@@ -548,3 +548,203 @@ fn every_metric_the_docs_name_is_recorded() {
     }
     assert!(named >= 12, "only {named} metrics named");
 }
+
+/// The commands the scripts of `folder` (`lua/`, `lua/redisson/`; not its subfolders)
+/// call by name (`redis.call('zadd', ..)`, `redis.pcall(..)`), and `publish` and
+/// `spublish` for the scripts that pick one of the two by an argument.
+fn script_commands(folder: &str) -> BTreeSet<String> {
+    let dir = format!("{}/{folder}", env!("CARGO_MANIFEST_DIR"));
+    let mut commands = BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).unwrap_or_else(|error| panic!("{folder}: {error}")) {
+        let path = entry.expect("an entry").path();
+        if path.extension().is_none_or(|ext| ext != "lua") {
+            continue;
+        }
+        let script = std::fs::read_to_string(&path).expect("a script");
+        for call in ["redis.call(", "redis.pcall("] {
+            for (at, _) in script.match_indices(call) {
+                let rest = &script[at + call.len()..];
+                let Some(rest) = rest.strip_prefix('\'').or_else(|| rest.strip_prefix('"')) else {
+                    // A variable: the scripts pick `publish` or `spublish` so.
+                    commands.extend(["publish".to_owned(), "spublish".to_owned()]);
+                    continue;
+                };
+                let name: String = rest.chars().take_while(char::is_ascii_alphabetic).collect();
+                commands.insert(name.to_ascii_lowercase());
+            }
+        }
+    }
+    assert!(commands.len() > 10, "{folder}: {commands:?}");
+    commands
+}
+
+/// The commands a rule of docs/deployments.md grants (`+zadd`), for the user it calls
+/// `user`.
+fn granted(user: &str) -> BTreeSet<String> {
+    let page = read("docs/deployments.md");
+    let rule = page
+        .lines()
+        .find(|line| line.starts_with(&format!("ACL SETUSER {user} ")))
+        .unwrap_or_else(|| panic!("docs/deployments.md has no rule for {user}"));
+    rule.split_whitespace()
+        .filter_map(|word| word.strip_prefix('+'))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The words of the code spans of `text` (`del exists get` is three).
+fn span_words(text: &str) -> BTreeSet<String> {
+    code_spans(text)
+        .into_iter()
+        .flat_map(str::split_whitespace)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The ACL rules of docs/deployments.md grant every command a script calls, so a
+/// script that calls a new one fails here even where no test takes that path: the
+/// holdlock rule those of `lua/`, the Redisson rule those of `lua/` and
+/// `lua/redisson/` (it grants the holdlock rule's and more). And the page's lists of
+/// them are the scripts' own: the holdlock rule's (beside it), and the nine that
+/// Redisson's scripts call and the holdlock rule does not grant.
+#[test]
+fn the_acl_rules_grant_every_command_the_scripts_call() {
+    let (own, redissons) = (script_commands("lua"), script_commands("lua/redisson"));
+    let (holdlock, redisson) = (granted("holdlock"), granted("holdlock-redisson"));
+    let lacking: Vec<_> = own.difference(&holdlock).collect();
+    assert!(lacking.is_empty(), "the holdlock rule lacks {lacking:?}");
+    let lacking: Vec<_> = holdlock
+        .union(&redissons)
+        .filter(|command| !redisson.contains(*command))
+        .collect();
+    assert!(lacking.is_empty(), "the Redisson rule lacks {lacking:?}");
+
+    let page = read("docs/deployments.md")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let listed = between(
+        &page,
+        "Redis checks the commands a script calls against the user too:",
+        "(the fair lock's queue",
+    )
+    .expect("docs/deployments.md lists the scripts' commands");
+    assert_eq!(
+        span_words(listed),
+        own,
+        "docs/deployments.md's list of the scripts' commands (left) against lua/'s (right)"
+    );
+    let only_redissons = between(
+        &page,
+        "Its scripts (`lua/redisson/`) also call",
+        "which the rule does not grant",
+    )
+    .expect("docs/deployments.md lists the commands only Redisson's scripts call");
+    let expected: BTreeSet<String> = redissons.difference(&holdlock).cloned().collect();
+    assert_eq!(
+        span_words(only_redissons),
+        expected,
+        "what docs/deployments.md says lua/redisson/ calls beyond the holdlock rule (left) against the scripts (right)"
+    );
+}
+
+/// The `--test` files of `.ci/run`'s run on Valkey (its `HOLDLOCK_TEST_SERVER=…
+/// cargo test` command, continued over lines ending in `\`).
+fn valkey_test_files() -> Vec<String> {
+    let run = read(".ci/run");
+    let mut lines = run.lines().skip_while(|line| {
+        !(line.starts_with("HOLDLOCK_TEST_SERVER=") && line.contains("cargo test"))
+    });
+    let mut command = String::new();
+    for line in lines.by_ref() {
+        command.push_str(line.trim_end_matches('\\'));
+        command.push(' ');
+        if !line.ends_with('\\') {
+            break;
+        }
+    }
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let files: Vec<String> = words
+        .windows(2)
+        .filter(|pair| pair[0] == "--test")
+        .map(|pair| pair[1].to_owned())
+        .collect();
+    assert!(
+        files.len() >= 4,
+        ".ci/run's Valkey command, read as {command:?}"
+    );
+    files
+}
+
+/// docs/deployments.md names the test files `.ci/run` runs on Valkey, all of them and
+/// how many; README.md's excerpt of that command says how many it names and shows the
+/// first of them; CHANGELOG.md's entry gives the same count.
+#[test]
+fn the_valkey_files_the_docs_name_are_the_ones_ci_runs() {
+    let files = valkey_test_files();
+    let page = read("docs/deployments.md")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let listed = between(&page, "Cluster and Sentinel smoke files", " files;")
+        .expect("docs/deployments.md lists the Valkey files");
+    let (names, count) = listed
+        .rsplit_once('(')
+        .expect("the list ends with `(N files`");
+    let named: BTreeSet<String> = code_spans(names)
+        .into_iter()
+        .map(|span| {
+            span.trim_start_matches("tests/")
+                .trim_end_matches(".rs")
+                .to_owned()
+        })
+        .collect();
+    let run: BTreeSet<String> = files.iter().cloned().collect();
+    assert_eq!(
+        named, run,
+        "docs/deployments.md's Valkey files (left) against .ci/run's"
+    );
+    assert_eq!(
+        count.trim(),
+        files.len().to_string(),
+        "docs/deployments.md's count"
+    );
+
+    let readme = read("README.md");
+    let excerpt = between(
+        &readme,
+        "names ",
+        " `--test` files, of which these are the first",
+    )
+    .expect("README.md says how many files .ci/run names");
+    assert_eq!(excerpt.trim(), files.len().to_string(), "README.md's count");
+    let changelog = read("CHANGELOG.md")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let entry = between(
+        &changelog,
+        "runs the whole suite on Redis 7.0.15 and then ",
+        " single-server, Cluster and Sentinel test files on Valkey",
+    )
+    .expect("CHANGELOG.md says how many files run on Valkey");
+    assert_eq!(
+        entry.trim(),
+        files.len().to_string(),
+        "CHANGELOG.md's count"
+    );
+    let shown = between(&readme, "HOLDLOCK_TEST_SERVER=", "\n```")
+        .expect("README.md shows the Valkey command");
+    let shown: Vec<&str> = shown
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .filter(|pair| pair[0] == "--test")
+        .map(|pair| pair[1])
+        .collect();
+    assert_eq!(
+        shown,
+        files[..shown.len()],
+        "README.md's excerpt is not the command's start"
+    );
+}
