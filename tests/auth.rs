@@ -965,30 +965,68 @@ async fn the_documented_rule_covers_a_live_reshard() {
 #[cfg(feature = "cli")]
 #[test]
 fn the_cli_works_for_a_user_with_the_documented_rule() {
+    cli_under(documented_rule("operator", USER_PASSWORD), "holdlock");
+}
+
+/// The same in Redisson's layout (`--compat redisson`), under the rule for it.
+#[cfg(feature = "cli")]
+#[test]
+fn the_cli_works_in_redissons_layout_for_a_user_with_the_documented_rule() {
+    cli_under(
+        documented_redisson_rule("operator", USER_PASSWORD),
+        "redisson",
+    );
+}
+
+/// Runs [`the_cli_works_for_a_user_with_the_documented_rule`] as the user `operator`
+/// of `rule`, in the layout `compat` (`$HOLDLOCK_COMPAT`).
+#[cfg(feature = "cli")]
+fn cli_under(rule: Vec<String>, compat: &str) {
     let server = RedisServer::start();
-    set_user(&server, &documented_rule("operator", USER_PASSWORD));
+    set_user(&server, &rule);
+    // A key of the application's, outside the rule: in Redisson's layout, `list` and
+    // `top` read every key their pattern matches, so they are given the names'.
+    for database in [0, 2] {
+        let admin = server.database_url(database);
+        tokio::runtime::Runtime::new().unwrap().block_on(async {
+            use fred::interfaces::KeysInterface;
+            let redis = common::raw(&admin).await;
+            let () = redis
+                .set("other:key", "x", None, None, false)
+                .await
+                .unwrap();
+        });
+    }
     let exe = env!("CARGO_BIN_EXE_holdlock");
     for database in ["", "/2"] {
         let url = format!("{}{database}", user_url(&server, "operator"));
+        // One name per kind: in Redisson's layout every kind's key is the name itself.
         let name = common::unique("acl-cli");
+        let [permits, period] = [":sem", ":once"].map(|kind| format!("{name}{kind}"));
+        let listed = match compat {
+            "redisson" => format!("{name}*"),
+            _ => "*".to_owned(),
+        };
         let holdlock = |args: &[&str]| {
             let output = std::process::Command::new(exe)
                 .env("HOLDLOCK_URL", &url)
+                .env("HOLDLOCK_COMPAT", compat)
                 .args(args)
                 .output()
                 .unwrap();
             assert!(
                 output.status.success(),
-                "holdlock {args:?} at {database:?}: {}{}",
+                "holdlock {args:?} at {database:?} ({compat}): {}{}",
                 String::from_utf8_lossy(&output.stdout),
                 String::from_utf8_lossy(&output.stderr)
             );
         };
         // `inspect` exits with 1 for a free lock: the lock is held while it looks.
         holdlock(&["run", &name, "--", exe, "inspect", &name, "--json"]);
-        holdlock(&["run", "--permits", "2", &name, "--", exe, "list", "--json"]);
-        let once = ["run", "--once-per", "1h", &name, "--"];
-        holdlock(&[&once[..], &[exe, "top", "--once", "--json"]].concat());
+        let list = [exe, "list", &listed, "--json"];
+        holdlock(&[&["run", "--permits", "2", &permits, "--"][..], &list].concat());
+        let top = [exe, "top", &listed, "--once", "--json"];
+        holdlock(&[&["run", "--once-per", "1h", &period, "--"][..], &top].concat());
         // `waits` reads the wait edges (SCAN, GET) and walks the holders (HKEYS) while
         // a lock is held; it exits with 1 only for a deadlock, so success is the rule's.
         holdlock(&["run", &name, "--", exe, "waits", "--json"]);
