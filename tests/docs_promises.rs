@@ -1,7 +1,11 @@
 //! Facts the docs state that the code also states, read from both so that they cannot
-//! drift apart unnoticed: the README's list of `LockError` variants against the enum,
-//! the defaults README.md and docs/ state (the CLI's too) against their constants, and the metrics
-//! docs/design.md lists against the ones the code records. Nothing here talks to Redis.
+//! drift apart unnoticed: the README's list of `LockError` variants against the enum;
+//! every default README.md, docs/ and CHANGELOG.md's `[Unreleased]` state with a figure
+//! (the CLI's too) against its constant; the metrics the docs name and design.md's table
+//! of them (types, labels) against the ones the code records, each asserted by
+//! tests/metrics.rs; the ACL rules of docs/deployments.md against the commands the
+//! scripts call; and the Valkey test files the docs name against `.ci/run`'s. Nothing
+//! here talks to Redis.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
