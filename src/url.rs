@@ -61,7 +61,9 @@ pub(crate) fn check_url(url: &str, tls_built: bool) -> Result<()> {
             "`{name}://` needs TLS, and holdlock was built without its `tls-rustls` \
              feature: enable that feature (or use a `redis://` URL to connect without TLS)"
         ))),
-        Some(_) => check_parameters(parsed.as_ref(), &scheme).map_err(invalid),
+        Some(_) => check_parameters(parsed.as_ref(), &scheme)
+            .and_then(|()| check_cluster_database(parsed.as_ref(), &scheme))
+            .map_err(invalid),
         None if scheme.ends_with("+unix") => Err(invalid(format!(
             "`{written}://`: Unix sockets are not supported (holdlock does not enable \
              fred's `unix-sockets` feature); connect over TCP"
@@ -139,6 +141,31 @@ fn check_parameters(parsed: Option<&Url>, scheme: &str) -> std::result::Result<(
             ))
         }
     }
+}
+
+/// Refuses a database other than 0 in the path of a cluster URL: a cluster has
+/// database 0 only, and fred sends no `SELECT` to a cluster, so a `/2` would lock in
+/// database 0, beside the services that wrote `/1` or nothing. The reason shows the
+/// path only if it is a number (a misplaced password could be there otherwise).
+fn check_cluster_database(parsed: Option<&Url>, scheme: &str) -> std::result::Result<(), String> {
+    let Some(parsed) = parsed else {
+        return Ok(());
+    };
+    let path = parsed.path();
+    if !scheme.ends_with("-cluster") || matches!(path, "" | "/" | "/0") {
+        return Ok(());
+    }
+    let number = path
+        .strip_prefix('/')
+        .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+    let shown = match number {
+        true => format!("`{path}`"),
+        false => "a path".to_owned(),
+    };
+    Err(format!(
+        "the URL names {shown}, but a cluster has database 0 only (fred selects none on a \
+         cluster, so the locks would be in database 0): leave the path out, or write /0"
+    ))
 }
 
 /// Whether a parameter's `name` is a plain word, shown in a refusal.
@@ -297,8 +324,29 @@ mod tests {
             "valkey-cluster://h:1?node=h:2",
             "redis-sentinel://u:p@h:1/0?sentinelServiceName=m&sentinelUsername=su\
              &sentinelPassword=sp&node=h:2",
+            "redis-cluster://h:1/0?node=h:2",
+            "redis-cluster://h:1/",
+            "valkey-cluster://u:p@h:1/0",
         ] {
             assert_eq!(url_refusal(url, false), None, "{url}");
+        }
+    }
+
+    #[test]
+    fn a_cluster_url_with_another_database_is_refused() {
+        for (url, says) in [
+            ("redis-cluster://h:1/2?node=h:2", "names `/2`"),
+            ("valkey-cluster://u:s3cret@h:1/15", "names `/15`"),
+            ("rediss-cluster://h:1/1", "names `/1`"),
+            ("redis-cluster://h:1/s3cret", "names a path"),
+            ("redis-cluster://h:1/0/1", "names a path"),
+        ] {
+            let reason = url_refusal(url, true).unwrap_or_else(|| panic!("{url} accepted"));
+            assert!(
+                reason.contains(says) && reason.contains("database 0 only"),
+                "{url}: {reason}"
+            );
+            assert!(!reason.contains("s3cret"), "{reason}");
         }
     }
 

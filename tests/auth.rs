@@ -9,7 +9,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use holdlock::{Claim, LockClient, LockError, LockKind, LockOptions, fence};
+use holdlock::{Claim, Compat, LockClient, LockError, LockKind, LockOptions, fence};
 
 use common::RedisServer;
 
@@ -56,15 +56,30 @@ fn password_server() -> RedisServer {
 /// The `ACL SETUSER` rule that `docs/deployments.md` gives for a holdlock user, for
 /// `user` with `password`, as command arguments.
 fn documented_rule(user: &str, password: &str) -> Vec<String> {
+    rule_of_the_page("holdlock", user, password)
+}
+
+/// The `ACL SETUSER` rule that `docs/deployments.md` gives for a `Compat::Redisson`
+/// user whose lock names begin with `account:`, for `user` with `password` and names
+/// that begin with `test:` (as `common::unique`'s do), as command arguments.
+fn documented_redisson_rule(user: &str, password: &str) -> Vec<String> {
+    rule_of_the_page("holdlock-redisson", user, password)
+        .into_iter()
+        .map(|word| word.replace("account:", "test:"))
+        .collect()
+}
+
+/// The rule of docs/deployments.md for the user it calls `documented`.
+fn rule_of_the_page(documented: &str, user: &str, password: &str) -> Vec<String> {
     let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/deployments.md"))
         .unwrap();
     let line = docs
         .lines()
-        .find(|line| line.starts_with("ACL SETUSER holdlock "))
-        .expect("docs/deployments.md gives the ACL rule");
+        .find(|line| line.starts_with(&format!("ACL SETUSER {documented} ")))
+        .unwrap_or_else(|| panic!("docs/deployments.md gives the ACL rule for {documented}"));
     line.split_whitespace()
         .map(|word| match word {
-            "holdlock" => user.to_owned(),
+            _ if word == documented => user.to_owned(),
             ">PASSWORD" => format!(">{password}"),
             other => other.to_owned(),
         })
@@ -166,11 +181,14 @@ async fn an_acl_user_with_the_documented_rule_can_do_everything() {
     let server = RedisServer::start();
     set_user(&server, &documented_rule("locker", USER_PASSWORD));
     everything_as(&user_url(&server, "locker")).await;
+    refused_nothing_but_what_fred_connects_with(&server, "locker").await;
 }
 
 /// The documented rule with the database in the URL's path, as the same page says to
 /// choose it: fred sends `SELECT` for any path (`/0` included) and fails the connection
-/// if it is refused, so the rule must grant `select`.
+/// if it is refused, so the rule must grant `select`. Without it, each connection's
+/// setup is refused (`NOPERM ... 'select'`), and nothing connects; with it, the server
+/// refused nothing the code sent.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_documented_rule_connects_with_a_database_in_the_url() {
     logs();
@@ -180,6 +198,11 @@ async fn the_documented_rule_connects_with_a_database_in_the_url() {
         let url = format!("{}/{database}", user_url(&server, "locker"));
         everything_as(&url).await;
     }
+    refused_nothing_but_what_fred_connects_with(&server, "locker").await;
+    assert!(
+        server.command_calls("select") >= 2,
+        "the URLs' databases were not selected"
+    );
 }
 
 /// Deadlock detection reads a lock's holders with `HKEYS`: under the documented rule
@@ -236,6 +259,79 @@ async fn an_acl_user_with_the_documented_rule_can_do_everything_on_a_cluster() {
         .url()
         .replacen("://", &format!("://locker:{USER_PASSWORD}@"), 1);
     everything_as(&url).await;
+    // With the database in the path, as on one server: a cluster has database 0 only,
+    // and fred sends no `SELECT` to a cluster (holdlock refuses another database, see
+    // tests/urls.rs).
+    let (seeds, nodes) = url.split_once('?').expect("a cluster URL has nodes");
+    everything_as(&format!("{seeds}/0?{nodes}")).await;
+    // An application's own fred client, lent: fred's default cluster-state check
+    // (`CLUSTER INFO`, which holdlock's own connections turn off) is granted.
+    let lent = common::raw(&url).await;
+    let client = LockClient::builder(&url)
+        .fred_clients(lent, None)
+        .build()
+        .await
+        .unwrap();
+    let name = common::unique("acl-lent");
+    client.lock(&name).await.unwrap().unlock().await.unwrap();
+    client.shutdown().await;
+    for node in &cluster.nodes {
+        refused_nothing_but_what_fred_connects_with(node, "locker").await;
+    }
+}
+
+/// The rule docs/deployments.md gives for `Compat::Redisson` covers every feature in
+/// that layout, on a single server with and without a database in the URL: the server
+/// refused nothing the code sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_documented_redisson_rule_covers_redissons_layout() {
+    logs();
+    let server = RedisServer::start();
+    set_user(&server, &documented_redisson_rule("javaish", USER_PASSWORD));
+    for database in ["", "/0", "/2"] {
+        let url = format!("{}{database}", user_url(&server, "javaish"));
+        everything_in(&url, Compat::Redisson).await;
+    }
+    refused_nothing_but_what_fred_connects_with(&server, "javaish").await;
+}
+
+/// The same on every node of a cluster, without a path and with `/0`.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_documented_redisson_rule_covers_redissons_layout_on_a_cluster() {
+    logs();
+    let cluster = common::cluster();
+    for node in &cluster.nodes {
+        set_user(node, &documented_redisson_rule("javaish", USER_PASSWORD));
+    }
+    let url = cluster
+        .url()
+        .replacen("://", &format!("://javaish:{USER_PASSWORD}@"), 1);
+    everything_in(&url, Compat::Redisson).await;
+    let (seeds, nodes) = url.split_once('?').expect("a cluster URL has nodes");
+    everything_in(&format!("{seeds}/0?{nodes}"), Compat::Redisson).await;
+    for node in &cluster.nodes {
+        refused_nothing_but_what_fred_connects_with(node, "javaish").await;
+    }
+}
+
+/// The holdlock rule does not cover Redisson's layout (docs/deployments.md says so):
+/// its unprefixed keys are refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_holdlock_rule_does_not_cover_redissons_layout() {
+    logs();
+    let server = RedisServer::start();
+    set_user(&server, &documented_rule("locker", USER_PASSWORD));
+    let client = LockClient::builder(user_url(&server, "locker"))
+        .compat(Compat::Redisson)
+        .build()
+        .await
+        .unwrap();
+    let refused = client.lock(common::unique("acl-redisson")).await;
+    assert!(
+        matches!(refused, Err(LockError::PermissionDenied { .. })),
+        "{refused:?}"
+    );
+    client.shutdown().await;
 }
 
 /// A plain subscription (Redisson's layout on a single server, where channels are not
@@ -286,12 +382,28 @@ async fn a_user_without_ping_still_waits_on_a_plain_channel() {
 /// the semaphore, once-per-period claims, `inspect`, `list`, `is_locked` and
 /// `force_unlock`; every kind renewed while held.
 async fn everything_as(url: &str) {
+    everything_in(url, Compat::Holdlock).await;
+}
+
+/// [`everything_as`] in the layout `compat`: in Redisson's, without what that layout
+/// refuses (a fenced fair lock, a hold's data), and with the fenced resource under the
+/// names rather than the prefix.
+async fn everything_in(url: &str, compat: Compat) {
+    let redisson = compat == Compat::Redisson;
+    // Renewed every third of it: a stall of about half of it loses a hold, which a
+    // loaded machine running this file's tests side by side once showed at 600 ms.
+    let lease = Duration::from_secs(1);
     let client = LockClient::builder(url)
-        .lease(Duration::from_millis(600))
+        .compat(compat)
+        .lease(lease)
         .build()
         .await
         .unwrap();
-    let waiter = LockClient::connect(url).await.unwrap();
+    let waiter = LockClient::builder(url)
+        .compat(compat)
+        .build()
+        .await
+        .unwrap();
     let name = common::unique("acl");
 
     // Lock, re-enter, inspect, list, check.
@@ -312,7 +424,10 @@ async fn everything_as(url: &str) {
     assert!(waiter.lock(&name).try_now().await.unwrap().is_none());
 
     // Fenced writes to a resource under the prefix.
-    let resource = format!("{}:data", common::key(&name));
+    let resource = match redisson {
+        true => format!("{name}:data"),
+        false => format!("{}:data", common::key(&name)),
+    };
     fence::set_with(&guard, &resource, "v1").await.unwrap();
     assert_eq!(
         fence::get(&client, &resource).await.unwrap().unwrap().value,
@@ -345,13 +460,17 @@ async fn everything_as(url: &str) {
     );
 
     let fair_name = format!("{name}:fair");
+    let fair_options = match redisson {
+        true => LockOptions::new(),
+        false => LockOptions::fenced(),
+    };
     let fair = client
         .fair_lock(&fair_name)
-        .options(LockOptions::fenced())
+        .options(fair_options)
         .await
         .unwrap()
         .unwrap();
-    assert!(fair.fencing_token().is_some());
+    assert_eq!(fair.fencing_token().is_some(), !redisson);
     let gave_up = waiter
         .fair_lock(&fair_name)
         .options(LockOptions::new().wait(Duration::from_millis(50)))
@@ -394,9 +513,15 @@ async fn everything_as(url: &str) {
     };
 
     // Every hold is renewed past its lease; listing the prefix meets every kind's keys.
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    tokio::time::sleep(lease + Duration::from_millis(100)).await;
     assert!(!guard.is_lost() && !multi.is_lost() && !fair.is_lost());
-    assert!(!read.is_lost() && !permit.is_lost());
+    let lost = [&read, &shared].map(|guard| guard.is_lost());
+    let permits_lost = [&permit, &other_permit].map(|permit| permit.is_lost());
+    assert_eq!(
+        (lost, permits_lost),
+        ([false; 2], [false; 2]),
+        "readers, permits"
+    );
     let listing = client.list_report("test:acl:*").await.unwrap();
     assert!(listing.unreadable.is_empty(), "{:?}", listing.unreadable);
     assert!(listing.locks.iter().any(|info| info.name == name));
@@ -473,7 +598,10 @@ async fn everything_as(url: &str) {
     drop(taken);
 
     // Every kind is force-unlocked, holds taken with data.
-    let with_data = || LockOptions::new().data("acl test");
+    let with_data = || match redisson {
+        true => LockOptions::new(),
+        false => LockOptions::new().data("acl test"),
+    };
     let fair = client
         .fair_lock(&fair_name)
         .options(with_data())
@@ -516,6 +644,7 @@ async fn everything_as(url: &str) {
     // down, the holders read (`HKEYS`), and the waits listed.
     let checking = || {
         LockClient::builder(url)
+            .compat(compat)
             .deadlock_check(Duration::from_millis(100))
             .build()
     };
@@ -576,6 +705,25 @@ async fn everything_as(url: &str) {
     ));
     client.shutdown().await;
     waiter.shutdown().await;
+}
+
+/// What fred sends as it connects and gets by without (docs/deployments.md: the rule
+/// does not grant them), and holdlock's `PING` that confirms a plain subscription.
+const TOLERATED: [&str; 3] = ["info", "client|id", "ping"];
+
+/// Asserts that `node` refused `user` nothing since its `ACL LOG` was last reset, but
+/// [`TOLERATED`]: the rule covered everything the code sent.
+async fn refused_nothing_but_what_fred_connects_with(node: &RedisServer, user: &str) {
+    let refused: Vec<_> = refused(node, user)
+        .await
+        .into_iter()
+        .filter(|(object, _)| !TOLERATED.contains(&object.as_str()))
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "node {} refused {user} {refused:?}",
+        node.port
+    );
 }
 
 /// `count` lock names whose keys are in `slot`, each starting with `base`.
@@ -797,12 +945,7 @@ async fn the_documented_rule_covers_a_live_reshard() {
     // Nothing was refused, anywhere (but what fred sends as it connects, which the
     // page says the rule leaves out)...
     for node in &cluster.nodes {
-        let refused: Vec<_> = refused(node, "migrator")
-            .await
-            .into_iter()
-            .filter(|(object, _)| !["info", "client|id", "ping"].contains(&object.as_str()))
-            .collect();
-        assert!(refused.is_empty(), "node {} refused {refused:?}", node.port);
+        refused_nothing_but_what_fred_connects_with(node, "migrator").await;
     }
     // ...on the paths that the migration takes.
     let asked = target.command_calls("asking");
@@ -815,38 +958,85 @@ async fn the_documented_rule_covers_a_live_reshard() {
     }
 }
 
-/// The command-line tool as a user with the documented rule: each kind `run` takes
-/// (a lock, a semaphore's permit, a once-per-period claim) with an operator command
-/// run under it, then `unlock --force`.
+/// The command-line tool as a user with the documented rule, with and without a
+/// database in the URL: each kind `run` takes (a lock, a semaphore's permit, a
+/// once-per-period claim) with an operator command run under it (`inspect`, `list`,
+/// `top`, `waits`), then `unlock --force`; and the server refused nothing it sent.
 #[cfg(feature = "cli")]
 #[test]
 fn the_cli_works_for_a_user_with_the_documented_rule() {
+    cli_under(documented_rule("operator", USER_PASSWORD), "holdlock");
+}
+
+/// The same in Redisson's layout (`--compat redisson`), under the rule for it.
+#[cfg(feature = "cli")]
+#[test]
+fn the_cli_works_in_redissons_layout_for_a_user_with_the_documented_rule() {
+    cli_under(
+        documented_redisson_rule("operator", USER_PASSWORD),
+        "redisson",
+    );
+}
+
+/// Runs [`the_cli_works_for_a_user_with_the_documented_rule`] as the user `operator`
+/// of `rule`, in the layout `compat` (`$HOLDLOCK_COMPAT`).
+#[cfg(feature = "cli")]
+fn cli_under(rule: Vec<String>, compat: &str) {
     let server = RedisServer::start();
-    set_user(&server, &documented_rule("operator", USER_PASSWORD));
+    set_user(&server, &rule);
+    // A key of the application's, outside the rule: in Redisson's layout, `list` and
+    // `top` read every key their pattern matches, so they are given the names'.
+    for database in [0, 2] {
+        let admin = server.database_url(database);
+        tokio::runtime::Runtime::new().unwrap().block_on(async {
+            use fred::interfaces::KeysInterface;
+            let redis = common::raw(&admin).await;
+            let () = redis
+                .set("other:key", "x", None, None, false)
+                .await
+                .unwrap();
+        });
+    }
     let exe = env!("CARGO_BIN_EXE_holdlock");
-    let name = common::unique("acl-cli");
-    let holdlock = |args: &[&str]| {
-        let output = std::process::Command::new(exe)
-            .env("HOLDLOCK_URL", user_url(&server, "operator"))
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "holdlock {args:?}: {}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-    };
-    // `inspect` exits with 1 for a free lock: the lock is held while it looks.
-    holdlock(&["run", &name, "--", exe, "inspect", &name, "--json"]);
-    holdlock(&["run", "--permits", "2", &name, "--", exe, "list", "--json"]);
-    let once = ["run", "--once-per", "1h", &name, "--"];
-    holdlock(&[&once[..], &[exe, "top", "--once", "--json"]].concat());
-    // `waits` reads the wait edges (SCAN, GET) and walks the holders (HKEYS) while a
-    // lock is held; it exits with 1 only for a deadlock, so success is the rule's.
-    holdlock(&["run", &name, "--", exe, "waits", "--json"]);
-    holdlock(&["unlock", "--force", &name, "--json"]);
+    for database in ["", "/2"] {
+        let url = format!("{}{database}", user_url(&server, "operator"));
+        // One name per kind: in Redisson's layout every kind's key is the name itself.
+        let name = common::unique("acl-cli");
+        let [permits, period] = [":sem", ":once"].map(|kind| format!("{name}{kind}"));
+        let listed = match compat {
+            "redisson" => format!("{name}*"),
+            _ => "*".to_owned(),
+        };
+        let holdlock = |args: &[&str]| {
+            let output = std::process::Command::new(exe)
+                .env("HOLDLOCK_URL", &url)
+                .env("HOLDLOCK_COMPAT", compat)
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                output.status.success(),
+                "holdlock {args:?} at {database:?} ({compat}): {}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        };
+        // `inspect` exits with 1 for a free lock: the lock is held while it looks.
+        holdlock(&["run", &name, "--", exe, "inspect", &name, "--json"]);
+        let list = [exe, "list", &listed, "--json"];
+        holdlock(&[&["run", "--permits", "2", &permits, "--"][..], &list].concat());
+        let top = [exe, "top", &listed, "--once", "--json"];
+        holdlock(&[&["run", "--once-per", "1h", &period, "--"][..], &top].concat());
+        // `waits` reads the wait edges (SCAN, GET) and walks the holders (HKEYS) while
+        // a lock is held; it exits with 1 only for a deadlock, so success is the rule's.
+        holdlock(&["run", &name, "--", exe, "waits", "--json"]);
+        holdlock(&["unlock", "--force", &name, "--json"]);
+    }
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(refused_nothing_but_what_fred_connects_with(
+            &server, "operator",
+        ));
 }
 
 #[tokio::test(flavor = "multi_thread")]

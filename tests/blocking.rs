@@ -641,3 +641,125 @@ fn the_blocking_builder_has_every_setting_of_the_async_builder() {
     let missing: Vec<_> = async_settings.difference(&blocking_settings).collect();
     assert!(missing.is_empty(), "the blocking builder lacks {missing:?}");
 }
+
+/// The blocking client has every call of the async client, but the ones README.md
+/// names as its exceptions ("except `election`, `redis` and `LockClient::of(&guard)`"),
+/// read from the two clients' sources and from the README, so a call added to one
+/// alone, or an exception the README leaves out, fails here.
+#[test]
+fn the_blocking_client_has_every_call_of_the_async_one_but_the_readmes_exceptions() {
+    use std::collections::BTreeSet;
+    /// The `pub fn`s of `impl LockClient` blocks in the sources under `src/`: those of
+    /// `src/blocking/` if `blocking`, else all the others.
+    fn calls(blocking: bool) -> BTreeSet<String> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut found = BTreeSet::new();
+        let mut folders = vec![root.clone()];
+        while let Some(folder) = folders.pop() {
+            for entry in std::fs::read_dir(&folder).expect("a folder of src/") {
+                let path = entry.expect("an entry").path();
+                if path.is_dir() {
+                    folders.push(path);
+                    continue;
+                }
+                let in_blocking = path.starts_with(root.join("blocking"));
+                if in_blocking != blocking || path.extension().is_none_or(|ext| ext != "rs") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).expect("a source file");
+                let mut inside = false;
+                for line in text.lines() {
+                    if line.starts_with("impl") {
+                        inside = line == "impl LockClient {" || line == "impl super::LockClient {";
+                    }
+                    let public = line
+                        .strip_prefix("    pub async fn ")
+                        .or_else(|| line.strip_prefix("    pub fn "));
+                    if let Some(public) = public.filter(|_| inside) {
+                        found.insert(
+                            public
+                                .chars()
+                                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                                .collect(),
+                        );
+                    }
+                }
+            }
+        }
+        found
+    }
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let text = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    let (_, rest) = text
+        .split_once("has the async client's calls without `async`")
+        .expect("README.md says what the blocking client has");
+    let (exceptions, _) = rest
+        .split_once(" (reach ")
+        .expect("and how to reach its exceptions");
+    let (_, exceptions) = exceptions.split_once(" except ").expect("its exceptions");
+    let exceptions: BTreeSet<String> = exceptions
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|span| {
+            let call = span.rsplit_once("::").map_or(span, |(_, call)| call);
+            call.split_once('(')
+                .map_or(call, |(call, _)| call)
+                .to_owned()
+        })
+        .collect();
+    let (async_calls, blocking_calls) = (calls(false), calls(true));
+    assert!(async_calls.contains("lock") && async_calls.contains("waits"));
+    assert!(blocking_calls.contains("lock"));
+    let missing: BTreeSet<String> = async_calls.difference(&blocking_calls).cloned().collect();
+    assert_eq!(
+        missing, exceptions,
+        "the async calls the blocking client lacks (left) against README.md's exceptions (right)"
+    );
+}
+
+/// `waits()` of the blocking client lists a wait that has lasted the check's delay,
+/// of a thread of another client, and ends with it.
+#[test]
+fn the_blocking_client_lists_the_long_waits() {
+    let checking = || {
+        LockClient::builder(common::url())
+            .deadlock_check(Duration::from_millis(100))
+            .build()
+            .unwrap()
+    };
+    let (holder, waiter, operator) = (checking(), checking(), connect());
+    let name = common::unique("blocking-waits");
+    let held = holder.lock(&name).block().unwrap();
+    let ours = |graph: &holdlock::WaitGraph| {
+        graph
+            .waits
+            .iter()
+            .filter(|long| long.wait.name == name)
+            .count()
+    };
+    assert_eq!(ours(&operator.waits().unwrap()), 0, "nobody waits yet");
+    thread::scope(|threads| {
+        let waiting = threads.spawn(|| waiter.lock(&name).block());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let graph = loop {
+            let graph = operator.waits().unwrap();
+            if ours(&graph) == 1 || Instant::now() > deadline {
+                break graph;
+            }
+            thread::sleep(Duration::from_millis(50));
+        };
+        assert_eq!(ours(&graph), 1, "the wait is not listed: {graph:?}");
+        let long = graph.waits.iter().find(|long| long.wait.name == name);
+        assert!(long.is_some_and(|long| long.waited >= Duration::from_millis(100)));
+        held.unlock().unwrap();
+        waiting.join().unwrap().unwrap().unlock().unwrap();
+    });
+    // The edge is taken down in the background once the wait ends.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while ours(&operator.waits().unwrap()) > 0 {
+        assert!(Instant::now() < deadline, "the ended wait is still listed");
+        thread::sleep(Duration::from_millis(50));
+    }
+}

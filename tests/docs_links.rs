@@ -6,7 +6,8 @@
 //! links with a scheme (`https:`, `mailto:`).
 //!
 //! The documents also name tests as evidence (`a_cancelled_waiter_leaves_the_queue_at_once`):
-//! each function they name that way exists.
+//! each function they name that way exists; and each file of the repository they name
+//! (`src/held.rs`, `lua/redisson/`) is there.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
@@ -322,4 +323,61 @@ fn anchors_follow_githubs_rules() {
     assert_eq!(repeated, expected);
     let line = without_code_spans("see [the design](docs/design.md#layers), not `[x](nowhere)`");
     assert_eq!(link_targets(&line), ["docs/design.md#layers"]);
+}
+
+/// The paths of the repository's files and folders that `text` names (`src/held.rs`,
+/// `tests/common/`, `.ci/run`), globs (`lua/*.lua`) left out.
+fn named_paths(text: &str) -> BTreeSet<String> {
+    let path_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/' | '-' | '*');
+    let mut paths = BTreeSet::new();
+    for top in [
+        "src/",
+        "tests/",
+        "lua/",
+        "examples/",
+        "benches/",
+        "docs/",
+        ".ci/",
+    ] {
+        for (at, _) in text.match_indices(top) {
+            let before = text[..at].chars().next_back();
+            if before.is_some_and(path_char) {
+                continue;
+            }
+            let path: String = text[at..].chars().take_while(|c| path_char(*c)).collect();
+            let path = path.trim_end_matches(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
+            if path.len() > top.len() && !path.contains('*') {
+                paths.insert(path.to_owned());
+            }
+        }
+    }
+    paths
+}
+
+/// Every file or folder of the repository the documents (and CONTRIBUTING.md) name,
+/// in prose or in code, exists: a module that moved leaves no path behind.
+#[test]
+fn every_file_the_docs_name_exists() {
+    let root = root();
+    let mut documents = documents();
+    documents.push(PathBuf::from("CONTRIBUTING.md"));
+    let (mut checked, mut missing) = (0, Vec::new());
+    for document in documents {
+        let text = std::fs::read_to_string(root.join(&document)).unwrap();
+        for path in named_paths(&text) {
+            checked += 1;
+            if !root.join(&path).exists() {
+                missing.push(format!("{}: {path}", document.display()));
+            }
+        }
+    }
+    assert!(
+        checked > 50,
+        "only {checked} paths found: is the parser broken?"
+    );
+    assert!(
+        missing.is_empty(),
+        "named but not there:\n{}",
+        missing.join("\n")
+    );
 }

@@ -36,6 +36,34 @@ impl Write for Sink {
     }
 }
 
+/// The target docs/design.md's events table gives the event whose row begins with
+/// `event`.
+fn documented_target(event: &str) -> String {
+    let design = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/design.md"))
+        .expect("docs/design.md");
+    let row = design
+        .lines()
+        .find(|line| line.starts_with(&format!("| {event}")))
+        .unwrap_or_else(|| panic!("docs/design.md's events table has no row for {event:?}"));
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    cells[3].trim_matches('`').to_owned()
+}
+
+/// The line of `text` that logs `message` (at `level`), which must be there, checked to
+/// come from the target docs/design.md gives it (its events table's row `event`).
+fn logged<'t>(text: &'t str, level: &str, message: &str, event: &str) -> &'t str {
+    let line = text
+        .lines()
+        .find(|line| line.contains(&format!(" {level} ")) && line.contains(message))
+        .unwrap_or_else(|| panic!("no {level} {message:?}:\n{text}"));
+    let target = documented_target(event);
+    assert!(
+        line.contains(&format!(" {target}: {message}")),
+        "not logged from {target}, as docs/design.md says: {line}"
+    );
+    line
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn lock_calls_run_in_a_span_with_their_outcome() {
     let (logs, _guard) = capture();
@@ -69,10 +97,8 @@ async fn lock_calls_run_in_a_span_with_their_outcome() {
             .any(|line| line.contains("call=\"try_lock\"") && line.contains("outcome=\"gave up\"")),
         "no refused try span:\n{text}"
     );
-    let released = text
-        .lines()
-        .find(|line| line.contains("released") && line.contains(&name))
-        .unwrap_or_else(|| panic!("no release event:\n{text}"));
+    let released = logged(&text, "DEBUG", "released", "released");
+    assert!(released.contains(&name), "{released}");
     assert!(released.contains("held_ms=Some("), "{released}");
     for line in text.lines() {
         assert!(
@@ -97,10 +123,42 @@ async fn a_broken_deadlock_is_a_warning_naming_the_cycle() {
     assert_eq!(broken, [false, true]);
     client.shutdown().await;
     let text = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
-    let warning = text
-        .lines()
-        .find(|line| line.contains(" WARN ") && line.contains("a deadlock was found"))
-        .unwrap_or_else(|| panic!("no deadlock warning:\n{text}"));
+    let warning = logged(
+        &text,
+        "WARN",
+        "a deadlock was found",
+        "a deadlock was found",
+    );
     assert!(warning.contains("cycle"), "{warning}");
     assert!(warning.contains(&x) && warning.contains(&y), "{warning}");
+}
+
+/// A hold past its `max_hold` is warned of by the watchdog, which stops renewing it,
+/// and its loss by the hold, each from the target docs/design.md gives it.
+#[tokio::test(flavor = "current_thread")]
+async fn a_capped_and_lost_hold_is_warned_of_where_the_docs_say() {
+    let (logs, _guard) = capture();
+    let client = holdlock::LockClient::builder(common::url())
+        .lease(Duration::from_millis(300))
+        .max_hold(Duration::from_millis(200))
+        .build()
+        .await
+        .unwrap();
+    let name = common::unique("capped");
+    let guard = client.lock(&name).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("the capped hold was not lost");
+    drop(guard);
+    client.shutdown().await;
+    let text = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
+    let capped = logged(
+        &text,
+        "WARN",
+        "held for its max_hold",
+        "held for its max_hold",
+    );
+    assert!(capped.contains(&name), "{capped}");
+    let lost = logged(&text, "WARN", "lock lost", "lock lost");
+    assert!(lost.contains(&name), "{lost}");
 }

@@ -77,9 +77,11 @@ async fn a_url_without_a_scheme_is_refused_before_connecting() {
 /// clients write the database, would take locks in database 0, where a service whose
 /// URL says `/2` never looks (the two would not exclude each other); a misspelt `node`
 /// would leave a cluster client with one seed; a `node` on a `redis://` URL would
-/// connect to its host alone.
+/// connect to its host alone. So is a cluster URL's database other than 0: fred sends
+/// no `SELECT` to a cluster, so `/2` would lock in database 0.
 #[tokio::test(flavor = "multi_thread")]
-async fn query_parameters_fred_would_ignore_are_refused_before_connecting() {
+async fn query_parameters_fred_would_ignore_and_a_clusters_database_are_refused_before_connecting()
+{
     for (url, names) in [
         (|port| format!("redis://127.0.0.1:{port}?db=2"), "`db`"),
         (
@@ -94,7 +96,12 @@ async fn query_parameters_fred_would_ignore_are_refused_before_connecting() {
             |port| format!("redis-sentinel://127.0.0.1:{port}?sentinelservicename=m"),
             "`sentinelservicename`",
         ),
-    ] as [(fn(u16) -> String, &str); 4]
+        // A cluster has database 0 only, and fred selects none on a cluster.
+        (
+            |port| format!("redis-cluster://127.0.0.1:{port}/2?node=127.0.0.1:{port}"),
+            "`/2`",
+        ),
+    ] as [(fn(u16) -> String, &str); 5]
     {
         let error = refused_without_connecting(url).await;
         assert!(

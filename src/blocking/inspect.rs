@@ -1,8 +1,8 @@
-//! Operator calls of the blocking client: inspect, list, force-unlock.
+//! Operator calls of the blocking client: inspect, list, the long waits, force-unlock.
 
 use super::LockClient;
 use crate::error::Result;
-use crate::inspect::{LockInfo, LockListing};
+use crate::inspect::{LockInfo, LockListing, WaitGraph};
 use crate::keys::LockKind;
 
 impl LockClient {
@@ -99,6 +99,28 @@ impl LockClient {
     /// ```
     pub fn is_locked(&self, name: &str) -> Result<bool> {
         self.block(self.client().is_locked(name))
+    }
+
+    /// The waits that have lasted the deadlock check's delay, and the deadlocks among
+    /// them, across every client of the prefix (see
+    /// [`LockClient::waits`](crate::LockClient::waits)).
+    ///
+    /// # Errors
+    /// As [`LockClient::waits`](crate::LockClient::waits);
+    /// [`LockError::BlockingInRuntime`](crate::LockError::BlockingInRuntime) inside a
+    /// tokio runtime.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn dox(client: holdlock::blocking::LockClient) -> holdlock::Result<()> {
+    /// let graph = client.waits()?;
+    /// for long in &graph.waits {
+    ///     println!("{} waited {:?} for {}", long.wait.owner, long.waited, long.wait.name);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn waits(&self) -> Result<WaitGraph> {
+        self.block(self.client().waits())
     }
 
     /// Deletes the lock `name` whoever holds it, an operator's last resort (see
