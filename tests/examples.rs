@@ -61,6 +61,42 @@ impl Drop for Turn {
     }
 }
 
+/// Every feature of Cargo.toml, and whether this test was built with it
+/// ([`every_feature_is_listed`] fails when one is missing).
+const FEATURES: [(&str, bool); 8] = [
+    ("tls-rustls", cfg!(feature = "tls-rustls")),
+    ("cli", cfg!(feature = "cli")),
+    ("bench", cfg!(feature = "bench")),
+    ("metrics", cfg!(feature = "metrics")),
+    ("serde", cfg!(feature = "serde")),
+    ("tower", cfg!(feature = "tower")),
+    ("blocking", cfg!(feature = "blocking")),
+    ("postgres", cfg!(feature = "postgres")),
+];
+
+/// The examples are built with the test's own features: a feature of Cargo.toml not in
+/// [`FEATURES`] would build the library a second time.
+#[test]
+fn every_feature_is_listed() {
+    let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
+        .expect("read Cargo.toml");
+    let section = manifest
+        .split("\n[features]\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n[").next())
+        .expect("Cargo.toml has a [features] table");
+    let declared: Vec<&str> = section
+        .lines()
+        .filter_map(|line| line.split_once(" = ").map(|(name, _)| name.trim()))
+        .filter(|name| !name.starts_with('#') && *name != "default")
+        .collect();
+    let listed: Vec<&str> = FEATURES.iter().map(|(name, _)| *name).collect();
+    assert_eq!(
+        declared, listed,
+        "FEATURES must list Cargo.toml's features in order"
+    );
+}
+
 /// Builds the examples once per test run and returns the path of one of them.
 fn example(name: &str) -> PathBuf {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
@@ -115,17 +151,13 @@ fn build_examples() -> Result<PathBuf, String> {
             ));
         }
     }
-    // Build with the features this test was built with (list each feature of
-    // Cargo.toml here), so that cargo reuses the library instead of rebuilding it.
-    #[allow(unexpected_cfgs)]
-    let features: Vec<&str> = [
-        ("cli", cfg!(feature = "cli")),
-        ("tls-rustls", cfg!(feature = "tls-rustls")),
-        ("postgres", cfg!(feature = "postgres")),
-    ]
-    .into_iter()
-    .filter_map(|(feature, on)| on.then_some(feature))
-    .collect();
+    // Build with the features this test was built with, so that cargo reuses the
+    // library (and, under `--all-features`, the examples `cargo test` built) instead of
+    // building them again.
+    let features: Vec<&str> = FEATURES
+        .iter()
+        .filter_map(|&(feature, on)| on.then_some(feature))
+        .collect();
     if !features.is_empty() {
         cargo.args(["--features", &features.join(",")]);
     }
