@@ -116,6 +116,9 @@ fn check_parameters(parsed: Option<&Url>, scheme: &str) -> std::result::Result<(
     if parsed.fragment().is_some() {
         return Err(FRAGMENT.to_owned());
     }
+    if scheme.ends_with("-cluster") {
+        check_cluster_database(parsed.path(), scheme)?;
+    }
     let read = parameters_read(scheme);
     let ignored = parsed
         .query_pairs()
@@ -138,6 +141,47 @@ fn check_parameters(parsed: Option<&Url>, scheme: &str) -> std::result::Result<(
                 "fred ignores the parameter `{name}` in this URL: a `{scheme}://` URL takes {takes}{hint}"
             ))
         }
+    }
+}
+
+/// Refuses a cluster URL whose path names a database other than 0 (`/2`): fred 10
+/// ignores that path and selects no database on a cluster's connections, so the locks
+/// would be taken in database 0, where a service whose URL says `/2` on a Valkey 9
+/// cluster (which has several databases, `cluster-databases`) never looks, and the two
+/// would not exclude each other. An empty path, `/` and `/0` are database 0.
+fn check_cluster_database(path: &str, scheme: &str) -> std::result::Result<(), String> {
+    let database = path.trim_start_matches('/');
+    if database.is_empty() || database == "0" {
+        return Ok(());
+    }
+    let named = match database.parse::<u32>() {
+        Ok(number) => format!("database {number}"),
+        Err(_) => "a path".to_owned(),
+    };
+    Err(format!(
+        "a `{scheme}://` URL names {named}, which fred ignores on a cluster (it selects no \
+         database on a cluster's connections), so the locks would be in database 0: a \
+         cluster takes database 0 only (Valkey 9's cluster databases are not supported); \
+         leave the path out"
+    ))
+}
+
+/// Refuses a fred configuration of a cluster with a database other than 0, which fred
+/// would ignore as it ignores a cluster URL's path (see [`check_cluster_database`]).
+pub(crate) fn check_cluster_config(config: &fred::types::config::Config) -> Result<()> {
+    match config.database {
+        Some(database) if database != 0 && config.server.is_clustered() => {
+            Err(LockError::InvalidOption {
+                option: "config",
+                reason: format!(
+                    "the configuration names database {database} on a cluster, which fred \
+                     ignores (it selects no database on a cluster's connections), so the \
+                     locks would be in database 0: a cluster takes database 0 only \
+                     (Valkey 9's cluster databases are not supported)"
+                ),
+            })
+        }
+        _ => Ok(()),
     }
 }
 
@@ -295,6 +339,8 @@ mod tests {
             "redis://h:1/?&",
             "redis-cluster://h:1?node=h:2&node=h:3",
             "valkey-cluster://h:1?node=h:2",
+            "redis-cluster://h:1/?node=h:2",
+            "valkey-cluster://h:1/0",
             "redis-sentinel://u:p@h:1/0?sentinelServiceName=m&sentinelUsername=su\
              &sentinelPassword=sp&node=h:2",
         ] {
@@ -311,6 +357,9 @@ mod tests {
             ),
             ("redis://h:1?protocol=resp3", "takes no query parameters"),
             ("redis-cluster://h:1?DB=1", "database 0 only"),
+            ("redis-cluster://h:1/2?node=h:2", "names database 2"),
+            ("valkey-cluster://h:1/15", "Valkey 9's cluster databases"),
+            ("redis-cluster://h:1/x", "names a path"),
             (
                 "redis://h:1?node=h:2",
                 "`redis-cluster://` and `redis-sentinel://`",

@@ -134,6 +134,39 @@ pub fn unique(test: &str) -> String {
     format!("test:{test}:{}", uuid::Uuid::new_v4().simple())
 }
 
+/// The two `ACL SETUSER` rules that `docs/deployments.md` gives for a holdlock user:
+/// the rule, and the one for Redis 6.2.
+pub fn documented_rules() -> [String; 2] {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/deployments.md"))
+        .unwrap();
+    let rules: Vec<String> = docs
+        .lines()
+        .filter(|line| line.starts_with("ACL SETUSER holdlock "))
+        .map(str::to_owned)
+        .collect();
+    rules
+        .try_into()
+        .expect("docs/deployments.md gives the ACL rule, and the one for Redis 6.2")
+}
+
+/// The `ACL SETUSER` rule that `docs/deployments.md` gives for a holdlock user on the
+/// test server (the one for Redis 6.2 there), for `user` with `password`, as command
+/// arguments.
+pub fn documented_rule(user: &str, password: &str) -> Vec<String> {
+    let [rule, rule_6] = documented_rules();
+    let line = match server::server_version().before_redis_7() {
+        true => rule_6,
+        false => rule,
+    };
+    line.split_whitespace()
+        .map(|word| match word {
+            "holdlock" => user.to_owned(),
+            ">PASSWORD" => format!(">{password}"),
+            other => other.to_owned(),
+        })
+        .collect()
+}
+
 /// A client of `url` with default settings.
 pub async fn connect(url: &str) -> LockClient {
     LockClient::connect(url)
@@ -403,8 +436,13 @@ impl RedisServer {
     }
 
     /// How many times `command` (as named by [`command_stats`](Self::command_stats))
-    /// ran since the server started or its last `CONFIG RESETSTAT`.
+    /// ran since the server started or its last `CONFIG RESETSTAT`. Redis 6.2 counts
+    /// no subcommands: there `script|load` is every `SCRIPT` call.
     pub fn command_calls(&self, command: &str) -> u64 {
+        let command = match server::server_version().before_redis_7() {
+            true => command.split('|').next().unwrap_or(command),
+            false => command,
+        };
         self.command_stats().get(command).copied().unwrap_or(0)
     }
 
