@@ -919,6 +919,14 @@ async fn a_user_without_the_prefix_gets_a_permission_error() {
     let holder = LockClient::connect(&server.url()).await.unwrap();
     let _held = holder.lock(&name).await.unwrap();
     let waited = deaf.lock(&name).timeout(Duration::from_secs(2)).await;
+    let version = common::server::server_version();
+    if version.before_redis_7() && matches!(waited, Ok(None)) {
+        // No shard channels before 7.0: a plain SUBSCRIBE's refusal is not reported
+        // reliably (`src/waiting/shards.rs`, `subscribe_plain`): the waiter may sleep
+        // out its time instead, as docs/deployments.md says for Redis 6.2.
+        println!("{version}: the refused SUBSCRIBE went unreported; the waiter timed out");
+        return;
+    }
     assert!(
         matches!(&waited, Err(LockError::PermissionDenied { detail }) if detail.contains("channel")),
         "{waited:?}"
