@@ -528,13 +528,16 @@ impl LockClientBuilder {
         // Not `subscriber.manage_subscriptions()`: the waiting rooms subscribe again
         // themselves after a reconnection (see `waiting.rs`).
         // Release messages go over shard channels from Redis 7.0 on (see `waiting.rs`);
-        // a server that hides its version (INFO refused by the ACL) is taken to be 7+.
+        // a server that hides its version (INFO refused by the ACL, as the documented
+        // rule does) is asked with a script whether it has SPUBLISH (Redis 6.2 has not).
         // Redisson's layout publishes as Redisson does: on shard channels only on a
         // cluster (its `shardedSubscriptionMode` AUTO), so that its waiters hear us.
-        let sharded = redis
-            .server_version()
-            .is_none_or(|version| version.major >= 7)
-            && (self.config.compat.shards_single_servers() || redis.is_clustered());
+        let wants_shards = self.config.compat.shards_single_servers() || redis.is_clustered();
+        let sharded = wants_shards
+            && match redis.server_version() {
+                Some(version) => version.major >= 7,
+                None => crate::scripts::has_shard_channels(&redis).await,
+            };
         let protocol = Protocol::new((redis, opened), scripting, sharded, timeout);
         let id = uuid::Uuid::new_v4();
         let chores = Arc::<Chores>::default();
@@ -579,7 +582,10 @@ impl LockClientBuilder {
     fn open_clients(&mut self) -> Result<(Client, SubscriberClient)> {
         #[allow(unused_mut)]
         let mut fred_config = match self.fred.take() {
-            Some(config) => config,
+            Some(config) => {
+                crate::url::check_cluster_config(&config)?;
+                config
+            }
             None => {
                 crate::url::check_url(&self.url, cfg!(feature = "tls-rustls"))?;
                 Config::from_url(&self.url).map_err(|error| LockError::InvalidOption {

@@ -164,8 +164,28 @@ fn check_cluster_database(parsed: Option<&Url>, scheme: &str) -> std::result::Re
     };
     Err(format!(
         "the URL names {shown}, but a cluster has database 0 only (fred selects none on a \
-         cluster, so the locks would be in database 0): leave the path out, or write /0"
+         cluster, so the locks would be in database 0; Valkey 9's cluster databases are not \
+         supported): leave the path out, or write /0"
     ))
+}
+
+/// Refuses a fred configuration of a cluster with a database other than 0, which fred
+/// would ignore as it ignores a cluster URL's path (see [`check_cluster_database`]).
+pub(crate) fn check_cluster_config(config: &fred::types::config::Config) -> Result<()> {
+    match config.database {
+        Some(database) if database != 0 && config.server.is_clustered() => {
+            Err(LockError::InvalidOption {
+                option: "config",
+                reason: format!(
+                    "the configuration names database {database} on a cluster, which fred \
+                     ignores (it selects no database on a cluster's connections), so the \
+                     locks would be in database 0: a cluster takes database 0 only \
+                     (Valkey 9's cluster databases are not supported)"
+                ),
+            })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Whether a parameter's `name` is a plain word, shown in a refusal.
@@ -322,6 +342,8 @@ mod tests {
             "redis://h:1/?&",
             "redis-cluster://h:1?node=h:2&node=h:3",
             "valkey-cluster://h:1?node=h:2",
+            "redis-cluster://h:1/?node=h:2",
+            "valkey-cluster://h:1/0",
             "redis-sentinel://u:p@h:1/0?sentinelServiceName=m&sentinelUsername=su\
              &sentinelPassword=sp&node=h:2",
             "redis-cluster://h:1/0?node=h:2",
@@ -359,6 +381,9 @@ mod tests {
             ),
             ("redis://h:1?protocol=resp3", "takes no query parameters"),
             ("redis-cluster://h:1?DB=1", "database 0 only"),
+            ("redis-cluster://h:1/2?node=h:2", "names `/2`"),
+            ("valkey-cluster://h:1/15", "Valkey 9's cluster databases"),
+            ("redis-cluster://h:1/x", "names a path"),
             (
                 "redis://h:1?node=h:2",
                 "`redis-cluster://` and `redis-sentinel://`",

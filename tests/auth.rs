@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use holdlock::{Claim, Compat, LockClient, LockError, LockKind, LockOptions, fence};
 
-use common::RedisServer;
+use common::{RedisServer, documented_rule, documented_rules};
 
 const PASSWORD: &str = "pa55-Wd-never-shown";
 const USER_PASSWORD: &str = "us3r-Pw-never-shown";
@@ -53,36 +53,17 @@ fn password_server() -> RedisServer {
     server
 }
 
-/// The `ACL SETUSER` rule that `docs/deployments.md` gives for a holdlock user, for
-/// `user` with `password`, as command arguments.
-fn documented_rule(user: &str, password: &str) -> Vec<String> {
-    rule_of_the_page("holdlock", user, password)
-}
-
 /// The `ACL SETUSER` rule that `docs/deployments.md` gives for a `Compat::Redisson`
 /// user whose lock names begin with `account:`, for `user` with `password` and names
 /// that begin with `test:` (as `common::unique`'s do), as command arguments.
 fn documented_redisson_rule(user: &str, password: &str) -> Vec<String> {
-    rule_of_the_page("holdlock-redisson", user, password)
+    let rules = common::documented_rules_of("holdlock-redisson");
+    let [rule] = rules.as_slice() else {
+        panic!("docs/deployments.md gives one ACL rule for holdlock-redisson: {rules:?}");
+    };
+    common::rule_words(rule, "holdlock-redisson", user, password)
         .into_iter()
         .map(|word| word.replace("account:", "test:"))
-        .collect()
-}
-
-/// The rule of docs/deployments.md for the user it calls `documented`.
-fn rule_of_the_page(documented: &str, user: &str, password: &str) -> Vec<String> {
-    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/deployments.md"))
-        .unwrap();
-    let line = docs
-        .lines()
-        .find(|line| line.starts_with(&format!("ACL SETUSER {documented} ")))
-        .unwrap_or_else(|| panic!("docs/deployments.md gives the ACL rule for {documented}"));
-    line.split_whitespace()
-        .map(|word| match word {
-            _ if word == documented => user.to_owned(),
-            ">PASSWORD" => format!(">{password}"),
-            other => other.to_owned(),
-        })
         .collect()
 }
 
@@ -709,15 +690,21 @@ async fn everything_in(url: &str, compat: Compat) {
 
 /// What fred sends as it connects and gets by without (docs/deployments.md: the rule
 /// does not grant them), and holdlock's `PING` that confirms a plain subscription.
-const TOLERATED: [&str; 3] = ["info", "client|id", "ping"];
+/// Redis 6.2's `ACL LOG` names a subcommand's command only (`client` for `CLIENT ID`).
+fn tolerated() -> [&'static str; 3] {
+    match common::server::server_version().before_redis_7() {
+        true => ["info", "client", "ping"],
+        false => ["info", "client|id", "ping"],
+    }
+}
 
 /// Asserts that `node` refused `user` nothing since its `ACL LOG` was last reset, but
-/// [`TOLERATED`]: the rule covered everything the code sent.
+/// [`tolerated`] ones: the rule covered everything the code sent.
 async fn refused_nothing_but_what_fred_connects_with(node: &RedisServer, user: &str) {
     let refused: Vec<_> = refused(node, user)
         .await
         .into_iter()
-        .filter(|(object, _)| !TOLERATED.contains(&object.as_str()))
+        .filter(|(object, _)| !tolerated().contains(&object.as_str()))
         .collect();
     assert!(
         refused.is_empty(),
@@ -952,7 +939,11 @@ async fn the_documented_rule_covers_a_live_reshard() {
     let looked_up = source.command_calls("cluster|nodes");
     println!("ASKING on the target: {asked}; CLUSTER NODES on the source: {looked_up}");
     assert!(asked > 0, "no ASKING reached the target");
-    assert!(looked_up > 0, "no CLUSTER NODES reached the source");
+    let version = common::server::server_version();
+    match version.before_redis_7() {
+        true => println!("{version} counts no subcommands: CLUSTER NODES not counted"),
+        false => assert!(looked_up > 0, "no CLUSTER NODES reached the source"),
+    }
     for client in [client, other, patient] {
         client.shutdown().await;
     }
@@ -1065,6 +1056,22 @@ async fn a_user_without_a_command_a_script_calls_gets_a_permission_error_naming_
     println!("denied: {}", refused.unwrap_err());
 }
 
+/// The rule for Redis 6.2 is the rule less the four commands 7.0 brought, no more.
+#[test]
+fn the_redis_6_rule_is_the_rule_less_what_7_0_brought() {
+    let [rule, rule_6] = documented_rules();
+    let lacking = ["+pexpiretime", "+spublish", "+ssubscribe", "+sunsubscribe"];
+    let expected: Vec<&str> = rule
+        .split_whitespace()
+        .filter(|word| !lacking.contains(word))
+        .collect();
+    assert_eq!(
+        rule.split_whitespace().count(),
+        expected.len() + lacking.len()
+    );
+    assert_eq!(rule_6.split_whitespace().collect::<Vec<_>>(), expected);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_user_without_the_prefix_gets_a_permission_error() {
     logs();
@@ -1102,6 +1109,14 @@ async fn a_user_without_the_prefix_gets_a_permission_error() {
     let holder = LockClient::connect(&server.url()).await.unwrap();
     let _held = holder.lock(&name).await.unwrap();
     let waited = deaf.lock(&name).timeout(Duration::from_secs(2)).await;
+    let version = common::server::server_version();
+    if version.before_redis_7() && matches!(waited, Ok(None)) {
+        // No shard channels before 7.0: a plain SUBSCRIBE's refusal is not reported
+        // reliably (`src/waiting/shards.rs`, `subscribe_plain`): the waiter may sleep
+        // out its time instead, as docs/deployments.md says for Redis 6.2.
+        println!("{version}: the refused SUBSCRIBE went unreported; the waiter timed out");
+        return;
+    }
     assert!(
         matches!(&waited, Err(LockError::PermissionDenied { detail }) if detail.contains("channel")),
         "{waited:?}"

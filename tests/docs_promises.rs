@@ -4,7 +4,7 @@
 //! (the CLI's too) against its constant; the metrics the docs name and design.md's table
 //! of them (types, labels) against the ones the code records, each asserted by
 //! tests/metrics.rs; the ACL rules of docs/deployments.md against the commands the
-//! scripts call; and the Valkey test files the docs name against `.ci/run`'s. Nothing
+//! scripts call; and the smoke files the docs name against `.ci/run`'s. Nothing
 //! here talks to Redis.
 
 use std::collections::BTreeSet;
@@ -652,91 +652,83 @@ fn the_acl_rules_grant_every_command_the_scripts_call() {
     );
 }
 
-/// The `--test` files of `.ci/run`'s run on Valkey (its `HOLDLOCK_TEST_SERVER=…
-/// cargo test` command, continued over lines ending in `\`).
-fn valkey_test_files() -> Vec<String> {
+/// The words of the bash array `name=(...)` in `.ci/run` (over several lines).
+fn ci_array(name: &str) -> Vec<String> {
     let run = read(".ci/run");
-    let mut lines = run.lines().skip_while(|line| {
-        !(line.starts_with("HOLDLOCK_TEST_SERVER=") && line.contains("cargo test"))
-    });
-    let mut command = String::new();
-    for line in lines.by_ref() {
-        command.push_str(line.trim_end_matches('\\'));
-        command.push(' ');
-        if !line.ends_with('\\') {
-            break;
-        }
-    }
-    let words: Vec<&str> = command.split_whitespace().collect();
-    let files: Vec<String> = words
-        .windows(2)
-        .filter(|pair| pair[0] == "--test")
-        .map(|pair| pair[1].to_owned())
-        .collect();
-    assert!(
-        files.len() >= 4,
-        ".ci/run's Valkey command, read as {command:?}"
-    );
-    files
+    let words = between(&run, &format!("\n{name}=("), ")")
+        .unwrap_or_else(|| panic!(".ci/run has the array {name}"));
+    words.split_whitespace().map(str::to_owned).collect()
 }
 
-/// docs/deployments.md names the test files `.ci/run` runs on Valkey, all of them and
-/// how many; README.md's excerpt of that command says how many it names and shows the
-/// first of them; CHANGELOG.md's entry gives the same count.
-#[test]
-fn the_valkey_files_the_docs_name_are_the_ones_ci_runs() {
-    let files = valkey_test_files();
-    let page = read("docs/deployments.md")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
-    let listed = between(&page, "Cluster and Sentinel smoke files", " files;")
-        .expect("docs/deployments.md lists the Valkey files");
-    let (names, count) = listed
-        .rsplit_once('(')
-        .expect("the list ends with `(N files`");
-    let named: BTreeSet<String> = code_spans(names)
+/// The names of the `code spans` of `text` that are test files (`tests/x.rs` or
+/// `x.rs`), as `--test` takes them.
+fn test_files_named(text: &str) -> BTreeSet<String> {
+    code_spans(text)
         .into_iter()
+        .filter(|span| span.ends_with(".rs"))
         .map(|span| {
             span.trim_start_matches("tests/")
                 .trim_end_matches(".rs")
                 .to_owned()
         })
-        .collect();
+        .collect()
+}
+
+/// docs/deployments.md names the smoke files `.ci/run` runs on every server of its
+/// matrix (its `SMOKE`), all of them and how many, and the extra files of Redis 6.2
+/// and Valkey 9.0 (`SMOKE_6`, `SMOKE_9`); README.md says how many and its excerpt of
+/// the command shows the first of them.
+#[test]
+fn the_smoke_files_the_docs_name_are_the_ones_ci_runs() {
+    let files = ci_array("SMOKE");
+    assert!(files.len() >= 4, ".ci/run's SMOKE, read as {files:?}");
+    let page = read("docs/deployments.md")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let listed = between(&page, "Cluster and Sentinel smoke files", " files,")
+        .expect("docs/deployments.md lists the smoke files");
+    let (names, count) = listed
+        .rsplit_once('(')
+        .expect("the list ends with `(N files`");
     let run: BTreeSet<String> = files.iter().cloned().collect();
     assert_eq!(
-        named, run,
-        "docs/deployments.md's Valkey files (left) against .ci/run's"
+        test_files_named(names),
+        run,
+        "docs/deployments.md's smoke files (left) against .ci/run's"
     );
     assert_eq!(
         count.trim(),
         files.len().to_string(),
         "docs/deployments.md's count"
     );
+    for (server, end, array) in [
+        ("Redis 6.2", ", on Valkey", "SMOKE_6"),
+        ("Valkey 9.0", ". Sentinel is", "SMOKE_9"),
+    ] {
+        let extra = between(&page, &format!("on {server} also "), end)
+            .unwrap_or_else(|| panic!("docs/deployments.md names {server}'s extra files"));
+        let run: BTreeSet<String> = ci_array(array).into_iter().collect();
+        assert_eq!(
+            test_files_named(extra),
+            run,
+            "docs/deployments.md's extra files on {server} (left) against .ci/run's {array}"
+        );
+    }
 
     let readme = read("README.md");
-    let excerpt = between(
-        &readme,
-        "names ",
-        " `--test` files, of which these are the first",
-    )
-    .expect("README.md says how many files .ci/run names");
-    assert_eq!(excerpt.trim(), files.len().to_string(), "README.md's count");
-    let changelog = read("CHANGELOG.md")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
-    let entry = between(
-        &changelog,
-        "runs the whole suite on Redis 7.0.15 and then ",
-        " single-server, Cluster and Sentinel test files on Valkey",
-    )
-    .expect("CHANGELOG.md says how many files run on Valkey");
-    assert_eq!(
-        entry.trim(),
-        files.len().to_string(),
-        "CHANGELOG.md's count"
-    );
+    let readme_words = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    for (start, end) in [
+        ("it names ", " `--test` files, of which these are the first"),
+        (
+            "\"The smoke files\" are the ",
+            " single-server, Cluster and Sentinel files",
+        ),
+    ] {
+        let said = between(&readme_words, start, end)
+            .unwrap_or_else(|| panic!("README.md says how many smoke files: {start:?}"));
+        assert_eq!(said.trim(), files.len().to_string(), "README.md's count");
+    }
     let shown = between(&readme, "HOLDLOCK_TEST_SERVER=", "\n```")
         .expect("README.md shows the Valkey command");
     let shown: Vec<&str> = shown

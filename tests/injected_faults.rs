@@ -249,8 +249,14 @@ async fn a_connection_task_fred_ends_is_started_again() {
         arguments
     });
     proxy.forward_to(node.port);
-    node.command(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"])
-        .unwrap();
+    // Redis 6.2 has no ADDSLOTSRANGE: every slot by name there.
+    let slots: Vec<String> = (0..16384).map(|slot: u32| slot.to_string()).collect();
+    let mut add: Vec<&str> = vec!["CLUSTER", "ADDSLOTS"];
+    add.extend(slots.iter().map(String::as_str));
+    if !common::server::server_version().before_redis_7() {
+        add = vec!["CLUSTER", "ADDSLOTSRANGE", "0", "16383"];
+    }
+    assert_eq!(node.command(&add).as_deref(), Ok("+OK"));
     common::wait_until("the one-node cluster", Duration::from_secs(10), || {
         node.query(&["CLUSTER", "INFO"])
             .is_ok_and(|info| info.contains("cluster_state:ok"))

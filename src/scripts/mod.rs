@@ -72,6 +72,19 @@ script!(RELEASE = "release_hold.lua", "release.lua");
 script!(RENEW = "renew.lua");
 script!(FENCE = "fence.lua");
 script!(COMPLETE_PERIOD = "complete_period.lua");
+script!(SHARD_CHANNELS = "shard_channels.lua");
+
+/// Whether the server behind `redis` has shard channels (`SPUBLISH`, Redis 7.0 on), for
+/// a server that hides its version (an ACL without `INFO`): asked with a script, which
+/// the documented ACL rule allows. A server that cannot be asked is taken to have them,
+/// as holdlock took every server that hides its version before (its release and
+/// waiting then fail with "unknown command" on Redis 6, rather than wait in silence).
+pub(crate) async fn has_shard_channels(redis: &Client) -> bool {
+    let asked = SHARD_CHANNELS
+        .evalsha_with_reload::<i64, _, _>(redis, Vec::<String>::new(), Vec::<String>::new())
+        .await;
+    !matches!(asked, Ok(0))
+}
 /// How a script may be sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Delivery {

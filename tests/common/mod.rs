@@ -134,6 +134,50 @@ pub fn unique(test: &str) -> String {
     format!("test:{test}:{}", uuid::Uuid::new_v4().simple())
 }
 
+/// The `ACL SETUSER` rules that `docs/deployments.md` gives for the user it calls
+/// `documented`, in the page's order.
+pub fn documented_rules_of(documented: &str) -> Vec<String> {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/deployments.md"))
+        .unwrap();
+    let start = format!("ACL SETUSER {documented} ");
+    docs.lines()
+        .filter(|line| line.starts_with(&start))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The two `ACL SETUSER` rules that `docs/deployments.md` gives for a holdlock user:
+/// the rule, and the one for Redis 6.2.
+pub fn documented_rules() -> [String; 2] {
+    documented_rules_of("holdlock")
+        .try_into()
+        .expect("docs/deployments.md gives the ACL rule, and the one for Redis 6.2")
+}
+
+/// `rule`, a documented rule for the user the page calls `documented`, as command
+/// arguments for `user` with `password`.
+pub fn rule_words(rule: &str, documented: &str, user: &str, password: &str) -> Vec<String> {
+    rule.split_whitespace()
+        .map(|word| match word {
+            _ if word == documented => user.to_owned(),
+            ">PASSWORD" => format!(">{password}"),
+            other => other.to_owned(),
+        })
+        .collect()
+}
+
+/// The `ACL SETUSER` rule that `docs/deployments.md` gives for a holdlock user on the
+/// test server (the one for Redis 6.2 there), for `user` with `password`, as command
+/// arguments.
+pub fn documented_rule(user: &str, password: &str) -> Vec<String> {
+    let [rule, rule_6] = documented_rules();
+    let line = match server::server_version().before_redis_7() {
+        true => rule_6,
+        false => rule,
+    };
+    rule_words(&line, "holdlock", user, password)
+}
+
 /// A client of `url` with default settings.
 pub async fn connect(url: &str) -> LockClient {
     LockClient::connect(url)
@@ -403,8 +447,13 @@ impl RedisServer {
     }
 
     /// How many times `command` (as named by [`command_stats`](Self::command_stats))
-    /// ran since the server started or its last `CONFIG RESETSTAT`.
+    /// ran since the server started or its last `CONFIG RESETSTAT`. Redis 6.2 counts
+    /// no subcommands: there `script|load` is every `SCRIPT` call.
     pub fn command_calls(&self, command: &str) -> u64 {
+        let command = match server::server_version().before_redis_7() {
+            true => command.split('|').next().unwrap_or(command),
+            false => command,
+        };
         self.command_stats().get(command).copied().unwrap_or(0)
     }
 

