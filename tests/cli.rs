@@ -744,6 +744,10 @@ async fn bench_runs_every_workload_and_leaves_nothing_behind() {
     let ran = finish(&mut holdlock(["bench", "--workloads", "w12"])).await;
     assert_eq!(ran.code, Some(64), "{ran:?}");
     assert!(ran.stderr.contains("unknown workload"), "{ran:?}");
+    assert!(
+        ran.stderr.contains("W10 or W11"),
+        "it names every workload: {ran:?}"
+    );
     let ran = finish(&mut holdlock(["bench", "--workloads", "W5"])).await;
     assert_eq!(ran.code, Some(64), "{ran:?}");
     assert!(ran.stderr.contains("cargo bench"), "{ran:?}");

@@ -140,8 +140,13 @@ impl Workload {
         Self::W8,
     ];
 
-    /// Every workload, for parsing.
-    const EVERY: [Workload; 16] = [
+    /// Every workload, in the order of their names.
+    ///
+    /// ```
+    /// use holdlock::bench::Workload;
+    /// assert!(Workload::EVERY.contains(&Workload::W11));
+    /// ```
+    pub const EVERY: [Workload; 16] = [
         Self::W1,
         Self::W1r,
         Self::W1s,

@@ -127,13 +127,28 @@ fn progress_printer() -> workloads::Progress {
     })
 }
 
+/// The workloads `holdlock bench --workload` runs (W5 runs in `cargo bench` only, `net`
+/// is `--latency`'s).
+fn runnable(workload: Workload) -> bool {
+    !matches!(workload, Workload::W5 | Workload::Net)
+}
+
 fn parse_workload(text: &str) -> Result<Workload, String> {
     match Workload::parse(text) {
         Some(Workload::W5) => Err("W5 runs only in `cargo bench --bench lock`".into()),
         Some(Workload::Net) => Err("`net` is measured by --latency".into()),
         Some(workload) => Ok(workload),
-        None => Err(format!(
-            "unknown workload {text:?}; expected W1, W1r, W1s, W2, W3, W3f, W4, W4f, W6, W7, W8, W9 or W10"
-        )),
+        None => {
+            let labels: Vec<&str> = Workload::EVERY
+                .into_iter()
+                .filter(|workload| runnable(*workload))
+                .map(Workload::label)
+                .collect();
+            let (last, rest) = labels.split_last().unwrap_or((&"", &[]));
+            Err(format!(
+                "unknown workload {text:?}; expected {} or {last}",
+                rest.join(", ")
+            ))
+        }
     }
 }
