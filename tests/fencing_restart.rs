@@ -174,3 +174,20 @@ async fn a_register_written_before_a_restart_accepts_the_first_holder_after_it()
     );
     drop((old_guard, new_guard));
 }
+
+/// The harness this file relies on: a server that saves (as Redis 6.2's primary does
+/// for a replica's first sync) keeps its `dump.rdb` to itself, so a server started
+/// after it, or restarted, starts with no keys of another's. (It saved into the crate
+/// root, where every later server loaded it: a restart here then kept a key.)
+#[test]
+fn a_saved_dump_stays_with_the_server_that_saved_it() {
+    let saver = RedisServer::start();
+    assert_eq!(saver.command(&["SET", "saved", "1"]).as_deref(), Ok("+OK"));
+    assert_eq!(saver.command(&["SAVE"]).as_deref(), Ok("+OK"));
+    let mut later = RedisServer::start();
+    assert_eq!(later.query(&["DBSIZE"]).as_deref(), Ok(":0"));
+    later.restart();
+    assert_eq!(later.query(&["DBSIZE"]).as_deref(), Ok(":0"));
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/dump.rdb");
+    assert!(!std::path::Path::new(root).exists(), "{root} was written");
+}

@@ -77,6 +77,8 @@ pub fn start(
             String::new(),
             "--appendonly".into(),
             "no".into(),
+            "--dir".into(),
+            own_directory("server", port),
         ];
         if let Some(log) = &log {
             usual.extend(["--logfile".into(), log.to_str().unwrap().to_owned()]);
@@ -397,19 +399,29 @@ pub fn info(port: u16, field: &str) -> Option<String> {
         .map(|value| value.trim().to_owned())
 }
 
-/// The arguments that make the server on `port` a cluster node: cluster mode on, a
-/// free bus port, and a directory of its own (a replica's full sync leaves `dump.rdb`
-/// in its working directory, which every later server started there would load).
-pub fn cluster_node_args(port: u16) -> Vec<String> {
+/// A fresh directory of the server on `port` (`holdlock-<what>-<port>-...` in the
+/// temporary directory, removed when the server is stopped), made now. Every server
+/// works in one of its own: one that saves (Redis 6.2's primary does, for a replica's
+/// first sync; a `SAVE`) would leave `dump.rdb` where every later server started in
+/// the same directory loads it, and a restart "without persistence" would not be.
+pub fn own_directory(what: &str, port: u16) -> String {
     let stamp = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |since| since.as_nanos());
     let dir = std::env::temp_dir().join(format!(
-        "holdlock-cluster-{port}-{}-{stamp}",
+        "holdlock-{what}-{port}-{}-{stamp}",
         std::process::id()
     ));
     // A directory that cannot be made makes the server fail to start, with its reason.
     let _ = std::fs::create_dir_all(&dir);
+    dir.to_string_lossy().into_owned()
+}
+
+/// The arguments that make the server on `port` a cluster node: cluster mode on, a
+/// free bus port, and a directory of its own (a replica's full sync leaves `dump.rdb`
+/// in its working directory, which every later server started there would load).
+pub fn cluster_node_args(port: u16) -> Vec<String> {
+    let dir = own_directory("cluster", port);
     let mut args = vec!["--cluster-enabled".into(), "yes".into()];
     // Without a free bus port the server fails to bind one, and `start` retries. Redis
     // 6.2 has no `--cluster-port`: its bus is port + 10000, which `start` picks free.
@@ -419,7 +431,7 @@ pub fn cluster_node_args(port: u16) -> Vec<String> {
     }
     args.extend([
         "--dir".into(),
-        dir.to_string_lossy().into_owned(),
+        dir,
         "--cluster-config-file".into(),
         "nodes.conf".into(),
         // A replica's full sync starts at once, not after Redis's default 5 s wait for
