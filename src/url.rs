@@ -163,11 +163,14 @@ fn check_cluster_database(parsed: Option<&Url>, scheme: &str) -> std::result::Re
         false => "a path".to_owned(),
     };
     Err(format!(
-        "the URL names {shown}, but a cluster has database 0 only (fred selects none on a \
-         cluster, so the locks would be in database 0; Valkey 9's cluster databases are not \
-         supported): leave the path out, or write /0"
+        "the URL names {shown}, but {CLUSTER_DATABASE}: leave the path out, or write /0"
     ))
 }
+
+/// Why a cluster takes database 0 only, in both refusals of another.
+const CLUSTER_DATABASE: &str = "a cluster has database 0 only (fred selects none on a \
+                                cluster, so the locks would be in database 0; Valkey 9's \
+                                cluster databases are not supported)";
 
 /// Refuses a fred configuration of a cluster with a database other than 0, which fred
 /// would ignore as it ignores a cluster URL's path (see [`check_cluster_database`]).
@@ -177,10 +180,7 @@ pub(crate) fn check_cluster_config(config: &fred::types::config::Config) -> Resu
             Err(LockError::InvalidOption {
                 option: "config",
                 reason: format!(
-                    "the configuration names database {database} on a cluster, which fred \
-                     ignores (it selects no database on a cluster's connections), so the \
-                     locks would be in database 0: a cluster takes database 0 only \
-                     (Valkey 9's cluster databases are not supported)"
+                    "the configuration names database {database}, but {CLUSTER_DATABASE}"
                 ),
             })
         }
@@ -352,6 +352,27 @@ mod tests {
         ] {
             assert_eq!(url_refusal(url, false), None, "{url}");
         }
+    }
+
+    #[test]
+    fn a_cluster_config_with_another_database_is_refused() {
+        use fred::types::config::{Config, ServerConfig};
+        let config = |server: ServerConfig, database| Config {
+            server,
+            database,
+            ..Config::default()
+        };
+        let cluster = || ServerConfig::new_clustered(vec![("127.0.0.1", 7000)]);
+        let refused = check_cluster_config(&config(cluster(), Some(2)));
+        let Err(LockError::InvalidOption { option, reason }) = refused else {
+            panic!("accepted: {refused:?}");
+        };
+        assert_eq!(option, "config");
+        assert!(reason.contains("database 2") && reason.contains("database 0 only"));
+        assert!(check_cluster_config(&config(cluster(), Some(0))).is_ok());
+        assert!(check_cluster_config(&config(cluster(), None)).is_ok());
+        let single = ServerConfig::new_centralized("127.0.0.1", 6379);
+        assert!(check_cluster_config(&config(single, Some(2))).is_ok());
     }
 
     #[test]
