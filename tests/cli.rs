@@ -803,6 +803,55 @@ async fn bench_w11_measures_many_accounts_against_the_bare_lock() {
     assert!(left.is_empty(), "keys left behind: {left:?}");
 }
 
+/// W4p: the hand-off between this process and a second one it starts, which connects
+/// as the first does (its prefix too: on another prefix it would take another lock at
+/// once, and every hand-off would time as nothing), next to the bare lock's between
+/// the same two, with the commands each sends a hand-off.
+#[cfg(feature = "bench")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_w4p_hands_the_lock_between_two_processes() {
+    let _alone = ONE_BENCH_AT_A_TIME.lock().await;
+    let args = [
+        "--prefix",
+        "cli-w4p:",
+        "bench",
+        "--workloads",
+        "W4p",
+        "--quick",
+        "--json",
+    ];
+    let ran = finish_within(&mut holdlock(args), Duration::from_secs(120)).await;
+    assert_no_panic(&ran);
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let figures: serde_json::Value = serde_json::from_str(&ran.stdout).expect("JSON on stdout");
+    let figure = |metric: &str| {
+        let figures = figures.as_array().expect("an array of figures");
+        let figure = figures.iter().find(|figure| figure["metric"] == metric);
+        let figure = figure.unwrap_or_else(|| panic!("{metric} missing: {figures:?}"));
+        assert_eq!(figure["workload"], "W4p", "{figure}");
+        assert_eq!(
+            figure["floor_is"], "bare lock + PUBLISH, two processes",
+            "{figure}"
+        );
+        let (value, floor) = (figure["value"].as_f64(), figure["floor"].as_f64());
+        (value.unwrap_or_default(), floor.unwrap_or_default())
+    };
+    for metric in ["hand-off p50", "hand-off p90"] {
+        let (value, floor) = figure(metric);
+        assert!(
+            value > 0.0 && floor > 0.0,
+            "{metric}: {value} against {floor}"
+        );
+    }
+    // The bare hand-off sends a SET NX and a release script; each block of 13 also
+    // its first take and its last release.
+    let (sent, floor) = figure("commands sent a hand-off");
+    assert!((2.0..=2.2).contains(&floor), "the bare lock's: {floor}");
+    assert!(sent >= 2.0, "a release and an acquisition at least: {sent}");
+    let left = common::shared().array(&["KEYS", "*w4p*"]).unwrap();
+    assert!(left.is_empty(), "keys left behind: {left:?}");
+}
+
 /// W11 on a cluster counts the scripts and the CPU time of every primary, not of the
 /// node one `INFO` happens to reach: a lone task's cycle is its two scripts (a third
 /// of that when one node of three was counted), and the servers' CPU per cycle is

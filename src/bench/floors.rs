@@ -1,7 +1,8 @@
 //! The floors: the bare lock, and holdlock's own scripts sent with nothing around them.
 
-use fred::clients::Client;
+use fred::clients::{Client, SubscriberClient};
 use fred::interfaces::KeysInterface;
+use fred::interfaces::{ClientLike, PubsubInterface};
 use fred::types::scripts::Script;
 use fred::types::{Expiration, SetOptions};
 
@@ -102,6 +103,20 @@ impl ScriptsAlone {
 /// The queue of waiting clients beside the lock `key` (as `src/keys.rs` names it).
 fn clients_key(key: &str) -> String {
     format!("{key}:clients")
+}
+
+/// A subscriber connection of the same server as `redis`, subscribed to `channel`
+/// (a bare hand-off's waiter hears the release there).
+pub(super) async fn subscribed(redis: &Client, channel: &str) -> BenchResult<SubscriberClient> {
+    let subscriber = SubscriberClient::new(
+        redis.client_config(),
+        Some(redis.perf_config()),
+        Some(redis.connection_config().clone()),
+        None,
+    );
+    subscriber.init().await?;
+    subscriber.subscribe(channel).await?;
+    Ok(subscriber)
 }
 
 /// The tutorial lock: `SET NX PX` to take, compare-and-delete to release.

@@ -21,6 +21,10 @@
 //! - **W4 hand-off**: two workers on two clients ping-pong one lock; the time from the
 //!   start of a release to the waiter's `lock()` returning.
 //! - **W4f hand-off, fair**: W4 with the fair lock.
+//! - **W4p hand-off between processes** (by name only, `holdlock bench`, which starts
+//!   the second process): W4 with each worker in a process of its own, next to the
+//!   bare hand-off between the same two; and the Redis commands a hand-off costs each
+//!   (`peer.rs`).
 //! - **W5 many locks held** (`benches/lock.rs` only, as it reads the process's own
 //!   memory): built there from [`Figure`]s.
 //! - **W6 transfers**: `workers` tasks over two clients, each making transfers between
@@ -47,7 +51,7 @@
 //!   guard frees every key (`held.rs`).
 //!
 //! Files: `workloads.rs` runs W1–W4 (and W3f, W4f), `family.rs` W6, W7 and W1s,
-//! `fair.rs` W8, `crowd.rs` W9, `held.rs` W10, `accounts.rs` W11, `exclusive.rs` the lock kinds of W3/W3f, W4/W4f
+//! `fair.rs` W8, `peer.rs` W4p, `crowd.rs` W9, `held.rs` W10, `accounts.rs` W11, `exclusive.rs` the lock kinds of W3/W3f, W4/W4f
 //! and W9, `floors.rs` holds the
 //! bare lock and holdlock's scripts sent alone, `samples.rs` the timing helpers,
 //! `report.rs` the figures and their table and JSON.
@@ -70,12 +74,14 @@ mod fair;
 mod family;
 mod floors;
 mod held;
+mod peer;
 mod proxy;
 mod report;
 mod samples;
 mod server;
 mod workloads;
 
+pub use peer::{PeerCommand, serve_peer};
 pub use proxy::{DelayProxy, ping_cost};
 pub use report::{Figure, Goal, Unit, json, table};
 
@@ -100,6 +106,9 @@ pub enum Workload {
     W4,
     /// W4 with the fair lock.
     W4f,
+    /// W4 with its two workers in two processes (`holdlock bench` only, which starts
+    /// the second).
+    W4p,
     /// Many locks held at once: memory and renewals (`cargo bench` only, as it reads
     /// the process's own memory).
     W5,
@@ -146,7 +155,7 @@ impl Workload {
     /// use holdlock::bench::Workload;
     /// assert!(Workload::EVERY.contains(&Workload::W11));
     /// ```
-    pub const EVERY: [Workload; 16] = [
+    pub const EVERY: [Workload; 17] = [
         Self::W1,
         Self::W1r,
         Self::W1s,
@@ -155,6 +164,7 @@ impl Workload {
         Self::W3f,
         Self::W4,
         Self::W4f,
+        Self::W4p,
         Self::W5,
         Self::W6,
         Self::W7,
@@ -175,6 +185,7 @@ impl Workload {
             Self::W3f => "W3f",
             Self::W4 => "W4",
             Self::W4f => "W4f",
+            Self::W4p => "W4p",
             Self::W5 => "W5",
             Self::W6 => "W6",
             Self::W7 => "W7",
@@ -210,7 +221,7 @@ pub struct Settings {
     pub sections: u64,
     /// W3, W3f, W9: work outside the lock after each section; W7, W8: inside.
     pub work: Duration,
-    /// W4, W4f: hand-offs.
+    /// W4, W4f, W4p: hand-offs.
     pub handoffs: u64,
     /// W10: locks held at once.
     pub held: usize,
@@ -272,6 +283,8 @@ pub struct Bench {
     clients: [LockClient; 2],
     settings: Settings,
     progress: Progress,
+    /// Starts W4p's second process.
+    peer: Option<PeerCommand>,
     /// Makes every name of this run unique, so that runs never collide.
     stem: String,
 }
@@ -284,8 +297,31 @@ impl Bench {
             clients,
             settings,
             progress,
+            peer: None,
             stem,
         }
+    }
+
+    /// Runs W4p's second process with `command`, which runs [`serve_peer`] on a client
+    /// of the same deployment (without it, W4p fails).
+    ///
+    /// ```no_run
+    /// # async fn run(clients: [holdlock::LockClient; 2]) {
+    /// use std::sync::Arc;
+    /// use holdlock::bench::{Bench, Settings, Workload};
+    ///
+    /// let peer = Arc::new(|| {
+    ///     let mut command = std::process::Command::new("holdlock");
+    ///     command.args(["bench", "--peer"]);
+    ///     command
+    /// });
+    /// let bench = Bench::new(clients, Settings::quick(), Arc::new(|_, _, _| {})).with_peer(peer);
+    /// let figures = bench.run(&[Workload::W4p]).await;
+    /// # }
+    /// ```
+    pub fn with_peer(mut self, command: PeerCommand) -> Self {
+        self.peer = Some(command);
+        self
     }
 
     /// Runs `workloads` in order and returns their figures.
@@ -302,6 +338,7 @@ impl Bench {
                 Workload::W3f => self.contended(Exclusive::Fair).await?,
                 Workload::W4 => self.handoff(Exclusive::Mutex).await?,
                 Workload::W4f => self.handoff(Exclusive::Fair).await?,
+                Workload::W4p => self.handoff_between_processes().await?,
                 Workload::W5 => return Err("W5 runs only in benches/lock.rs".into()),
                 Workload::W6 => self.transfers().await?,
                 Workload::W7 => self.read_mostly().await?,

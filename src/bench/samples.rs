@@ -90,6 +90,10 @@ impl Samples {
         self.durations.extend(other.durations);
     }
 
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Duration> {
+        self.durations.iter()
+    }
+
     pub(super) fn len(&self) -> usize {
         self.durations.len()
     }

@@ -5,15 +5,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use fred::clients::{Client, SubscriberClient};
+use fred::clients::Client;
 use fred::error::ErrorKind;
-use fred::interfaces::{ClientLike, EventInterface, KeysInterface, PubsubInterface};
+use fred::interfaces::{ClientLike, EventInterface, KeysInterface};
 use fred::types::scripts::Script;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::exclusive::Exclusive;
-use super::floors::{BareLock, RELEASE_AND_PUBLISH, SCRIPTS_ALONE, ScriptsAlone, TRIVIAL};
+use super::floors::{
+    BareLock, RELEASE_AND_PUBLISH, SCRIPTS_ALONE, ScriptsAlone, TRIVIAL, subscribed,
+};
 use super::samples::{Samples, alternate, millis, time_each};
 use super::{Bench, BenchError, BenchResult, Figure, Goal, Settings, Unit, Workload};
 use crate::LockError;
@@ -471,16 +473,9 @@ impl Bench {
     /// it and takes the key with `SET NX`. Same pauses as W4, so the same idle costs.
     async fn bare_handoff(&self, handoffs: u64) -> BenchResult<Samples> {
         let redis = self.redis().clone();
-        let subscriber = SubscriberClient::new(
-            redis.client_config(),
-            Some(redis.perf_config()),
-            Some(redis.connection_config().clone()),
-            None,
-        );
-        subscriber.init().await?;
         let key = self.key("w4:bare");
         let channel = format!("{key}:released");
-        subscriber.subscribe(channel.as_str()).await?;
+        let subscriber = subscribed(&redis, &channel).await?;
         let release = Script::from_lua(RELEASE_AND_PUBLISH);
         release.load(&redis).await?;
         let holder = BareLock::new(redis.clone()).await?;

@@ -18,7 +18,7 @@ use crate::exit::{EX_NOT_FOUND, EX_OK, EX_SOFTWARE, EX_USAGE, Failure};
 #[derive(Debug, Args)]
 pub(crate) struct BenchArgs {
     /// Which workloads to run, comma-separated: W1, W1r, W1s, W2, W3, W3f, W4, W4f, W6, W7,
-    /// W8, and W9 (200 clients), W10 (1,000,000 held locks; 100,000 with --quick) and
+    /// W8, and W4p (W4 between this process and a second one), W9 (200 clients), W10 (1,000,000 held locks; 100,000 with --quick) and
     /// W11 (256, then 1, 16 and 1,024 tasks over 100,000 names, 5 s a loop; 1 s with
     /// --quick), only when named [default: all but W9, W10 and W11]
     #[arg(long, value_delimiter = ',', value_parser = parse_workload)]
@@ -33,6 +33,10 @@ pub(crate) struct BenchArgs {
     /// delays each direction by DUR (e.g. 100us; a single server's redis:// URL only).
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     latency: Option<Duration>,
+    /// Be W4p's second process: the worker its first process talks to over stdin and
+    /// stdout (started by `holdlock bench` itself).
+    #[arg(long, hide = true)]
+    peer: bool,
 }
 
 /// `holdlock bench`: runs the workloads on two clients of this Redis and prints the
@@ -42,11 +46,25 @@ pub(crate) async fn bench(
     connection: &ConnectionArgs,
     args: &BenchArgs,
 ) -> Result<u8, Failure> {
+    if args.peer {
+        return match workloads::serve_peer(client.clone()).await {
+            Ok(()) => Ok(EX_OK),
+            Err(error) => Err(Failure::new(
+                EX_SOFTWARE,
+                format!("W4p's second process: {error}"),
+            )),
+        };
+    }
     // In the network-distance mode both clients (and so every floor measured on their
     // connections) reach Redis through the delay proxy, which is measured first.
     let mut proxy_figure = None;
-    let (_proxy, first, second) = match args.latency {
-        None => (None, client.clone(), connect(connection, None).await?),
+    let (_proxy, first, second, second_url) = match args.latency {
+        None => (
+            None,
+            client.clone(),
+            connect(connection, None).await?,
+            connection.resolved_url(),
+        ),
         Some(latency) => {
             let url = connection.resolved_url();
             let (upstream, through) = DelayProxy::upstream_of(&url)
@@ -64,7 +82,7 @@ pub(crate) async fn bench(
             proxy_figure = Some(cost.map_err(|error| {
                 Failure::new(EX_SOFTWARE, format!("measuring the proxy failed: {error}"))
             })?);
-            (Some(proxy), first, second)
+            (Some(proxy), first, second, proxied)
         }
     };
     let settings = if args.quick {
@@ -81,7 +99,8 @@ pub(crate) async fn bench(
         [first.clone(), second.clone()],
         settings,
         progress_printer(),
-    );
+    )
+    .with_peer(peer_command(connection, second_url));
     let figures = bench.run(&workloads).await;
     second.shutdown().await;
     if args.latency.is_some() {
@@ -107,6 +126,20 @@ pub(crate) async fn bench(
         matches!(figure.goal, Some(Goal::Exactly(_))) && figure.met() == Some(false)
     });
     Ok(if broken { EX_NOT_FOUND } else { EX_OK })
+}
+
+/// W4p's second process: this executable as `holdlock bench --peer`, connected as the
+/// second client is (at `url`, given in its environment: a password stays out of the
+/// process list).
+fn peer_command(connection: &ConnectionArgs, url: String) -> workloads::PeerCommand {
+    let args = connection.args();
+    std::sync::Arc::new(move || {
+        let program = std::env::current_exe().unwrap_or_else(|_| "holdlock".into());
+        let mut command = std::process::Command::new(program);
+        command.args(&args).args(["bench", "--peer"]);
+        command.env("HOLDLOCK_URL", &url);
+        command
+    })
 }
 
 /// Reports progress on stderr at most twice a second: in place on a terminal, else a line each.

@@ -53,6 +53,26 @@ impl ConnectionArgs {
     }
 }
 
+impl ConnectionArgs {
+    /// The options (but the URL) that connect another holdlock process as these do.
+    pub(crate) fn args(&self) -> Vec<String> {
+        let compat = match self.compat {
+            Compat::Redisson => "redisson",
+            _ => "holdlock",
+        };
+        let mut args = vec![
+            format!("--compat={compat}"),
+            format!("--connect-timeout={}ms", self.connect_timeout.as_millis()),
+        ];
+        args.extend(
+            self.prefix
+                .iter()
+                .map(|prefix| format!("--prefix={prefix}")),
+        );
+        args
+    }
+}
+
 pub(crate) async fn connect(
     args: &ConnectionArgs,
     lease: Option<Duration>,
