@@ -53,6 +53,7 @@ impl ConnectionArgs {
     }
 }
 
+#[cfg(feature = "bench")]
 impl ConnectionArgs {
     /// The options (but the URL) that connect another holdlock process as these do.
     pub(crate) fn args(&self) -> Vec<String> {
