@@ -235,7 +235,7 @@ impl Bench {
                 Unit::Millis,
             )
             .floor("bare SET NX burst", millis(floor_walls[ROUNDS / 2]))
-            .goal(Goal::RatioAtMost(2.0)),
+            .goal(Goal::RatioAtMost(1.5)),
             Figure::new(
                 Workload::W2,
                 "most winners in a burst",
